@@ -1,0 +1,71 @@
+// Package backend defines what dlqctl needs from a dead-letter queue. Each
+// backend (dirqueue, redisstream, pulsar) lives in its own package and
+// implements these interfaces; commands only see the interfaces.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Source is a DLQ that can be read without consuming it.
+type Source interface {
+	// Scan calls fn for every entry in dead-letter order, oldest first,
+	// starting after the locator `after` ("" starts at the beginning). It
+	// reads in pages and never holds the whole DLQ. fn may return ErrStop to
+	// end the scan early without an error.
+	Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error
+	// Get returns the entry whose locator is id, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (envelope.Envelope, error)
+	// Len is the number of entries in the DLQ.
+	Len(ctx context.Context) (int64, error)
+	// String names the DLQ with any password replaced by xxxxx.
+	String() string
+	Close() error
+}
+
+// Importer writes envelopes into a DLQ (dlqctl import).
+type Importer interface {
+	// Import adds e and returns its locator. It refuses, with an error
+	// wrapping ErrExists, an envelope whose id is already present.
+	Import(ctx context.Context, e envelope.Envelope) (string, error)
+}
+
+// Extras is implemented by backends that have more to say in `stats`
+// (Redis consumer groups, Pulsar subscription backlog). The value is
+// encoded under "backend" in dlqctl.stats/v1.
+type Extras interface {
+	Extras(ctx context.Context, origins []string) (ExtraStats, error)
+}
+
+// ExtraStats is a backend's own section of `stats`: a JSON document and
+// the same facts as rows for a table.
+type ExtraStats struct {
+	JSON  any
+	Title string
+	Rows  [][2]string
+}
+
+var (
+	// ErrNotFound: no entry with that locator.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: an entry with that id is already present.
+	ErrExists = errors.New("already present")
+	// ErrStop ends a Scan early; Scan then returns nil.
+	ErrStop = errors.New("stop scan")
+)
+
+// ConfigError is a source URL or option that is wrong as written: retrying
+// cannot help (exit code 2).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Configf builds a ConfigError.
+func Configf(format string, args ...any) error {
+	return &ConfigError{Err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,97 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type categorizeOptions struct {
+	explain bool
+}
+
+func newCategorizeCmd(f *Factory) *cobra.Command {
+	opts := &categorizeOptions{}
+	c := &cobra.Command{
+		Use:   "categorize",
+		Short: "Per category: disposition, count, oldest age, an example error and sample ids",
+		Long: `Group the DLQ by category (SPEC §4 rules, or --rules FILE) and say what to
+do with each: redrive, fix-then-redrive, investigate, resolve or quarantine.
+--explain adds which rules put entries in each category.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runCategorize(c.Context(), f, opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.explain, "explain", false, "say which rule put entries into each category")
+	return c
+}
+
+// CategoryDoc is one entry of dlqctl.categories/v1.
+type CategoryDoc struct {
+	Name             string         `json:"name"`
+	Disposition      string         `json:"disposition"`
+	Count            int            `json:"count"`
+	OldestAgeSeconds int64          `json:"oldest_age_seconds"`
+	ExampleError     string         `json:"example_error"`
+	SampleIDs        []string       `json:"sample_ids"`
+	Rules            map[string]int `json:"rules,omitempty"`
+}
+
+// CategoriesDoc is dlqctl.categories/v1.
+type CategoriesDoc struct {
+	Schema     string        `json:"schema"`
+	Total      int           `json:"total"`
+	Categories []CategoryDoc `json:"categories"`
+}
+
+func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) error {
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	sum, err := s.walker.Summarize(ctx)
+	if err != nil {
+		return err
+	}
+	doc := CategoriesDoc{Schema: "dlqctl.categories/v1", Total: sum.Total, Categories: []CategoryDoc{}}
+	for _, c := range sum.Categories {
+		cd := CategoryDoc{Name: c.Name, Disposition: c.Disposition, Count: c.Count,
+			OldestAgeSeconds: seconds(c.OldestAge), ExampleError: c.ExampleError, SampleIDs: c.SampleIDs}
+		if opts.explain {
+			cd.Rules = c.Rules
+		}
+		doc.Categories = append(doc.Categories, cd)
+	}
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	t := report.Table{Columns: []report.Column{
+		{Name: "category"}, {Name: "disposition"}, {Name: "count", Right: true}, {Name: "oldest", Right: true},
+		{Name: "example error", MaxWidth: 50}, {Name: "sample ids", MaxWidth: 70},
+	}}
+	if opts.explain {
+		t.Columns = append(t.Columns, report.Column{Name: "rules", MaxWidth: 60})
+	}
+	for _, c := range sum.Categories {
+		row := []any{c.Name, c.Disposition, c.Count, report.Age(c.OldestAge), c.ExampleError, strings.Join(c.SampleIDs, " ")}
+		if opts.explain {
+			var parts []string
+			for _, r := range sortedByCount(c.Rules) {
+				parts = append(parts, fmt.Sprintf("%s=%d", r, c.Rules[r]))
+			}
+			row = append(row, strings.Join(parts, " "))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return report.WriteTable(f.IO.Out, t, ro)
+}

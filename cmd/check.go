@@ -1,0 +1,148 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/inspect"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type checkOptions struct {
+	maxTotal       int
+	maxAge         string
+	maxCategory    []string
+	failOnConflict bool
+}
+
+func newCheckCmd(f *Factory) *cobra.Command {
+	opts := &checkOptions{maxTotal: -1}
+	c := &cobra.Command{
+		Use:   "check",
+		Short: "CI smoke check: exit 4 when the DLQ breaches a threshold",
+		Long: `Compare the DLQ against thresholds and exit 4 when any is breached, with a
+report on stdout naming each violation. With no threshold it only reports.`,
+		Example: `  dlqctl check --max-total 0                      # the DLQ must be empty
+  dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runCheck(c.Context(), f, opts)
+		},
+	}
+	c.Flags().IntVar(&opts.maxTotal, "max-total", -1, "at most N entries in the DLQ")
+	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
+	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
+	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
+	return c
+}
+
+// Violation is one breached threshold of dlqctl.check/v1.
+type Violation struct {
+	Rule   string `json:"rule"`
+	Limit  int64  `json:"limit"`
+	Actual int64  `json:"actual"`
+}
+
+// CheckDoc is dlqctl.check/v1.
+type CheckDoc struct {
+	Schema     string      `json:"schema"`
+	OK         bool        `json:"ok"`
+	Violations []Violation `json:"violations"`
+	Total      int         `json:"total"`
+}
+
+type categoryLimit struct {
+	name  string
+	limit int
+}
+
+func parseCategoryLimits(specs []string) ([]categoryLimit, error) {
+	var out []categoryLimit
+	for _, s := range specs {
+		name, n, ok := strings.Cut(s, "=")
+		limit, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || limit < 0 {
+			return nil, usageErrorf("--max-category %q: want NAME=N with N a whole number ≥ 0", s)
+		}
+		out = append(out, categoryLimit{name, limit})
+	}
+	return out, nil
+}
+
+func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
+	maxAge, err := inspect.ParseDuration(opts.maxAge)
+	if err != nil {
+		return usageErrorf("--max-age: %v", err)
+	}
+	if opts.maxTotal < -1 {
+		return usageErrorf("--max-total %d: must be 0 or more", opts.maxTotal)
+	}
+	limits, err := parseCategoryLimits(opts.maxCategory)
+	if err != nil {
+		return err
+	}
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	if err := checkCategories(namesOf(limits), s.walker.Classifier.Disposition); err != nil {
+		return err
+	}
+	sum, err := s.walker.Summarize(ctx)
+	if err != nil {
+		return err
+	}
+	doc := CheckDoc{Schema: "dlqctl.check/v1", Violations: []Violation{}, Total: sum.Total}
+	if opts.maxTotal >= 0 && sum.Total > opts.maxTotal {
+		doc.Violations = append(doc.Violations, Violation{"max-total", int64(opts.maxTotal), int64(sum.Total)})
+	}
+	if maxAge > 0 && sum.OldestAge > maxAge {
+		doc.Violations = append(doc.Violations, Violation{"max-age", seconds(maxAge), seconds(sum.OldestAge)})
+	}
+	for _, l := range limits {
+		if n := sum.ByCategory[l.name]; n > l.limit {
+			doc.Violations = append(doc.Violations, Violation{"max-category:" + l.name, int64(l.limit), int64(n)})
+		}
+	}
+	if opts.failOnConflict && len(sum.Conflicts) > 0 {
+		doc.Violations = append(doc.Violations, Violation{"fail-on-conflict", 0, int64(len(sum.Conflicts))})
+	}
+	doc.OK = len(doc.Violations) == 0
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		err = report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		err = report.WriteNDJSON(f.IO.Out, doc)
+	default:
+		if doc.OK {
+			_, err = fmt.Fprintf(f.IO.Out, "ok: %s, no threshold breached\n", entries(sum.Total))
+		} else {
+			t := report.Table{Title: "Check failed", Columns: []report.Column{{Name: "rule"}, {Name: "limit", Right: true}, {Name: "actual", Right: true}}}
+			for _, v := range doc.Violations {
+				t.Rows = append(t.Rows, []any{v.Rule, v.Limit, v.Actual})
+			}
+			err = report.WriteTable(f.IO.Out, t, ro)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !doc.OK {
+		return withCode(ExitCheck, fmt.Errorf("check failed: %s breached", plural(len(doc.Violations), "threshold")))
+	}
+	return nil
+}
+
+func namesOf(limits []categoryLimit) []string {
+	var out []string
+	for _, l := range limits {
+		out = append(out, l.name)
+	}
+	return out
+}

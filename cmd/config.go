@@ -1,0 +1,127 @@
+package cmd
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Config is the config file (docs/configuration.md).
+type Config struct {
+	// Profile is the profile used when neither --profile nor DLQCTL_PROFILE names one.
+	Profile    string              `yaml:"profile"`
+	Profiles   map[string]Profile  `yaml:"profiles"`
+	Categories *envelope.RulesSpec `yaml:"categories"`
+	Policy     Policy              `yaml:"policy"`
+
+	path string
+}
+
+// Profile is one named source with its settings.
+type Profile struct {
+	Source        string              `yaml:"source"`
+	Fields        envelope.FieldNames `yaml:"fields"`
+	EventIDFrom   string              `yaml:"event_id_from"`
+	RedisPassword string              `yaml:"redis_password"`
+	PulsarToken   string              `yaml:"pulsar_token"`
+	Output        string              `yaml:"output"`
+	Categories    *envelope.RulesSpec `yaml:"categories"`
+}
+
+// Policy holds the rules that redrive and resolve enforce.
+type Policy struct {
+	RequireApproval  bool `yaml:"require_approval"`
+	DistinctApprover bool `yaml:"distinct_approver"`
+}
+
+// loadConfig reads the config file: explicit (flag or env) must exist;
+// otherwise ./dlqctl.yaml, then $XDG_CONFIG_HOME/dlqctl/config.yaml, and
+// none at all is fine.
+func loadConfig(explicit string, getenv func(string) string) (*Config, error) {
+	candidates := []string{explicit}
+	if explicit == "" {
+		xdg := getenv("XDG_CONFIG_HOME")
+		if xdg == "" {
+			if home := getenv("HOME"); home != "" {
+				xdg = filepath.Join(home, ".config")
+			}
+		}
+		candidates = []string{"dlqctl.yaml"}
+		if xdg != "" {
+			candidates = append(candidates, filepath.Join(xdg, "dlqctl", "config.yaml"))
+		}
+	}
+	for _, p := range candidates {
+		data, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) && explicit == "" {
+			continue
+		}
+		if err != nil {
+			return nil, usageErrorf("config: %v", err)
+		}
+		var c Config
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, usageErrorf("config %s: %v", p, err)
+		}
+		c.path = p
+		return &c, nil
+	}
+	return &Config{}, nil
+}
+
+// profile returns the named profile ("" means the config's default, and no
+// profile at all is fine then).
+func (c *Config) profile(name string) (Profile, error) {
+	if name == "" {
+		name = c.Profile
+		if name == "" {
+			return Profile{}, nil
+		}
+	}
+	p, ok := c.Profiles[name]
+	if !ok {
+		where := "no config file found"
+		if c.path != "" {
+			where = "not in " + c.path
+		}
+		return Profile{}, usageErrorf("profile %q: %s", name, where)
+	}
+	for field := range p.Fields {
+		if err := (envelope.FieldNames{field: nil}).Validate(); err != nil {
+			return Profile{}, usageErrorf("profile %q: %v", name, err)
+		}
+	}
+	return p, nil
+}
+
+func (c *Config) String() string {
+	if c.path == "" {
+		return "(no config file)"
+	}
+	return fmt.Sprintf("config %s", c.path)
+}
+
+// readRulesFile reads a --rules YAML file.
+func readRulesFile(path string) (envelope.RulesSpec, error) {
+	var spec envelope.RulesSpec
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return spec, usageErrorf("--rules: %v", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&spec); err != nil && !errors.Is(err, io.EOF) {
+		return spec, usageErrorf("--rules %s: %v", path, err)
+	}
+	return spec, nil
+}

@@ -1,0 +1,61 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Exit codes (SPEC §7). This file is the only place that decides them.
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitGate        = 3
+	ExitCheck       = 4
+	ExitApproval    = 5
+	ExitPartial     = 6
+	ExitInterrupted = 130
+)
+
+// ExitError carries an exit code with its error. Commands return it for
+// outcomes that are not plain errors (a breached check, a failed gate).
+type ExitCodeError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitCodeError) Error() string { return e.Err.Error() }
+func (e *ExitCodeError) Unwrap() error { return e.Err }
+
+// withCode wraps err so that it exits with code.
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ExitCodeError{Code: code, Err: err}
+}
+
+// usageErrorf is a usage or configuration error (exit 2).
+func usageErrorf(format string, args ...any) error {
+	return withCode(ExitUsage, fmt.Errorf(format, args...))
+}
+
+// exitCode maps an error to its exit code.
+func exitCode(err error) int {
+	var ec *ExitCodeError
+	var ce *backend.ConfigError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ec):
+		return ec.Code
+	case errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.As(err, &ce):
+		return ExitUsage
+	}
+	return ExitError
+}

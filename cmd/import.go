@@ -1,0 +1,162 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+type importOptions struct {
+	file         string
+	init         bool
+	skipExisting bool
+}
+
+func newImportCmd(f *Factory) *cobra.Command {
+	opts := &importOptions{}
+	c := &cobra.Command{
+		Use:   "import [FILE]",
+		Short: "Add envelopes from an NDJSON export to the source DLQ",
+		Long: `Read an NDJSON export (a file, or stdin when FILE is absent or -) and add
+every envelope to the source DLQ. The whole input is checked first: a line
+that is not an envelope, an id that appears twice, or an id the DLQ already
+holds stops the import before anything is written (--skip-existing leaves
+those out instead). --init creates a directory queue that does not exist yet.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.file = args[0]
+			}
+			return runImport(c.Context(), f, opts)
+		},
+	}
+	c.Flags().BoolVar(&opts.init, "init", false, "create the directory queue's folders if missing (dir: only)")
+	c.Flags().BoolVar(&opts.skipExisting, "skip-existing", false, "leave out envelopes whose id the DLQ already holds, instead of refusing")
+	return c
+}
+
+// readRecords decodes every line of r, naming the line of the first error.
+func readRecords(r io.Reader, name string) ([]envelope.Envelope, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 64<<20)
+	var out []envelope.Envelope
+	seen := map[string]int{}
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Bytes()
+		if len(strings.TrimSpace(string(text))) == 0 {
+			continue
+		}
+		e, err := envelope.DecodeRecord(text)
+		if err != nil {
+			return nil, usageErrorf("%s:%d: %v", name, line, err)
+		}
+		if prev, dup := seen[e.ID]; dup {
+			return nil, usageErrorf("%s:%d: id %q already on line %d", name, line, e.ID, prev)
+		}
+		seen[e.ID] = line
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return out, nil
+}
+
+func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
+	in, name := f.IO.In, "stdin"
+	if opts.file != "" && opts.file != "-" {
+		file, err := os.Open(opts.file)
+		if err != nil {
+			return usageErrorf("import: %v", err)
+		}
+		defer file.Close()
+		in, name = file, opts.file
+	}
+	records, err := readRecords(in, name)
+	if err != nil {
+		return err
+	}
+	if opts.init {
+		scheme, path, _ := strings.Cut(f.source, ":")
+		if scheme != "dir" {
+			return usageErrorf("--init works only for dir: sources")
+		}
+		if err := dirqueue.Init(path); err != nil {
+			return fmt.Errorf("init %s: %w", f.source, err)
+		}
+	}
+	src, err := f.openSource(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	imp, ok := src.(backend.Importer)
+	if !ok {
+		return usageErrorf("%s: this backend cannot import", src)
+	}
+	var present []string
+	for _, e := range records {
+		_, err := src.Get(ctx, e.ID)
+		switch {
+		case err == nil:
+			present = append(present, e.ID)
+		case !errors.Is(err, backend.ErrNotFound):
+			return err
+		}
+	}
+	skip := map[string]bool{}
+	if len(present) > 0 {
+		if !opts.skipExisting {
+			return fmt.Errorf("import refused, nothing written: %s already in %s: %s (--skip-existing leaves them out)",
+				entries(len(present)), src, firstIDs(present, 10))
+		}
+		for _, id := range present {
+			skip[id] = true
+		}
+	}
+	var imported int
+	var failed []string
+	for _, e := range records {
+		if skip[e.ID] {
+			continue
+		}
+		if _, err := imp.Import(ctx, e); err != nil {
+			if errors.Is(err, backend.ErrExists) && opts.skipExisting {
+				skip[e.ID] = true
+				continue
+			}
+			if errors.Is(err, backend.ErrExists) {
+				failed = append(failed, e.ID)
+				continue
+			}
+			return fmt.Errorf("%w (imported %s before it)", err, entries(imported))
+		}
+		imported++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "imported %s into %s", entries(imported), src)
+	if len(skip) > 0 {
+		fmt.Fprintf(f.IO.ErrOut, ", left out %d already present", len(skip))
+	}
+	fmt.Fprintln(f.IO.ErrOut)
+	if len(failed) > 0 {
+		return withCode(ExitPartial, fmt.Errorf("%s already present, not imported: %s", entries(len(failed)), firstIDs(failed, 10)))
+	}
+	return nil
+}
+
+func firstIDs(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:n], ", ") + fmt.Sprintf(" and %d more", len(ids)-n)
+}

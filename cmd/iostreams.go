@@ -1,0 +1,45 @@
+package cmd
+
+import (
+	"bytes"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+)
+
+// IOStreams are a command's standard streams and what is known about them.
+// Data goes to Out; progress, prompts and logs to ErrOut.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+
+	InTTY  bool
+	OutTTY bool
+	ErrTTY bool
+	Width  int
+}
+
+// SystemIO wraps the process's streams.
+func SystemIO() *IOStreams {
+	io := &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	io.InTTY = term.IsTerminal(int(os.Stdin.Fd()))
+	io.OutTTY = term.IsTerminal(int(os.Stdout.Fd()))
+	io.ErrTTY = term.IsTerminal(int(os.Stderr.Fd()))
+	if io.OutTTY {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+			io.Width = w
+		}
+	}
+	return io
+}
+
+// TestIO returns streams backed by buffers, none of them a terminal.
+func TestIO() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
+	in, out, errOut := &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
+	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
+}
+
+// CanPrompt says whether a person can answer a question.
+func (s *IOStreams) CanPrompt() bool { return s.InTTY && s.ErrTTY }

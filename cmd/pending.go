@@ -1,0 +1,133 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/inspect"
+	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type pendingOptions struct {
+	stream  string
+	group   string
+	minIdle string
+	limit   int
+}
+
+func newPendingCmd(f *Factory) *cobra.Command {
+	opts := &pendingOptions{}
+	c := &cobra.Command{
+		Use:   "pending",
+		Short: "Redis: a consumer group's pending entries, per consumer, idle times and delivery counts",
+		Long: `For a Redis stream and consumer group: pending count, lag and entries
+read, per consumer pending and idle, the oldest idle entry, a histogram of
+delivery counts, and the entries idle longer than --min-idle (candidates for
+XAUTOCLAIM or quarantine). The source names the Redis server; --stream names
+the stream, which need not be the DLQ.`,
+		Example: `  dlqctl pending --source redis://127.0.0.1:6379/0 --stream orders --group order-workers --min-idle 5m`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPending(c.Context(), f, opts)
+		},
+	}
+	c.Flags().StringVar(&opts.stream, "stream", "", "stream key (required)")
+	c.Flags().StringVar(&opts.group, "group", "", "consumer group (required)")
+	c.Flags().StringVar(&opts.minIdle, "min-idle", "", "list pending entries idle longer than DUR (e.g. 5m)")
+	c.Flags().IntVar(&opts.limit, "limit", 10000, "read at most N pending entries for the histogram and idle list")
+	return c
+}
+
+// PendingDoc is dlqctl.pending/v1.
+type PendingDoc struct {
+	Schema string `json:"schema"`
+	redisstream.PendingReport
+}
+
+func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
+	if opts.stream == "" || opts.group == "" {
+		return usageErrorf("pending needs --stream and --group")
+	}
+	minIdle, err := inspect.ParseDuration(opts.minIdle)
+	if err != nil {
+		return usageErrorf("--min-idle: %v", err)
+	}
+	if opts.limit < 1 {
+		return usageErrorf("--limit %d: must be at least 1", opts.limit)
+	}
+	if !strings.HasPrefix(f.source, "redis://") && !strings.HasPrefix(f.source, "rediss://") {
+		return usageErrorf("pending works on Redis sources only (--source redis://HOST:PORT/DB)")
+	}
+	// The source URL may name no stream: pending reads --stream.
+	if u, err := url.Parse(f.source); err == nil && u.Query().Get("stream") == "" {
+		q := u.Query()
+		q.Set("stream", opts.stream)
+		u.RawQuery = q.Encode()
+		f.source = u.String()
+	}
+	src, err := f.openSource(ctx)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	rs, ok := src.(*redisstream.Stream)
+	if !ok {
+		return usageErrorf("pending works on Redis sources only")
+	}
+	rep, err := rs.Pending(ctx, opts.stream, opts.group, minIdle, opts.limit)
+	if err != nil {
+		return err
+	}
+	doc := PendingDoc{Schema: "dlqctl.pending/v1", PendingReport: rep}
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	lag := "unknown"
+	if rep.Lag != nil {
+		lag = fmt.Sprint(*rep.Lag)
+	}
+	err = report.WriteFields(f.IO.Out, fmt.Sprintf("Stream %s, group %s", rep.Stream, rep.Group), []report.Field{
+		{Key: "pending", Value: rep.Pending},
+		{Key: "lag", Value: lag},
+		{Key: "entries read", Value: rep.EntriesRead},
+		{Key: "oldest idle", Value: report.Age(time.Duration(rep.OldestIdleSeconds) * time.Second)},
+	}, ro)
+	if err != nil {
+		return err
+	}
+	section(f, ro)
+	t := report.Table{Title: "Consumers", Columns: []report.Column{{Name: "consumer"}, {Name: "pending", Right: true}, {Name: "idle", Right: true}}}
+	for _, c := range rep.Consumers {
+		t.Rows = append(t.Rows, []any{c.Name, c.Pending, report.Age(time.Duration(c.IdleSeconds) * time.Second)})
+	}
+	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+		return err
+	}
+	section(f, ro)
+	var bars []report.Bar
+	for _, k := range []string{"1", "2", "3-5", "6-10", "11+"} {
+		bars = append(bars, report.Bar{Label: k + " deliveries", Count: int64(rep.DeliveryHistogram[k])})
+	}
+	if err := report.WriteHistogram(f.IO.Out, "Delivery counts", bars, ro); err != nil {
+		return err
+	}
+	if minIdle > 0 {
+		section(f, ro)
+		t := report.Table{Title: "Idle over " + opts.minIdle, Columns: []report.Column{{Name: "id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+		for _, e := range rep.OverMinIdle {
+			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
+		}
+		return report.WriteTable(f.IO.Out, t, ro)
+	}
+	return nil
+}

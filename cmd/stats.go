@@ -1,0 +1,166 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+func newStatsCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats",
+		Short: "Totals, ages and counts by category, origin, disposition and owner",
+		Long: `Read the whole DLQ once and report its size, age percentiles, counts by
+category, origin, disposition and owner, conflicts and malformed entries.
+On Redis it adds the origin streams' consumer groups (pending, oldest idle,
+delivery counts, lag).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runStats(c.Context(), f)
+		},
+	}
+}
+
+// StatsDoc is dlqctl.stats/v1.
+type StatsDoc struct {
+	Schema           string         `json:"schema"`
+	Source           string         `json:"source"`
+	Total            int            `json:"total"`
+	UniqueEvents     int            `json:"unique_events"`
+	OldestAgeSeconds int64          `json:"oldest_age_seconds"`
+	AgeP50Seconds    int64          `json:"age_p50_seconds"`
+	AgeP95Seconds    int64          `json:"age_p95_seconds"`
+	ByCategory       map[string]int `json:"by_category"`
+	ByOrigin         map[string]int `json:"by_origin"`
+	ByDisposition    map[string]int `json:"by_disposition"`
+	ByOwner          map[string]int `json:"by_owner"`
+	Overdue          int            `json:"overdue"`
+	Conflicts        int            `json:"conflicts"`
+	ConflictEventIDs []string       `json:"conflict_event_ids"`
+	Malformed        int            `json:"malformed"`
+	AgeHistogram     []AgeBucketDoc `json:"age_histogram"`
+	Backend          any            `json:"backend,omitempty"`
+}
+
+// AgeBucketDoc is one bucket of the age histogram.
+type AgeBucketDoc struct {
+	Label string `json:"label"`
+	Count int    `json:"count"`
+}
+
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
+
+func runStats(ctx context.Context, f *Factory) error {
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	sum, err := s.walker.Summarize(ctx)
+	if err != nil {
+		return err
+	}
+	doc := StatsDoc{
+		Schema: "dlqctl.stats/v1", Source: s.src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
+		OldestAgeSeconds: seconds(sum.OldestAge), AgeP50Seconds: seconds(sum.AgeP50), AgeP95Seconds: seconds(sum.AgeP95),
+		ByCategory: sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
+		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
+	}
+	for _, b := range sum.AgeBuckets {
+		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
+	}
+	var extra *backend.ExtraStats
+	if ex, ok := s.src.(backend.Extras); ok {
+		es, err := ex.Extras(ctx, sortedKeys(sum.ByOrigin))
+		if err != nil {
+			return err
+		}
+		extra = &es
+		doc.Backend = es.JSON
+	}
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	w := f.IO.Out
+	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
+		{Key: "total", Value: doc.Total},
+		{Key: "unique events", Value: doc.UniqueEvents},
+		{Key: "oldest", Value: report.Age(sum.OldestAge)},
+		{Key: "age p50", Value: report.Age(sum.AgeP50)},
+		{Key: "age p95", Value: report.Age(sum.AgeP95)},
+		{Key: "overdue", Value: doc.Overdue},
+		{Key: "conflicts", Value: fmt.Sprintf("%d %s", doc.Conflicts, joinOr(doc.ConflictEventIDs, ""))},
+		{Key: "malformed", Value: doc.Malformed},
+	}, ro)
+	if err != nil {
+		return err
+	}
+	sections := []struct {
+		title, col string
+		counts     map[string]int
+	}{
+		{"By category", "category", doc.ByCategory},
+		{"By disposition", "disposition", doc.ByDisposition},
+		{"By origin", "origin", doc.ByOrigin},
+		{"By owner", "owner", doc.ByOwner},
+	}
+	for _, sec := range sections {
+		if err := writeCounts(f, sec.title, sec.col, sec.counts, ro); err != nil {
+			return err
+		}
+	}
+	if ro.TTY || ro.Format == report.FormatMarkdown {
+		var bars []report.Bar
+		for _, b := range doc.AgeHistogram {
+			bars = append(bars, report.Bar{Label: b.Label, Count: int64(b.Count)})
+		}
+		section(f, ro)
+		if err := report.WriteHistogram(w, "Age", bars, ro); err != nil {
+			return err
+		}
+	}
+	if extra != nil && len(extra.Rows) > 0 {
+		section(f, ro)
+		var fs []report.Field
+		for _, r := range extra.Rows {
+			fs = append(fs, report.Field{Key: r[0], Value: r[1]})
+		}
+		return report.WriteFields(w, extra.Title, fs, ro)
+	}
+	return nil
+}
+
+// section separates blocks of output: a blank line between tables.
+func section(f *Factory, ro report.Options) {
+	fmt.Fprintln(f.IO.Out)
+}
+
+func writeCounts(f *Factory, title, col string, counts map[string]int, ro report.Options) error {
+	section(f, ro)
+	t := report.Table{Title: title, Columns: []report.Column{{Name: col, MaxWidth: 40}, {Name: "count", Right: true}}}
+	for _, k := range sortedByCount(counts) {
+		name := k
+		if name == "" {
+			name = "(none)"
+		}
+		t.Rows = append(t.Rows, []any{name, counts[k]})
+	}
+	return report.WriteTable(f.IO.Out, t, ro)
+}
+
+// sortedByCount orders keys by count, largest first, then by name.
+func sortedByCount(counts map[string]int) []string {
+	keys := sortedKeys(counts)
+	sortStable(keys, func(a, b string) bool { return counts[a] > counts[b] })
+	return keys
+}
+

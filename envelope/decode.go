@@ -1,0 +1,457 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// DecodeFile decodes one directory-queue file. It never fails: an entry
+// that cannot be read comes back with Malformed set to the reason and Raw
+// holding the file's bytes, so that it is still listed and exported.
+func DecodeFile(id string, data []byte) Envelope {
+	e, err := decodeWire(data)
+	e.ID = id
+	if err != nil {
+		e.Malformed = err.Error()
+		e.Raw = append([]byte(nil), data...)
+		return e
+	}
+	e.FillFingerprint()
+	return e
+}
+
+// decodeWire reads the SPEC §3 JSON form field by field so that the error
+// names the field that is wrong, and returns whatever it could read.
+func decodeWire(data []byte) (Envelope, error) {
+	var e Envelope
+	if len(bytes.TrimSpace(data)) == 0 {
+		return e, errors.New("empty file")
+	}
+	if !utf8.Valid(data) {
+		return e, errors.New("invalid UTF-8 in envelope")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return e, fmt.Errorf("not a JSON object (found %s)", ute.Value)
+		}
+		return e, fmt.Errorf("invalid JSON: %v", err)
+	}
+	r := fieldReader{fields: fields}
+	if s := r.str("schema"); s != "" && s != Schema {
+		r.fail(fmt.Errorf("schema: unsupported %q (want %q)", s, Schema))
+	}
+	e.ID = r.str("id")
+	e.EventID = r.str("event_id")
+	e.Fingerprint = r.str("fingerprint")
+	e.PayloadVersion = r.str("payload_version")
+	e.ContentType = r.str("content_type")
+	e.Key = r.str("key")
+	if raw, ok := fields["origin"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &e.Origin); err != nil {
+			r.fail(fmt.Errorf("origin: want an object with string fields: %v", err))
+		}
+	}
+	e.FirstReceivedAt = r.time("first_received_at")
+	e.DeadLetteredAt = r.time("dead_lettered_at")
+	e.Attempts = r.int("attempts")
+	e.LastError = r.str("last_error")
+	e.ErrorClass = r.str("error_class")
+	e.Owner = r.str("owner")
+	e.RecoverBy = r.time("recover_by")
+	e.SchemaInfo = r.str("schema_info")
+	e.RedriveCount = r.int("redrive_count")
+	if raw, ok := fields["properties"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &e.Properties); err != nil {
+			r.fail(fmt.Errorf("properties: want an object of strings: %v", err))
+		}
+	}
+	// The payload is read even when a field before it was wrong, so that a
+	// malformed entry still shows as much as can be read.
+	enc, payload, err := decodePayload(r.str("payload_encoding"), fields["payload"])
+	if err != nil {
+		r.fail(err)
+	}
+	e.PayloadEncoding, e.Payload = enc, payload
+	if r.err == nil && e.EventID == "" {
+		r.fail(errors.New("no event_id"))
+	}
+	return e, r.err
+}
+
+// fieldReader reads typed fields and keeps the first error.
+type fieldReader struct {
+	fields map[string]json.RawMessage
+	err    error
+}
+
+func (r *fieldReader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *fieldReader) str(name string) string {
+	raw, ok := r.fields[name]
+	if !ok || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		r.fail(fmt.Errorf("%s: want a string, got %s", name, jsonKind(raw)))
+	}
+	return s
+}
+
+func (r *fieldReader) int(name string) int {
+	raw, ok := r.fields[name]
+	if !ok || string(raw) == "null" {
+		return 0
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil {
+		r.fail(fmt.Errorf("%s: want a whole number, got %s", name, jsonKind(raw)))
+	}
+	return n
+}
+
+func (r *fieldReader) time(name string) (t time.Time) {
+	s := r.str(name)
+	t, err := parseTime(name, s)
+	if err != nil {
+		r.fail(err)
+	}
+	return t
+}
+
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "string " + truncateForError(string(raw))
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number " + truncateForError(string(raw))
+}
+
+func truncateForError(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// decodePayload turns the JSON form of a payload into raw bytes. For the
+// json encoding the raw bytes are the compact form of the inlined JSON: it
+// is what any JSON writer reproduces, so fingerprints survive a round trip.
+func decodePayload(encoding string, raw json.RawMessage) (string, []byte, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		if encoding == "" || encoding == EncodingJSON {
+			return EncodingJSON, []byte("null"), nil
+		}
+		return encoding, []byte{}, nil
+	}
+	isString := raw[0] == '"'
+	if encoding == "" {
+		encoding = EncodingJSON
+		if isString {
+			encoding = EncodingUTF8
+		}
+	}
+	switch encoding {
+	case EncodingJSON:
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return "", nil, fmt.Errorf("payload: invalid JSON: %v", err)
+		}
+		return encoding, buf.Bytes(), nil
+	case EncodingUTF8, EncodingBase64:
+		if !isString {
+			return "", nil, fmt.Errorf("payload: encoding %s wants a JSON string, got %s", encoding, jsonKind(raw))
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", nil, fmt.Errorf("payload: %v", err)
+		}
+		if encoding == EncodingUTF8 {
+			return encoding, []byte(s), nil
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return "", nil, fmt.Errorf("payload: invalid base64: %v", err)
+		}
+		return encoding, b, nil
+	}
+	return "", nil, fmt.Errorf("payload_encoding: unknown %q (want json, utf8 or base64)", encoding)
+}
+
+// FieldNames maps each envelope field to the names it may have in a
+// key/value entry (a Redis stream entry, Pulsar properties), first match wins.
+type FieldNames map[string][]string
+
+// Field keys of FieldNames.
+const (
+	FieldEventID         = "event_id"
+	FieldFingerprint     = "fingerprint"
+	FieldPayload         = "payload"
+	FieldPayloadVersion  = "payload_version"
+	FieldPayloadEncoding = "payload_encoding"
+	FieldContentType     = "content_type"
+	FieldKey             = "key"
+	FieldOriginStream    = "origin_stream"
+	FieldOriginGroup     = "origin_group"
+	FieldOriginConsumer  = "origin_consumer"
+	FieldAttempts        = "attempts"
+	FieldLastError       = "last_error"
+	FieldErrorClass      = "error_class"
+	FieldFirstReceivedAt = "first_received_at"
+	FieldDeadLetteredAt  = "dead_lettered_at"
+	FieldOwner           = "owner"
+	FieldRecoverBy       = "recover_by"
+	FieldSchemaInfo      = "schema_info"
+	FieldRedriveCount    = "redrive_count"
+)
+
+// DefaultFieldNames are SPEC §3's Redis field names and aliases.
+func DefaultFieldNames() FieldNames {
+	return FieldNames{
+		FieldEventID:         {"event_id", "eventId"},
+		FieldFingerprint:     {"fingerprint"},
+		FieldPayload:         {"payload"},
+		FieldPayloadVersion:  {"payload_version"},
+		FieldPayloadEncoding: {"payload_encoding"},
+		FieldContentType:     {"content_type"},
+		FieldKey:             {"key"},
+		FieldOriginStream:    {"origin_stream"},
+		FieldOriginGroup:     {"origin_group"},
+		FieldOriginConsumer:  {"origin_consumer"},
+		FieldAttempts:        {"attempts", "delivery_count"},
+		FieldLastError:       {"last_error", "reason", "error"},
+		FieldErrorClass:      {"error_class", "category"},
+		FieldFirstReceivedAt: {"first_received_at"},
+		FieldDeadLetteredAt:  {"dead_lettered_at"},
+		FieldOwner:           {"owner"},
+		FieldRecoverBy:       {"recover_by"},
+		FieldSchemaInfo:      {"schema_info"},
+		FieldRedriveCount:    {"redrive_count"},
+	}
+}
+
+// Merge returns names with the entries of override replacing its own.
+func (names FieldNames) Merge(override FieldNames) FieldNames {
+	out := FieldNames{}
+	for k, v := range names {
+		out[k] = v
+	}
+	for k, v := range override {
+		out[k] = v
+	}
+	return out
+}
+
+// Validate reports an override key that is not an envelope field.
+func (names FieldNames) Validate() error {
+	known := DefaultFieldNames()
+	for k := range names {
+		if _, ok := known[k]; !ok {
+			keys := make([]string, 0, len(known))
+			for k := range known {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			return fmt.Errorf("unknown envelope field %q in field names (known: %v)", k, keys)
+		}
+	}
+	return nil
+}
+
+// DecodeFields decodes a key/value entry (a Redis stream entry) using names.
+// Fields that name no envelope field become properties. It never fails; see
+// DecodeFile.
+func DecodeFields(id, backend string, fields map[string]string, names FieldNames) Envelope {
+	e := Envelope{ID: id, Origin: Origin{Backend: backend}}
+	kv := newKVReader(fields, names)
+	kv.readCommon(&e)
+	payload, ok := kv.get(FieldPayload)
+	if !ok {
+		kv.fail(errors.New("no payload field"))
+	}
+	kv.setPayload(&e, []byte(payload))
+	kv.rest(&e)
+	return kv.finish(e, rawFields(fields))
+}
+
+// kvReader reads envelope fields out of string key/values, remembering
+// which keys it used and the first error.
+type kvReader struct {
+	fields map[string]string
+	names  FieldNames
+	used   map[string]bool
+	err    error
+}
+
+func newKVReader(fields map[string]string, names FieldNames) *kvReader {
+	return &kvReader{fields: fields, names: names, used: map[string]bool{}}
+}
+
+func (kv *kvReader) fail(err error) {
+	if kv.err == nil {
+		kv.err = err
+	}
+}
+
+func (kv *kvReader) get(field string) (string, bool) {
+	for _, n := range kv.names[field] {
+		if v, ok := kv.fields[n]; ok {
+			kv.used[n] = true
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (kv *kvReader) str(field string) string { v, _ := kv.get(field); return v }
+
+func (kv *kvReader) int(field string) int {
+	v, ok := kv.get(field)
+	if !ok || v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		kv.fail(fmt.Errorf("%s: want a whole number, got %q", field, truncateForError(v)))
+	}
+	return n
+}
+
+func (kv *kvReader) time(field string) time.Time {
+	t, err := parseTime(field, kv.str(field))
+	if err != nil {
+		kv.fail(err)
+	}
+	return t
+}
+
+func (kv *kvReader) readCommon(e *Envelope) {
+	e.EventID = kv.str(FieldEventID)
+	e.Fingerprint = kv.str(FieldFingerprint)
+	e.PayloadVersion = kv.str(FieldPayloadVersion)
+	e.ContentType = kv.str(FieldContentType)
+	e.Key = kv.str(FieldKey)
+	e.Origin.Topic = kv.str(FieldOriginStream)
+	e.Origin.Subscription = kv.str(FieldOriginGroup)
+	e.Origin.Consumer = kv.str(FieldOriginConsumer)
+	e.Attempts = kv.int(FieldAttempts)
+	e.LastError = kv.str(FieldLastError)
+	e.ErrorClass = kv.str(FieldErrorClass)
+	e.FirstReceivedAt = kv.time(FieldFirstReceivedAt)
+	e.DeadLetteredAt = kv.time(FieldDeadLetteredAt)
+	e.Owner = kv.str(FieldOwner)
+	e.RecoverBy = kv.time(FieldRecoverBy)
+	e.SchemaInfo = kv.str(FieldSchemaInfo)
+	e.RedriveCount = kv.int(FieldRedriveCount)
+}
+
+// setPayload takes raw payload bytes and checks them against a
+// payload_encoding field when there is one, else classifies them.
+func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
+	e.Payload = payload
+	e.PayloadEncoding = kv.str(FieldPayloadEncoding)
+	switch e.PayloadEncoding {
+	case "":
+	case EncodingJSON:
+		if json.Valid(payload) {
+			return
+		}
+		kv.fail(errors.New("payload: payload_encoding json but not valid JSON"))
+	case EncodingUTF8:
+		if utf8.Valid(payload) {
+			return
+		}
+		kv.fail(errors.New("payload: payload_encoding utf8 but not valid UTF-8"))
+	case EncodingBase64:
+		return
+	default:
+		kv.fail(fmt.Errorf("payload_encoding: unknown %q (want json, utf8 or base64)", e.PayloadEncoding))
+	}
+	e.PayloadEncoding = ClassifyPayload(payload)
+}
+
+// rest turns the keys no field used into properties.
+func (kv *kvReader) rest(e *Envelope) {
+	for k, v := range kv.fields {
+		if kv.used[k] {
+			continue
+		}
+		if e.Properties == nil {
+			e.Properties = map[string]string{}
+		}
+		e.Properties[k] = v
+	}
+}
+
+func (kv *kvReader) finish(e Envelope, raw []byte) Envelope {
+	if e.EventID == "" {
+		kv.fail(errors.New("no event_id"))
+	}
+	if kv.err != nil {
+		e.Malformed = kv.err.Error()
+		e.Raw = raw
+		return e
+	}
+	e.FillFingerprint()
+	return e
+}
+
+// rawFields is the JSON object of a key/value entry, kept with malformed
+// entries so that export loses nothing.
+func rawFields(fields map[string]string) []byte {
+	b, _ := json.Marshal(fields) // a map of strings always marshals
+	return b
+}
+
+// DecodeRecord reads one line of `dlqctl export`. A record that carries
+// "malformed" is an entry that could not be decoded at export time: it comes
+// back as such, with its original bytes in Raw. Any other record must be a
+// valid envelope; the error says which field is wrong.
+func DecodeRecord(line []byte) (Envelope, error) {
+	var head struct {
+		ID        string `json:"id"`
+		Malformed string `json:"malformed"`
+		Raw       []byte `json:"raw"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return Envelope{}, fmt.Errorf("not an envelope: %v", err)
+	}
+	e, err := decodeWire(line)
+	if head.Malformed != "" {
+		e.ID, e.Malformed, e.Raw = head.ID, head.Malformed, head.Raw
+		return e, nil
+	}
+	if err != nil {
+		return Envelope{}, err
+	}
+	if e.ID == "" {
+		return Envelope{}, errors.New("no id")
+	}
+	e.FillFingerprint()
+	return e, nil
+}

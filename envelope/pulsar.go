@@ -1,0 +1,159 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Pulsar property names the client sets on dead letters and retries.
+const (
+	PulsarRealTopic       = "REAL_TOPIC"
+	PulsarOriginMessageID = "ORIGIN_MESSAGE_ID"
+	PulsarReconsumeTimes  = "RECONSUMETIMES"
+)
+
+// Properties under which the Pulsar mapping keeps message metadata that has
+// no envelope field, so that a redrive can restore it.
+const (
+	PropOrderingKey = "pulsar.ordering_key"
+	PropEventTime   = "pulsar.event_time"
+)
+
+// PulsarMessage is what the Pulsar backend reads off one DLQ message; it
+// keeps this package free of the Pulsar client.
+type PulsarMessage struct {
+	ID              string // ledger:entry:partition:batch
+	Topic           string
+	Key             string
+	OrderingKey     string
+	Properties      map[string]string
+	Payload         []byte
+	EventTime       time.Time
+	PublishTime     time.Time
+	RedeliveryCount uint32
+}
+
+// EventIDSource says where a Pulsar message's event ID is read from
+// (--event-id-from property:NAME | json:PATH | key).
+type EventIDSource struct {
+	Kind string // "property" (default, names event_id then eventId), "json" or "key"
+	Name string // property name or dotted JSON path
+}
+
+// ParseEventIDSource parses --event-id-from.
+func ParseEventIDSource(s string) (EventIDSource, error) {
+	if s == "" {
+		return EventIDSource{Kind: "property"}, nil
+	}
+	if s == "key" {
+		return EventIDSource{Kind: "key"}, nil
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if ok && name != "" && (kind == "property" || kind == "json") {
+		return EventIDSource{Kind: kind, Name: name}, nil
+	}
+	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want property:NAME, json:PATH or key", s)
+}
+
+func (s EventIDSource) eventID(m PulsarMessage, names FieldNames) (string, error) {
+	switch s.Kind {
+	case "key":
+		if m.Key == "" {
+			return "", fmt.Errorf("no message key to take the event ID from")
+		}
+		return m.Key, nil
+	case "json":
+		return jsonPath(m.Payload, s.Name)
+	}
+	candidates := names[FieldEventID]
+	if s.Name != "" {
+		candidates = []string{s.Name}
+	}
+	for _, n := range candidates {
+		if v := m.Properties[n]; v != "" {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("no event ID property (looked for %s)", strings.Join(candidates, ", "))
+}
+
+func jsonPath(payload []byte, path string) (string, error) {
+	var v any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return "", fmt.Errorf("event ID path %q: payload is not JSON", path)
+	}
+	for _, part := range strings.Split(path, ".") {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("event ID path %q: %q is not inside an object", path, part)
+		}
+		if v, ok = obj[part]; !ok {
+			return "", fmt.Errorf("event ID path %q: no field %q", path, part)
+		}
+	}
+	switch t := v.(type) {
+	case string:
+		if t != "" {
+			return t, nil
+		}
+	case float64:
+		return strconv.FormatFloat(t, 'f', -1, 64), nil
+	}
+	return "", fmt.Errorf("event ID path %q: not a string or number", path)
+}
+
+// FromPulsar maps a Pulsar DLQ message to the canonical envelope (SPEC §3):
+// REAL_TOPIC is the origin, RECONSUMETIMES (else the redelivery count) the
+// attempts; properties named like envelope fields fill them, and the rest,
+// ORIGIN_MESSAGE_ID among them, stay properties. It never fails.
+func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope {
+	e := Envelope{ID: m.ID, Origin: Origin{Backend: "pulsar"}, Key: m.Key}
+	kv := newKVReader(m.Properties, names)
+	kv.readCommon(&e)
+	kv.setPayload(&e, m.Payload)
+	if e.Key == "" {
+		e.Key = m.Key
+	}
+	if rt, ok := m.Properties[PulsarRealTopic]; ok {
+		e.Origin.Topic = rt
+		kv.used[PulsarRealTopic] = true
+	}
+	if rc, ok := m.Properties[PulsarReconsumeTimes]; ok {
+		n, err := strconv.Atoi(rc)
+		if err != nil {
+			kv.fail(fmt.Errorf("%s: want a whole number, got %q", PulsarReconsumeTimes, truncateForError(rc)))
+		}
+		e.Attempts = n
+		kv.used[PulsarReconsumeTimes] = true
+	} else if e.Attempts == 0 {
+		e.Attempts = int(m.RedeliveryCount)
+	}
+	if e.DeadLetteredAt.IsZero() {
+		e.DeadLetteredAt = m.PublishTime.UTC()
+	}
+	kv.rest(&e)
+	if m.OrderingKey != "" {
+		setProp(&e, PropOrderingKey, m.OrderingKey)
+	}
+	if !m.EventTime.IsZero() {
+		setProp(&e, PropEventTime, m.EventTime.UTC().Format(time.RFC3339Nano))
+	}
+	if from.Kind != "property" || from.Name != "" || e.EventID == "" {
+		id, err := from.eventID(m, names)
+		if err != nil {
+			kv.fail(err)
+		}
+		e.EventID = id
+	}
+	return kv.finish(e, nil)
+}
+
+func setProp(e *Envelope, k, v string) {
+	if e.Properties == nil {
+		e.Properties = map[string]string{}
+	}
+	e.Properties[k] = v
+}

@@ -1,0 +1,168 @@
+// Package inspect reads a DLQ through a backend.Source and answers the
+// read-only questions: which entries match the selectors, their categories,
+// stats, category summaries and samples. It streams: memory grows with the
+// number of distinct event IDs, never with payloads.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Selector picks entries (SPEC §5 selectors). The zero value picks all.
+type Selector struct {
+	Categories  []string
+	Origins     []string
+	Error       *regexp.Regexp
+	EventIDs    []string
+	Owners      []string
+	Overdue     bool
+	OlderThan   time.Duration
+	NewerThan   time.Duration
+	MinAttempts int
+	// Limit ends the walk after this many matches (0: no limit).
+	Limit int
+}
+
+// Match reports whether an entry with its classification is selected.
+func (s Selector) Match(e envelope.Envelope, c envelope.Classification, now time.Time) bool {
+	if len(s.Categories) > 0 && !contains(s.Categories, c.Category) {
+		return false
+	}
+	if len(s.Origins) > 0 && !contains(s.Origins, e.Origin.Topic) {
+		return false
+	}
+	if s.Error != nil && !s.Error.MatchString(e.LastError) {
+		return false
+	}
+	if len(s.EventIDs) > 0 && !contains(s.EventIDs, e.EventID) {
+		return false
+	}
+	if len(s.Owners) > 0 && !contains(s.Owners, e.Owner) {
+		return false
+	}
+	if s.Overdue && !IsOverdue(e, now) {
+		return false
+	}
+	age := Age(e, now)
+	if s.OlderThan > 0 && age <= s.OlderThan {
+		return false
+	}
+	if s.NewerThan > 0 && age >= s.NewerThan {
+		return false
+	}
+	if s.MinAttempts > 0 && e.Attempts < s.MinAttempts {
+		return false
+	}
+	return true
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Age is how long ago the entry was dead-lettered (0 when unknown).
+func Age(e envelope.Envelope, now time.Time) time.Duration {
+	if e.DeadLetteredAt.IsZero() {
+		return 0
+	}
+	if d := now.Sub(e.DeadLetteredAt); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// IsOverdue says whether the entry is past its recover_by deadline.
+func IsOverdue(e envelope.Envelope, now time.Time) bool {
+	return !e.RecoverBy.IsZero() && now.After(e.RecoverBy)
+}
+
+// ParseDuration reads Go durations plus whole days ("2d", "1d12h").
+func ParseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	days := time.Duration(0)
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (e.g. 90s, 15m, 2h, 3d)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: negative", s)
+	}
+	return days + d, nil
+}
+
+// Item is one entry with its classification.
+type Item struct {
+	Envelope envelope.Envelope
+	Class    envelope.Classification
+}
+
+// Walker reads a DLQ and classifies its entries.
+type Walker struct {
+	Source     backend.Source
+	Classifier *envelope.Classifier
+	Now        time.Time
+}
+
+// Conflicts reads the whole DLQ once and returns the tracker of event IDs
+// in conflict. Categories depend on it, so commands that print entries as
+// they go call it first.
+func (w Walker) Conflicts(ctx context.Context) (*envelope.ConflictTracker, error) {
+	t := envelope.NewConflictTracker()
+	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
+		t.Add(e)
+		return nil
+	})
+	return t, err
+}
+
+// Walk calls fn for every selected entry after the cursor, with its
+// category, stopping after sel.Limit matches. It returns the locator of the
+// last entry passed to fn when the limit cut the walk (the next cursor).
+func (w Walker) Walk(ctx context.Context, conflicts *envelope.ConflictTracker, sel Selector, after string, fn func(Item) error) (string, error) {
+	n := 0
+	var last, next string
+	err := w.Source.Scan(ctx, after, func(e envelope.Envelope) error {
+		if sel.Limit > 0 && n == sel.Limit {
+			next = last
+			return backend.ErrStop
+		}
+		it := Item{Envelope: e, Class: w.Classifier.Classify(e, conflicts.IsConflict(e.EventID))}
+		if !sel.Match(e, it.Class, w.Now) {
+			return nil
+		}
+		n++
+		last = e.ID
+		return fn(it)
+	})
+	if errors.Is(err, backend.ErrStop) {
+		err = nil
+	}
+	return next, err
+}

@@ -1,0 +1,169 @@
+package inspect
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Summary is what `stats` and `categorize` report about a whole DLQ.
+type Summary struct {
+	Total         int
+	UniqueEvents  int
+	OldestAge     time.Duration
+	AgeP50        time.Duration
+	AgeP95        time.Duration
+	ByCategory    map[string]int
+	ByOrigin      map[string]int
+	ByDisposition map[string]int
+	ByOwner       map[string]int
+	Overdue       int
+	Conflicts     []string
+	Malformed     int
+	AgeBuckets    []AgeBucket
+	Categories    []CategorySummary
+}
+
+// AgeBucket counts entries whose age is below Under (the last is open).
+type AgeBucket struct {
+	Label string
+	Under time.Duration
+	Count int
+}
+
+// CategorySummary is one row of `categorize`.
+type CategorySummary struct {
+	Name         string
+	Disposition  string
+	Count        int
+	OldestAge    time.Duration
+	ExampleError string
+	SampleIDs    []string
+	// Rules counts entries by the rule that put them here (--explain).
+	Rules map[string]int
+}
+
+const sampleIDs = 3
+
+func ageBuckets() []AgeBucket {
+	return []AgeBucket{
+		{"<5m", 5 * time.Minute, 0},
+		{"5m-15m", 15 * time.Minute, 0},
+		{"15m-1h", time.Hour, 0},
+		{"1h-6h", 6 * time.Hour, 0},
+		{"6h-1d", 24 * time.Hour, 0},
+		{"1d-3d", 72 * time.Hour, 0},
+		{">3d", 0, 0},
+	}
+}
+
+// Summarize reads the DLQ once and, only when that pass found event IDs in
+// conflict, a second time so that their entries count as conflicts. A DLQ
+// without conflicts, the common case, costs one pass.
+func (w Walker) Summarize(ctx context.Context) (Summary, error) {
+	tracker := envelope.NewConflictTracker()
+	s, err := w.summarize(ctx, tracker, true)
+	if err != nil || len(tracker.Conflicts()) == 0 {
+		return s, err
+	}
+	return w.summarize(ctx, tracker, false)
+}
+
+func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker, track bool) (Summary, error) {
+	s := Summary{
+		ByCategory: map[string]int{}, ByOrigin: map[string]int{}, ByDisposition: map[string]int{},
+		ByOwner: map[string]int{}, AgeBuckets: ageBuckets(),
+	}
+	ages := make([]int64, 0, 1024)
+	cats := map[string]*CategorySummary{}
+	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
+		if track {
+			tracker.Add(e)
+		}
+		c := w.Classifier.Classify(e, !track && tracker.IsConflict(e.EventID))
+		age := Age(e, w.Now)
+		s.Total++
+		s.ByCategory[c.Category]++
+		s.ByDisposition[c.Disposition]++
+		s.ByOrigin[e.Origin.Topic]++
+		s.ByOwner[e.Owner]++
+		if c.Category == envelope.CategoryMalformed {
+			s.Malformed++
+		}
+		if IsOverdue(e, w.Now) {
+			s.Overdue++
+		}
+		ages = append(ages, int64(age/time.Second))
+		if age > s.OldestAge {
+			s.OldestAge = age
+		}
+		for i := range s.AgeBuckets {
+			if b := &s.AgeBuckets[i]; b.Under == 0 || age < b.Under {
+				b.Count++
+				break
+			}
+		}
+		cs := cats[c.Category]
+		if cs == nil {
+			cs = &CategorySummary{Name: c.Category, Disposition: c.Disposition, Rules: map[string]int{}}
+			cats[c.Category] = cs
+		}
+		cs.Count++
+		cs.Rules[c.Rule]++
+		if age >= cs.OldestAge {
+			cs.OldestAge = age
+		}
+		if cs.ExampleError == "" {
+			cs.ExampleError = exampleError(e)
+		}
+		if len(cs.SampleIDs) < sampleIDs {
+			cs.SampleIDs = append(cs.SampleIDs, e.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return s, err
+	}
+	s.UniqueEvents = tracker.Unique()
+	s.Conflicts = tracker.Conflicts()
+	slices.Sort(ages)
+	s.AgeP50 = percentile(ages, 50)
+	s.AgeP95 = percentile(ages, 95)
+	for _, known := range w.Classifier.Categories() {
+		if cs := cats[known.Category]; cs != nil {
+			s.Categories = append(s.Categories, *cs)
+			delete(cats, known.Category)
+		}
+	}
+	// Producer hints may name categories outside the rules; keep them, sorted.
+	rest := make([]string, 0, len(cats))
+	for name := range cats {
+		rest = append(rest, name)
+	}
+	slices.Sort(rest)
+	for _, name := range rest {
+		s.Categories = append(s.Categories, *cats[name])
+	}
+	return s, nil
+}
+
+func exampleError(e envelope.Envelope) string {
+	if e.Malformed != "" {
+		return e.Malformed
+	}
+	return e.LastError
+}
+
+// percentile is the nearest-rank percentile of sorted ages in seconds.
+func percentile(sorted []int64, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
+	if rank < 1 {
+		rank = 1
+	}
+	return time.Duration(sorted[rank-1]) * time.Second
+}

@@ -1,0 +1,19 @@
+// Command dlqctl inspects dead-letter queues and redrives them safely.
+package main
+
+import (
+	"os"
+
+	"github.com/dlqctl/dlqctl/cmd"
+)
+
+// Set by the linker: -X main.version=… -X main.commit=… -X main.date=…
+var (
+	version string
+	commit  string
+	date    string
+)
+
+func main() {
+	os.Exit(cmd.Main(cmd.BuildInfo{Version: version, Commit: commit, Date: date}))
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+)
+
+// The scripts in testdata/script run the real dlqctl command. They share
+// one real redis-server, started here for the whole run.
+func TestMain(m *testing.M) {
+	testscript.Main(withRedis{m}, map[string]func(){
+		"dlqctl": func() { os.Exit(cmd.MainWith(testFactory())) },
+	})
+}
+
+// testFactory is the production factory with one difference: the clock can
+// be pinned by DLQCTL_TEST_NOW, so that ages and overdue counts in the
+// scripts do not depend on the day they run.
+func testFactory() *cmd.Factory {
+	now := time.Now
+	if s := os.Getenv("DLQCTL_TEST_NOW"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "DLQCTL_TEST_NOW:", err)
+			os.Exit(2)
+		}
+		now = func() time.Time { return t }
+	}
+	return &cmd.Factory{IO: cmd.SystemIO(), Now: now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}
+}
+
+type withRedis struct{ m *testing.M }
+
+func (w withRedis) Run() int {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	defer srv.Stop()
+	os.Setenv("DLQCTL_TEST_REDIS_ADDR", srv.Addr())
+	return w.m.Run()
+}
+
+func TestScripts(t *testing.T) {
+	incident, err := filepath.Abs("testdata/incident")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			name := filepath.Base(env.WorkDir)
+			env.Setenv("INCIDENT", incident)
+			env.Setenv("DLQCTL_TEST_NOW", "2026-11-29T12:00:00Z")
+			env.Setenv("REDIS_ADDR", os.Getenv("DLQCTL_TEST_REDIS_ADDR"))
+			// Each script gets its own keys on the shared server.
+			env.Setenv("KEY", strings.ReplaceAll(name, "/", "-"))
+			env.Setenv("NO_COLOR", "")
+			return nil
+		},
+	})
+}

@@ -1,0 +1,142 @@
+// Package report turns command results into output: lipgloss tables on a
+// terminal, tab-separated text when piped, GitHub markdown, and JSON. It is the
+// only package that knows about lipgloss or output formats; commands hand it
+// data (strings, numbers, times, ages), never styled strings.
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+// Format is the value of the global -o/--output flag.
+type Format string
+
+const (
+	FormatTable    Format = "table"
+	FormatJSON     Format = "json"
+	FormatNDJSON   Format = "ndjson"
+	FormatMarkdown Format = "markdown"
+)
+
+// Formats lists every output format in the order help texts show them.
+func Formats() []Format {
+	return []Format{FormatTable, FormatJSON, FormatNDJSON, FormatMarkdown}
+}
+
+// UnknownFormatError is returned by ParseFormat; callers map it to the usage
+// exit code.
+type UnknownFormatError struct {
+	Value string
+}
+
+func (e *UnknownFormatError) Error() string {
+	names := make([]string, 0, len(Formats()))
+	for _, f := range Formats() {
+		names = append(names, string(f))
+	}
+	return fmt.Sprintf("unknown output format %q (allowed: %s)", e.Value, strings.Join(names, ", "))
+}
+
+// ParseFormat checks the value of -o/--output.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats() {
+		if s == string(f) {
+			return f, nil
+		}
+	}
+	return "", &UnknownFormatError{Value: s}
+}
+
+// defaultWidth is used when the terminal width is unknown.
+const defaultWidth = 120
+
+// Options describe where and how the human-readable writers draw.
+type Options struct {
+	Format Format
+	// TTY: the writer is a terminal, so draw with lipgloss, show relative
+	// ages, and colour unless NoColor. Colour also needs the writer itself to
+	// be the terminal's *os.File: lipgloss reads the colour profile from it
+	// (and honours NO_COLOR, CLICOLOR_FORCE and TERM).
+	TTY bool
+	// NoColor (--no-color, NO_COLOR) keeps the lipgloss borders on a terminal
+	// but never emits an ANSI escape.
+	NoColor bool
+	// Width is the terminal width in columns; 0 means unknown (120).
+	Width int
+	// Now is the clock that ages and relative times are measured against; the
+	// zero value means time.Now().
+	Now time.Time
+
+	// profile stands in for the colour profile lipgloss would detect from the
+	// writer, so tests can draw in colour into a buffer. NoColor still wins.
+	profile *termenv.Profile
+}
+
+func (o Options) width() int {
+	if o.Width > 0 {
+		return o.Width
+	}
+	return defaultWidth
+}
+
+func (o Options) now() time.Time {
+	if o.Now.IsZero() {
+		return time.Now()
+	}
+	return o.Now
+}
+
+// renderer follows the writer's colour profile, except that NoColor forces
+// the profile to Ascii so that no style can emit an escape sequence.
+func (o Options) renderer(w io.Writer) *lipgloss.Renderer {
+	re := lipgloss.NewRenderer(w)
+	if o.profile != nil {
+		re.SetColorProfile(*o.profile)
+	}
+	if o.NoColor {
+		re.SetColorProfile(termenv.Ascii)
+	}
+	return re
+}
+
+// bold is the emphasis for titles, headers and keys.
+func (o Options) bold(re *lipgloss.Renderer) lipgloss.Style {
+	s := re.NewStyle()
+	if !o.NoColor {
+		s = s.Bold(true)
+	}
+	return s
+}
+
+// mode is how a human-readable writer lays out its output.
+type mode int
+
+const (
+	modeTTY      mode = iota // lipgloss, relative times
+	modePlain                // tab-separated, RFC 3339, seconds
+	modeMarkdown             // GitHub markdown table
+)
+
+func (o Options) mode(what string) (mode, error) {
+	switch o.Format {
+	case "", FormatTable:
+		if o.TTY {
+			return modeTTY, nil
+		}
+		return modePlain, nil
+	case FormatMarkdown:
+		return modeMarkdown, nil
+	case FormatJSON, FormatNDJSON:
+		// JSON documents carry a schema field, so the command builds them
+		// and calls WriteJSON/WriteNDJSON itself.
+		return 0, fmt.Errorf("report: %s cannot be written as %s; use WriteJSON or WriteNDJSON with a schema document", what, o.Format)
+	default:
+		return 0, &UnknownFormatError{Value: string(o.Format)}
+	}
+}
