@@ -408,7 +408,14 @@ func (kv *kvReader) rest(e *Envelope) {
 	}
 }
 
+// MalformedMarker is the field under which an import keeps the reason of
+// an entry that was malformed where it came from, so it stays malformed.
+const MalformedMarker = "dlqctl_malformed"
+
 func (kv *kvReader) finish(e Envelope, raw []byte) Envelope {
+	if reason, ok := kv.fields[MalformedMarker]; ok {
+		kv.fail(errors.New(reason))
+	}
 	if e.EventID == "" {
 		kv.fail(errors.New("no event_id"))
 	}

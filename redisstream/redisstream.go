@@ -1,0 +1,331 @@
+// Package redisstream is the Redis Streams backend (redis://…?stream=KEY):
+// the DLQ is one stream, each entry's fields an envelope (SPEC §3 field
+// names). It reads with XRANGE in pages and never holds the whole stream,
+// and reports the consumer groups of the origin streams for `stats` and
+// `pending`.
+package redisstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+var (
+	_ backend.Source   = (*Stream)(nil)
+	_ backend.Importer = (*Stream)(nil)
+	_ backend.Extras   = (*Stream)(nil)
+)
+
+// DefaultPageSize is the XRANGE COUNT of a scan.
+const DefaultPageSize = 1000
+
+// Options are what Open takes besides the URL.
+type Options struct {
+	// Fields are the envelope's field names and aliases; nil means
+	// envelope.DefaultFieldNames. A field missing from the map keeps its
+	// default names.
+	Fields envelope.FieldNames
+	// Password is used when the URL carries none (DLQCTL_REDIS_PASSWORD,
+	// read by the caller).
+	Password string
+	// TLS, when set, replaces the TLS settings a rediss:// URL's query
+	// would build. It has no effect on redis:// URLs.
+	TLS *tls.Config
+	// PageSize is the XRANGE COUNT of a scan (default 1000).
+	PageSize int
+}
+
+// Stream is a DLQ held in one Redis stream.
+type Stream struct {
+	rdb      *redis.Client
+	src      sourceURL
+	key      string
+	group    string
+	names    envelope.FieldNames
+	pageSize int
+	password string // only to scrub error messages
+
+	mu sync.Mutex
+	// sourceIDs holds the dlqctl_source_id of every entry, built by one
+	// scan on the first import of an envelope whose id is no stream id.
+	sourceIDs map[string]bool
+}
+
+// Open parses rawURL, connects and checks with PING that the server
+// answers and accepts the credentials. A stream that does not exist yet is
+// an empty DLQ; a key of another type is an error.
+//
+// URL mistakes are *backend.ConfigError. No error carries the password.
+func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
+	src, err := parseURL(rawURL)
+	if err != nil {
+		return nil, scrub(err, src.password, opts.Password)
+	}
+	s, err := open(ctx, src, opts)
+	if err != nil {
+		return nil, scrub(err, src.password, opts.Password)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
+	names, err := fieldNames(opts.Fields)
+	if err != nil {
+		return nil, backend.Configf("redis source %s: %v", src.display(), err)
+	}
+	pageSize := opts.PageSize
+	switch {
+	case pageSize == 0:
+		pageSize = DefaultPageSize
+	case pageSize < 0:
+		return nil, backend.Configf("redis source %s: page size %d: want a positive number", src.display(), pageSize)
+	}
+	ro := &redis.Options{
+		Addr:     src.addr(),
+		Username: src.user,
+		Password: src.password,
+		DB:       src.db,
+		// The ctx of each call bounds it, so that Ctrl-C stops a scan.
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+		// Off: in its default "auto" mode the client would probe for a
+		// Redis Cloud feature on every connection and log when it is absent.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	if !src.hasPassword {
+		ro.Password = opts.Password
+	}
+	if src.scheme == "rediss" {
+		if opts.TLS != nil {
+			ro.TLSConfig = opts.TLS.Clone()
+		} else if ro.TLSConfig, err = src.tlsConfig(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Stream{
+		rdb:      redis.NewClient(ro),
+		src:      src,
+		key:      src.stream,
+		group:    src.group,
+		names:    names,
+		pageSize: pageSize,
+		password: ro.Password,
+	}
+	if err := s.check(ctx); err != nil {
+		_ = s.rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// check pings the server and the stream's key type.
+func (s *Stream) check(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		msg := err.Error()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: connect: %w", s, ctx.Err())
+		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
+			strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
+			return fmt.Errorf("%s: authentication failed: %w (check the user and password in the URL or DLQCTL_REDIS_PASSWORD)", s, err)
+		case strings.Contains(msg, "DB index is out of range"):
+			return backend.Configf("%s: database %d does not exist on this server: %v", s, s.src.db, err)
+		}
+		return fmt.Errorf("%s: cannot reach Redis: %w", s, err)
+	}
+	typ, err := s.rdb.Type(ctx, s.key).Result()
+	if err != nil {
+		return s.cmdErr(ctx, "type", err)
+	}
+	if typ != "none" && typ != "stream" {
+		return backend.Configf("%s: key %q holds a %s, not a stream (WRONGTYPE): check ?stream=", s, s.key, typ)
+	}
+	return nil
+}
+
+// fieldNames fills the names the caller did not give with the defaults.
+func fieldNames(given envelope.FieldNames) (envelope.FieldNames, error) {
+	if err := given.Validate(); err != nil {
+		return nil, err
+	}
+	names := envelope.DefaultFieldNames()
+	for k, v := range given {
+		if len(v) > 0 {
+			names[k] = v
+		}
+	}
+	return names, nil
+}
+
+// String is the source URL with any password replaced by xxxxx.
+func (s *Stream) String() string { return s.src.display() }
+
+// Close closes the connection pool.
+func (s *Stream) Close() error { return s.rdb.Close() }
+
+// Client is the connection, for the moves that need Lua scripts (redrive,
+// quarantine). The caller must not close it.
+func (s *Stream) Client() *redis.Client { return s.rdb }
+
+// Key is the DLQ stream's key.
+func (s *Stream) Key() string { return s.key }
+
+// Group is the consumer group the DLQ is read through ("" when none).
+func (s *Stream) Group() string { return s.group }
+
+// Fields are the field names entries are read and written with.
+func (s *Stream) Fields() envelope.FieldNames { return s.names }
+
+// Scan reads the stream oldest first with XRANGE, PageSize entries at a
+// time, starting after the entry id `after`.
+func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	start := "-"
+	if after != "" {
+		if !IsStreamID(after) {
+			return backend.Configf("%s: cursor %q is not a Redis stream entry id (ms-seq)", s, after)
+		}
+		start = "(" + after
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		msgs, err := s.rdb.XRangeN(ctx, s.key, start, "+", int64(s.pageSize)).Result()
+		if err != nil {
+			return s.cmdErr(ctx, "xrange", err)
+		}
+		for _, m := range msgs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(s.decode(m)); err != nil {
+				if errors.Is(err, backend.ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(msgs) < s.pageSize {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// Get reads the entry with stream id id.
+func (s *Stream) Get(ctx context.Context, id string) (envelope.Envelope, error) {
+	if !IsStreamID(id) {
+		return envelope.Envelope{}, fmt.Errorf("%q is not a stream entry id: %w in %s", id, backend.ErrNotFound, s)
+	}
+	msgs, err := s.rdb.XRange(ctx, s.key, id, id).Result()
+	if err != nil {
+		return envelope.Envelope{}, s.cmdErr(ctx, "xrange", err)
+	}
+	if len(msgs) == 0 {
+		return envelope.Envelope{}, fmt.Errorf("entry %s: %w in %s", id, backend.ErrNotFound, s)
+	}
+	return s.decode(msgs[0]), nil
+}
+
+// Len is XLEN: 0 for a stream that does not exist.
+func (s *Stream) Len(ctx context.Context) (int64, error) {
+	n, err := s.rdb.XLen(ctx, s.key).Result()
+	if err != nil {
+		return 0, s.cmdErr(ctx, "xlen", err)
+	}
+	return n, nil
+}
+
+func (s *Stream) decode(m redis.XMessage) envelope.Envelope {
+	return envelope.DecodeFields(m.ID, "redis", stringFields(m.Values), s.names)
+}
+
+func stringFields(values map[string]any) map[string]string {
+	fields := make(map[string]string, len(values))
+	for k, v := range values {
+		switch v := v.(type) {
+		case string:
+			fields[k] = v
+		case nil:
+			fields[k] = ""
+		default:
+			fields[k] = fmt.Sprint(v)
+		}
+	}
+	return fields
+}
+
+var streamIDPattern = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
+
+// IsStreamID reports whether id is a complete stream entry id, ms-seq.
+func IsStreamID(id string) bool {
+	if !streamIDPattern.MatchString(id) {
+		return false
+	}
+	ms, seq, _ := strings.Cut(id, "-")
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return err1 == nil && err2 == nil
+}
+
+// cmdErr names the source and the command in a Redis error, and returns a
+// cancelled or expired ctx as itself.
+func (s *Stream) cmdErr(ctx context.Context, cmd string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if isWrongType(err) {
+		return fmt.Errorf("%s: %s: key %q is not a stream: %w", s, cmd, s.key, err)
+	}
+	return scrub(fmt.Errorf("%s: %s: %w", s, cmd, err), s.password)
+}
+
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
+// scrub is a last guard: the messages above are built so as not to hold a
+// password, but an error from below could echo one. Passwords shorter than
+// 3 characters are left alone, as replacing them would garble any message.
+func scrub(err error, passwords ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	hit := false
+	for _, p := range passwords {
+		if len(p) >= 3 && strings.Contains(msg, p) {
+			msg = strings.ReplaceAll(msg, p, redacted)
+			hit = true
+		}
+	}
+	if !hit {
+		return err
+	}
+	var ce *backend.ConfigError
+	if errors.As(err, &ce) {
+		return &backend.ConfigError{Err: errors.New(msg)}
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError keeps errors.Is working on an error whose text was scrubbed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }

@@ -1,0 +1,228 @@
+package redisstream
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Source URLs:
+//
+//	redis://[user[:password]@]host[:port][/db]?stream=KEY[&group=G]
+//	rediss://…same…[&tls_ca=FILE][&tls_server_name=NAME][&tls_insecure=true]
+//
+// The port defaults to 6379, the host to localhost and db to 0. Query
+// options:
+//
+//	stream           the DLQ stream's key (required)
+//	group            the consumer group the DLQ is read through, if any; a
+//	                 redrive then also XACKs the entry in that group
+//	tls_ca           rediss only: PEM file of CA certificates to trust
+//	                 instead of the system's
+//	tls_server_name  rediss only: name to verify the server certificate
+//	                 against, when it differs from host
+//	tls_insecure     rediss only: "true" skips certificate verification
+//
+// A password in the URL wins over Options.Password (DLQCTL_REDIS_PASSWORD).
+// Special characters in a user name or password must be percent-encoded.
+
+const defaultPort = 6379
+
+// redacted replaces a password wherever dlqctl shows a source URL.
+const redacted = "xxxxx"
+
+var knownParams = []string{"group", "stream", "tls_ca", "tls_insecure", "tls_server_name"}
+
+// sourceURL is a parsed Redis source URL.
+type sourceURL struct {
+	scheme        string
+	user          string
+	password      string
+	hasPassword   bool
+	host          string
+	port          int
+	db            int
+	stream        string
+	group         string
+	tlsCA         string
+	tlsServerName string
+	tlsInsecure   bool
+	rawQuery      string
+}
+
+func (u sourceURL) addr() string { return net.JoinHostPort(u.host, strconv.Itoa(u.port)) }
+
+// display is the URL with its password replaced by xxxxx.
+func (u sourceURL) display() string {
+	var b strings.Builder
+	b.WriteString(u.scheme + "://")
+	switch {
+	case u.hasPassword:
+		b.WriteString(url.UserPassword(u.user, redacted).String() + "@")
+	case u.user != "":
+		b.WriteString(url.User(u.user).String() + "@")
+	}
+	fmt.Fprintf(&b, "%s/%d", u.addr(), u.db)
+	if u.rawQuery != "" {
+		b.WriteString("?" + u.rawQuery)
+	}
+	return b.String()
+}
+
+// parseURL reads a source URL. Every error is a *backend.ConfigError and
+// none of them contains the password: url.Parse's own errors quote the
+// whole URL, so they are never passed on as they are.
+func parseURL(raw string) (sourceURL, error) {
+	var u sourceURL
+	pu, err := url.Parse(raw)
+	if err != nil {
+		if strings.Contains(raw, "@") {
+			return u, backend.Configf("redis source %s: not a valid URL (percent-encode special characters in the user name or password, or pass the password in DLQCTL_REDIS_PASSWORD)", redactRaw(raw))
+		}
+		var ue *url.Error
+		reason := err
+		if errors.As(err, &ue) {
+			reason = ue.Err
+		}
+		return u, backend.Configf("redis source %q: not a valid URL: %v", raw, reason)
+	}
+	u.scheme = pu.Scheme
+	if u.scheme != "redis" && u.scheme != "rediss" {
+		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", redactRaw(raw), pu.Scheme)
+	}
+	if pu.Opaque != "" {
+		return u, backend.Configf("redis source %s: want %s://host:port/db?stream=KEY", redactRaw(raw), u.scheme)
+	}
+	if pu.User != nil {
+		u.user = pu.User.Username()
+		u.password, u.hasPassword = pu.User.Password()
+	}
+	u.host = pu.Hostname()
+	if u.host == "" {
+		u.host = "localhost"
+	}
+	u.port = defaultPort
+	if p := pu.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return u, backend.Configf("redis source %s: bad port %q (want 1-65535)", redactRaw(raw), p)
+		}
+		u.port = n
+	}
+	// Checked before anything shows the query, which could then hold
+	// anything, a password=… included.
+	q, err := url.ParseQuery(pu.RawQuery)
+	if err != nil {
+		return u, backend.Configf("redis source %s: bad query string: %v", redactRaw(withoutQuery(raw)), err)
+	}
+	for k, vs := range q {
+		if !contains(knownParams, k) {
+			return u, backend.Configf("redis source %s: unknown query parameter %q (known: %s)", redactRaw(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
+		}
+		if len(vs) > 1 {
+			return u, backend.Configf("redis source %s: query parameter %q given %d times", redactRaw(withoutQuery(raw)), k, len(vs))
+		}
+	}
+	u.rawQuery = pu.RawQuery
+	u.stream = q.Get("stream")
+	u.group = q.Get("group")
+	u.tlsCA = q.Get("tls_ca")
+	u.tlsServerName = q.Get("tls_server_name")
+
+	path := strings.TrimPrefix(pu.Path, "/")
+	if path != "" {
+		n, err := strconv.Atoi(path)
+		if err != nil || n < 0 {
+			return u, backend.Configf("redis source %s: bad database %q in the path (want a number: redis://host:port/DB)", u.display(), path)
+		}
+		u.db = n
+	}
+	if _, ok := q["stream"]; !ok || u.stream == "" {
+		return u, backend.Configf("redis source %s: no stream: add ?stream=KEY, the DLQ stream's key", u.display())
+	}
+	if _, ok := q["group"]; ok && u.group == "" {
+		return u, backend.Configf("redis source %s: group is empty", u.display())
+	}
+	if v, ok := q["tls_insecure"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return u, backend.Configf("redis source %s: tls_insecure=%q: want true or false", u.display(), v[0])
+		}
+		u.tlsInsecure = b
+	}
+	if u.scheme == "redis" {
+		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
+			if _, ok := q[k]; ok {
+				return u, backend.Configf("redis source %s: %s needs rediss:// (TLS)", u.display(), k)
+			}
+		}
+	}
+	return u, nil
+}
+
+// tlsConfig builds the TLS settings of a rediss:// URL.
+func (u sourceURL) tlsConfig() (*tls.Config, error) {
+	conf := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         u.host,
+		InsecureSkipVerify: u.tlsInsecure, // only when the URL asks for it
+	}
+	if u.tlsServerName != "" {
+		conf.ServerName = u.tlsServerName
+	}
+	if u.tlsCA != "" {
+		pem, err := os.ReadFile(u.tlsCA)
+		if err != nil {
+			return nil, backend.Configf("redis source %s: tls_ca: %v", u.display(), err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, backend.Configf("redis source %s: tls_ca %s: no PEM certificate in it", u.display(), u.tlsCA)
+		}
+		conf.RootCAs = pool
+	}
+	return conf, nil
+}
+
+// redactRaw hides the user info of a URL that may not parse: everything
+// between :// and the last @, which is where a password with unescaped
+// special characters ends.
+func redactRaw(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return redacted + raw[at:]
+		}
+		return raw
+	}
+	rest := raw[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+3] + redacted + rest[at:]
+}
+
+func withoutQuery(raw string) string {
+	// The password may itself hold a "?", so cut at the last one after the
+	// last "@".
+	at := strings.LastIndex(raw, "@")
+	if q := strings.Index(raw[at+1:], "?"); q >= 0 {
+		return raw[:at+1+q]
+	}
+	return raw
+}
+
+func contains(list []string, s string) bool {
+	i := sort.SearchStrings(list, s)
+	return i < len(list) && list[i] == s
+}
