@@ -24,6 +24,10 @@ type Factory struct {
 	Getenv func(string) string
 	Build  BuildInfo
 
+	// CrashHook, when set (tests only), is called after every journal step
+	// of a redrive with the step's type, to simulate a crash there.
+	CrashHook func(step string)
+
 	// Global holds the persistent flags as given.
 	Global GlobalOptions
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/report"
@@ -37,9 +38,16 @@ func Main(build BuildInfo) int {
 	})
 }
 
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
 // MainWith runs the process's arguments against f, stopping the command's
 // context on Ctrl-C or SIGTERM. A second Ctrl-C kills the process at once.
 func MainWith(f *Factory) int {
+	// go-redis logs dial retries on its own global logger; every failure
+	// reaches the user as a returned error, so the log is only noise.
+	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -155,6 +163,9 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newExportCmd(f),
 		newImportCmd(f),
 		newPendingCmd(f),
+		newRedriveCmd(f),
+		newResolveCmd(f),
+		newReconcileCmd(f),
 		newVersionCmd(f),
 		newDocsCmd(f, root),
 	)

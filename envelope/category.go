@@ -52,7 +52,7 @@ func (r Rule) matches(e Envelope) (string, bool) {
 		return "", false
 	}
 	for k, v := range r.Properties {
-		if e.Properties[k] != v {
+		if got, ok := e.Properties[k]; !ok || got != v {
 			return "", false
 		}
 	}

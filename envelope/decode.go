@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -153,10 +154,15 @@ func jsonKind(raw json.RawMessage) string {
 }
 
 func truncateForError(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= 40 {
+		return s
 	}
-	return s
+	cut := 40
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // decodePayload turns the JSON form of a payload into raw bytes. For the
@@ -322,6 +328,11 @@ func (kv *kvReader) get(field string) (string, bool) {
 	for _, n := range kv.names[field] {
 		if v, ok := kv.fields[n]; ok {
 			kv.used[n] = true
+			if field != FieldPayload && !utf8.ValidString(v) {
+				// Text fields must be text: two event IDs that differ only in
+				// invalid bytes would otherwise print, and compare, the same.
+				kv.fail(fmt.Errorf("%s: invalid UTF-8", field))
+			}
 			return v, true
 		}
 	}
@@ -378,10 +389,11 @@ func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
 	switch e.PayloadEncoding {
 	case "":
 	case EncodingJSON:
-		if json.Valid(payload) {
-			return
+		if !json.Valid(payload) {
+			kv.fail(errors.New("payload: payload_encoding json but not valid JSON"))
 		}
-		kv.fail(errors.New("payload: payload_encoding json but not valid JSON"))
+		// Only compact JSON can be inlined without changing a byte; other
+		// JSON text is kept as text (ClassifyPayload below).
 	case EncodingUTF8:
 		if utf8.Valid(payload) {
 			return
@@ -401,6 +413,9 @@ func (kv *kvReader) rest(e *Envelope) {
 		if kv.used[k] {
 			continue
 		}
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			kv.fail(fmt.Errorf("property %q: invalid UTF-8", truncateForError(k)))
+		}
 		if e.Properties == nil {
 			e.Properties = map[string]string{}
 		}
@@ -414,6 +429,9 @@ const MalformedMarker = "dlqctl_malformed"
 
 func (kv *kvReader) finish(e Envelope, raw []byte) Envelope {
 	if reason, ok := kv.fields[MalformedMarker]; ok {
+		if reason == "" {
+			reason = "malformed where it was imported from"
+		}
 		kv.fail(errors.New(reason))
 	}
 	if e.EventID == "" {

@@ -146,6 +146,11 @@ func parseTime(field, s string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s: not an RFC 3339 time: %q", field, s)
 	}
+	// In UTC the year must still be one RFC 3339 can write, or the
+	// envelope could not be written back out.
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return time.Time{}, fmt.Errorf("%s: %q is outside the years 0000–9999 in UTC", field, s)
+	}
 	return t.UTC(), nil
 }
 
@@ -182,7 +187,9 @@ func marshalString(s string) json.RawMessage {
 // already compact JSON, so that inlining them cannot change a byte and the
 // fingerprint stays the same after export and import.
 func ClassifyPayload(p []byte) string {
-	if len(p) > 0 && json.Valid(p) {
+	// json.Valid accepts invalid UTF-8 inside strings; inlined, those bytes
+	// would not survive a JSON writer, so such a payload is binary.
+	if len(p) > 0 && utf8.Valid(p) && json.Valid(p) {
 		var buf bytes.Buffer
 		if json.Compact(&buf, p) == nil && bytes.Equal(buf.Bytes(), p) {
 			return EncodingJSON

@@ -1,11 +1,14 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Pulsar property names the client sets on dead letters and retries.
@@ -64,6 +67,9 @@ func (s EventIDSource) eventID(m PulsarMessage, names FieldNames) (string, error
 		if m.Key == "" {
 			return "", fmt.Errorf("no message key to take the event ID from")
 		}
+		if !utf8.ValidString(m.Key) {
+			return "", fmt.Errorf("message key: invalid UTF-8")
+		}
 		return m.Key, nil
 	case "json":
 		return jsonPath(m.Payload, s.Name)
@@ -82,7 +88,9 @@ func (s EventIDSource) eventID(m PulsarMessage, names FieldNames) (string, error
 
 func jsonPath(payload []byte, path string) (string, error) {
 	var v any
-	if err := json.Unmarshal(payload, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber() // a large numeric ID keeps every digit
+	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("event ID path %q: payload is not JSON", path)
 	}
 	for _, part := range strings.Split(path, ".") {
@@ -99,8 +107,8 @@ func jsonPath(payload []byte, path string) (string, error) {
 		if t != "" {
 			return t, nil
 		}
-	case float64:
-		return strconv.FormatFloat(t, 'f', -1, 64), nil
+	case json.Number:
+		return t.String(), nil
 	}
 	return "", fmt.Errorf("event ID path %q: not a string or number", path)
 }
@@ -112,6 +120,9 @@ func jsonPath(payload []byte, path string) (string, error) {
 func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope {
 	e := Envelope{ID: m.ID, Origin: Origin{Backend: "pulsar"}, Key: m.Key}
 	kv := newKVReader(m.Properties, names)
+	if !utf8.ValidString(m.Key) || !utf8.ValidString(m.OrderingKey) {
+		kv.fail(errors.New("message key: invalid UTF-8"))
+	}
 	kv.readCommon(&e)
 	kv.setPayload(&e, m.Payload)
 	if e.Key == "" {

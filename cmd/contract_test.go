@@ -1,0 +1,216 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlqctl/dlqctl/internal/redistest"
+)
+
+var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// run executes one dlqctl command line in-process with a pinned clock.
+func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	io, _, out, errOut := TestIO()
+	f := &Factory{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
+	code = Execute(context.Background(), f, args)
+	return out.String(), errOut.String(), code
+}
+
+func incidentSource(t *testing.T) string {
+	p, err := filepath.Abs("../testdata/incident")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "dir:" + p
+}
+
+// paths flattens a JSON document into its field paths: "a.b", "items[].id".
+// Below a path that the docs mark as a map ("by_category{}") nothing is
+// listed, since its keys are data.
+func paths(v any, prefix string, maps map[string]bool, out map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			if maps[p] {
+				out[p+"{}"] = true
+				continue
+			}
+			out[p] = true
+			paths(child, p, maps, out)
+		}
+	case []any:
+		for _, child := range t {
+			paths(child, prefix+"[]", maps, out)
+		}
+	}
+}
+
+// documented reads docs/json.md: under each "## dlqctl.X/v1" heading, the
+// first column of its table lists the fields in backticks.
+func documented(t *testing.T) map[string][]string {
+	f, err := os.Open("../docs/json.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	docs := map[string][]string{}
+	var schema string
+	heading := regexp.MustCompile("^## `?(dlqctl\\.[a-z-]+/v1)`?")
+	row := regexp.MustCompile("^\\| `([^`]+)` \\|")
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := heading.FindStringSubmatch(line); m != nil {
+			schema = m[1]
+			continue
+		}
+		if m := row.FindStringSubmatch(line); m != nil && schema != "" {
+			docs[schema] = append(docs[schema], m[1])
+		}
+	}
+	return docs
+}
+
+func keysOf(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestJSONFieldsMatchTheDocs pins every JSON document's fields to
+// docs/json.md: a field added, renamed or removed on either side fails.
+func TestJSONFieldsMatchTheDocs(t *testing.T) {
+	src := incidentSource(t)
+	docs := documented(t)
+	cases := []struct {
+		schema string
+		args   []string
+	}{
+		{"dlqctl.list/v1", []string{"list", "--limit", "0"}},
+		{"dlqctl.show/v1", []string{"show", "evt-22006c7fe6c3"}},
+		{"dlqctl.stats/v1", []string{"stats"}},
+		{"dlqctl.categories/v1", []string{"categorize", "--explain"}},
+		{"dlqctl.check/v1", []string{"check", "--max-total", "1"}},
+		{"dlqctl.sample/v1", []string{"sample", "--seed", "1"}},
+		{"dlqctl.version/v1", []string{"version"}},
+	}
+	for _, c := range cases {
+		t.Run(c.schema, func(t *testing.T) {
+			want := docs[c.schema]
+			if len(want) == 0 {
+				t.Fatalf("docs/json.md documents no fields for %s", c.schema)
+			}
+			maps := map[string]bool{}
+			for _, p := range want {
+				if strings.HasSuffix(p, "{}") {
+					maps[strings.TrimSuffix(p, "{}")] = true
+				}
+			}
+			out, errOut, code := run(t, nil, append([]string{"--source", src, "-o", "json"}, c.args...)...)
+			if code != 0 && code != ExitCheck {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var doc any
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if got := doc.(map[string]any)["schema"]; got != c.schema {
+				t.Fatalf("schema = %v, want %s", got, c.schema)
+			}
+			got := map[string]bool{}
+			paths(doc, "", maps, got)
+			wantSet := map[string]bool{}
+			for _, p := range want {
+				wantSet[p] = true
+			}
+			for _, p := range keysOf(got) {
+				if !wantSet[p] {
+					t.Errorf("%s: field %q is not in docs/json.md", c.schema, p)
+				}
+			}
+			for _, p := range want {
+				if !got[p] && !optional(p) {
+					t.Errorf("%s: docs/json.md lists %q, the output has no such field", c.schema, p)
+				}
+			}
+		})
+	}
+}
+
+// optional fields are omitted when empty, so one sample output may lack them.
+func optional(p string) bool {
+	for _, suffix := range []string{"malformed", "raw", "key", "owner", "fingerprint", "payload_version", "content_type",
+		"origin.subscription", "origin.consumer", "first_received_at", "recover_by", "schema_info", "properties{}", "date",
+		"origin.backend", "origin.topic", "dead_lettered_at", "backend{}"} {
+		if strings.HasSuffix(p, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPendingJSONMatchesTheDocs pins dlqctl.pending/v1 against a real
+// Redis consumer group with pending entries.
+func TestPendingJSONMatchesTheDocs(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	for i := 0; i < 5; i++ {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "orders", Values: map[string]any{"event_id": fmt.Sprint("E", i)}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.XGroupCreate(ctx, "orders", "workers", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"orders", ">"}, Count: 3}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, nil, "--source", srv.URL(0, "dlq"), "-o", "json", "pending", "--stream", "orders", "--group", "workers", "--min-idle", "0s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["pending"] != float64(3) || doc["lag"] != float64(2) {
+		t.Errorf("pending = %v, lag = %v; want 3 and 2", doc["pending"], doc["lag"])
+	}
+	want := documented(t)["dlqctl.pending/v1"]
+	maps := map[string]bool{"delivery_histogram": true}
+	got := map[string]bool{}
+	paths(doc, "", maps, got)
+	wantSet := map[string]bool{}
+	for _, p := range want {
+		wantSet[p] = true
+		if !got[p] {
+			t.Errorf("docs/json.md lists %q, the output has no such field", p)
+		}
+	}
+	for p := range got {
+		if !wantSet[p] {
+			t.Errorf("field %q is not in docs/json.md", p)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type reconcileOptions struct {
+	journal  string
+	eventIDs []string
+	effects  string
+	query    string
+	events   bool
+}
+
+func newReconcileCmd(f *Factory) *cobra.Command {
+	o := &reconcileOptions{}
+	c := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Per-event and per-batch verdicts now: delivery attempts against effects",
+		Long: `Give the verdicts of SPEC §6 on demand: for every batch of a run's journal
+(--journal), or for the events named with --event-id. One effects round trip
+per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
+		Example: `  dlqctl reconcile --journal plan.journal --source redis://127.0.0.1:6379/0?stream=dlq
+  dlqctl reconcile --event-id E42 --event-id E43 --effects sqlite:inbox.db`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runReconcile(c.Context(), f, o)
+		},
+	}
+	c.Flags().StringVar(&o.journal, "journal", "", "a redrive journal: reconcile each of its batches")
+	c.Flags().StringArrayVar(&o.eventIDs, "event-id", nil, "an event ID to reconcile (repeatable)")
+	c.Flags().StringVar(&o.effects, "effects", "", "effects URL (default: the journal's plan's)")
+	c.Flags().StringVar(&o.query, "effects-query", "", "postgres: query returning event_id, attempts, effects, fingerprint for $1")
+	c.Flags().BoolVar(&o.events, "events", false, "list every event's verdict, not only the counts")
+	return c
+}
+
+// ReconcileDoc is dlqctl.reconcile/v1.
+type ReconcileDoc struct {
+	Schema  string                `json:"schema"`
+	Effects string                `json:"effects"`
+	Batches []redrive.BatchReport `json:"batches"`
+}
+
+func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
+	if (o.journal == "") == (len(o.eventIDs) == 0) {
+		return usageErrorf("give either --journal or --event-id")
+	}
+	var batches [][]redrive.Entry
+	var watermarks []string
+	url, query := o.effects, o.query
+	if o.journal != "" {
+		recs, err := redrive.ReadJournal(o.journal)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		st := redrive.Replay(recs)
+		url = firstNonEmpty(url, st.Plan.Params.Effects)
+		query = firstNonEmpty(query, st.Plan.Params.EffectsQuery)
+		batches, watermarks = redrive.MovedByBatch(recs)
+	} else {
+		var es []redrive.Entry
+		for _, id := range o.eventIDs {
+			es = append(es, redrive.Entry{EventID: id})
+		}
+		batches, watermarks = [][]redrive.Entry{es}, []string{""}
+	}
+	if url == "" {
+		return usageErrorf("no effects URL: give --effects")
+	}
+	probe, err := f.openProbe(ctx, url, query)
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
+	c := redrive.Reconciler{Probe: probe, Now: f.Now}
+	if f.source != "" {
+		s, err := f.openSession(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.src.Close()
+		c.Source = s.src
+	}
+	doc := ReconcileDoc{Schema: "dlqctl.reconcile/v1", Effects: probe.String(), Batches: []redrive.BatchReport{}}
+	for i, b := range batches {
+		rep := redrive.BatchReport{Index: i + 1, Size: len(b)}
+		if err := c.Batch(ctx, b, watermarks[i], 0, &rep); err != nil {
+			return err
+		}
+		rep.ApplyGates(0)
+		if !o.events {
+			rep.Events = nil
+		}
+		doc.Batches = append(doc.Batches, rep)
+	}
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	for _, b := range doc.Batches {
+		fmt.Fprintln(f.IO.Out)
+		if err := report.WriteTable(f.IO.Out, batchTable(b), ro); err != nil {
+			return err
+		}
+		if o.events {
+			t := report.Table{Columns: []report.Column{{Name: "event id"}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict"}}}
+			for _, e := range b.Events {
+				t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
+			}
+			if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+

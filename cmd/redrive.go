@@ -1,0 +1,530 @@
+package cmd
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/time/rate"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+// planFlags are the flags of `redrive plan`, `resolve plan` and the
+// one-step forms.
+type planFlags struct {
+	kind               string
+	sel                selectorFlags
+	to                 string
+	rate               float64
+	burst              int
+	ramp               string
+	max                int
+	effects            string
+	effectsQuery       string
+	settle             time.Duration
+	maxFailedRatio     float64
+	reason             string
+	out                string
+	includeQuarantined bool
+	unverifiedOK       bool
+	by                 string
+}
+
+func (p *planFlags) register(c *cobra.Command) {
+	fs := c.Flags()
+	p.sel.register(fs, 0)
+	fs.StringVar(&p.reason, "reason", "", "why this is done (required; kept in the plan and the journal)")
+	fs.IntVar(&p.max, "max", 0, "at most N entries in the plan (0: all selected)")
+	fs.StringVar(&p.ramp, "ramp", "10,50,200", "batch sizes; the last one repeats")
+	fs.BoolVar(&p.includeQuarantined, "include-quarantined", false, "also take conflict and malformed entries (never without a reason)")
+	fs.StringVar(&p.by, "by", "", "who plans (default: the OS user)")
+	if p.kind == redrive.KindRedrive {
+		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin)")
+		fs.Float64Var(&p.rate, "rate", 50, "messages per second; 0 means unlimited and must be given explicitly")
+		fs.IntVar(&p.burst, "burst", 10, "rate limiter burst")
+		fs.StringVar(&p.effects, "effects", "", "where the consumer records effects: sqlite:PATH, postgres://…, redis://…?attempts=H&effects=H, exec:CMD, http(s)://…")
+		fs.StringVar(&p.effectsQuery, "effects-query", "", "postgres: query with $1 = the batch's event IDs (text[]) returning event_id, attempts, effects, fingerprint")
+		fs.DurationVar(&p.settle, "settle", 30*time.Second, "how long to wait after a batch for its events to settle")
+		fs.Float64Var(&p.maxFailedRatio, "max-failed-ratio", 0, "largest share of a batch that may be dead-lettered again")
+		fs.BoolVar(&p.unverifiedOK, "unverified-ok", false, "without --effects, ramp past the first batch size anyway")
+	}
+}
+
+func parseRamp(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return nil, usageErrorf("--ramp %q: want batch sizes ≥ 1 separated by commas, e.g. 10,50,200", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (f *Factory) identity(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return firstNonEmpty(f.Getenv("USER"), "unknown")
+}
+
+// makePlan builds a plan from the flags against the open source.
+func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+	if strings.TrimSpace(p.reason) == "" {
+		return nil, usageErrorf("--reason is required: say why (it goes into the plan and the journal)")
+	}
+	sel, err := p.sel.selector()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+		return nil, err
+	}
+	ramp, err := parseRamp(p.ramp)
+	if err != nil {
+		return nil, err
+	}
+	if p.max < 0 {
+		return nil, usageErrorf("--max %d: must be 0 or more", p.max)
+	}
+	mover, ok := s.src.(backend.Mover)
+	if !ok {
+		return nil, usageErrorf("%s: this backend cannot move entries", s.src)
+	}
+	params := redrive.Params{Ramp: ramp, Max: p.max, IncludeQuarantined: p.includeQuarantined}
+	if p.kind == redrive.KindRedrive {
+		if p.rate < 0 || p.burst < 1 {
+			return nil, usageErrorf("--rate must be ≥ 0 and --burst ≥ 1")
+		}
+		if p.maxFailedRatio < 0 || p.maxFailedRatio > 1 {
+			return nil, usageErrorf("--max-failed-ratio %g: must be between 0 and 1", p.maxFailedRatio)
+		}
+		if p.settle < 0 {
+			return nil, usageErrorf("--settle must not be negative")
+		}
+		params.To, params.Rate, params.Burst = p.to, p.rate, p.burst
+		params.Settle, params.MaxFailedRatio, params.UnverifiedOK = redrive.Duration(p.settle), p.maxFailedRatio, p.unverifiedOK
+		params.EffectsQuery = p.effectsQuery
+		if p.effects != "" {
+			probe, err := f.openProbe(ctx, p.effects, p.effectsQuery)
+			if err != nil {
+				return nil, err
+			}
+			params.Effects = probe.String()
+			probe.Close()
+		}
+	}
+	req := redrive.PlanRequest{
+		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: f.identity(p.by),
+		Source: s.src.String(), IncludeQuarantined: p.includeQuarantined,
+		Selectors: redrive.Selectors{
+			Categories: sel.Categories, Origins: sel.Origins, Error: p.sel.errorRegex, EventIDs: sel.EventIDs,
+			Owners: sel.Owners, Overdue: sel.Overdue, OlderThan: p.sel.olderThan, NewerThan: p.sel.newerThan,
+			MinAttempt: sel.MinAttempts, Limit: sel.Limit,
+		},
+	}
+	return redrive.BuildPlan(ctx, s.walker, mover, req, f.now())
+}
+
+func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
+	return effects.Open(ctx, url, effects.Options{Query: query, Password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")})
+}
+
+// printPlan shows what a plan will do.
+func (f *Factory) printPlan(p *redrive.Plan, path string) error {
+	ro := f.reportOptions()
+	if ro.Format == report.FormatJSON || ro.Format == report.FormatNDJSON {
+		if ro.Format == report.FormatNDJSON {
+			return report.WriteNDJSON(f.IO.Out, p)
+		}
+		return report.WriteJSON(f.IO.Out, p)
+	}
+	byCat := map[string]int{}
+	for _, e := range p.Entries {
+		byCat[e.Category]++
+	}
+	fields := []report.Field{
+		{Key: "plan", Value: path},
+		{Key: "kind", Value: p.Kind},
+		{Key: "digest", Value: p.Digest},
+		{Key: "source", Value: p.Source},
+		{Key: "reason", Value: p.Reason},
+		{Key: "planned by", Value: p.PlannedBy},
+		{Key: "entries", Value: len(p.Entries)},
+		{Key: "excluded", Value: len(p.Excluded)},
+		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
+	}
+	if p.Kind == redrive.KindRedrive {
+		rateText := fmt.Sprintf("%g/s, burst %d", p.Params.Rate, p.Params.Burst)
+		if p.Params.Rate == 0 {
+			rateText = "unlimited"
+		}
+		effectsText := firstNonEmpty(p.Params.Effects, "none: batches are unverified")
+		fields = append(fields,
+			report.Field{Key: "destination", Value: firstNonEmpty(p.Params.To, "each envelope's origin")},
+			report.Field{Key: "rate", Value: rateText},
+			report.Field{Key: "effects", Value: effectsText},
+			report.Field{Key: "settle", Value: time.Duration(p.Params.Settle).String()},
+			report.Field{Key: "max failed ratio", Value: p.Params.MaxFailedRatio},
+		)
+	}
+	if err := report.WriteFields(f.IO.Out, "Plan", fields, ro); err != nil {
+		return err
+	}
+	if len(byCat) > 0 {
+		if err := writeCounts(f, "Planned, by category", "category", byCat, ro); err != nil {
+			return err
+		}
+	}
+	if len(p.Excluded) > 0 {
+		section(f, ro)
+		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "why", MaxWidth: 90}}}
+		for _, x := range p.Excluded {
+			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
+		}
+		return report.WriteTable(f.IO.Out, t, ro)
+	}
+	return nil
+}
+
+func joinInts(ns []int) string {
+	var parts []string
+	for _, n := range ns {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+// approvalKey reads the HMAC key from --key-file or DLQCTL_APPROVAL_KEY.
+func (f *Factory) approvalKey(keyFile string) ([]byte, error) {
+	if keyFile != "" {
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, usageErrorf("--key-file: %v", err)
+		}
+		return []byte(strings.TrimRight(string(b), "\r\n")), nil
+	}
+	if k := f.Getenv("DLQCTL_APPROVAL_KEY"); k != "" {
+		return []byte(k), nil
+	}
+	return nil, nil
+}
+
+func newRedriveCmd(f *Factory) *cobra.Command {
+	return newMoveCmd(f, redrive.KindRedrive)
+}
+
+func newResolveCmd(f *Factory) *cobra.Command {
+	return newMoveCmd(f, redrive.KindResolve)
+}
+
+// newMoveCmd builds `redrive` or `resolve` with its subcommands: both are
+// plan → approve → apply with a journal; resolve has no destination, rate
+// or effects, and archives each envelope in the journal before removing it.
+func newMoveCmd(f *Factory, kind string) *cobra.Command {
+	one := &oneStepOptions{plan: planFlags{kind: kind}}
+	c := &cobra.Command{
+		Use:   kind,
+		Short: "Plan, confirm and apply in one step (ungated); see the subcommands for the approved flow",
+		Long: fmt.Sprintf(`%s in one step for the ungated case: plan, show it, ask for the literal
+"yes" on a terminal (or take --yes), and apply. Refused when the config sets
+policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
+--dry-run prints the plan and changes nothing.`, strings.ToUpper(kind[:1])+kind[1:], kind),
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runOneStep(c.Context(), f, one)
+		},
+	}
+	one.plan.register(c)
+	c.Flags().BoolVar(&one.yes, "yes", false, "do not ask; needed when not on a terminal")
+	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
+	c.AddCommand(newPlanCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind), newStatusCmd(f, kind), newResumeCmd(f, kind))
+	return c
+}
+
+func newPlanCmd(f *Factory, kind string) *cobra.Command {
+	p := &planFlags{kind: kind}
+	c := &cobra.Command{
+		Use:   "plan",
+		Short: "Write a plan file: the selected entries, the parameters, the reason, and a digest",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if p.out == "" {
+				return usageErrorf("--out is required: where to write the plan")
+			}
+			s, err := f.openSession(c.Context())
+			if err != nil {
+				return err
+			}
+			defer s.src.Close()
+			plan, err := f.makePlan(c.Context(), s, p)
+			if err != nil {
+				return err
+			}
+			if err := redrive.WritePlan(p.out, plan); err != nil {
+				return fmt.Errorf("write plan: %w", err)
+			}
+			if err := f.printPlan(plan, p.out); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.ErrOut, "plan written to %s; next: dlqctl %s approve %s\n", p.out, kind, p.out)
+			return nil
+		},
+	}
+	p.register(c)
+	c.Flags().StringVar(&p.out, "out", "", "plan file to write (required)")
+	return c
+}
+
+type approveOptions struct {
+	by       string
+	ttl      time.Duration
+	keyFile  string
+	distinct bool
+}
+
+func newApproveCmd(f *Factory, kind string) *cobra.Command {
+	o := &approveOptions{}
+	c := &cobra.Command{
+		Use:   "approve PLAN",
+		Short: "Record an approval of the plan: who, when, until when, signed with the approval key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runApprove(f, kind, args[0], o)
+		},
+	}
+	c.Flags().StringVar(&o.by, "by", "", "approver (default: the OS user)")
+	c.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "how long the approval stays valid")
+	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse when the approver is the planner (also policy.distinct_approver)")
+	return c
+}
+
+func runApprove(f *Factory, kind, path string, o *approveOptions) error {
+	if o.ttl <= 0 {
+		return usageErrorf("--ttl must be positive")
+	}
+	key, err := f.approvalKey(o.keyFile)
+	if err != nil {
+		return err
+	}
+	if len(key) == 0 {
+		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file")
+	}
+	plan, err := readPlanFor(path, kind)
+	if err != nil {
+		return err
+	}
+	by := f.identity(o.by)
+	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
+		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
+	}
+	a, err := plan.Approve(key, by, f.now(), o.ttl)
+	if err != nil {
+		return err
+	}
+	if err := redrive.WritePlan(path, plan); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "approved by %s until %s; next: dlqctl %s apply %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), kind, path)
+	return nil
+}
+
+// readPlanFor reads a plan and refuses a tampered one (exit 5).
+func readPlanFor(path, kind string) (*redrive.Plan, error) {
+	plan, err := redrive.ReadPlan(path)
+	if err != nil {
+		return nil, withCode(ExitApproval, err)
+	}
+	if plan.Kind != kind {
+		return nil, usageErrorf("%s is a %s plan; use dlqctl %s", path, plan.Kind, plan.Kind)
+	}
+	if err := plan.Verify(); err != nil {
+		return nil, withCode(ExitApproval, fmt.Errorf("%s: %w", path, err))
+	}
+	return plan, nil
+}
+
+type applyOptions struct {
+	journal     string
+	skipMissing bool
+	keyFile     string
+	effects     string
+	distinct    bool
+}
+
+func newApplyCmd(f *Factory, kind string) *cobra.Command {
+	o := &applyOptions{}
+	c := &cobra.Command{
+		Use:   "apply PLAN",
+		Short: "Run an approved plan in batches, journaled, reconciled after every batch",
+		Long: `Run an approved plan. Refused (exit 5) when the plan is unapproved, changed
+after it was made, its approval expired or does not verify, or it is stale:
+an entry left the DLQ or its fingerprint changed (listed; --skip-missing goes
+on without them). Every step is journaled before the next side effect;
+Ctrl-C finishes the chunk in flight and exits 130 with the resume command.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runApply(c.Context(), f, kind, args[0], o)
+		},
+	}
+	c.Flags().StringVar(&o.journal, "journal", "", "journal file (default: next to the plan, PLAN.journal)")
+	c.Flags().BoolVar(&o.skipMissing, "skip-missing", false, "go on without entries that left the DLQ or changed")
+	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse an approval by the planner (also policy.distinct_approver)")
+	if kind == redrive.KindRedrive {
+		c.Flags().StringVar(&o.effects, "effects", "", "the effects URL with its password, when the plan's has one hidden")
+	}
+	return c
+}
+
+func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOptions) error {
+	plan, err := readPlanFor(path, kind)
+	if err != nil {
+		return err
+	}
+	key, err := f.approvalKey(o.keyFile)
+	if err != nil {
+		return err
+	}
+	approval, err := plan.CheckApproval(redrive.ApprovalPolicy{Key: key, DistinctApprover: o.distinct || f.config.Policy.DistinctApprover, Now: f.now()})
+	if err != nil {
+		return withCode(ExitApproval, fmt.Errorf("%s: not approved: %w", path, err))
+	}
+	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
+	return f.applyPlan(ctx, plan, path, journal, &approval, o.skipMissing, o.effects)
+}
+
+// applyPlan checks the plan against the DLQ and runs it.
+func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, skipMissing bool, effectsURL string) error {
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	if s.src.String() != plan.Source {
+		return usageErrorf("the plan was made for %s, but the source is %s", plan.Source, s.src)
+	}
+	missing, changed, err := redrive.Stale(ctx, s.src, plan)
+	if err != nil {
+		return err
+	}
+	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)", staleText(missing, changed)))
+	}
+	eng, closeEng, err := f.engine(ctx, s.src, plan, effectsURL)
+	if err != nil {
+		return err
+	}
+	defer closeEng()
+	j, err := redrive.CreateJournal(journalPath, f.Now)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	eng.Journal = j
+	runID := redrive.NewRunID(f.now(), randomSuffix())
+	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approval)
+	if err != nil {
+		return err
+	}
+	if err := eng.MarkStale(st, missing, changed); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
+	return f.finishRun(ctx, eng, st, journalPath)
+}
+
+func staleText(missing, changed []redrive.Entry) string {
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, fmt.Sprintf("%s no longer in the DLQ (%s)", entries(len(missing)), entryIDs(missing)))
+	}
+	if len(changed) > 0 {
+		parts = append(parts, fmt.Sprintf("%s with another fingerprint now (%s)", entries(len(changed)), entryIDs(changed)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func entryIDs(es []redrive.Entry) string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	return firstIDs(ids, 10)
+}
+
+// engine builds the redrive engine for plan over src.
+func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.Plan, effectsURL string) (*redrive.Engine, func(), error) {
+	mover, ok := src.(backend.Mover)
+	if !ok {
+		return nil, nil, usageErrorf("%s: this backend cannot move entries", src)
+	}
+	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(), Crash: f.CrashHook}
+	closeFn := func() {}
+	if plan.Kind == redrive.KindRedrive {
+		if plan.Params.Rate > 0 {
+			eng.Limiter = rate.NewLimiter(rate.Limit(plan.Params.Rate), plan.Params.Burst)
+		}
+		if plan.Params.Effects != "" {
+			url := plan.Params.Effects
+			if effectsURL != "" {
+				url = effectsURL
+			}
+			probe, err := f.openProbe(ctx, url, plan.Params.EffectsQuery)
+			if err != nil {
+				return nil, nil, err
+			}
+			if probe.String() != plan.Params.Effects {
+				probe.Close()
+				return nil, nil, usageErrorf("--effects %s is not the plan's %s", probe, plan.Params.Effects)
+			}
+			eng.Probe = probe
+			closeFn = func() { probe.Close() }
+		}
+	}
+	return eng, closeFn, nil
+}
+
+// finishRun runs the engine and turns the outcome into output and an exit code.
+func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string) error {
+	runErr := eng.Run(ctx, st)
+	doc := runDoc(st, journalPath)
+	if err := f.printRun(doc); err != nil {
+		return err
+	}
+	resume := fmt.Sprintf("dlqctl %s resume %s", st.Plan.Kind, journalPath)
+	switch {
+	case errors.Is(runErr, redrive.ErrInterrupted):
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with: %s", resume))
+	case runErr != nil:
+		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
+	case st.Status == redrive.StatusHalted:
+		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved", st.HaltedBy, doc.HaltReason))
+	case doc.Gone+doc.Skipped+doc.Failed > 0:
+		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath))
+	}
+	return nil
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return fmt.Sprintf("%x", b)
+}

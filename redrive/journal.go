@@ -1,0 +1,184 @@
+package redrive
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Journal record types, in the order a run writes them (SPEC §8).
+const (
+	RecRunStart   = "run-start" // plan, approval, who applies
+	RecResume     = "resume"    // a resume began
+	RecBatchStart = "batch-start"
+	RecIntent     = "intent"    // about to publish (or, resolve: archive)
+	RecArchive    = "archive"   // resolve: the full envelope, before removal
+	RecPublished  = "published" // the destination confirmed; dest_id
+	RecAmbiguous  = "ambiguous" // outcome unknown; resent with the same identity
+	RecRemoved    = "removed"   // gone from the DLQ
+	RecGone       = "gone"      // the entry had left the DLQ before we moved it
+	RecSkipped    = "skipped"   // not moved: its fingerprint changed since the plan
+	RecFailed     = "failed"    // this entry could not be moved; it is still in the DLQ
+	RecBatchEnd   = "batch-end" // the batch report and its gate
+	RecRunEnd     = "run-end"   // completed / halted / interrupted / failed
+)
+
+// Record is one line of the journal.
+type Record struct {
+	Type  string    `json:"type"`
+	At    time.Time `json:"at"`
+	RunID string    `json:"run_id"`
+
+	// run-start
+	Plan      *Plan     `json:"plan,omitempty"`
+	PlanPath  string    `json:"plan_path,omitempty"`
+	Source    string    `json:"source,omitempty"`
+	AppliedBy string    `json:"applied_by,omitempty"`
+	Approval  *Approval `json:"approval,omitempty"`
+
+	// entry steps
+	Seq         int64              `json:"seq,omitempty"`
+	ID          string             `json:"id,omitempty"`
+	EventID     string             `json:"event_id,omitempty"`
+	Fingerprint string             `json:"fingerprint,omitempty"`
+	Dest        string             `json:"dest,omitempty"`
+	DestID      string             `json:"dest_id,omitempty"`
+	Envelope    *envelope.Envelope `json:"envelope,omitempty"`
+	Note        string             `json:"note,omitempty"`
+
+	// batches
+	Batch *BatchReport `json:"batch,omitempty"`
+	Seqs  []int64      `json:"seqs,omitempty"`
+
+	// run-end
+	Status   string `json:"status,omitempty"`
+	HaltedBy string `json:"halted_by,omitempty"`
+	Moved    int    `json:"moved,omitempty"`
+}
+
+// Journal appends records to a file, each synced to disk before Append
+// returns, so that no side effect ever runs ahead of its record.
+type Journal struct {
+	path string
+	f    *os.File
+	now  func() time.Time
+}
+
+// CreateJournal starts a new journal; it refuses to overwrite one, since a
+// journal is the audit trail of a run that happened.
+func CreateJournal(path string, now func() time.Time) (*Journal, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("journal %s exists already: resume that run (dlqctl redrive resume %s) or give another --journal", path, path)
+		}
+		return nil, err
+	}
+	if err := syncDir(path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Journal{path: path, f: f, now: now}, nil
+}
+
+// OpenJournal reopens a journal to append to it (resume).
+func OpenJournal(path string, now func() time.Time) (*Journal, error) {
+	if err := truncatePartialLine(path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &Journal{path: path, f: f, now: now}, nil
+}
+
+// Path is where the journal is.
+func (j *Journal) Path() string { return j.path }
+
+// Append writes one record and syncs it.
+func (j *Journal) Append(r Record) error { return j.AppendAll([]Record{r}) }
+
+// AppendAll writes several records with one sync: a group of steps that
+// all come before the same side effect (the intents of a chunk).
+func (j *Journal) AppendAll(rs []Record) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for _, r := range rs {
+		if r.At.IsZero() {
+			r.At = j.now().UTC()
+		}
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	if _, err := j.f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Close closes the file.
+func (j *Journal) Close() error { return j.f.Close() }
+
+// ReadJournal reads every complete record. A crash can leave the last line
+// half-written; that line is ignored, since its step never completed.
+func ReadJournal(path string) ([]Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var recs []Record
+	r := bufio.NewReader(bytes.NewReader(data))
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			break // no newline: a partial last line
+		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("journal %s:%d: %v", path, line, err)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 || recs[0].Type != RecRunStart || recs[0].Plan == nil {
+		return nil, fmt.Errorf("journal %s: does not start with a run-start record", path)
+	}
+	return recs, nil
+}
+
+// truncatePartialLine cuts a half-written last line so appends start clean.
+func truncatePartialLine(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 || data[len(data)-1] == '\n' {
+		return nil
+	}
+	return os.Truncate(path, int64(bytes.LastIndexByte(data, '\n')+1))
+}
+
+func syncDir(path string) error {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,220 @@
+// Package redrive holds what moves DLQ entries: plans and their approvals,
+// the journal, and the engine that runs a plan in rate-limited batches and
+// reconciles every batch before it widens.
+package redrive
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Plan kinds.
+const (
+	KindRedrive = "redrive"
+	KindResolve = "resolve"
+)
+
+// PlanSchema is the plan file's schema.
+const PlanSchema = "dlqctl.plan/v1"
+
+// Plan is a reviewed, approvable list of entries to move (dlqctl.plan/v1).
+// Everything but Digest and Approvals is covered by Digest.
+type Plan struct {
+	Schema    string     `json:"schema"`
+	Kind      string     `json:"kind"`
+	Digest    string     `json:"digest"`
+	Reason    string     `json:"reason"`
+	PlannedBy string     `json:"planned_by"`
+	PlannedAt time.Time  `json:"planned_at"`
+	Source    string     `json:"source"`
+	Params    Params     `json:"params"`
+	Selectors Selectors  `json:"selectors"`
+	Entries   []Entry    `json:"entries"`
+	Excluded  []Excluded `json:"excluded"`
+	Approvals []Approval `json:"approvals"`
+}
+
+// Params are the run's parameters (SPEC §5 redrive plan).
+type Params struct {
+	To                 string   `json:"to,omitempty"`
+	Rate               float64  `json:"rate"`
+	Burst              int      `json:"burst"`
+	Ramp               []int    `json:"ramp"`
+	Max                int      `json:"max"`
+	Effects            string   `json:"effects,omitempty"`
+	EffectsQuery       string   `json:"effects_query,omitempty"`
+	Settle             Duration `json:"settle"`
+	MaxFailedRatio     float64  `json:"max_failed_ratio"`
+	IncludeQuarantined bool     `json:"include_quarantined"`
+	UnverifiedOK       bool     `json:"unverified_ok"`
+}
+
+// Selectors records how the entries were chosen, for the audit trail.
+type Selectors struct {
+	Categories []string `json:"categories,omitempty"`
+	Origins    []string `json:"origins,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	EventIDs   []string `json:"event_ids,omitempty"`
+	Owners     []string `json:"owners,omitempty"`
+	Overdue    bool     `json:"overdue,omitempty"`
+	OlderThan  string   `json:"older_than,omitempty"`
+	NewerThan  string   `json:"newer_than,omitempty"`
+	MinAttempt int      `json:"min_attempts,omitempty"`
+	Limit      int      `json:"limit,omitempty"`
+}
+
+// Entry is one planned entry; Seq is its 1-based place in the plan.
+type Entry struct {
+	Seq         int64  `json:"seq"`
+	ID          string `json:"id"`
+	EventID     string `json:"event_id"`
+	Fingerprint string `json:"fingerprint"`
+	Key         string `json:"key,omitempty"`
+	Category    string `json:"category"`
+	Dest        string `json:"dest,omitempty"`
+}
+
+// Excluded is a selected entry the plan left out, and why.
+type Excluded struct {
+	ID      string `json:"id"`
+	EventID string `json:"event_id"`
+	Why     string `json:"why"`
+}
+
+// Duration is a time.Duration written as a Go duration string.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ComputeDigest is the SHA-256 over the plan's canonical form: its JSON
+// encoding with Digest and Approvals emptied. encoding/json writes struct
+// fields in declaration order and sorts map keys, so the form is stable.
+func (p Plan) ComputeDigest() (string, error) {
+	p.Digest = ""
+	p.Approvals = nil
+	p.PlannedAt = p.PlannedAt.UTC()
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Seal sets the digest; call it once the plan is complete.
+func (p *Plan) Seal() error {
+	d, err := p.ComputeDigest()
+	p.Digest = d
+	return err
+}
+
+// ErrTampered: the plan's content no longer matches its digest.
+var ErrTampered = errors.New("plan was changed after it was made (digest mismatch)")
+
+// Verify checks the digest against the content.
+func (p Plan) Verify() error {
+	d, err := p.ComputeDigest()
+	if err != nil {
+		return err
+	}
+	if d != p.Digest {
+		return fmt.Errorf("%w: recorded %s, content hashes to %s", ErrTampered, short(p.Digest), short(d))
+	}
+	return nil
+}
+
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19] + "…"
+	}
+	return d
+}
+
+// ReadPlan loads a plan file. It refuses unknown fields: a plan is a
+// contract, and an edited one should not half-parse.
+func ReadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: not a plan: %v", path, err)
+	}
+	if p.Schema != PlanSchema {
+		return nil, fmt.Errorf("%s: schema %q is not %s", path, p.Schema, PlanSchema)
+	}
+	return &p, nil
+}
+
+// WritePlan writes the plan atomically (temp file + rename), mode 0600.
+func WritePlan(path string, p *Plan) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, buf.Bytes(), 0o600)
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// DefaultJournalPath is next to the plan: plan.json → plan.journal.
+func DefaultJournalPath(planPath string) string {
+	return strings.TrimSuffix(planPath, filepath.Ext(planPath)) + ".journal"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
