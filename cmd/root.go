@@ -166,6 +166,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newRedriveCmd(f),
 		newResolveCmd(f),
 		newReconcileCmd(f),
+		newQuarantineCmd(f),
 		newVersionCmd(f),
 		newDocsCmd(f, root),
 	)

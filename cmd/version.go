@@ -50,6 +50,21 @@ func newDocsCmd(f *Factory, root *cobra.Command) *cobra.Command {
 		},
 	}
 	man.Flags().StringVar(&dir, "dir", "man", "folder to write the pages into (must exist)")
-	docs.AddCommand(man)
+	var mdDir string
+	md := &cobra.Command{
+		Use:   "markdown",
+		Short: "Write a markdown reference page for every command into --dir",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			root.DisableAutoGenTag = true
+			if err := doc.GenMarkdownTree(root, mdDir); err != nil {
+				return fmt.Errorf("docs markdown: %w", err)
+			}
+			fmt.Fprintf(f.IO.ErrOut, "markdown written to %s\n", mdDir)
+			return nil
+		},
+	}
+	md.Flags().StringVar(&mdDir, "dir", "docs/commands", "folder to write the pages into (must exist)")
+	docs.AddCommand(man, md)
 	return docs
 }

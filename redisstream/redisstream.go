@@ -100,6 +100,12 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		// The ctx of each call bounds it, so that Ctrl-C stops a scan.
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
+		// One dial per attempt, not go-redis's 5 with 100ms pauses: with
+		// its 3 command retries a refused connection took ~1.7s to fail.
+		// Commands keep 2 retries; the move scripts are never retried
+		// (see onceCmd).
+		DialerRetries: 1,
+		MaxRetries:    2,
 		// Off: in its default "auto" mode the client would probe for a
 		// Redis Cloud feature on every connection and log when it is absent.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},

@@ -50,6 +50,8 @@ type Engine struct {
 	// MoveTimeout bounds one chunk's publish or remove, which runs to its
 	// end even after Ctrl-C (default 30s).
 	MoveTimeout time.Duration
+	// Chunk, when set, is how many moves share one journal sync; see chunkSize.
+	Chunk int
 }
 
 // NewRunID names a run: time plus randomness, sortable.
@@ -172,6 +174,9 @@ func (e *Engine) batchSize(st *State) int {
 // chunkSize is how many moves share one journal sync: the burst under a
 // rate limit (so the limiter's accuracy holds), 256 when unlimited.
 func (e *Engine) chunkSize() int {
+	if e.Chunk > 0 {
+		return e.Chunk
+	}
 	if e.Limiter == nil || e.Limiter.Limit() == rate.Inf {
 		return 256
 	}

@@ -1,0 +1,44 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestCommandReferenceIsCurrent regenerates docs/commands and compares it
+// with the committed pages, so that the reference never drifts from the
+// flags. Regenerate with: go run . docs markdown
+func TestCommandReferenceIsCurrent(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := run(t, nil, "docs", "markdown", "--dir", dir); code != 0 {
+		t.Fatalf("docs markdown: exit %d: %s", code, errOut)
+	}
+	generated, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil || len(generated) == 0 {
+		t.Fatalf("no pages generated: %v", err)
+	}
+	committed, _ := filepath.Glob("../docs/commands/*.md")
+	if len(committed) != len(generated) {
+		t.Errorf("docs/commands has %d pages, the commands make %d: run go run . docs markdown", len(committed), len(generated))
+	}
+	for _, g := range generated {
+		want, _ := os.ReadFile(g)
+		got, err := os.ReadFile(filepath.Join("../docs/commands", filepath.Base(g)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("docs/commands/%s is out of date: run go run . docs markdown", filepath.Base(g))
+		}
+	}
+}
+
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := run(t, nil, "docs", "man", "--dir", dir); code != 0 {
+		t.Fatalf("docs man: exit %d: %s", code, errOut)
+	}
+	for _, page := range []string{"dlqctl.1", "dlqctl-stats.1", "dlqctl-redrive-apply.1"} {
+		if _, err := os.Stat(filepath.Join(dir, page)); err != nil {
+			t.Errorf("no man page %s: %v", page, err)
+		}
+	}
+}

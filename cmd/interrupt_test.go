@@ -1,0 +1,56 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlqctl/dlqctl/internal/redistest"
+)
+
+// TestCtrlCStopsALongScan cancels the command's context (what Ctrl-C does
+// through signal.NotifyContext) in the middle of a scan of a large real
+// stream: the command must give up at once with exit code 130.
+func TestCtrlCStopsALongScan(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	const n = 200_000
+	for i := 0; i < n; i += 1000 {
+		pipe := rdb.Pipeline()
+		for j := i; j < i+1000; j++ {
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: "dlq", Values: []any{
+				"event_id", fmt.Sprint("E", j), "payload", `{"n":1}`, "last_error", "timeout",
+			}})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	io, _, _, errOut := TestIO()
+	f := &Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan int)
+	start := time.Now()
+	go func() { done <- Execute(cctx, f, []string{"--source", srv.URL(0, "dlq"), "stats"}) }()
+	time.Sleep(150 * time.Millisecond)
+	cancel()
+	cancelled := time.Now()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Fatalf("exit %d, want %d; stderr: %s", code, ExitInterrupted, errOut)
+		}
+		if waited := time.Since(cancelled); waited > 2*time.Second {
+			t.Errorf("took %s after Ctrl-C to stop", waited)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Log("the scan finished before the cancel landed; the stream is too small for this machine")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running 10s after Ctrl-C")
+	}
+}

@@ -1,0 +1,121 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/inspect"
+	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type quarantineOptions struct {
+	stream        string
+	group         string
+	minIdle       string
+	minDeliveries int64
+	reason        string
+	category      string
+	dryRun        bool
+	limit         int
+}
+
+func newQuarantineCmd(f *Factory) *cobra.Command {
+	o := &quarantineOptions{}
+	c := &cobra.Command{
+		Use:   "quarantine",
+		Short: "Redis: move stuck pending entries of a group into the DLQ stream",
+		Long: `Move the pending entries of a consumer group that have been idle at least
+--min-idle and delivered at least --min-deliveries times into the DLQ stream
+(the source) as envelopes — event ID, fingerprint, origin stream, group and
+consumer, attempts, --reason as last_error, --category as error_class — and
+XACK them, in one Lua script each. An entry that stopped qualifying since the
+pending list was read (acked, claimed, delivered again) is skipped and
+counted. Delivery count alone does not make a message poison: choose the
+thresholds from pending's histogram, and --dry-run first.`,
+		Example: `  dlqctl quarantine --source redis://127.0.0.1:6379/0?stream=orders-dlq \
+    --stream orders --group order-workers --min-idle 30m --min-deliveries 5 \
+    --reason "stuck: consumer crashed on it repeatedly" --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runQuarantine(c.Context(), f, o)
+		},
+	}
+	c.Flags().StringVar(&o.stream, "stream", "", "the stream whose group holds the pending entries (required)")
+	c.Flags().StringVar(&o.group, "group", "", "consumer group (required)")
+	c.Flags().StringVar(&o.minIdle, "min-idle", "", "only entries idle at least DUR (required, e.g. 30m)")
+	c.Flags().Int64Var(&o.minDeliveries, "min-deliveries", 0, "only entries delivered at least N times (required)")
+	c.Flags().StringVar(&o.reason, "reason", "", "why: becomes the envelopes' last_error (required)")
+	c.Flags().StringVar(&o.category, "category", "", "error_class for the envelopes (a category name)")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "list what would move and change nothing")
+	c.Flags().IntVar(&o.limit, "limit", 0, "move at most N entries (0: all that qualify)")
+	return c
+}
+
+// QuarantineDoc is dlqctl.quarantine/v1.
+type QuarantineDoc struct {
+	Schema string `json:"schema"`
+	redisstream.QuarantineReport
+}
+
+func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error {
+	if o.stream == "" || o.group == "" || o.minIdle == "" || o.minDeliveries < 1 || o.reason == "" {
+		return usageErrorf("quarantine needs --stream, --group, --min-idle, --min-deliveries (≥ 1) and --reason")
+	}
+	minIdle, err := inspect.ParseDuration(o.minIdle)
+	if err != nil {
+		return usageErrorf("--min-idle: %v", err)
+	}
+	if o.limit < 0 {
+		return usageErrorf("--limit must be 0 or more")
+	}
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	if o.category != "" {
+		if err := checkCategories([]string{o.category}, s.walker.Classifier.Disposition); err != nil {
+			return err
+		}
+	}
+	rs, ok := s.src.(*redisstream.Stream)
+	if !ok {
+		return usageErrorf("quarantine works on Redis sources only (the source is the DLQ stream)")
+	}
+	rep, err := rs.Quarantine(ctx, redisstream.QuarantineOptions{
+		Stream: o.stream, Group: o.group, MinIdle: minIdle, MinDeliveries: o.minDeliveries,
+		Reason: o.reason, Category: o.category, DryRun: o.dryRun, Limit: o.limit, Now: f.now(),
+	})
+	if err != nil {
+		return err
+	}
+	doc := QuarantineDoc{Schema: "dlqctl.quarantine/v1", QuarantineReport: rep}
+	ro := f.reportOptions()
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, doc)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	if o.dryRun {
+		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing was changed")
+		t := report.Table{Title: "Would move", Columns: []report.Column{{Name: "id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+		for _, e := range rep.WouldMove {
+			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
+		}
+		return report.WriteTable(f.IO.Out, t, ro)
+	}
+	t := report.Table{Title: "Moved to " + rep.DLQ, Columns: []report.Column{{Name: "id"}, {Name: "dlq id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+	for _, e := range rep.Moved {
+		t.Rows = append(t.Rows, []any{e.ID, e.DLQID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
+	}
+	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "moved %d, skipped %d (no longer pending or qualifying), acked %d deleted\n", len(rep.Moved), rep.Skipped, rep.AckedDeleted)
+	return nil
+}

@@ -1,0 +1,298 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// DefaultTable is the consumer's table when Options.Table is empty.
+const DefaultTable = "inbox"
+
+// DefaultTimeout bounds Open and each Records call when Options.Timeout is
+// zero: a consumer store that hangs must not hang a redrive.
+const DefaultTimeout = 30 * time.Second
+
+// Supported lists the --effects URL forms, for help texts and errors.
+const Supported = "sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, exec:COMMAND, http://…, https://…"
+
+// redacted replaces a password or token wherever a probe is shown.
+const redacted = "xxxxx"
+
+// Options are what Open takes besides the URL. The package reads no
+// environment: the caller passes DLQCTL_EFFECTS_PASSWORD and the like in.
+type Options struct {
+	// Query replaces the table query of a postgres probe (--effects-query).
+	// $1 is bound to the batch's event IDs as text[]; the query returns
+	// event_id, attempts, effects, fingerprint and, optionally, status.
+	// NULLs read as 0 and "".
+	Query string
+	// Table is the consumer's table for sqlite and postgres probes; ""
+	// means DefaultTable. A plain identifier, optionally schema-qualified
+	// (schema.table); it is quoted, so its case matters.
+	Table string
+	// Password is used by postgres and redis probes when the URL carries
+	// none.
+	Password string
+	// Token is sent by http(s) probes as "Authorization: Bearer TOKEN".
+	Token string
+	// HTTPClient sends the requests of http(s) probes; nil means a client
+	// with a clone of Go's default transport.
+	HTTPClient *http.Client
+	// Timeout bounds Open's connection and each Records call on top of
+	// their ctx; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Open parses rawURL (SPEC §6), connects where the probe holds a connection
+// and checks what can be checked before the first batch: that the sqlite
+// file and table exist, that the postgres query runs, that the redis hashes
+// are hashes.
+//
+// A URL or option that is wrong as written — an unknown scheme, a missing
+// parameter, a table or query the database rejects — is a
+// *backend.ConfigError. No error and no String carries a password or
+// token.
+func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
+	if opts.Timeout < 0 {
+		return nil, backend.Configf("effects: timeout %s: want a positive duration", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	scheme := schemeOf(rawURL)
+	switch scheme {
+	case "sqlite", "postgres", "postgresql", "redis", "rediss", "exec", "http", "https":
+	case "":
+		return nil, backend.Configf("effects %q: no scheme (supported: %s)", redactRaw(rawURL), Supported)
+	default:
+		return nil, backend.Configf("effects %s: unknown scheme %q (supported: %s)", redactRaw(rawURL), scheme, Supported)
+	}
+	if opts.Query != "" && scheme != "postgres" && scheme != "postgresql" {
+		return nil, backend.Configf("effects %s: a query (--effects-query) needs a postgres:// effects URL", redactRaw(rawURL))
+	}
+	if opts.Table != "" && scheme != "sqlite" && scheme != "postgres" && scheme != "postgresql" {
+		return nil, backend.Configf("effects %s: a table name needs a sqlite: or postgres:// effects URL", redactRaw(rawURL))
+	}
+	var (
+		p   Probe
+		err error
+	)
+	switch scheme {
+	case "sqlite":
+		p, err = openSQLite(ctx, rawURL[len("sqlite:"):], opts, nil)
+	case "postgres", "postgresql":
+		p, err = openPostgres(ctx, rawURL, opts)
+	case "redis", "rediss":
+		p, err = openRedis(ctx, rawURL, opts)
+	case "exec":
+		p, err = openExec(rawURL[len("exec:"):], opts)
+	case "http", "https":
+		p, err = openHTTP(rawURL, opts)
+	}
+	if err != nil {
+		return nil, scrub(err, opts.Password, opts.Token)
+	}
+	return p, nil
+}
+
+// schemeOf is the lower-cased scheme of raw, or "" when it has none.
+// url.Parse is no help here: an exec: command or a sqlite: path is no URL.
+func schemeOf(raw string) string {
+	i := strings.IndexByte(raw, ':')
+	if i < 1 {
+		return ""
+	}
+	for j, c := range raw[:i] {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
+		}
+	}
+	return strings.ToLower(raw[:i])
+}
+
+// batch is a Records call's event IDs without repeats, in their order.
+func batch(eventIDs []string) []string {
+	seen := make(map[string]bool, len(eventIDs))
+	out := make([]string, 0, len(eventIDs))
+	for _, id := range eventIDs {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// results collects a probe's answer. A record for an event the batch did
+// not ask about is dropped (a script may print more than asked); one event
+// answered twice is an error, because two records for one event leave its
+// verdict undecidable.
+type results struct {
+	asked map[string]bool
+	got   map[string]Record
+}
+
+func newResults(ids []string) *results {
+	r := &results{asked: make(map[string]bool, len(ids)), got: make(map[string]Record, len(ids))}
+	for _, id := range ids {
+		r.asked[id] = true
+	}
+	return r
+}
+
+func (r *results) add(rec Record) error {
+	if !r.asked[rec.EventID] {
+		return nil
+	}
+	if _, dup := r.got[rec.EventID]; dup {
+		return fmt.Errorf("event %q answered twice: want one record per event_id", rec.EventID)
+	}
+	r.got[rec.EventID] = rec
+	return nil
+}
+
+// identifier checks a table name and quotes it for SQL.
+func identifier(table string) (string, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	parts := strings.Split(table, ".")
+	if len(parts) > 2 {
+		return "", backend.Configf("effects table %q: want NAME or SCHEMA.NAME", table)
+	}
+	for i, p := range parts {
+		if !plainIdentifier(p) {
+			return "", backend.Configf("effects table %q: want a plain identifier (letters, digits and _, not starting with a digit)", table)
+		}
+		parts[i] = `"` + p + `"`
+	}
+	return strings.Join(parts, "."), nil
+}
+
+func plainIdentifier(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// redactURL shows u with its password, and any query value whose name
+// says it is a secret, replaced by xxxxx.
+func redactURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		if _, ok := c.User.Password(); ok {
+			c.User = url.UserPassword(c.User.Username(), redacted)
+		}
+	}
+	if c.RawQuery != "" {
+		q, err := url.ParseQuery(c.RawQuery)
+		if err != nil {
+			c.RawQuery = redacted
+		} else {
+			for k := range q {
+				if secretParam(k) {
+					q.Set(k, redacted)
+				}
+			}
+			c.RawQuery = q.Encode()
+		}
+	}
+	return c.String()
+}
+
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "password") || strings.Contains(n, "token") || strings.Contains(n, "secret")
+}
+
+// redactRaw hides the user info of a URL that may not parse: everything
+// between :// and the last @, which is where a password with unescaped
+// special characters ends.
+func redactRaw(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	rest := raw[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+3] + redacted + rest[at:]
+}
+
+// urlError is the reason of a url.Parse error without the URL, which
+// url.Error quotes whole, password included.
+func urlError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// scrub replaces secrets in err's text. Secrets shorter than 3 characters
+// are left alone: replacing every "a" would garble the message and hide
+// nothing.
+func scrub(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	hit := false
+	for _, s := range secrets {
+		if len(s) >= 3 && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, redacted)
+			hit = true
+		}
+	}
+	if !hit {
+		return err
+	}
+	var ce *backend.ConfigError
+	if errors.As(err, &ce) {
+		return &backend.ConfigError{Err: errors.New(msg)}
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError keeps errors.Is working on an error whose text was
+// scrubbed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// truncate shortens what a consumer's command or server said, for an
+// error message.
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…(truncated)"
+}

@@ -1,0 +1,247 @@
+package effects
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Effects URLs on Redis:
+//
+//	redis://[user[:password]@]host[:port][/db]?attempts=HASH&effects=HASH[&fingerprints=HASH]
+//	rediss://…same…[&tls_ca=FILE][&tls_server_name=NAME][&tls_insecure=true]
+//
+// Each hash maps event_id → value, as a consumer keeps them with HINCRBY
+// and HSET.
+
+// redisProbe reads the consumer's hashes with one pipeline of HMGETs.
+type redisProbe struct {
+	rdb      *redis.Client
+	display  string
+	hashes   []string // attempts, effects[, fingerprints]
+	timeout  time.Duration
+	password string // only to scrub error messages
+}
+
+func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", redactRaw(raw), urlError(err))
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, backend.Configf("effects %s: bad query string: %v", redactRaw(raw[:len(raw)-len(u.RawQuery)]), err)
+	}
+	display := redactURL(u)
+	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}
+	for k, vs := range q {
+		if !slices.Contains(redisParams, k) {
+			return nil, backend.Configf("effects %s: unknown query parameter %q (known: %s)", display, k, strings.Join(redisParams, ", "))
+		}
+		if len(vs) > 1 || vs[0] == "" {
+			return nil, backend.Configf("effects %s: query parameter %q: want it once, not empty", display, k)
+		}
+	}
+	if u.Opaque != "" {
+		return nil, backend.Configf("effects %s: want %s://host:port/db?attempts=HASH&effects=HASH", display, u.Scheme)
+	}
+	hashes := []string{q.Get("attempts"), q.Get("effects")}
+	if hashes[0] == "" || hashes[1] == "" {
+		return nil, backend.Configf("effects %s: want ?attempts=HASH&effects=HASH (the consumer's hashes of event_id → count)", display)
+	}
+	if fp := q.Get("fingerprints"); fp != "" {
+		hashes = append(hashes, fp)
+	}
+	host := u.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	port := "6379"
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, backend.Configf("effects %s: bad port %q (want 1-65535)", display, p)
+		}
+		port = p
+	}
+	db := 0
+	if path := strings.TrimPrefix(u.Path, "/"); path != "" {
+		if db, err = strconv.Atoi(path); err != nil || db < 0 {
+			return nil, backend.Configf("effects %s: bad database %q in the path (want a number: redis://host:port/DB)", display, path)
+		}
+	}
+	ro := &redis.Options{
+		Addr: net.JoinHostPort(host, port),
+		DB:   db,
+		// One connection: a probe sends one pipeline at a time.
+		PoolSize:              1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+		// Off: in its default "auto" mode the client would probe for a
+		// Redis Cloud feature on every connection and log when it is absent.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	ro.Username = u.User.Username()
+	ro.Password, _ = u.User.Password()
+	if _, inURL := u.User.Password(); !inURL {
+		ro.Password = opts.Password
+	}
+	if u.Scheme == "rediss" {
+		if ro.TLSConfig, err = redisTLS(q, host, display); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
+			if q.Has(k) {
+				return nil, backend.Configf("effects %s: %s needs rediss:// (TLS)", display, k)
+			}
+		}
+	}
+	p := &redisProbe{rdb: redis.NewClient(ro), display: display, hashes: hashes, timeout: opts.Timeout, password: ro.Password}
+	if err := p.check(ctx); err != nil {
+		_ = p.rdb.Close()
+		return nil, scrub(err, p.password)
+	}
+	return p, nil
+}
+
+func redisTLS(q url.Values, host, display string) (*tls.Config, error) {
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	if n := q.Get("tls_server_name"); n != "" {
+		conf.ServerName = n
+	}
+	if v := q.Get("tls_insecure"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, backend.Configf("effects %s: tls_insecure=%q: want true or false", display, v)
+		}
+		conf.InsecureSkipVerify = b //nolint:gosec // only when the URL asks for it
+	}
+	if ca := q.Get("tls_ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, backend.Configf("effects %s: tls_ca: %v", display, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, backend.Configf("effects %s: tls_ca %s: no PEM certificate in it", display, ca)
+		}
+		conf.RootCAs = pool
+	}
+	return conf, nil
+}
+
+// check pings the server and checks that every named key is a hash or
+// absent (a consumer that has recorded nothing yet), in one pipeline.
+func (p *redisProbe) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	pipe := p.rdb.Pipeline()
+	pipe.Ping(ctx)
+	types := make([]*redis.StatusCmd, len(p.hashes))
+	for i, h := range p.hashes {
+		types[i] = pipe.Type(ctx, h)
+	}
+	// Exec's error is the first failed command's, or the connection's
+	// (a refused dial, a rejected AUTH) when no command was sent.
+	if _, err := pipe.Exec(ctx); err != nil {
+		msg := err.Error()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: connect: %w", p, ctx.Err())
+		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
+			strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
+			return fmt.Errorf("%s: authentication failed: %w (check the user and password in the URL or DLQCTL_EFFECTS_PASSWORD)", p, err)
+		case strings.Contains(msg, "DB index is out of range"):
+			return backend.Configf("%s: database does not exist on this server: %v", p, err)
+		}
+		return fmt.Errorf("%s: cannot reach Redis: %w", p, err)
+	}
+	for i, t := range types {
+		if typ := t.Val(); typ != "none" && typ != "hash" {
+			return backend.Configf("%s: key %q holds a %s, not a hash of event_id → value", p, p.hashes[i], typ)
+		}
+	}
+	return nil
+}
+
+// Records sends one HMGET per hash, all in one pipeline.
+func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
+	ids := batch(eventIDs)
+	res := newResults(ids)
+	if len(ids) == 0 {
+		return res.got, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(p.hashes))
+	for i, h := range p.hashes {
+		cmds[i] = pipe.HMGet(ctx, h, ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, scrub(fmt.Errorf("%s: HMGET: %w", p, err), p.password)
+	}
+	values := make([][]any, len(cmds))
+	for i, c := range cmds {
+		values[i] = c.Val()
+		if len(values[i]) != len(ids) {
+			return nil, fmt.Errorf("%s: HMGET %s answered %d values for %d fields", p, p.hashes[i], len(values[i]), len(ids))
+		}
+	}
+	for j, id := range ids {
+		rec, present := Record{EventID: id}, false
+		for i, h := range p.hashes {
+			v, ok := values[i][j].(string)
+			if !ok {
+				continue // nil: the hash has no such field
+			}
+			present = true
+			if i == 2 {
+				rec.Fingerprint = v
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s[%s] = %q: want an integer", p, h, id, truncate(v, 40))
+			}
+			if i == 0 {
+				rec.Attempts = n
+			} else {
+				rec.Effects = n
+			}
+		}
+		if present {
+			if err := res.add(rec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res.got, nil
+}
+
+func (p *redisProbe) String() string { return p.display }
+
+func (p *redisProbe) Close() error {
+	err := p.rdb.Close()
+	if errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return err
+}
