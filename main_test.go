@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +37,29 @@ func testFactory() *cmd.Factory {
 		}
 		now = func() time.Time { return t }
 	}
-	return &cmd.Factory{IO: cmd.SystemIO(), Now: now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}
+	return &cmd.Factory{IO: cmd.SystemIO(), Now: now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
+		CrashHook: crashHook(os.Getenv("DLQCTL_TEST_CRASH"))}
+}
+
+// crashHook kills the process with SIGKILL at the nth journal step of a
+// type, given as "step:n" (e.g. "published:2"): the journal is then exactly
+// as a real crash there would leave it.
+func crashHook(spec string) func(string) {
+	step, nth, ok := strings.Cut(spec, ":")
+	n, err := strconv.Atoi(nth)
+	if !ok || err != nil || n < 1 {
+		return nil
+	}
+	seen := 0
+	return func(s string) {
+		if s != step {
+			return
+		}
+		if seen++; seen == n {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
 }
 
 type withRedis struct{ m *testing.M }

@@ -32,6 +32,10 @@ type Importer interface {
 	// Import adds e and returns its locator. It refuses, with an error
 	// wrapping ErrExists, an envelope whose id is already present.
 	Import(ctx context.Context, e envelope.Envelope) (string, error)
+	// Has reports whether an envelope with this id was imported already
+	// (or is there under this locator), so an import can be refused whole
+	// before anything is written.
+	Has(ctx context.Context, id string) (bool, error)
 }
 
 // Extras is implemented by backends that have more to say in `stats`

@@ -106,12 +106,12 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	}
 	var present []string
 	for _, e := range records {
-		_, err := src.Get(ctx, e.ID)
-		switch {
-		case err == nil:
-			present = append(present, e.ID)
-		case !errors.Is(err, backend.ErrNotFound):
+		has, err := imp.Has(ctx, e.ID)
+		if err != nil {
 			return err
+		}
+		if has {
+			present = append(present, e.ID)
 		}
 	}
 	skip := map[string]bool{}

@@ -178,6 +178,18 @@ func (q *Queue) Import(ctx context.Context, e envelope.Envelope) (string, error)
 	return id, nil
 }
 
+// Has reports whether error/<id>.json exists.
+func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
+	if !safeID.MatchString(id) {
+		return false, nil
+	}
+	_, err := os.Stat(q.path(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // MarshalFile is an envelope as a directory-queue file: indented SPEC §3 JSON.
 func MarshalFile(e envelope.Envelope) ([]byte, error) {
 	return envelope.MarshalIndent(e)

@@ -42,6 +42,24 @@ func (s *Stream) Import(ctx context.Context, e envelope.Envelope) (string, error
 	return s.addNew(ctx, e.ID, fields)
 }
 
+// Has reports whether id is present: as the entry id when it is a stream
+// id, else as the dlqctl_source_id of an imported entry.
+func (s *Stream) Has(ctx context.Context, id string) (bool, error) {
+	if IsStreamID(id) {
+		return s.exists(ctx, id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sourceIDs == nil {
+		ids, err := s.loadSourceIDs(ctx)
+		if err != nil {
+			return false, err
+		}
+		s.sourceIDs = ids
+	}
+	return s.sourceIDs[id], nil
+}
+
 func (s *Stream) addWithID(ctx context.Context, id string, fields []string) (string, error) {
 	exists, err := s.exists(ctx, id)
 	if err != nil {

@@ -8,6 +8,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,51 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// Down saves the data set and stops the server, keeping its folder, so
+// that Up can bring the same data back on the same port: a Redis restart
+// in the middle of a test.
+func (s *Server) Down() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Client().Save(ctx).Err(); err != nil {
+		return fmt.Errorf("save before restart: %w", err)
+	}
+	s.mu.Lock()
+	if s.client != nil {
+		_ = s.client.Close()
+		s.client = nil
+	}
+	s.mu.Unlock()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(stopGrace):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("redis-server (pid %d) did not stop on SIGTERM", s.cmd.Process.Pid)
+	}
+}
+
+// Up starts the server again after Down, on the same port, folder and
+// arguments, and waits until it answers.
+func (s *Server) Up() error {
+	args := s.cmd.Args
+	s.cmd = exec.Command(args[0], args[1:]...)
+	s.cmd.Stdout = s.log
+	s.cmd.Stderr = s.log
+	s.cmd.SysProcAttr = sysProcAttr()
+	s.exited = make(chan struct{})
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("restart redis-server: %w", err)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
+	return s.waitReady()
 }
 
 // Start runs a redis-server for the test and stops it in t.Cleanup. Extra
