@@ -22,6 +22,8 @@ import (
 // way to read back what reached the destination.
 type crashBackend struct {
 	source string
+	// consume is the reference worker's --source for the destination.
+	consume string
 	// delivered lists the event IDs at the destination, one per copy.
 	delivered func(t *testing.T) []string
 	dlqLen    func(t *testing.T) int
@@ -42,7 +44,8 @@ func dirBackend(t *testing.T, n int) crashBackend {
 		os.WriteFile(filepath.Join(root, "error", e.ID+".json"), b, 0o644)
 	}
 	return crashBackend{
-		source: "dir:" + root,
+		source:  "dir:" + root,
+		consume: "dir:" + root,
 		delivered: func(t *testing.T) []string {
 			files, _ := filepath.Glob(filepath.Join(root, "inbox", "*.json"))
 			var ids []string
@@ -74,7 +77,8 @@ func redisBackend(t *testing.T, n int) crashBackend {
 		}})
 	}
 	return crashBackend{
-		source: fmt.Sprintf("redis://%s/2?stream=%s-dlq", os.Getenv("DLQCTL_TEST_REDIS_ADDR"), key),
+		source:  fmt.Sprintf("redis://%s/2?stream=%s-dlq", os.Getenv("DLQCTL_TEST_REDIS_ADDR"), key),
+		consume: fmt.Sprintf("redis://%s/2?stream=%s-orders&group=g", os.Getenv("DLQCTL_TEST_REDIS_ADDR"), key),
 		delivered: func(t *testing.T) []string {
 			msgs, err := rdb.XRange(ctx, key+"-orders", "-", "+").Result()
 			if err != nil {
@@ -164,6 +168,21 @@ func TestCrashMatrix(t *testing.T) {
 				}
 				if l := b.dlqLen(t); l != 0 {
 					t.Errorf("%d entries left in the DLQ", l)
+				}
+				// The consumer takes everything once: one effect per event.
+				inbox := filepath.Join(dir, "inbox.db")
+				w := startWorker(t, "--source", b.consume, "--inbox", "sqlite:"+inbox, "--until-idle", "500ms")
+				if err := w.wait(); err != nil {
+					t.Fatalf("worker: %v\n%s", err, w.out)
+				}
+				rows := readInbox(t, inbox)
+				if len(rows) != n {
+					t.Errorf("%d events in the consumer's inbox, want %d", len(rows), n)
+				}
+				for id, r := range rows {
+					if r.effects != 1 || r.attempts != 1 {
+						t.Errorf("%s: attempts %d effects %d, want 1 and 1", id, r.attempts, r.effects)
+					}
 				}
 			})
 		}

@@ -26,7 +26,8 @@ type Summary struct {
 	Categories    []CategorySummary
 }
 
-// AgeBucket counts entries whose age is below Under (the last is open).
+// AgeBucket counts entries whose age is below Under; Under < 0 is the open
+// last bucket, and "unknown" counts entries without a dead_lettered_at.
 type AgeBucket struct {
 	Label string
 	Under time.Duration
@@ -55,7 +56,8 @@ func ageBuckets() []AgeBucket {
 		{"1h-6h", 6 * time.Hour, 0},
 		{"6h-1d", 24 * time.Hour, 0},
 		{"1d-3d", 72 * time.Hour, 0},
-		{">3d", 0, 0},
+		{">3d", -1, 0},
+		{"unknown", 0, 0},
 	}
 }
 
@@ -95,14 +97,20 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		if IsOverdue(e, w.Now) {
 			s.Overdue++
 		}
-		ages = append(ages, int64(age/time.Second))
-		if age > s.OldestAge {
-			s.OldestAge = age
-		}
-		for i := range s.AgeBuckets {
-			if b := &s.AgeBuckets[i]; b.Under == 0 || age < b.Under {
-				b.Count++
-				break
+		if e.DeadLetteredAt.IsZero() {
+			// No time to take an age from: counted apart, and kept out of
+			// the percentiles rather than passed off as brand new.
+			s.AgeBuckets[len(s.AgeBuckets)-1].Count++
+		} else {
+			ages = append(ages, int64(age/time.Second))
+			if age > s.OldestAge {
+				s.OldestAge = age
+			}
+			for i := range s.AgeBuckets {
+				if b := &s.AgeBuckets[i]; b.Under < 0 || age < b.Under {
+					b.Count++
+					break
+				}
 			}
 		}
 		cs := cats[c.Category]

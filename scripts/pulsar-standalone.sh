@@ -17,9 +17,12 @@
 # DATA_DIR (no ZooKeeper port), and there is no stream storage or functions
 # worker (-nss -nfw), so those three ports are all the process listens on.
 #
-# Environment: PULSAR_VERSION (4.0.8), PULSAR_CACHE
+# Environment: PULSAR_VERSION (4.0.8), MAVEN_REPO_LOCAL (~/.m2/repository),
+# PULSAR_CACHE
 # (~/.cache/dlqctl/pulsar), PULSAR_READY_TIMEOUT (180 seconds), PULSAR_MEM,
-# PULSAR_GC, JAVA_HOME.
+# PULSAR_GC, PULSAR_CDS (1; 0 turns class data sharing off), JAVA_HOME, and
+# PULSAR_WATCH_PID: when set, start also leaves a watchdog that stops the
+# broker once that process (say, the test binary) has exited.
 set -euo pipefail
 
 PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
@@ -50,23 +53,39 @@ install_dir() { echo "$PULSAR_CACHE/apache-pulsar-$PULSAR_VERSION"; }
 
 cmd_fetch() {
   java_bin >/dev/null
-  local m2=${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}
-  local tarball="$m2/${GROUP//.//}/$ARTIFACT/$PULSAR_VERSION/$ARTIFACT-$PULSAR_VERSION-bin.tar.gz"
   local dir
   dir=$(install_dir)
   if [ -x "$dir/bin/pulsar" ] && [ -f "$dir/.unpacked" ]; then
     echo "$dir"
     return
   fi
+  mkdir -p "$PULSAR_CACHE"
+  # Test packages run in parallel and each may fetch: one at a time.
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$PULSAR_CACHE/.fetch.lock"
+    flock 9
+    if [ -x "$dir/bin/pulsar" ] && [ -f "$dir/.unpacked" ]; then
+      echo "$dir"
+      return
+    fi
+  fi
+  local m2=${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}
+  local tarball="$m2/${GROUP//.//}/$ARTIFACT/$PULSAR_VERSION/$ARTIFACT-$PULSAR_VERSION-bin.tar.gz"
   if [ ! -s "$tarball" ]; then
     command -v mvn >/dev/null 2>&1 || die "mvn not found: it is needed once to download $ARTIFACT $PULSAR_VERSION (apt-get install maven)"
     echo "pulsar-standalone: downloading $GROUP:$ARTIFACT:$PULSAR_VERSION:tar.gz:bin (about 240 MB)" >&2
-    mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get \
+    mvn -q -B -Dstyle.color=never "-Dmaven.repo.local=$m2" \
+      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get \
       "-Dartifact=$GROUP:$ARTIFACT:$PULSAR_VERSION:tar.gz:bin" -Dtransitive=false >&2 ||
       die "mvn could not download $GROUP:$ARTIFACT:$PULSAR_VERSION:tar.gz:bin"
     [ -s "$tarball" ] || die "mvn finished but $tarball is missing"
   fi
-  mkdir -p "$PULSAR_CACHE"
+  if [ -s "$tarball.sha1" ] && command -v sha1sum >/dev/null 2>&1; then
+    local want got
+    want=$(cut -c1-40 "$tarball.sha1")
+    got=$(sha1sum "$tarball" | cut -c1-40)
+    [ "$want" = "$got" ] || die "$tarball is corrupt (sha1 $got, want $want): delete it and rerun"
+  fi
   local tmp
   tmp=$(mktemp -d "$PULSAR_CACHE/.unpack.XXXXXX")
   # Unpack beside the final folder and rename it into place, so that an
@@ -123,7 +142,20 @@ read_pid() {
   echo "$pid"
 }
 
-alive() { kill -0 "$1" 2>/dev/null; }
+# alive PID: the process exists and is not a zombie (in a container whose
+# init does not reap orphans, a dead broker can stay a zombie).
+alive() {
+  local st
+  if [ -d /proc/self ]; then
+    st=""
+    { read -r st <"/proc/$1/stat"; } 2>/dev/null
+    [ -n "$st" ] || return 1
+    st=${st##*) }
+    [ "${st:0:1}" != Z ]
+  else
+    kill -0 "$1" 2>/dev/null
+  fi
+}
 
 # write_conf SRC DST KEY=VALUE...: copies SRC without the given keys, then
 # appends them. (BookKeeper reads this file too, through Commons
@@ -288,6 +320,9 @@ cmd_start() {
     echo $! >"$data/pulsar.pid"
   )
   pid=$(read_pid "$data") || die "could not record the broker's pid"
+  if [ -n "${PULSAR_WATCH_PID:-}" ]; then
+    start_watchdog "$data" "$PULSAR_WATCH_PID"
+  fi
 
   local admin="http://127.0.0.1:$web_port"
   local deadline=$((SECONDS + READY_TIMEOUT))
@@ -306,7 +341,7 @@ cmd_start() {
       cmd_stop "$data" >/dev/null 2>&1 || true
       die "broker not ready after ${READY_TIMEOUT}s; logs in $data/logs"
     fi
-    sleep 0.5
+    sleep 0.25
   done
 
   printf 'PULSAR_URL=pulsar://127.0.0.1:%s\nPULSAR_ADMIN=%s\n' "$broker_port" "$admin" >"$data/env.tmp"
@@ -371,18 +406,57 @@ ss_listening() {
 group_pids() {
   local pg=$1 stat rest
   for stat in /proc/[0-9]*/stat; do
-    rest=$(cat "$stat" 2>/dev/null) || continue
+    rest=""
+    { read -r rest <"$stat"; } 2>/dev/null
+    [ -n "$rest" ] || continue
     rest=${rest##*) }
-    # fields after "comm)": state ppid pgrp ...
+    # fields after "comm)": state ppid pgrp ...; zombies do not count
+    # shellcheck disable=SC2086
     set -- $rest
-    [ "${3:-}" = "$pg" ] && { stat=${stat#/proc/}; echo "${stat%/stat}"; }
+    [ "${3:-}" = "$pg" ] && [ "${1:-}" != Z ] && { stat=${stat#/proc/}; echo "${stat%/stat}"; }
   done
   return 0
+}
+
+# start_watchdog DATA_DIR PID: a background process that stops the broker
+# when PID (the test binary) has gone, so that a crashed or killed test run
+# leaves no broker behind. It ends by itself when the broker stops.
+start_watchdog() {
+  local data=$1 watch=$2 self
+  [[ "$watch" =~ ^[0-9]+$ ]] || die "PULSAR_WATCH_PID must be a pid, not '$watch'"
+  self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+  setsid bash "$self" __watch "$data" "$watch" </dev/null >/dev/null 2>&1 &
+  echo $! >"$data/watchdog.pid"
+}
+
+cmd_watch() {
+  local data=$1 watch=$2 pid
+  pid=$(read_pid "$data") || exit 0
+  while alive "$pid"; do
+    if ! alive "$watch"; then
+      echo "pulsar-standalone: watched pid $watch has gone; stopping the broker" >>"$data/logs/stdout.log"
+      rm -f "$data/watchdog.pid"
+      cmd_stop "$data"
+      exit 0
+    fi
+    sleep 1
+  done
+}
+
+stop_watchdog() {
+  local data=$1 wpid
+  [ -f "$data/watchdog.pid" ] || return 0
+  wpid=$(cat "$data/watchdog.pid")
+  rm -f "$data/watchdog.pid"
+  if [[ "$wpid" =~ ^[0-9]+$ ]] && [ "$wpid" != "$$" ]; then
+    kill -TERM -- "-$wpid" 2>/dev/null || kill -TERM "$wpid" 2>/dev/null || true
+  fi
 }
 
 cmd_stop() {
   local data=$1
   [ -d "$data" ] || die "no such data dir: $data"
+  stop_watchdog "$data"
   local pid
   if ! pid=$(read_pid "$data"); then
     echo "pulsar-standalone: no pulsar.pid in $data, nothing to stop" >&2
@@ -392,12 +466,15 @@ cmd_stop() {
   left=$(group_pids "$pid")
   if alive "$pid" || [ -n "$left" ]; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
+    local grace=$STOP_TIMEOUT
+    # Writing the class data archive at exit takes a while on a busy box.
+    [ ! -f "$data/cds-target" ] || grace=$((STOP_TIMEOUT * 3))
+    local deadline=$((SECONDS + grace))
     while :; do
       left=$(group_pids "$pid")
       if ! alive "$pid" && [ -z "$left" ]; then break; fi
       if [ $SECONDS -ge $deadline ]; then
-        echo "pulsar-standalone: broker (pid $pid) still running after ${STOP_TIMEOUT}s, killing" >&2
+        echo "pulsar-standalone: broker (pid $pid) still running after ${grace}s, killing" >&2
         kill -KILL -- "-$pid" 2>/dev/null || true
         kill -KILL "$pid" 2>/dev/null || true
         sleep 0.5
@@ -419,5 +496,6 @@ case "$1" in
 fetch) [ $# -eq 1 ] || usage; cmd_fetch ;;
 start) [ $# -eq 2 ] || usage; cmd_start "$2" ;;
 stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
+__watch) [ $# -eq 3 ] || usage; cmd_watch "$2" "$3" ;;
 *) usage ;;
 esac

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite"
+)
+
+// workerBinary builds examples/worker once for the end-to-end tests.
+var workerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "dlqctl-worker-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "worker")
+	out, err := exec.Command("go", "build", "-o", bin, "./examples/worker").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build the reference worker: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// worker runs the reference consumer in the background until the test
+// ends (or until it is idle, with --until-idle).
+type worker struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited
+	err    error         // its exit status, once exited is closed
+	out    *strings.Builder
+}
+
+// wait blocks until the worker exits and returns its exit status.
+func (w *worker) wait() error {
+	<-w.exited
+	return w.err
+}
+
+func startWorker(t *testing.T, args ...string) *worker {
+	t.Helper()
+	bin, err := workerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker{cmd: exec.Command(bin, args...), exited: make(chan struct{}), out: &strings.Builder{}}
+	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() {
+		w.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-w.exited:
+		case <-time.After(10 * time.Second):
+			w.cmd.Process.Kill()
+		}
+	})
+	return w
+}
+
+// incidentOnRedis imports the sample incident into a fresh DLQ stream in
+// database db and returns the source URL and a client.
+func incidentOnRedis(t *testing.T, db int) (string, *redis.Client, string) {
+	t.Helper()
+	addr := os.Getenv("DLQCTL_TEST_REDIS_ADDR")
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: db})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.FlushDB(context.Background())
+	dir := t.TempDir()
+	src := fmt.Sprintf("redis://%s/%d?stream=orders-dlq", addr, db)
+	incident, _ := filepath.Abs("testdata/incident")
+	if code, out := dlqctlProc(t, dir, nil, "--source", "dir:"+incident, "export", "--out", "incident.ndjson"); code != 0 {
+		t.Fatalf("export: %s", out)
+	}
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "import", "incident.ndjson"); code != 0 {
+		t.Fatalf("import: %s", out)
+	}
+	return src, rdb, dir
+}
+
+type inboxRow struct{ attempts, effects int }
+
+func readInbox(t *testing.T, path string) map[string]inboxRow {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT event_id, attempts, effects FROM inbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]inboxRow{}
+	for rows.Next() {
+		var id string
+		var r inboxRow
+		if err := rows.Scan(&id, &r.attempts, &r.effects); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = r
+	}
+	return out
+}
+
+type runDoc struct {
+	Status   string `json:"status"`
+	Moved    int    `json:"moved"`
+	HaltedBy string `json:"halted_by"`
+	Batches  []struct {
+		Size     int            `json:"size"`
+		Verdicts map[string]int `json:"verdicts"`
+		Gate     string         `json:"gate"`
+	} `json:"batches"`
+}
+
+func parseRun(t *testing.T, out string) runDoc {
+	t.Helper()
+	var d runDoc
+	i := strings.Index(out, "{\n")
+	if i < 0 {
+		t.Fatalf("no run document in:\n%s", out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&d); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	return d
+}
+
+// TestRunbookEndToEnd is docs/runbook.md against real parts: the sample
+// incident on a real Redis, a plan, an approval, and an apply while the
+// reference worker consumes the origin stream with its inbox in SQLite.
+// Every redriven event ends with exactly one effect, and reaches the origin
+// with the same event ID and fingerprint it had in the DLQ.
+func TestRunbookEndToEnd(t *testing.T) {
+	src, rdb, dir := incidentOnRedis(t, 3)
+	ctx := context.Background()
+	inbox := filepath.Join(dir, "inbox.db")
+	addr := os.Getenv("DLQCTL_TEST_REDIS_ADDR")
+
+	// What the DLQ holds for the payments transients, before.
+	before := map[string]string{}
+	entries := 0
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "list", "--category", "transient", "--origin", "payments", "--limit", "0", "-o", "ndjson")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var it struct{ EventID, Fingerprint string }
+		json.Unmarshal([]byte(line), &struct {
+			EventID     *string `json:"event_id"`
+			Fingerprint *string `json:"fingerprint"`
+		}{&it.EventID, &it.Fingerprint})
+		before[it.EventID] = it.Fingerprint
+		entries++
+	}
+	if len(before) < 20 {
+		t.Fatalf("only %d payments transients in the incident", len(before))
+	}
+
+	startWorker(t, "--source", fmt.Sprintf("redis://%s/3?stream=payments&group=payments-workers", addr),
+		"--dlq", "orders-dlq", "--inbox", "sqlite:"+inbox)
+	time.Sleep(300 * time.Millisecond) // the worker creates the inbox table
+
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments",
+		"--reason", "INC-1: payments timeouts fixed", "--effects", "sqlite:"+inbox, "--settle", "10s",
+		"--rate", "200", "--ramp", "5,20", "--out", "p.json"); code != 0 {
+		t.Fatalf("plan: %s", out)
+	}
+	if code, out := dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "redrive", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	run := parseRun(t, out)
+	if run.Status != "completed" || run.Moved != entries {
+		t.Fatalf("status %s moved %d, want completed %d", run.Status, run.Moved, entries)
+	}
+	if run.Batches[0].Size != 5 || run.Batches[1].Size != 20 {
+		t.Errorf("batches did not follow the ramp 5,20: %+v", run.Batches)
+	}
+	for _, b := range run.Batches {
+		if b.Gate != "pass" || b.Verdicts["applied"]+b.Verdicts["absorbed-duplicate"] == 0 {
+			t.Errorf("batch %+v", b)
+		}
+	}
+	rows := readInbox(t, inbox)
+	for id := range before {
+		if r := rows[id]; r.effects != 1 {
+			t.Errorf("%s: effects %d, want 1", id, r.effects)
+		}
+	}
+	msgs, err := rdb.XRange(ctx, "payments", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != entries {
+		t.Errorf("%d entries on the origin, want %d", len(msgs), entries)
+	}
+	for _, m := range msgs {
+		id, _ := m.Values["event_id"].(string)
+		fp, _ := m.Values["fingerprint"].(string)
+		if want, ok := before[id]; !ok || (fp != "" && fp != want) {
+			t.Errorf("origin entry %s: event %q fingerprint %q, DLQ had %q", m.ID, id, fp, want)
+		}
+		if m.Values["dlqctl_run_id"] == nil || m.Values["redrive_count"] == "0" || m.Values["redrive_count"] == nil {
+			t.Errorf("origin entry %s lacks redrive markers: %v", m.ID, m.Values)
+		}
+	}
+	// reconcile on demand gives the same verdicts.
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "reconcile", "--journal", "p.journal")
+	if code != 0 || strings.Contains(out, `"pending"`) || strings.Contains(out, `"duplicate-effect"`) {
+		t.Errorf("reconcile: exit %d\n%s", code, out)
+	}
+}
+
+// TestGatesStopTheRun runs the redrive against a consumer that misbehaves
+// in one way each: the batch with the bad event fails its gate, apply
+// exits 3, and the next batch never starts.
+func TestGatesStopTheRun(t *testing.T) {
+	cases := []struct {
+		name   string
+		worker func(victim string) []string
+		gate   string
+	}{
+		{"duplicate-effect", func(v string) []string { return []string{"--double-effect", v} }, "duplicate-effect"},
+		{"re-dead-lettered", func(v string) []string { return []string{"--fail", v} }, "re-dead-lettered"},
+		{"pending", nil, "pending"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src, _, dir := incidentOnRedis(t, 4+i)
+			inbox := filepath.Join(dir, "inbox.db")
+			addr := os.Getenv("DLQCTL_TEST_REDIS_ADDR")
+			code, out := dlqctlProc(t, dir, nil, "--source", src, "list", "--category", "transient", "--origin", "payments", "--limit", "3", "-o", "json")
+			if code != 0 {
+				t.Fatal(out)
+			}
+			var first struct {
+				Items []struct {
+					EventID string `json:"event_id"`
+				} `json:"items"`
+			}
+			json.Unmarshal([]byte(out), &first)
+			victim := first.Items[2].EventID // in the first batch
+			args := []string{"--source", fmt.Sprintf("redis://%s/%d?stream=payments&group=g", addr, 4+i), "--dlq", "orders-dlq", "--inbox", "sqlite:" + inbox}
+			if c.worker != nil {
+				startWorker(t, append(args, c.worker(victim)...)...)
+			} else {
+				// A consumer that is not running: it has made the inbox once.
+				startWorker(t, append(args, "--until-idle", "100ms")...).wait()
+			}
+			time.Sleep(300 * time.Millisecond)
+			if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments",
+				"--reason", "gate test", "--effects", "sqlite:"+inbox, "--settle", "3s", "--rate", "500", "--ramp", "5,20", "--out", "p.json"); code != 0 {
+				t.Fatalf("plan: %s", out)
+			}
+			dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall")
+			code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "redrive", "apply", "p.json")
+			if code != 3 {
+				t.Fatalf("apply: exit %d, want 3\n%s", code, out)
+			}
+			run := parseRun(t, out)
+			if run.HaltedBy != c.gate || len(run.Batches) != 1 || run.Moved != 5 {
+				t.Errorf("halted by %q after %d batches, moved %d; want %s after 1 batch of 5", run.HaltedBy, len(run.Batches), run.Moved, c.gate)
+			}
+			if !strings.Contains(out, "stopped by the "+c.gate+" gate") {
+				t.Errorf("the message does not name the gate:\n%s", out)
+			}
+			// resume refuses until the cause is dealt with
+			code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "resume", "p.journal")
+			if code != 3 || !strings.Contains(out, "--past-gate") {
+				t.Errorf("resume after a gate: exit %d\n%s", code, out)
+			}
+		})
+	}
+}

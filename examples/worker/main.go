@@ -1,0 +1,164 @@
+// Command worker is the reference idempotent consumer that dlqctl
+// reconciles against: it reads a Redis stream through a consumer group (or
+// a directory queue's inbox), records every delivery in an inbox table and
+// applies the business effect in the same database transaction, and acks
+// only after that transaction has committed. docs/consumer-contract.md says
+// what a team copies from it.
+//
+// The --fail, --double-effect and --crash-after-commit flags inject the
+// faults that dlqctl's end-to-end tests must detect; a real consumer has
+// none of them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	// exitCrash is the injected crash between commit and ack.
+	exitCrash = 3
+)
+
+// defaultFailError is the last_error of an event failed with --fail.
+const defaultFailError = "worker: injected failure"
+
+// Options is everything the worker is told on the command line.
+type Options struct {
+	Source string // redis://… or dir:PATH
+	DLQ    string // redis: the DLQ stream key; "" means <origin>-dlq
+	Inbox  string // sqlite:PATH or postgres://…
+
+	Fail             eventSet // processing fails: dead-lettered
+	FailError        string   // last_error of those
+	DoubleEffect     eventSet // the effect is applied twice
+	CrashAfterCommit eventSet // exit 3 after commit, before ack, once
+
+	UntilIdle time.Duration // exit after this long without a message; 0: never
+	Max       int           // stop after this many messages; 0: no limit
+	Log       bool          // one line per message on stderr
+
+	// Now is the clock (dead_lettered_at, applied_at, DLQ file names).
+	Now func() time.Time
+}
+
+// eventSet is a repeatable --flag EVENT_ID.
+type eventSet map[string]bool
+
+func (s eventSet) String() string {
+	ids := make([]string, 0, len(s))
+	for id := range s {
+		ids = append(ids, id)
+	}
+	return strings.Join(ids, ",")
+}
+
+func (s eventSet) Set(id string) error {
+	if id == "" {
+		return errors.New("want an event ID")
+	}
+	s[id] = true
+	return nil
+}
+
+// errCrash is returned by run for --crash-after-commit; main exits 3.
+var errCrash = errors.New("crash after commit (injected): the message is left unacked")
+
+// usageError is a flag or URL that is wrong as written.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := mainCode(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "worker:", err)
+		return exitUsage
+	}
+	err = run(ctx, opts, stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errCrash):
+		fmt.Fprintln(stderr, "worker:", err)
+		return exitCrash
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "worker:", err)
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, "worker:", err)
+	return exitError
+}
+
+func parseFlags(args []string, stderr io.Writer) (Options, error) {
+	opts := Options{
+		Fail:             eventSet{},
+		DoubleEffect:     eventSet{},
+		CrashAfterCommit: eventSet{},
+		Now:              time.Now,
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C] or dir:PATH")
+	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); dir: ignored, always PATH/error")
+	fs.StringVar(&opts.Inbox, "inbox", "", "effect store `URL`: sqlite:PATH or postgres://…")
+	fs.Var(opts.Fail, "fail", "test: processing of `EVENT_ID` fails and it is dead-lettered (repeatable)")
+	fs.StringVar(&opts.FailError, "fail-error", defaultFailError, "test: the last_error `TEXT` of the events failed with --fail")
+	fs.Var(opts.DoubleEffect, "double-effect", "test: apply the effect of `EVENT_ID` twice (repeatable)")
+	fs.Var(opts.CrashAfterCommit, "crash-after-commit", "test: exit 3 after committing `EVENT_ID`, before the ack; once (repeatable)")
+	fs.DurationVar(&opts.UntilIdle, "until-idle", 0, "exit 0 after this long without a message (0: run until SIGINT/SIGTERM)")
+	fs.IntVar(&opts.Max, "max", 0, "stop after N messages (0: no limit)")
+	fs.BoolVar(&opts.Log, "log", false, "one line per message on stderr (event_id, attempts, effects, outcome; never the payload)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: worker --source URL --inbox URL [flags]
+
+The reference idempotent consumer: each message is recorded in the inbox
+table and its effect applied in one transaction; the ack follows the commit.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case opts.Source == "":
+		return opts, errors.New("--source is required (redis://… or dir:PATH)")
+	case opts.Inbox == "":
+		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")
+	case opts.UntilIdle < 0:
+		return opts, errors.New("--until-idle: want a duration ≥ 0")
+	case opts.Max < 0:
+		return opts, errors.New("--max: want N ≥ 0")
+	}
+	return opts, nil
+}
