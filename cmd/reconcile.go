@@ -124,4 +124,3 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	}
 	return nil
 }
-

@@ -116,4 +116,3 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 	fmt.Fprintf(f.IO.ErrOut, "seed %d (repeat with --seed %d)\n", opts.seed, opts.seed)
 	return nil
 }
-

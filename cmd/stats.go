@@ -163,4 +163,3 @@ func sortedByCount(counts map[string]int) []string {
 	sortStable(keys, func(a, b string) bool { return counts[a] > counts[b] })
 	return keys
 }
-

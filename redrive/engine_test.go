@@ -197,7 +197,7 @@ func (q *fakeQueue) planFor(t *testing.T, ramp []int) *Plan {
 type recorder struct{ batches []BatchReport }
 
 func (r *recorder) Progress(done, total int) {}
-func (r *recorder) BatchDone(b BatchReport) { r.batches = append(r.batches, b) }
+func (r *recorder) BatchDone(b BatchReport)  { r.batches = append(r.batches, b) }
 
 // clock is a fake clock that Sleep advances.
 type clock struct{ t time.Time }
