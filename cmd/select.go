@@ -92,6 +92,9 @@ func (f *Factory) openSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n, ok := src.(interface{ Notice() string }); ok && n.Notice() != "" {
+		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+n.Notice())
+	}
 	return &session{src: src, walker: inspect.Walker{Source: src, Classifier: cl, Now: f.now()}}, nil
 }
 

@@ -56,6 +56,8 @@ type Stream struct {
 	names    envelope.FieldNames
 	pageSize int
 	password string // only to scrub error messages
+	// missing: the stream did not exist when the Stream was opened.
+	missing bool
 
 	mu sync.Mutex
 	// sourceIDs holds the dlqctl_source_id of every entry, built by one
@@ -158,7 +160,17 @@ func (s *Stream) check(ctx context.Context) error {
 	if typ != "none" && typ != "stream" {
 		return backend.Configf("%s: key %q holds a %s, not a stream (WRONGTYPE): check ?stream=", s, s.key, typ)
 	}
+	s.missing = typ == "none"
 	return nil
+}
+
+// Notice says what a person should know about the source before reading
+// it: here, that the stream does not exist (often a typo in ?stream=).
+func (s *Stream) Notice() string {
+	if s.missing {
+		return fmt.Sprintf("stream %q does not exist on %s: reading it as an empty DLQ (check ?stream=)", s.key, s)
+	}
+	return ""
 }
 
 // fieldNames fills the names the caller did not give with the defaults.
