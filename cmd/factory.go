@@ -12,6 +12,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/dirqueue"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/pulsardlq"
 	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -167,9 +168,42 @@ func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
 			Password: firstNonEmpty(f.Getenv("DLQCTL_REDIS_PASSWORD"), f.profile.RedisPassword),
 		})
 	case "pulsar", "pulsar+ssl":
-		return nil, usageErrorf("source %s: the Pulsar backend is not part of this build yet", redactURL(src))
+		token, err := f.pulsarToken()
+		if err != nil {
+			return nil, err
+		}
+		from, err := envelope.ParseEventIDSource(firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom))
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		t, err := pulsardlq.Open(ctx, src, pulsardlq.Options{Token: token, Fields: f.fieldNames(), EventIDFrom: from})
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	return nil, usageErrorf("source %q: unknown scheme %q (want dir:, redis://, rediss://, pulsar:// or pulsar+ssl://)", redactURL(src), scheme)
+}
+
+// pulsarToken is DLQCTL_PULSAR_TOKEN, else the content of the file named by
+// DLQCTL_PULSAR_TOKEN_FILE (surrounding white space trimmed), else the
+// profile's pulsar_token; "" for none.
+func (f *Factory) pulsarToken() (string, error) {
+	if tok := f.Getenv("DLQCTL_PULSAR_TOKEN"); tok != "" {
+		return tok, nil
+	}
+	if path := f.Getenv("DLQCTL_PULSAR_TOKEN_FILE"); path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return "", usageErrorf("DLQCTL_PULSAR_TOKEN_FILE: %v", err)
+		}
+		tok := strings.TrimSpace(string(raw))
+		if tok == "" {
+			return "", usageErrorf("DLQCTL_PULSAR_TOKEN_FILE: %s is empty", path)
+		}
+		return tok, nil
+	}
+	return f.profile.PulsarToken, nil
 }
 
 // redactURL hides a password in a URL that could not be parsed by a backend.

@@ -7,12 +7,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
@@ -26,6 +29,7 @@ type target struct {
 
 func targets(t *testing.T) []target {
 	redis := redistest.Start(t)
+	pulsar := pulsartest.Start(t)
 	n := 0
 	return []target{
 		{"dir", func(t *testing.T) string {
@@ -34,6 +38,14 @@ func targets(t *testing.T) []target {
 		{"redis", func(t *testing.T) string {
 			n++
 			return redis.URL(n%16, "dlq-conformance")
+		}},
+		{"pulsar", func(t *testing.T) string {
+			n++
+			q := url.Values{
+				"topic": {fmt.Sprintf("persistent://public/default/dlq-conformance-%d-%d", time.Now().UnixNano(), n)},
+				"admin": {pulsar.AdminURL()},
+			}
+			return pulsar.ServiceURL() + "?" + q.Encode()
 		}},
 	}
 }

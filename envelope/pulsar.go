@@ -18,6 +18,10 @@ const (
 	PulsarReconsumeTimes  = "RECONSUMETIMES"
 )
 
+// ImportedFromProperty marks a message or entry written by dlqctl import;
+// its value is the envelope's id where it came from.
+const ImportedFromProperty = "dlqctl_source_id"
+
 // Properties under which the Pulsar mapping keeps message metadata that has
 // no envelope field, so that a redrive can restore it.
 const (
@@ -142,7 +146,10 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 	} else if e.Attempts == 0 {
 		e.Attempts = int(m.RedeliveryCount)
 	}
-	if e.DeadLetteredAt.IsZero() {
+	// Without a dead_lettered_at, the DLQ message's publish time is when it
+	// was dead-lettered — unless dlqctl import wrote it, when it is only
+	// the time of the import.
+	if _, imported := m.Properties[ImportedFromProperty]; e.DeadLetteredAt.IsZero() && !imported {
 		e.DeadLetteredAt = m.PublishTime.UTC()
 	}
 	kv.rest(&e)
