@@ -3,7 +3,7 @@ package envelope
 import (
 	"fmt"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -171,6 +171,50 @@ func (c *Classifier) Classify(e Envelope, conflict bool) Classification {
 	return Classification{CategoryUnknown, DispositionInvestigate, "fallback", "no rule matched last_error"}
 }
 
+// Memo classifies like its Classifier and remembers the outcome by
+// (error_class, last_error), which is all the default rules look at: an
+// incident repeats a handful of errors a million times, and the regular
+// expressions are most of the cost of reading a DLQ. Rules that look at
+// origin or properties turn the memo off. A Memo belongs to one scan and is
+// not safe for concurrent use; its size is bounded.
+type Memo struct {
+	c    *Classifier
+	m    map[memoKey]Classification
+	used bool
+}
+
+type memoKey struct{ errorClass, lastError string }
+
+// memoMax bounds a memo: past it, classifications are computed, not kept.
+const memoMax = 1 << 14
+
+// Memo returns a memo over c.
+func (c *Classifier) Memo() *Memo {
+	m := &Memo{c: c, m: map[memoKey]Classification{}, used: true}
+	for _, r := range c.rules {
+		if r.Origin != nil || len(r.Properties) > 0 {
+			m.used = false
+		}
+	}
+	return m
+}
+
+// Classify is Classifier.Classify, remembered.
+func (m *Memo) Classify(e Envelope, conflict bool) Classification {
+	if !m.used || e.Malformed != "" || conflict {
+		return m.c.Classify(e, conflict)
+	}
+	k := memoKey{e.ErrorClass, e.LastError}
+	if c, ok := m.m[k]; ok {
+		return c
+	}
+	c := m.c.Classify(e, false)
+	if len(m.m) < memoMax {
+		m.m[k] = c
+	}
+	return c
+}
+
 // ValidDisposition reports whether d is one of Dispositions.
 func ValidDisposition(d string) bool {
 	for _, v := range Dispositions() {
@@ -243,17 +287,25 @@ func (s RulesSpec) Compile(source string) ([]Rule, error) {
 }
 
 // ConflictTracker finds event IDs that carry more than one fingerprint
-// during a streaming scan. It keeps 64-bit hashes, so its memory grows with
-// the number of distinct event IDs and never with payloads; event IDs in
-// conflict are kept in full, since there are few and they are reported.
+// during a streaming scan. It keeps two 64-bit hashes per entry in
+// append-only, pointer-free chunks and sorts them once, when first asked:
+// 16 bytes an entry, never the IDs or payloads, and nothing for the garbage
+// collector to scan.
 type ConflictTracker struct {
-	events    map[uint64]uint64
-	conflicts map[string]struct{}
+	chunks    [][]eventPair
+	finished  bool
+	unique    int
+	conflicts map[uint64]struct{}
 }
+
+type eventPair struct{ event, fp uint64 }
+
+// trackerChunk entries make one chunk (1 MiB).
+const trackerChunk = 1 << 16
 
 // NewConflictTracker returns an empty tracker.
 func NewConflictTracker() *ConflictTracker {
-	return &ConflictTracker{events: map[uint64]uint64{}, conflicts: map[string]struct{}{}}
+	return &ConflictTracker{conflicts: map[uint64]struct{}{}}
 }
 
 // Add records one entry; malformed entries are ignored.
@@ -261,35 +313,90 @@ func (t *ConflictTracker) Add(e Envelope) {
 	if e.Malformed != "" || e.EventID == "" {
 		return
 	}
-	k, fp := hashString(e.EventID), hashString(strings.ToLower(e.Fingerprint))
-	prev, seen := t.events[k]
-	if !seen {
-		t.events[k] = fp
+	t.finished = false
+	n := len(t.chunks)
+	if n == 0 || len(t.chunks[n-1]) == trackerChunk {
+		t.chunks = append(t.chunks, make([]eventPair, 0, trackerChunk))
+		n++
+	}
+	t.chunks[n-1] = append(t.chunks[n-1], eventPair{hashString(e.EventID), hashString(strings.ToLower(e.Fingerprint))})
+}
+
+// finish sorts each chunk and walks them merged, in event order: entries
+// of one event are then next to each other, and two fingerprints among
+// them are a conflict.
+func (t *ConflictTracker) finish() {
+	if t.finished {
 		return
 	}
-	if prev != fp {
-		t.conflicts[e.EventID] = struct{}{}
+	t.finished = true
+	t.unique = 0
+	t.conflicts = map[uint64]struct{}{}
+	less := func(a, b eventPair) int {
+		switch {
+		case a.event != b.event:
+			return cmpUint64(a.event, b.event)
+		}
+		return cmpUint64(a.fp, b.fp)
+	}
+	for _, c := range t.chunks {
+		slices.SortFunc(c, less)
+	}
+	heads := make([]int, len(t.chunks))
+	first := true
+	var prev eventPair
+	for {
+		// The smallest head of all chunks; a few dozen chunks at most, so
+		// a linear pick is as quick as a heap.
+		best := -1
+		for i, c := range t.chunks {
+			if heads[i] < len(c) && (best < 0 || less(c[heads[i]], t.chunks[best][heads[best]]) < 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		p := t.chunks[best][heads[best]]
+		heads[best]++
+		switch {
+		case first || p.event != prev.event:
+			t.unique++
+		case p.fp != prev.fp:
+			t.conflicts[p.event] = struct{}{}
+		}
+		prev, first = p, false
 	}
 }
 
 // IsConflict reports whether eventID has been seen with two fingerprints.
 func (t *ConflictTracker) IsConflict(eventID string) bool {
-	_, ok := t.conflicts[eventID]
+	t.finish()
+	_, ok := t.conflicts[hashString(eventID)]
 	return ok
 }
 
-// Conflicts lists the event IDs in conflict, sorted.
-func (t *ConflictTracker) Conflicts() []string {
-	out := make([]string, 0, len(t.conflicts))
-	for id := range t.conflicts {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
+// ConflictCount is the number of event IDs in conflict.
+func (t *ConflictTracker) ConflictCount() int {
+	t.finish()
+	return len(t.conflicts)
 }
 
 // Unique is the number of distinct event IDs seen.
-func (t *ConflictTracker) Unique() int { return len(t.events) }
+func (t *ConflictTracker) Unique() int {
+	t.finish()
+	return t.unique
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
 
 // hashString is 64-bit FNV-1a, deterministic across runs so results are
 // reproducible. At a million distinct event IDs a collision has odds of

@@ -302,7 +302,11 @@ func DecodeFields(id, backend string, fields map[string]string, names FieldNames
 	}
 	kv.setPayload(&e, []byte(payload))
 	kv.rest(&e)
-	return kv.finish(e, rawFields(fields))
+	e = kv.finish(e, nil)
+	if e.Malformed != "" {
+		e.Raw = rawFields(fields) // only a malformed entry needs its raw form
+	}
+	return e
 }
 
 // kvReader reads envelope fields out of string key/values, remembering
@@ -310,12 +314,27 @@ func DecodeFields(id, backend string, fields map[string]string, names FieldNames
 type kvReader struct {
 	fields map[string]string
 	names  FieldNames
-	used   map[string]bool
+	used   usedNames
 	err    error
 }
 
+// usedNames is the small set of keys that fields were read from; a slice
+// beats a map at this size and allocates once per entry.
+type usedNames []string
+
+func (u *usedNames) add(n string) { *u = append(*u, n) }
+
+func (u usedNames) has(n string) bool {
+	for _, x := range u {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
 func newKVReader(fields map[string]string, names FieldNames) *kvReader {
-	return &kvReader{fields: fields, names: names, used: map[string]bool{}}
+	return &kvReader{fields: fields, names: names, used: make(usedNames, 0, 24)}
 }
 
 func (kv *kvReader) fail(err error) {
@@ -327,7 +346,7 @@ func (kv *kvReader) fail(err error) {
 func (kv *kvReader) get(field string) (string, bool) {
 	for _, n := range kv.names[field] {
 		if v, ok := kv.fields[n]; ok {
-			kv.used[n] = true
+			kv.used.add(n)
 			if field != FieldPayload && !utf8.ValidString(v) {
 				// Text fields must be text: two event IDs that differ only in
 				// invalid bytes would otherwise print, and compare, the same.
@@ -410,7 +429,7 @@ func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
 // rest turns the keys no field used into properties.
 func (kv *kvReader) rest(e *Envelope) {
 	for k, v := range kv.fields {
-		if kv.used[k] {
+		if kv.used.has(k) {
 			continue
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {

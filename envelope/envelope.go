@@ -189,11 +189,8 @@ func marshalString(s string) json.RawMessage {
 func ClassifyPayload(p []byte) string {
 	// json.Valid accepts invalid UTF-8 inside strings; inlined, those bytes
 	// would not survive a JSON writer, so such a payload is binary.
-	if len(p) > 0 && utf8.Valid(p) && json.Valid(p) {
-		var buf bytes.Buffer
-		if json.Compact(&buf, p) == nil && bytes.Equal(buf.Bytes(), p) {
-			return EncodingJSON
-		}
+	if len(p) > 0 && utf8.Valid(p) && json.Valid(p) && isCompact(p) {
+		return EncodingJSON
 	}
 	if utf8.Valid(p) {
 		return EncodingUTF8
@@ -214,4 +211,23 @@ func MarshalIndent(e Envelope) ([]byte, error) {
 	}
 	buf.WriteByte('\n')
 	return buf.Bytes(), nil
+}
+
+// isCompact reports whether valid JSON text has no white space outside its
+// strings, which is what json.Compact would remove.
+func isCompact(p []byte) bool {
+	inString, escaped := false, false
+	for _, c := range p {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }

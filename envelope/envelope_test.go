@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -409,5 +410,41 @@ func TestUnmarshalJSON(t *testing.T) {
 	err := json.Unmarshal(fileWith(map[string]string{"attempts": `"five"`}), &e)
 	if err == nil || !strings.Contains(err.Error(), "attempts") {
 		t.Errorf("UnmarshalJSON of a bad envelope: %v", err)
+	}
+}
+
+func TestIsCompactAgreesWithJSONCompact(t *testing.T) {
+	for _, in := range []string{`{}`, `{"a":1}`, `{"a": 1}`, "{\"a\":\n1}", `["x y"]`, `{"k":"a\" b"}`, `{"k":"a\\"} `, `"s"`, `1`, `[1,2, 3]`, `{"a":"\t"}`} {
+		if !json.Valid([]byte(in)) {
+			continue
+		}
+		var buf bytes.Buffer
+		json.Compact(&buf, []byte(in))
+		want := buf.String() == in
+		if got := isCompact([]byte(in)); got != want {
+			t.Errorf("isCompact(%q) = %v, json.Compact says %v", in, got, want)
+		}
+	}
+}
+
+func TestMemoClassifiesLikeTheClassifier(t *testing.T) {
+	c := NewClassifier(DefaultRules())
+	m := c.Memo()
+	for _, e := range []Envelope{
+		{EventID: "1", LastError: "timeout"}, {EventID: "2", LastError: "timeout"}, {EventID: "3", LastError: "timeout", ErrorClass: "schema"},
+		{EventID: "4", LastError: "order not found"}, {EventID: "5", Malformed: "bad"}, {EventID: "6", LastError: "timeout"},
+	} {
+		for _, conflict := range []bool{false, true} {
+			if got, want := m.Classify(e, conflict), c.Classify(e, conflict); got != want {
+				t.Errorf("%+v conflict=%v: memo %+v, classifier %+v", e, conflict, got, want)
+			}
+		}
+	}
+	origin := []Rule{{Name: "x", Disposition: DispositionRedrive, Origin: regexp.MustCompile("^orders$"), Source: "t"}}
+	mo := NewClassifier(origin).Memo()
+	a := mo.Classify(Envelope{LastError: "e", Origin: Origin{Topic: "orders"}}, false)
+	b := mo.Classify(Envelope{LastError: "e", Origin: Origin{Topic: "payments"}}, false)
+	if a.Category == b.Category {
+		t.Errorf("a memo over origin rules must not reuse a classification: %v %v", a, b)
 	}
 }

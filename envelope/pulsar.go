@@ -134,7 +134,7 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 	}
 	if rt, ok := m.Properties[PulsarRealTopic]; ok {
 		e.Origin.Topic = rt
-		kv.used[PulsarRealTopic] = true
+		kv.used.add(PulsarRealTopic)
 	}
 	if rc, ok := m.Properties[PulsarReconsumeTimes]; ok {
 		n, err := strconv.Atoi(rc)
@@ -142,7 +142,7 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 			kv.fail(fmt.Errorf("%s: want a whole number, got %q", PulsarReconsumeTimes, truncateForError(rc)))
 		}
 		e.Attempts = n
-		kv.used[PulsarReconsumeTimes] = true
+		kv.used.add(PulsarReconsumeTimes)
 	} else if e.Attempts == 0 {
 		e.Attempts = int(m.RedeliveryCount)
 	}

@@ -64,7 +64,7 @@ func TestSelectorMatch(t *testing.T) {
 }
 
 func TestPercentileNearestRank(t *testing.T) {
-	ages := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	ages := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	if p := percentile(ages, 50); p != 5*time.Second {
 		t.Errorf("p50 = %v, want 5s", p)
 	}
@@ -74,7 +74,7 @@ func TestPercentileNearestRank(t *testing.T) {
 	if p := percentile(nil, 50); p != 0 {
 		t.Errorf("p50 of nothing = %v", p)
 	}
-	if p := percentile([]int64{7}, 95); p != 7*time.Second {
+	if p := percentile([]uint32{7}, 95); p != 7*time.Second {
 		t.Errorf("p95 of one = %v", p)
 	}
 }

@@ -148,12 +148,13 @@ func (w Walker) Conflicts(ctx context.Context) (*envelope.ConflictTracker, error
 func (w Walker) Walk(ctx context.Context, conflicts *envelope.ConflictTracker, sel Selector, after string, fn func(Item) error) (string, error) {
 	n := 0
 	var last, next string
+	memo := w.Classifier.Memo()
 	err := w.Source.Scan(ctx, after, func(e envelope.Envelope) error {
 		if sel.Limit > 0 && n == sel.Limit {
 			next = last
 			return backend.ErrStop
 		}
-		it := Item{Envelope: e, Class: w.Classifier.Classify(e, conflicts.IsConflict(e.EventID))}
+		it := Item{Envelope: e, Class: memo.Classify(e, conflicts.IsConflict(e.EventID))}
 		if !sel.Match(e, it.Class, w.Now) {
 			return nil
 		}

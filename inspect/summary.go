@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -67,7 +68,7 @@ func ageBuckets() []AgeBucket {
 func (w Walker) Summarize(ctx context.Context) (Summary, error) {
 	tracker := envelope.NewConflictTracker()
 	s, err := w.summarize(ctx, tracker, true)
-	if err != nil || len(tracker.Conflicts()) == 0 {
+	if err != nil || tracker.ConflictCount() == 0 {
 		return s, err
 	}
 	return w.summarize(ctx, tracker, false)
@@ -78,13 +79,19 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		ByCategory: map[string]int{}, ByOrigin: map[string]int{}, ByDisposition: map[string]int{},
 		ByOwner: map[string]int{}, AgeBuckets: ageBuckets(),
 	}
-	ages := make([]int64, 0, 1024)
+	ages := make([]uint32, 0, 1024)
 	cats := map[string]*CategorySummary{}
+	conflictIDs := map[string]struct{}{}
+	memo := w.Classifier.Memo()
 	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
 		if track {
 			tracker.Add(e)
 		}
-		c := w.Classifier.Classify(e, !track && tracker.IsConflict(e.EventID))
+		conflict := !track && tracker.IsConflict(e.EventID)
+		if conflict {
+			conflictIDs[e.EventID] = struct{}{}
+		}
+		c := memo.Classify(e, conflict)
 		age := Age(e, w.Now)
 		s.Total++
 		s.ByCategory[c.Category]++
@@ -102,7 +109,7 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 			// the percentiles rather than passed off as brand new.
 			s.AgeBuckets[len(s.AgeBuckets)-1].Count++
 		} else {
-			ages = append(ages, int64(age/time.Second))
+			ages = append(ages, uint32(min(age/time.Second, math.MaxUint32)))
 			if age > s.OldestAge {
 				s.OldestAge = age
 			}
@@ -135,7 +142,12 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		return s, err
 	}
 	s.UniqueEvents = tracker.Unique()
-	s.Conflicts = tracker.Conflicts()
+	// The tracker knows hashes; the IDs are the ones the second pass met.
+	s.Conflicts = make([]string, 0, len(conflictIDs))
+	for id := range conflictIDs {
+		s.Conflicts = append(s.Conflicts, id)
+	}
+	slices.Sort(s.Conflicts)
 	slices.Sort(ages)
 	s.AgeP50 = percentile(ages, 50)
 	s.AgeP95 = percentile(ages, 95)
@@ -165,7 +177,7 @@ func exampleError(e envelope.Envelope) string {
 }
 
 // percentile is the nearest-rank percentile of sorted ages in seconds.
-func percentile(sorted []int64, p int) time.Duration {
+func percentile(sorted []uint32, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
