@@ -157,11 +157,90 @@ func TestJSONFieldsMatchTheDocs(t *testing.T) {
 	}
 }
 
+// TestMoveDocumentsMatchTheDocs pins the plan, run and reconcile documents
+// on a copy of the incident, and the error document.
+func TestMoveDocumentsMatchTheDocs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	files, _ := filepath.Glob("../testdata/incident/error/*.json")
+	for _, f := range files[:60] {
+		b, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(root, "error", filepath.Base(f)), b, 0o644)
+	}
+	src := "dir:" + root
+	plan := filepath.Join(root, "p.json")
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "k"}
+	docs := documented(t)
+	check := func(schema, out string) {
+		t.Helper()
+		var doc any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%s: %v: %s", schema, err, out)
+		}
+		if got := doc.(map[string]any)["schema"]; got != schema {
+			t.Fatalf("schema = %v, want %s", got, schema)
+		}
+		want := docs[schema]
+		maps := map[string]bool{}
+		for _, p := range want {
+			if strings.HasSuffix(p, "{}") {
+				maps[strings.TrimSuffix(p, "{}")] = true
+			}
+		}
+		got := map[string]bool{}
+		paths(doc, "", maps, got)
+		wantSet := map[string]bool{}
+		for _, p := range want {
+			wantSet[p] = true
+			if !got[p] && !optional(p) {
+				t.Errorf("%s: docs/json.md lists %q, the output has no such field", schema, p)
+			}
+		}
+		for p := range got {
+			if !wantSet[p] {
+				t.Errorf("%s: field %q is not in docs/json.md", schema, p)
+			}
+		}
+	}
+	out, errOut, code := run(t, env, "--source", src, "-o", "json", "redrive", "plan", "--category", "transient,conflict",
+		"--reason", "r", "--settle", "0s", "--out", plan)
+	if code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	check("dlqctl.plan/v1", out)
+	if _, errOut, code := run(t, env, "redrive", "approve", plan, "--by", "bob"); code != 0 {
+		t.Fatalf("approve: %s", errOut)
+	}
+	b, _ := os.ReadFile(plan)
+	check("dlqctl.plan/v1", string(b))
+	out, errOut, code = run(t, env, "--source", src, "-o", "json", "redrive", "apply", plan)
+	if code != 0 {
+		t.Fatalf("apply: %d %s", code, errOut)
+	}
+	check("dlqctl.run/v1", out)
+	out, errOut, code = run(t, env, "--source", src, "-o", "json", "reconcile", "--journal", filepath.Join(root, "p.journal"),
+		"--effects", "exec:true", "--events")
+	if code != 0 {
+		t.Fatalf("reconcile: %s", errOut)
+	}
+	check("dlqctl.reconcile/v1", out)
+	_, errOut, code = run(t, env, "--source", src, "-o", "json", "redrive", "apply", "nosuch.json")
+	if code != ExitApproval {
+		t.Fatalf("apply of a missing plan: exit %d", code)
+	}
+	check("dlqctl.error/v1", errOut)
+}
+
 // optional fields are omitted when empty, so one sample output may lack them.
 func optional(p string) bool {
 	for _, suffix := range []string{"malformed", "raw", "key", "owner", "fingerprint", "payload_version", "content_type",
 		"origin.subscription", "origin.consumer", "first_received_at", "recover_by", "schema_info", "properties{}", "date",
-		"origin.backend", "origin.topic", "dead_lettered_at", "backend{}"} {
+		"origin.backend", "origin.topic", "dead_lettered_at", "backend{}", "params.to", "params.effects",
+		"params.effects_query", "approved_by", "halt_reason", "resume_command", "gate_reason", "events", "events[].event_id",
+		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
+		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}
@@ -211,6 +290,34 @@ func TestPendingJSONMatchesTheDocs(t *testing.T) {
 	for p := range got {
 		if !wantSet[p] {
 			t.Errorf("field %q is not in docs/json.md", p)
+		}
+	}
+
+	// quarantine moves the three pending entries into the DLQ stream.
+	out, errOut, code = run(t, nil, "--source", srv.URL(0, "dlq"), "-o", "json", "quarantine", "--stream", "orders",
+		"--group", "workers", "--min-idle", "0s", "--min-deliveries", "1", "--reason", "stuck")
+	if code != 0 {
+		t.Fatalf("quarantine: exit %d: %s", code, errOut)
+	}
+	var q map[string]any
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatal(err)
+	}
+	if moved, _ := q["moved"].([]any); len(moved) != 3 {
+		t.Errorf("quarantine moved %v, want 3 entries", q["moved"])
+	}
+	got = map[string]bool{}
+	paths(q, "", nil, got)
+	wantSet = map[string]bool{}
+	for _, p := range documented(t)["dlqctl.quarantine/v1"] {
+		wantSet[p] = true
+		if !got[p] && !strings.HasPrefix(p, "would_move[]") {
+			t.Errorf("docs/json.md lists %q, quarantine has no such field", p)
+		}
+	}
+	for p := range got {
+		if !wantSet[p] {
+			t.Errorf("quarantine field %q is not in docs/json.md", p)
 		}
 	}
 }
