@@ -105,7 +105,7 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	if err != nil {
 		return err
 	}
-	section(f, ro)
+	section(f)
 	t := report.Table{Title: "Consumers", Columns: []report.Column{{Name: "consumer"}, {Name: "pending", Right: true}, {Name: "idle", Right: true}}}
 	for _, c := range rep.Consumers {
 		t.Rows = append(t.Rows, []any{c.Name, c.Pending, report.Age(time.Duration(c.IdleSeconds) * time.Second)})
@@ -113,7 +113,7 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
 		return err
 	}
-	section(f, ro)
+	section(f)
 	var bars []report.Bar
 	for _, k := range []string{"1", "2", "3-5", "6-10", "11+"} {
 		bars = append(bars, report.Bar{Label: k + " deliveries", Count: int64(rep.DeliveryHistogram[k])})
@@ -122,7 +122,7 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 		return err
 	}
 	if minIdle > 0 {
-		section(f, ro)
+		section(f)
 		t := report.Table{Title: "Idle over " + opts.minIdle, Columns: []report.Column{{Name: "id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 		for _, e := range rep.OverMinIdle {
 			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})

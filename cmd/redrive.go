@@ -192,7 +192,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		}
 	}
 	if len(p.Excluded) > 0 {
-		section(f, ro)
+		section(f)
 		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "why", MaxWidth: 90}}}
 		for _, x := range p.Excluded {
 			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})

@@ -89,7 +89,7 @@ func (f *Factory) printRun(d RunDoc) error {
 	if d.Resume != "" && d.Remaining > 0 {
 		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
 	}
-	section(f, ro)
+	section(f)
 	if err := report.WriteFields(f.IO.Out, "Run", fields, ro); err != nil {
 		return err
 	}

@@ -123,13 +123,13 @@ func runStats(ctx context.Context, f *Factory) error {
 		for _, b := range doc.AgeHistogram {
 			bars = append(bars, report.Bar{Label: b.Label, Count: int64(b.Count)})
 		}
-		section(f, ro)
+		section(f)
 		if err := report.WriteHistogram(w, "Age", bars, ro); err != nil {
 			return err
 		}
 	}
 	if extra != nil && len(extra.Rows) > 0 {
-		section(f, ro)
+		section(f)
 		var fs []report.Field
 		for _, r := range extra.Rows {
 			fs = append(fs, report.Field{Key: r[0], Value: r[1]})
@@ -140,12 +140,12 @@ func runStats(ctx context.Context, f *Factory) error {
 }
 
 // section separates blocks of output: a blank line between tables.
-func section(f *Factory, ro report.Options) {
+func section(f *Factory) {
 	fmt.Fprintln(f.IO.Out)
 }
 
 func writeCounts(f *Factory, title, col string, counts map[string]int, ro report.Options) error {
-	section(f, ro)
+	section(f)
 	t := report.Table{Title: title, Columns: []report.Column{{Name: col, MaxWidth: 40}, {Name: "count", Right: true}}}
 	for _, k := range sortedByCount(counts) {
 		name := k

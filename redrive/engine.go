@@ -114,13 +114,15 @@ func (e *Engine) run(ctx context.Context, st *State) (status, halted, note strin
 		}
 	}
 	for {
+		// A failed entry is still in the DLQ; it is tried again by a
+		// resume, never twice within one run.
 		var next []int64
 		size := e.batchSize(st)
 		for _, en := range st.Plan.Entries {
 			if len(next) == size {
 				break
 			}
-			if !st.done(en.Seq) && !inBatches(st, en.Seq) {
+			if !st.done(en.Seq) && st.step[en.Seq] != RecFailed {
 				next = append(next, en.Seq)
 			}
 		}
@@ -133,12 +135,6 @@ func (e *Engine) run(ctx context.Context, st *State) (status, halted, note strin
 		}
 	}
 	return StatusCompleted, "", "", nil
-}
-
-// inBatches says whether seq was already part of an ended batch: a failed
-// entry is retried only by a resume, never within the same run.
-func inBatches(st *State, seq int64) bool {
-	return st.step[seq] == RecFailed
 }
 
 // after turns a batch's outcome into "stop" or "go on".
