@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestHarnessSmall keeps the benchmark compiling and working: every case
+// but pulsar-stats (which starts a broker) at N=2000, rate at 200 entries
+// (one second at 200/s), one alternation. It asserts only that both sides
+// processed every entry (Run fails otherwise) and that a report is written,
+// never timings.
+func TestHarnessSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds dlqctl and starts redis-server")
+	}
+	const n = 2000
+	cfg := Config{
+		Cases: []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate},
+		N:     n, DirN: n, RSSN: []int{n / 10, n}, RedriveN: n, RateN: 200, Runs: 1,
+		InProcess: true, RawRSS: true,
+	}
+	res, err := cfg.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []*Throughput{res.RedisStats, res.DirStats} {
+		if tp == nil || len(tp.Runs) != 1 || tp.N != n {
+			t.Fatalf("throughput case missing or incomplete: %+v", tp)
+		}
+		if r := tp.Runs[0]; r.Raw <= 0 || r.Proc <= 0 || r.In <= 0 {
+			t.Errorf("%s: a side did not run: %+v", tp.Case, r)
+		}
+	}
+	if len(res.RSS) != 2 || res.RSS[1].N != n || len(res.RSS[1].Dlqctl) != 1 || res.RSS[1].Dlqctl[0].MaxRSS <= 0 ||
+		len(res.RSS[0].Raw) != 1 || res.RSS[0].Raw[0].MaxRSS <= 0 {
+		t.Errorf("redis-rss: %+v", res.RSS)
+	}
+	if rd := res.Redrive; rd == nil || rd.N != n || len(rd.Runs) != 1 || rd.Runs[0].Raw <= 0 || rd.Runs[0].Apply <= 0 || rd.Runs[0].Journal <= 0 {
+		t.Errorf("redis-redrive: %+v", rd)
+	}
+	if rr := res.Rate; rr == nil || rr.N != 200 || rr.Span <= 0 || rr.MaxWindow <= 0 {
+		t.Errorf("rate: %+v", rr)
+	}
+	var out bytes.Buffer
+	res.Write(&out)
+	for _, want := range []string{"### redis-stats", "### redis-rss", "### dir-stats", "### redis-redrive", "### rate"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/bench/raw"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+)
+
+// Case names.
+const (
+	caseRedisStats = "redis-stats"
+	caseRedisRSS   = "redis-rss"
+	caseDirStats   = "dir-stats"
+	// Redrive and Pulsar cases: redrive.go, pulsar.go.
+	caseRedisRedrive = "redis-redrive"
+	caseRate         = "rate"
+	casePulsarStats  = "pulsar-stats"
+)
+
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats}
+
+// Config is one benchmark run.
+type Config struct {
+	Cases []string
+	N     int   // redis-stats entries
+	DirN  int   // dir-stats files
+	RSSN  []int // redis-rss sizes
+	Runs  int   // alternations per throughput case
+	// RedriveN is the redis-redrive DLQ's size, RateN the rate case's,
+	// PulsarN the pulsar-stats topic's.
+	RedriveN int
+	RateN    int
+	PulsarN  int
+	// InProcess also times dlqctl through cmd.Execute in this process.
+	InProcess bool
+	// RawRSS also measures the raw loop's peak RSS in a child process
+	// (bench/rawredis under bench/launcher).
+	RawRSS bool
+	// CPUProfile / MemProfile, when set, are file name prefixes: one extra
+	// in-process dlqctl run per throughput case writes PREFIX-CASE.pprof.
+	CPUProfile string
+	MemProfile string
+	// Dlqctl is a prebuilt binary; empty means build one with `go build`.
+	Dlqctl string
+	Log    io.Writer
+}
+
+// Results is everything a run measured.
+type Results struct {
+	Started    time.Time
+	Elapsed    time.Duration
+	NumCPU     int
+	GoVersion  string
+	GOOSARCH   string
+	Redis      string
+	Command    string
+	RedisStats *Throughput
+	DirStats   *Throughput
+	RSS        []RSSPoint
+	Profiles   []string
+	Redrive    *Redrive     // redis-redrive (redrive.go)
+	Rate       *RateResult  // rate (redrive.go)
+	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
+}
+
+// Throughput is one throughput case: Runs alternations of raw and dlqctl.
+type Throughput struct {
+	Case      string
+	N         int
+	Seed      time.Duration
+	Runs      []Run
+	InProcess bool
+	// Server is the server whose own CPU is in neither side ("" means
+	// redis-server).
+	Server string
+}
+
+// Run is one alternation.
+type Run struct {
+	Raw       time.Duration
+	RawCPU    time.Duration
+	RawAllocs uint64
+	RawBytes  uint64
+	Proc      time.Duration
+	ProcUser  time.Duration
+	ProcSys   time.Duration
+	ProcMem   memSample
+	In        time.Duration
+	InAllocs  uint64
+	InBytes   uint64
+}
+
+// RSSPoint is the peak RSS of `dlqctl stats` and of the raw loop at N,
+// one sample per run.
+type RSSPoint struct {
+	N      int
+	Dlqctl []memSample
+	Raw    []memSample // empty when not measured
+}
+
+// memSample is one process's memory as the launcher saw it.
+type memSample struct {
+	Wall   time.Duration
+	MaxRSS int64 // ru_maxrss, KiB
+	Anon   int64 // largest sampled RssAnon, KiB
+	File   int64 // largest sampled RssFile, KiB
+	Floor  int64 // the launcher's own peak: MaxRSS cannot read below it
+}
+
+func (c *Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "bench: "+format+"\n", args...)
+	}
+}
+
+// Run runs the selected cases.
+func (c Config) Run(ctx context.Context) (*Results, error) {
+	if c.Runs < 1 {
+		c.Runs = 1
+	}
+	res := &Results{
+		Started: time.Now().UTC(), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(),
+		GOOSARCH: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	tmp, err := os.MkdirTemp("", "dlqctl-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	c.logf("building dlqctl, bench/launcher and bench/rawredis")
+	h, err := buildHelpers(tmp, c.Dlqctl)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDlqctl(h, tmp)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+
+	if slices.Contains(c.Cases, caseRedisStats) || slices.Contains(c.Cases, caseRedisRSS) {
+		if err := c.runRedis(ctx, h, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseDirStats) {
+		if err := c.runDir(ctx, d, filepath.Join(tmp, "queue"), now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedisRedrive) || slices.Contains(c.Cases, caseRate) {
+		if err := c.runRedrive(ctx, d, tmp, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, casePulsarStats) {
+		if err := c.runPulsar(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	res.Elapsed = time.Since(res.Started)
+	return res, nil
+}
+
+func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Time, res *Results) error {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	rdb := raw.NewRedisClient(srv.Addr())
+	defer rdb.Close()
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				res.Redis = v
+			}
+		}
+	}
+	seeded := map[int]string{}
+	seed := func(n int) (string, time.Duration, error) {
+		if k, ok := seeded[n]; ok {
+			return k, 0, nil
+		}
+		key := fmt.Sprintf("dlq:bench:%d", n)
+		c.logf("seeding %s with %d entries", key, n)
+		start := time.Now()
+		if err := seedStream(ctx, rdb, key, n, now); err != nil {
+			return "", 0, err
+		}
+		seeded[n] = key
+		return key, time.Since(start), nil
+	}
+
+	if slices.Contains(c.Cases, caseRedisStats) {
+		key, took, err := seed(c.N)
+		if err != nil {
+			return err
+		}
+		source := srv.URL(0, key)
+		t := &Throughput{Case: caseRedisStats, N: c.N, Seed: took, InProcess: c.InProcess}
+		res.RedisStats = t
+		for i := range c.Runs {
+			var r Run
+			raw, err := rawRedisScan(ctx, rdb, key)
+			if err != nil {
+				return err
+			}
+			if raw.Count != c.N {
+				return fmt.Errorf("raw redis loop read %d entries, want %d", raw.Count, c.N)
+			}
+			r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+			if err := c.dlqctlRun(ctx, d, source, c.N, &r); err != nil {
+				return err
+			}
+			t.Runs = append(t.Runs, r)
+			c.logf("redis-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+		}
+		if err := c.profile(ctx, d, source, "redis", res); err != nil {
+			return err
+		}
+	}
+
+	if slices.Contains(c.Cases, caseRedisRSS) {
+		for _, n := range c.RSSN {
+			key, _, err := seed(n)
+			if err != nil {
+				return err
+			}
+			pt := RSSPoint{N: n}
+			if t := res.RedisStats; t != nil && t.N == n {
+				// redis-stats measured this size already.
+				for _, r := range t.Runs {
+					pt.Dlqctl = append(pt.Dlqctl, r.ProcMem)
+				}
+			} else {
+				for range c.Runs {
+					p, err := d.runProcess(ctx, srv.URL(0, key))
+					if err != nil {
+						return err
+					}
+					if p.Total != n {
+						return fmt.Errorf("dlqctl stats counted %d entries, want %d", p.Total, n)
+					}
+					pt.Dlqctl = append(pt.Dlqctl, p.mem())
+				}
+			}
+			if c.RawRSS {
+				for range c.Runs {
+					l, err := rawRedisChild(ctx, h, srv.Addr(), key, n)
+					if err != nil {
+						return err
+					}
+					pt.Raw = append(pt.Raw, memSample{Wall: l.Wall, MaxRSS: l.MaxRSS, Anon: l.PeakAnon, File: l.PeakFile, Floor: l.LauncherHWM})
+				}
+			}
+			c.logf("redis-rss N=%d: dlqctl %v, raw %v", n, pt.Dlqctl, pt.Raw)
+			res.RSS = append(res.RSS, pt)
+		}
+	}
+	return nil
+}
+
+// dlqctlRun times dlqctl as a subprocess, then in-process when asked.
+func (c Config) dlqctlRun(ctx context.Context, d *dlqctl, source string, want int, r *Run) error {
+	p, err := d.runProcess(ctx, source)
+	if err != nil {
+		return err
+	}
+	if p.Total != want {
+		return fmt.Errorf("dlqctl stats counted %d entries, want %d", p.Total, want)
+	}
+	r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
+	if !c.InProcess {
+		return nil
+	}
+	in, err := d.runInProcess(ctx, source, "", "")
+	if err != nil {
+		return err
+	}
+	if in.Total != want {
+		return fmt.Errorf("in-process dlqctl stats counted %d entries, want %d", in.Total, want)
+	}
+	r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
+	return nil
+}
+
+// profile runs dlqctl in-process once more with the CPU and/or allocation
+// profile on.
+func (c Config) profile(ctx context.Context, d *dlqctl, source, name string, res *Results) error {
+	if c.CPUProfile == "" && c.MemProfile == "" {
+		return nil
+	}
+	var cpu, mem string
+	if c.CPUProfile != "" {
+		cpu = c.CPUProfile + "-" + name + ".pprof"
+		res.Profiles = append(res.Profiles, cpu)
+	}
+	if c.MemProfile != "" {
+		mem = c.MemProfile + "-" + name + ".pprof"
+		res.Profiles = append(res.Profiles, mem)
+	}
+	c.logf("profiling dlqctl stats on %s in-process", name)
+	_, err := d.runInProcess(ctx, source, cpu, mem)
+	return err
+}
+
+func (c Config) runDir(ctx context.Context, d *dlqctl, root string, now time.Time, res *Results) error {
+	c.logf("writing %d envelope files into %s/error", c.DirN, root)
+	start := time.Now()
+	if err := seedDir(root, c.DirN, now); err != nil {
+		return err
+	}
+	t := &Throughput{Case: caseDirStats, N: c.DirN, Seed: time.Since(start), InProcess: c.InProcess}
+	res.DirStats = t
+	source := "dir:" + root
+	// Warm the page cache and both code paths once.
+	if _, err := rawDirScan(root); err != nil {
+		return err
+	}
+	var warm Run
+	if err := c.dlqctlRun(ctx, d, source, c.DirN, &warm); err != nil {
+		return err
+	}
+	for i := range c.Runs {
+		var r Run
+		raw, err := rawDirScan(root)
+		if err != nil {
+			return err
+		}
+		if raw.Count != c.DirN {
+			return fmt.Errorf("raw dir loop read %d files, want %d", raw.Count, c.DirN)
+		}
+		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+		if err := c.dlqctlRun(ctx, d, source, c.DirN, &r); err != nil {
+			return err
+		}
+		t.Runs = append(t.Runs, r)
+		c.logf("dir-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+	}
+	return c.profile(ctx, d, source, "dir", res)
+}

@@ -1,0 +1,110 @@
+// Command bench measures dlqctl against the raw client doing the same work
+// in the same run and reports the ratio (docs/performance.md).
+//
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|pulsar-stats [-n N]
+//
+// Cases:
+//
+//	redis-stats  a real redis-server, a DLQ stream of N entries (default
+//	             1,000,000); alternately a go-redis XRANGE loop (json.Unmarshal
+//	             and SHA-256 of each payload) and `dlqctl stats -o json` as a
+//	             subprocess (and in-process through cmd.Execute).
+//	redis-rss    peak RSS (ru_maxrss) of `dlqctl stats` at N/10 and N
+//	             (default 100,000 and 1,000,000), and of the raw loop.
+//	dir-stats    a directory queue of N/10 files (default 100,000);
+//	             alternately os.ReadDir + ReadFile + json.Unmarshal + SHA-256
+//	             and `dlqctl --source dir:PATH stats -o json`.
+//	redis-redrive  a DLQ stream of -redrive-n entries (default 100,000),
+//	             reseeded before each side; alternately a pipelined Lua
+//	             move loop (EVALSHA, 256 per pipeline) and `dlqctl redrive
+//	             apply` of an approved unlimited-rate plan, as a subprocess.
+//	rate         `dlqctl redrive apply` at --rate 200 --burst 10 over
+//	             -rate-n entries (default 2,000): achieved rate and the
+//	             largest count in any one-second window, from the
+//	             destination's stream IDs.
+//	pulsar-stats a standalone Pulsar broker (internal/pulsartest) and a DLQ
+//	             topic of -pulsar-n messages (default 100,000); alternately a
+//	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)
+//	             and `dlqctl --source pulsar://… stats -o json`.
+//
+// It is not part of `go test ./...`; bench_test.go only runs it small.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	var (
+		which     = flag.String("case", "all", "all, or a comma-separated list of: "+strings.Join(allCases, ", "))
+		n         = flag.Int("n", 1_000_000, "entries in the redis-stats stream; redis-rss uses N/10 and N, dir-stats N/10 files")
+		dirN      = flag.Int("dir-n", 0, "files in the dir-stats queue (default N/10)")
+		runs      = flag.Int("runs", 3, "alternations of raw and dlqctl per throughput case")
+		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
+		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
+		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
+		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
+		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
+		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of one extra in-process dlqctl run per throughput case to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
+		memProf   = flag.String("memprofile", "", "write the allocation profile after one extra in-process dlqctl run to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
+		bin       = flag.String("dlqctl", "", "use this dlqctl binary instead of building one")
+	)
+	flag.Parse()
+	cases, err := parseCases(*which)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if *n < 10 {
+		fmt.Fprintln(os.Stderr, "bench: -n must be at least 10")
+		os.Exit(2)
+	}
+	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -redrive-n and -pulsar-n must be at least 1, -rate-n at least 2")
+		os.Exit(2)
+	}
+	cfg := Config{
+		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
+		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN,
+		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
+		Dlqctl: *bin, Log: os.Stderr,
+	}
+	if cfg.DirN == 0 {
+		cfg.DirN = *n / 10
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := cfg.Run(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		stop()
+		os.Exit(1)
+	}
+	res.Command = strings.TrimSpace("go run ./bench " + strings.Join(os.Args[1:], " "))
+	res.Write(os.Stdout)
+}
+
+func parseCases(s string) ([]string, error) {
+	if s == "all" {
+		return allCases, nil
+	}
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		c = strings.TrimSpace(c)
+		ok := false
+		for _, known := range allCases {
+			ok = ok || c == known
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown case %q (want all, %s)", c, strings.Join(allCases, ", "))
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

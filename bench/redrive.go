@@ -1,0 +1,728 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlqctl/dlqctl/bench/raw"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/redrive"
+)
+
+// The redrive cases: redis-redrive (throughput of `dlqctl redrive apply`
+// against a pipelined Lua move loop) and rate (how closely `--rate 200
+// --burst 10` holds).
+const (
+	redriveKey = "dlq:bench:redrive"
+	rateKey    = "dlq:bench:rate"
+	rateDest   = "bench:rate:dest"
+	// destField names each entry's destination stream (SPEC §3).
+	destField = "origin_stream"
+
+	rateLimit     = 200
+	rateBurst     = 10
+	rateTolerance = 0.03 // achieved rate within ±3 % of rateLimit
+
+	targetRedriveRatio = 0.5 // dlqctl apply entries/s ÷ raw move loop entries/s, at least
+)
+
+// Redrive is the redis-redrive case: Runs alternations of the raw move
+// loop and `dlqctl redrive apply`, each on a freshly seeded DLQ.
+type Redrive struct {
+	N       int
+	Seed    []time.Duration
+	Runs    []RedriveRun
+	Plan    string // the dlqctl command lines, with placeholders
+	Approve string
+	Apply   string
+	Profile []string
+}
+
+// RedriveRun is one alternation.
+type RedriveRun struct {
+	Raw       time.Duration // raw move loop, wall
+	RawCPU    time.Duration // the bench process's CPU during it
+	RawServer time.Duration // redis-server's CPU during it
+	RawRead   time.Duration // of which reading the ids (XRANGE pages)
+
+	Plan      time.Duration // `dlqctl redrive plan`, wall
+	PlanRSS   int64         // KiB
+	PlanBytes int64         // the plan file after approval
+
+	Apply       time.Duration // `dlqctl redrive apply`, wall
+	ApplyCPU    time.Duration // its user+sys CPU
+	ApplyServer time.Duration // redis-server's CPU during it
+	ApplyRSS    int64         // KiB
+	Journal     int64         // bytes
+	Records     int           // journal lines
+	Batches     int
+	Phases      applyPhases
+}
+
+// RateResult is the rate case: one `dlqctl redrive apply` under --rate and
+// --burst, timed by the destination entries' stream IDs.
+type RateResult struct {
+	N, Rate, Burst int
+	Apply          time.Duration // wall of the apply process
+	Span           time.Duration // first to last send (destination IDs)
+	Achieved       float64       // N ÷ Span
+	MaxWindow      int           // most sends in any one-second window
+	Plan, Apply2   string        // command lines
+}
+
+// want is what an event must look like at its destination.
+type want struct{ fingerprint, origin string }
+
+// expectedEvents is every seeded event by ID.
+func expectedEvents(n int, now time.Time) map[string]want {
+	g := newGenerator(n, now)
+	out := make(map[string]want, n)
+	for i := range n {
+		e := g.entry(i)
+		out[e.EventID] = want{e.Fingerprint, e.OriginStream}
+	}
+	return out
+}
+
+func originStreams() []string {
+	var out []string
+	for _, o := range origins {
+		out = append(out, o.stream)
+	}
+	return out
+}
+
+// verifyMoved checks that the DLQ is empty and that every expected event is
+// in the destination streams exactly once, with its fingerprint and, when
+// byOrigin, in its origin stream. It returns the stream IDs read.
+func verifyMoved(ctx context.Context, rdb *redis.Client, dlq string, dests []string, exp map[string]want, byOrigin bool) ([]string, error) {
+	left, err := rdb.XLen(ctx, dlq).Result()
+	if err != nil {
+		return nil, err
+	}
+	if left != 0 {
+		return nil, fmt.Errorf("%d entries left in the DLQ %s", left, dlq)
+	}
+	seen := make(map[string]bool, len(exp))
+	var ids []string
+	for _, dest := range dests {
+		start := "-"
+		for {
+			msgs, err := rdb.XRangeN(ctx, dest, start, "+", raw.PageSize).Result()
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range msgs {
+				ev, _ := m.Values["event_id"].(string)
+				w, ok := exp[ev]
+				switch {
+				case !ok:
+					return nil, fmt.Errorf("%s %s: unexpected event %q", dest, m.ID, ev)
+				case seen[ev]:
+					return nil, fmt.Errorf("%s %s: event %s arrived twice", dest, m.ID, ev)
+				case m.Values["fingerprint"] != w.fingerprint:
+					return nil, fmt.Errorf("%s %s: event %s has fingerprint %v, want %s", dest, m.ID, ev, m.Values["fingerprint"], w.fingerprint)
+				case byOrigin && dest != w.origin:
+					return nil, fmt.Errorf("%s %s: event %s belongs in %s", dest, m.ID, ev, w.origin)
+				}
+				seen[ev] = true
+				ids = append(ids, m.ID)
+			}
+			if len(msgs) < raw.PageSize {
+				break
+			}
+			start = "(" + msgs[len(msgs)-1].ID
+		}
+	}
+	if len(seen) != len(exp) {
+		return nil, fmt.Errorf("%d of %d events arrived", len(seen), len(exp))
+	}
+	return ids, nil
+}
+
+// redisCPU is redis-server's user+system CPU so far (INFO cpu).
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu %s: %v", k, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+func redisVersion(ctx context.Context, rdb *redis.Client) string {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// reseed empties the database and seeds key with n entries.
+func reseed(ctx context.Context, rdb *redis.Client, key string, n int, now time.Time) (time.Duration, error) {
+	start := time.Now()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return 0, err
+	}
+	if err := seedStream(ctx, rdb, key, n, now); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// runDoc is the part of dlqctl.run/v1 the bench checks.
+type runDoc struct {
+	Schema  string            `json:"schema"`
+	Status  string            `json:"status"`
+	Planned int               `json:"planned"`
+	Moved   int               `json:"moved"`
+	Gone    int               `json:"gone"`
+	Skipped int               `json:"skipped"`
+	Failed  int               `json:"failed"`
+	Batches []json.RawMessage `json:"batches"`
+}
+
+func parseRun(out []byte, n int) (runDoc, error) {
+	var doc runDoc
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return doc, fmt.Errorf("apply output is not JSON: %v: %.200s", err, out)
+	}
+	if doc.Schema != "dlqctl.run/v1" || doc.Status != redrive.StatusCompleted || doc.Planned != n || doc.Moved != n {
+		return doc, fmt.Errorf("apply: status %q, planned %d, moved %d (want %s, %d, %d): %.300s", doc.Status, doc.Planned, doc.Moved, redrive.StatusCompleted, n, n, out)
+	}
+	return doc, nil
+}
+
+func (d *dlqctl) planArgs(source, plan string, params ...string) []string {
+	args := []string{"--config", d.config, "--source", source, "redrive", "plan"}
+	args = append(args, params...)
+	return append(args, "--reason", "bench", "--out", plan)
+}
+
+func (d *dlqctl) approveArgs(plan string) []string {
+	return []string{"--config", d.config, "redrive", "approve", plan}
+}
+
+func (d *dlqctl) applyArgs(source, plan string) []string {
+	return []string{"--config", d.config, "--source", source, "-o", "json", "redrive", "apply", plan}
+}
+
+var approvalEnv = []string{"DLQCTL_APPROVAL_KEY=" + approvalKey}
+
+// planApprove writes a plan in dir and approves it; it returns the plan's
+// path and the plan process's report.
+func (d *dlqctl) planApprove(ctx context.Context, source, dir string, params ...string) (string, launched, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", launched{}, err
+	}
+	plan := filepath.Join(dir, "p.json")
+	lp, err := d.launchArgs(ctx, nil, d.planArgs(source, plan, params...)...)
+	if err != nil {
+		return "", lp, err
+	}
+	if _, err := d.launchArgs(ctx, approvalEnv, d.approveArgs(plan)...); err != nil {
+		return "", lp, err
+	}
+	return plan, lp, nil
+}
+
+// commandLine shows args with the bench's temporary paths replaced.
+func (d *dlqctl) commandLine(args []string, repl ...string) string {
+	r := strings.NewReplacer(append([]string{d.config, "EMPTY"}, repl...)...)
+	return "dlqctl " + r.Replace(strings.Join(args, " "))
+}
+
+func (c Config) runRedrive(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	rdb := raw.NewRedisClient(srv.Addr())
+	defer rdb.Close()
+	if res.Redis == "" {
+		res.Redis = redisVersion(ctx, rdb)
+	}
+	work := filepath.Join(tmp, "redrive")
+	if slices.Contains(c.Cases, caseRedisRedrive) {
+		if err := c.redisRedrive(ctx, d, srv, rdb, work, now, res); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(c.Cases, caseRate) {
+		if err := c.rate(ctx, d, srv, rdb, work, now, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Server, rdb *redis.Client, work string, now time.Time, res *Results) error {
+	n := c.RedriveN
+	source := srv.URL(0, redriveKey)
+	exp := expectedEvents(n, now)
+	dests := originStreams()
+	params := []string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}
+	rd := &Redrive{N: n}
+	res.Redrive = rd
+	{
+		plan := filepath.Join(work, "RUN", "p.json")
+		repl := []string{source, "redis://ADDR/0?stream=" + redriveKey, plan, "p.json"}
+		rd.Plan = d.commandLine(d.planArgs(source, plan, params...), repl...)
+		rd.Approve = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.approveArgs(plan), repl...)
+		rd.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(source, plan), repl...)
+	}
+	for i := range c.Runs {
+		var r RedriveRun
+
+		// Raw: the pipelined Lua move loop.
+		c.logf("redis-redrive run %d/%d: seeding %d entries for the raw move loop", i+1, c.Runs, n)
+		took, err := reseed(ctx, rdb, redriveKey, n, now)
+		if err != nil {
+			return err
+		}
+		rd.Seed = append(rd.Seed, took)
+		srv0, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		cpu0, start := cpuTime(), time.Now()
+		moved, read, err := raw.RedisMoveLoop(ctx, rdb, redriveKey, destField)
+		r.RawRead = read
+		r.Raw, r.RawCPU = time.Since(start), cpuTime()-cpu0
+		if err != nil {
+			return fmt.Errorf("raw move loop: %v", err)
+		}
+		srv1, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		r.RawServer = srv1 - srv0
+		if moved != n {
+			return fmt.Errorf("raw move loop moved %d entries, want %d", moved, n)
+		}
+		if _, err := verifyMoved(ctx, rdb, redriveKey, dests, exp, true); err != nil {
+			return fmt.Errorf("raw move loop: %v", err)
+		}
+
+		// dlqctl: plan, approve, then apply timed.
+		c.logf("redis-redrive run %d/%d: raw %s; seeding for dlqctl", i+1, c.Runs, r.Raw.Round(time.Millisecond))
+		if _, err := reseed(ctx, rdb, redriveKey, n, now); err != nil {
+			return err
+		}
+		dir := filepath.Join(work, fmt.Sprintf("run-%d", i+1))
+		plan, lp, err := d.planApprove(ctx, source, dir, params...)
+		if err != nil {
+			return err
+		}
+		r.Plan, r.PlanRSS = lp.Wall, lp.MaxRSS
+		if fi, err := os.Stat(plan); err == nil {
+			r.PlanBytes = fi.Size()
+		}
+		srv0, err = redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		launched := time.Now()
+		la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(source, plan)...)
+		if err != nil {
+			return err
+		}
+		srv1, err = redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
+		r.Apply, r.ApplyCPU, r.ApplyRSS, r.ApplyServer = la.Wall, la.User+la.Sys, la.MaxRSS, srv1-srv0
+		doc, err := parseRun(la.Stdout, n)
+		if err != nil {
+			return err
+		}
+		r.Batches = len(doc.Batches)
+		if r.Journal, r.Records, err = journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+			return err
+		}
+		if r.Phases, err = journalPhases(redrive.DefaultJournalPath(plan), launched, la.Wall); err != nil {
+			return err
+		}
+		if _, err := verifyMoved(ctx, rdb, redriveKey, dests, exp, true); err != nil {
+			return fmt.Errorf("dlqctl redrive apply: %v", err)
+		}
+		rd.Runs = append(rd.Runs, r)
+		c.logf("redis-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s (journal %.1f MiB)", i+1, c.Runs,
+			r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond), float64(r.Journal)/(1<<20))
+	}
+
+	if c.CPUProfile == "" && c.MemProfile == "" {
+		return nil
+	}
+	var cpu, mem string
+	if c.CPUProfile != "" {
+		cpu = c.CPUProfile + "-redrive.pprof"
+		rd.Profile = append(rd.Profile, cpu)
+	}
+	if c.MemProfile != "" {
+		mem = c.MemProfile + "-redrive.pprof"
+		rd.Profile = append(rd.Profile, mem)
+	}
+	c.logf("profiling dlqctl redrive apply in-process")
+	if _, err := reseed(ctx, rdb, redriveKey, n, now); err != nil {
+		return err
+	}
+	plan, _, err := d.planApprove(ctx, source, filepath.Join(work, "profile"), params...)
+	if err != nil {
+		return err
+	}
+	_, out, err := d.execInProcess(ctx, map[string]string{"DLQCTL_APPROVAL_KEY": approvalKey}, d.applyArgs(source, plan), cpu, mem)
+	if err != nil {
+		return err
+	}
+	if _, err := parseRun(out, n); err != nil {
+		return err
+	}
+	_, err = verifyMoved(ctx, rdb, redriveKey, dests, exp, true)
+	return err
+}
+
+// journalSize is the journal's size and its number of records (lines).
+func journalSize(path string) (int64, int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("journal: %v", err)
+	}
+	return int64(len(b)), bytes.Count(b, []byte{'\n'}), nil
+}
+
+func (c Config) rate(ctx context.Context, d *dlqctl, srv *redistest.Server, rdb *redis.Client, work string, now time.Time, res *Results) error {
+	n := c.RateN
+	source := srv.URL(0, rateKey)
+	c.logf("rate: seeding %d entries", n)
+	if _, err := reseed(ctx, rdb, rateKey, n, now); err != nil {
+		return err
+	}
+	params := []string{"--rate", strconv.Itoa(rateLimit), "--burst", strconv.Itoa(rateBurst), "--ramp", strconv.Itoa(n),
+		"--settle", "0s", "--unverified-ok", "--to", rateDest}
+	dir := filepath.Join(work, "rate")
+	plan, _, err := d.planApprove(ctx, source, dir, params...)
+	if err != nil {
+		return err
+	}
+	repl := []string{source, "redis://ADDR/0?stream=" + rateKey, plan, "p.json"}
+	rr := &RateResult{N: n, Rate: rateLimit, Burst: rateBurst,
+		Plan: d.commandLine(d.planArgs(source, plan, params...), repl...), Apply2: d.commandLine(d.applyArgs(source, plan), repl...)}
+	c.logf("rate: dlqctl redrive apply at %d/s, burst %d (about %.0f s)", rateLimit, rateBurst, float64(n)/rateLimit)
+	la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(source, plan)...)
+	if err != nil {
+		return err
+	}
+	if _, err := parseRun(la.Stdout, n); err != nil {
+		return err
+	}
+	rr.Apply = la.Wall
+	ids, err := verifyMoved(ctx, rdb, rateKey, []string{rateDest}, expectedEvents(n, now), false)
+	if err != nil {
+		return fmt.Errorf("rate: %v", err)
+	}
+	ms, err := idMillis(ids)
+	if err != nil {
+		return err
+	}
+	rr.Span = time.Duration(ms[len(ms)-1]-ms[0]) * time.Millisecond
+	rr.Achieved = rate(n, rr.Span)
+	rr.MaxWindow = maxInWindow(ms, 1000)
+	res.Rate = rr
+	c.logf("rate: %d entries in %s: %.1f/s, at most %d in one second", n, rr.Span, rr.Achieved, rr.MaxWindow)
+	return nil
+}
+
+// idMillis is the millisecond part of each stream ID, sorted.
+func idMillis(ids []string) ([]int64, error) {
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		msPart, _, _ := strings.Cut(id, "-")
+		v, err := strconv.ParseInt(msPart, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("stream ID %q: %v", id, err)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no entries at the destination")
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// maxInWindow is the largest number of ts (sorted) in any half-open window
+// [t, t+width); the largest is always at a window that starts at some ts.
+func maxInWindow(ts []int64, width int64) int {
+	best, j := 0, 0
+	for i := range ts {
+		for j < len(ts) && ts[j] < ts[i]+width {
+			j++
+		}
+		best = max(best, j-i)
+	}
+	return best
+}
+
+func (rd *Redrive) write(w io.Writer) {
+	fmt.Fprintf(w, "\n### redis-redrive — N = %s entries", group(float64(rd.N)))
+	if len(rd.Seed) > 0 {
+		var s []float64
+		for _, d := range rd.Seed {
+			s = append(s, d.Seconds())
+		}
+		fmt.Fprintf(w, " (seeded in %.1fs, median, before each side)", median(s))
+	}
+	fmt.Fprintf(w, "\n\ndlqctl side, per run in a fresh folder: `%s`, `%s`, then timed: `%s`.\n\n", rd.Plan, rd.Approve, rd.Apply)
+	fmt.Fprintln(w, "| run | raw s | raw entries/s | raw CPU s | redis CPU s (raw) | dlqctl apply s | dlqctl entries/s | ratio | apply CPU s | redis CPU s (apply) | apply peak RSS MiB | plan s | plan peak RSS MiB | journal MiB | journal records |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	n := float64(rd.N)
+	row := func(name string, r RedriveRun) {
+		fmt.Fprintf(w, "| %s | %.2f | %s | %.2f | %.2f | %.2f | %s | %.2f× | %.2f | %.2f | %.1f | %.2f | %.1f | %.1f | %s |\n", name,
+			r.Raw.Seconds(), group(n/r.Raw.Seconds()), r.RawCPU.Seconds(), r.RawServer.Seconds(),
+			r.Apply.Seconds(), group(n/r.Apply.Seconds()), r.Raw.Seconds()/r.Apply.Seconds(), r.ApplyCPU.Seconds(), r.ApplyServer.Seconds(),
+			mib(r.ApplyRSS), r.Plan.Seconds(), mib(r.PlanRSS), float64(r.Journal)/(1<<20), group(float64(r.Records)))
+	}
+	for i, r := range rd.Runs {
+		row(fmt.Sprint(i+1), r)
+	}
+	col := func(f func(RedriveRun) float64) float64 {
+		var xs []float64
+		for _, r := range rd.Runs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	sec := func(d time.Duration) float64 { return d.Seconds() }
+	med := RedriveRun{
+		Raw:         time.Duration(col(func(r RedriveRun) float64 { return sec(r.Raw) }) * float64(time.Second)),
+		RawCPU:      time.Duration(col(func(r RedriveRun) float64 { return sec(r.RawCPU) }) * float64(time.Second)),
+		RawServer:   time.Duration(col(func(r RedriveRun) float64 { return sec(r.RawServer) }) * float64(time.Second)),
+		Apply:       time.Duration(col(func(r RedriveRun) float64 { return sec(r.Apply) }) * float64(time.Second)),
+		ApplyCPU:    time.Duration(col(func(r RedriveRun) float64 { return sec(r.ApplyCPU) }) * float64(time.Second)),
+		ApplyServer: time.Duration(col(func(r RedriveRun) float64 { return sec(r.ApplyServer) }) * float64(time.Second)),
+		ApplyRSS:    int64(col(func(r RedriveRun) float64 { return float64(r.ApplyRSS) })),
+		Plan:        time.Duration(col(func(r RedriveRun) float64 { return sec(r.Plan) }) * float64(time.Second)),
+		PlanRSS:     int64(col(func(r RedriveRun) float64 { return float64(r.PlanRSS) })),
+		Journal:     int64(col(func(r RedriveRun) float64 { return float64(r.Journal) })),
+		Records:     int(col(func(r RedriveRun) float64 { return float64(r.Records) })),
+	}
+	row("median", med)
+	fmt.Fprintf(w, "\n(The median row's ratio is the ratio of the medians.)\n")
+	ratio := col(func(r RedriveRun) float64 { return r.Raw.Seconds() / r.Apply.Seconds() })
+	fmt.Fprintf(w, "\nRatio dlqctl apply/raw move loop, median of the %d per-run ratios: **%.2f×**. Target ≥ %.1f×: %s.\n", len(rd.Runs), ratio, targetRedriveRatio, verdict(ratio >= targetRedriveRatio))
+	fmt.Fprintf(w, "CPU: raw loop %.2f s in the bench process + %.2f s in redis-server; dlqctl apply %.2f s + %.2f s in redis-server (medians).\n",
+		med.RawCPU.Seconds(), med.RawServer.Seconds(), med.ApplyCPU.Seconds(), med.ApplyServer.Seconds())
+	fmt.Fprintf(w, "Plan (`redrive plan`, not in the ratio): %.2f s median, %s entries/s; plan file %.1f MiB after approval. Journal: %.1f MiB, %.0f B and %.1f records per entry; %d batch(es) per apply.\n",
+		med.Plan.Seconds(), group(n/med.Plan.Seconds()), float64(rd.Runs[0].PlanBytes)/(1<<20), float64(med.Journal)/(1<<20), float64(med.Journal)/n, float64(med.Records)/n, rd.Runs[0].Batches)
+	rd.writePhases(w)
+	fmt.Fprintf(w, "Every run, both sides: the DLQ ended empty and each of the %s events was in its origin stream exactly once, with its fingerprint.\n", group(n))
+	if len(rd.Profile) > 0 {
+		fmt.Fprintf(w, "Profiles of one extra in-process `redrive apply`: %s\n", strings.Join(rd.Profile, ", "))
+	}
+}
+
+func (rr *RateResult) write(w io.Writer) {
+	fmt.Fprintf(w, "\n### rate — `--rate %d --burst %d` over %s entries\n\n", rr.Rate, rr.Burst, group(float64(rr.N)))
+	fmt.Fprintf(w, "`%s`, approved, then `%s`; send times are the destination entries' stream IDs (milliseconds).\n\n", rr.Plan, rr.Apply2)
+	lo, hi := float64(rr.Rate)*(1-rateTolerance), float64(rr.Rate)*(1+rateTolerance)
+	limit := rr.Rate + rr.Burst
+	fmt.Fprintln(w, "| entries | apply s | first → last send s | achieved entries/s | target | max in any 1 s window | target |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|---|--:|---|")
+	fmt.Fprintf(w, "| %s | %.2f | %.3f | %.1f | %.0f–%.0f: %s | %d | ≤ %d: %s |\n", group(float64(rr.N)), rr.Apply.Seconds(), rr.Span.Seconds(), rr.Achieved,
+		lo, hi, verdict(rr.Achieved >= lo && rr.Achieved <= hi), rr.MaxWindow, limit, verdict(rr.MaxWindow <= limit))
+	fmt.Fprintf(w, "\nAll %s events arrived at the destination exactly once and the DLQ ended empty.\n", group(float64(rr.N)))
+}
+
+// applyPhases splits one apply's wall time by the times of its journal
+// records (each record's "at" is taken when it is encoded, just before the
+// write and sync of its group).
+type applyPhases struct {
+	// Before: process start to the run-start record: read and verify the
+	// plan and its approval, connect, the staleness read of the whole DLQ.
+	Before time.Duration
+	// Start: run-start (the plan itself is in it) to the first intent:
+	// writing the run-start and batch-start records, DLQ length and tail.
+	Start time.Duration
+	// Intents: encoding each chunk's intent records.
+	Intents time.Duration
+	// Publish: last intent to first published record of a chunk: writing
+	// and syncing the intents, then the pipelined move scripts.
+	Publish time.Duration
+	// Results: encoding each chunk's published and removed records.
+	Results time.Duration
+	// Between: last removed record of a chunk to the next chunk's first
+	// intent: writing and syncing the results, then preparing the next
+	// chunk.
+	Between time.Duration
+	// Reconcile: the last chunk's last removed record to batch-end:
+	// writing and syncing the results, reconciling the batch (a read of
+	// the DLQ after its tail) and its length.
+	Reconcile time.Duration
+	// After: batch-end to process exit: run-end, output, exit.
+	After  time.Duration
+	Chunks int
+}
+
+// journalPhases reads the journal's record types and times; started is
+// when the apply process was launched and wall its wall time.
+func journalPhases(path string, started time.Time, wall time.Duration) (applyPhases, error) {
+	var ph applyPhases
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ph, err
+	}
+	var prevType string
+	var prevAt, runStart, firstIntent, batchEnd, groupFirst time.Time
+	isResult := func(t string) bool { return t == redrive.RecPublished || t == redrive.RecRemoved }
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		// The encoder writes "type" then "at" first (redrive.Record's
+		// field order): {"type":"intent","at":"2026-…Z",…
+		typ, rest, ok := cutJSONString(line, `{"type":`)
+		if !ok {
+			return ph, fmt.Errorf("journal %s: unexpected line %.80q", path, line)
+		}
+		atText, _, ok := cutJSONString(rest, `,"at":`)
+		if !ok {
+			return ph, fmt.Errorf("journal %s: no at in %.80q", path, line)
+		}
+		at, err := time.Parse(time.RFC3339Nano, atText)
+		if err != nil {
+			return ph, err
+		}
+		switch {
+		case typ == redrive.RecRunStart:
+			runStart = at
+		case typ == redrive.RecIntent && prevType != redrive.RecIntent:
+			if firstIntent.IsZero() {
+				firstIntent = at
+			}
+			if isResult(prevType) {
+				ph.Results += prevAt.Sub(groupFirst)
+				ph.Between += at.Sub(prevAt)
+			}
+			groupFirst = at
+			ph.Chunks++
+		case isResult(typ) && prevType == redrive.RecIntent:
+			ph.Intents += prevAt.Sub(groupFirst)
+			ph.Publish += at.Sub(prevAt)
+			groupFirst = at
+		case typ == redrive.RecBatchEnd:
+			if isResult(prevType) {
+				ph.Results += prevAt.Sub(groupFirst)
+				ph.Reconcile += at.Sub(prevAt)
+			}
+			batchEnd = at
+		}
+		prevType, prevAt = typ, at
+	}
+	if runStart.IsZero() || firstIntent.IsZero() || batchEnd.IsZero() {
+		return ph, fmt.Errorf("journal %s: no run-start, intent or batch-end record", path)
+	}
+	ph.Before = runStart.Sub(started)
+	ph.Start = firstIntent.Sub(runStart)
+	ph.After = started.Add(wall).Sub(batchEnd)
+	return ph, nil
+}
+
+// cutJSONString reads the JSON string right after prefix at the start of b
+// (no escapes expected) and returns it and what follows it.
+func cutJSONString(b []byte, prefix string) (string, []byte, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(prefix+`"`))
+	if !ok {
+		return "", nil, false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 {
+		return "", nil, false
+	}
+	return string(rest[:i]), rest[i+1:], true
+}
+
+// writePhases prints where the apply's wall time went, by journal record
+// times (median per phase over the runs).
+func (rd *Redrive) writePhases(w io.Writer) {
+	if len(rd.Runs) == 0 || rd.Runs[0].Phases.Chunks == 0 {
+		return
+	}
+	ph := func(f func(applyPhases) time.Duration) float64 {
+		var xs []float64
+		for _, r := range rd.Runs {
+			xs = append(xs, f(r.Phases).Seconds())
+		}
+		return median(xs)
+	}
+	apply := median(func() []float64 {
+		var xs []float64
+		for _, r := range rd.Runs {
+			xs = append(xs, r.Apply.Seconds())
+		}
+		return xs
+	}())
+	rows := []struct {
+		name string
+		v    float64
+	}{
+		{"start-up to run-start: read and verify the plan and approval, connect, staleness read of the whole DLQ", ph(func(p applyPhases) time.Duration { return p.Before })},
+		{"run-start to first intent: write and sync run-start (holds the plan) and batch-start, DLQ length and tail", ph(func(p applyPhases) time.Duration { return p.Start })},
+		{"encode each chunk's intent records", ph(func(p applyPhases) time.Duration { return p.Intents })},
+		{"write + sync the intents, then the pipelined move scripts (one round trip per chunk)", ph(func(p applyPhases) time.Duration { return p.Publish })},
+		{"encode each chunk's published and removed records", ph(func(p applyPhases) time.Duration { return p.Results })},
+		{"write + sync the results, prepare the next chunk", ph(func(p applyPhases) time.Duration { return p.Between })},
+		{"last chunk's results to batch-end: their write + sync, reconcile the batch", ph(func(p applyPhases) time.Duration { return p.Reconcile })},
+		{"batch-end to exit: run-end, output, exit", ph(func(p applyPhases) time.Duration { return p.After })},
+	}
+	fmt.Fprintf(w, "\nWhere `redrive apply`'s wall time goes, from its journal's record times (median per phase; %d chunks of up to %d; the raw loop's whole run is %.2f s, of which %.2f s reading the ids):\n\n",
+		rd.Runs[0].Phases.Chunks, raw.MoveChunk, median(func() []float64 {
+			var xs []float64
+			for _, r := range rd.Runs {
+				xs = append(xs, r.Raw.Seconds())
+			}
+			return xs
+		}()), median(func() []float64 {
+			var xs []float64
+			for _, r := range rd.Runs {
+				xs = append(xs, r.RawRead.Seconds())
+			}
+			return xs
+		}()))
+	fmt.Fprintln(w, "| phase | s | share of apply |")
+	fmt.Fprintln(w, "|---|--:|--:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.2f | %.0f %% |\n", r.name, r.v, 100*r.v/apply)
+	}
+	fmt.Fprintln(w)
+}
