@@ -13,13 +13,15 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // The scripts in testdata/script run the real dlqctl command. They share
-// one real redis-server, started here for the whole run.
+// one real redis-server and one real Pulsar standalone broker, started
+// here for the whole run.
 func TestMain(m *testing.M) {
-	testscript.Main(withRedis{m}, map[string]func(){
+	testscript.Main(withServers{m}, map[string]func(){
 		"dlqctl": func() { os.Exit(cmd.MainWith(testFactory())) },
 	})
 }
@@ -62,9 +64,17 @@ func crashHook(spec string) func(string) {
 	}
 }
 
-type withRedis struct{ m *testing.M }
+// pulsarBroker is the run's Pulsar broker, for tests that need more than
+// its URLs (EnableDeduplication, Restart).
+var pulsarBroker *pulsartest.Broker
 
-func (w withRedis) Run() int {
+// withServers starts the servers the tests share and exports their
+// addresses: DLQCTL_TEST_REDIS_ADDR, DLQCTL_TEST_PULSAR_URL (the broker's
+// pulsar:// service URL) and DLQCTL_TEST_PULSAR_ADMIN (its admin base URL).
+// A server that cannot start fails the run; nothing is skipped.
+type withServers struct{ m *testing.M }
+
+func (w withServers) Run() int {
 	srv, err := redistest.StartProcess()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -72,7 +82,25 @@ func (w withRedis) Run() int {
 	}
 	defer srv.Stop()
 	os.Setenv("DLQCTL_TEST_REDIS_ADDR", srv.Addr())
-	return w.m.Run()
+	b, err := pulsartest.StartProcess()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: the tests need a Pulsar broker:", err)
+		return 1
+	}
+	pulsarBroker = b
+	os.Setenv("DLQCTL_TEST_PULSAR_URL", b.ServiceURL())
+	os.Setenv("DLQCTL_TEST_PULSAR_ADMIN", b.AdminURL())
+	code := w.m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "Pulsar broker log tail:\n%s\n", b.LogTail(30))
+	}
+	if err := b.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }
 
 func TestScripts(t *testing.T) {

@@ -1,6 +1,8 @@
 // Command worker is the reference idempotent consumer that dlqctl
-// reconciles against: it reads a Redis stream through a consumer group (or
-// a directory queue's inbox), records every delivery in an inbox table and
+// reconciles against: it reads a Redis stream through a consumer group, a
+// Pulsar topic through a Shared subscription (dead-lettering through the
+// client's DLQPolicy, see pulsar.go), or a directory queue's inbox,
+// records every delivery in an inbox table and
 // applies the business effect in the same database transaction, and acks
 // only after that transaction has committed. docs/consumer-contract.md says
 // what a team copies from it.
@@ -37,9 +39,14 @@ const defaultFailError = "worker: injected failure"
 
 // Options is everything the worker is told on the command line.
 type Options struct {
-	Source string // redis://… or dir:PATH
-	DLQ    string // redis: the DLQ stream key; "" means <origin>-dlq
+	Source string // redis://…, pulsar://… or dir:PATH
+	DLQ    string // redis: the DLQ stream key ("" means <origin>-dlq); pulsar: the DLQ topic ("" means <origin>-<sub>-DLQ)
 	Inbox  string // sqlite:PATH or postgres://…
+
+	// Pulsar only.
+	MaxDeliveries   int           // deliveries before the client dead-letters
+	RedeliveryDelay time.Duration // nack (or retry) redelivery delay
+	Retry           bool          // use the client's retry topic (carries last_error)
 
 	Fail             eventSet // processing fails: dead-lettered
 	FailError        string   // last_error of those
@@ -123,14 +130,19 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 		DoubleEffect:     eventSet{},
 		CrashAfterCommit: eventSet{},
 		Now:              time.Now,
+		MaxDeliveries:    3,
+		RedeliveryDelay:  100 * time.Millisecond,
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C] or dir:PATH")
-	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); dir: ignored, always PATH/error")
+	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C] or dir:PATH")
+	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); dir: ignored, always PATH/error")
+	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message")
+	fs.DurationVar(&opts.RedeliveryDelay, "redelivery-delay", opts.RedeliveryDelay, "pulsar: delay before a nacked (or retried) message is delivered again")
+	fs.BoolVar(&opts.Retry, "retry", false, "pulsar: fail through the client's retry topic (ReconsumeLater), so dead letters carry last_error")
 	fs.StringVar(&opts.Inbox, "inbox", "", "effect store `URL`: sqlite:PATH or postgres://…")
-	fs.Var(opts.Fail, "fail", "test: processing of `EVENT_ID` fails and it is dead-lettered (repeatable)")
-	fs.StringVar(&opts.FailError, "fail-error", defaultFailError, "test: the last_error `TEXT` of the events failed with --fail")
+	fs.Var(opts.Fail, "fail", "test: processing of `EVENT_ID` fails and it is dead-lettered (pulsar: nacked, dead-lettered by the client) (repeatable)")
+	fs.StringVar(&opts.FailError, "fail-error", defaultFailError, "test: the last_error `TEXT` of the events failed with --fail (pulsar: only with --retry)")
 	fs.Var(opts.DoubleEffect, "double-effect", "test: apply the effect of `EVENT_ID` twice (repeatable)")
 	fs.Var(opts.CrashAfterCommit, "crash-after-commit", "test: exit 3 after committing `EVENT_ID`, before the ack; once (repeatable)")
 	fs.DurationVar(&opts.UntilIdle, "until-idle", 0, "exit 0 after this long without a message (0: run until SIGINT/SIGTERM)")
@@ -152,13 +164,17 @@ table and its effect applied in one transaction; the ack follows the commit.
 	case fs.NArg() > 0:
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
-		return opts, errors.New("--source is required (redis://… or dir:PATH)")
+		return opts, errors.New("--source is required (redis://…, pulsar://… or dir:PATH)")
 	case opts.Inbox == "":
 		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")
 	case opts.UntilIdle < 0:
 		return opts, errors.New("--until-idle: want a duration ≥ 0")
 	case opts.Max < 0:
 		return opts, errors.New("--max: want N ≥ 0")
+	case opts.MaxDeliveries < 1:
+		return opts, errors.New("--max-deliveries: want N ≥ 1")
+	case opts.RedeliveryDelay <= 0:
+		return opts, errors.New("--redelivery-delay: want a duration > 0")
 	}
 	return opts, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
@@ -25,6 +26,10 @@ import (
 // workerBin is the worker built once for the package's tests: they run it
 // as a subprocess, since --crash-after-commit ends the process.
 var workerBin string
+
+// broker is the one Pulsar broker of the package's tests (pulsar_test.go),
+// started by TestMain; tests keep apart by topic name.
+var broker *pulsartest.Broker
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "worker-test-")
@@ -39,7 +44,24 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	b, err := pulsartest.StartProcess()
+	if err != nil {
+		// Never skip: a missing broker must not pass for a green suite.
+		fmt.Fprintf(os.Stderr, "FAIL: the worker's Pulsar tests need a Pulsar broker: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	broker = b
 	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "broker log tail:\n%s\n", b.LogTail(30))
+	}
+	if err := b.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
@@ -41,6 +43,7 @@ type Message struct {
 
 	fields map[string]string // redis: the entry's fields as delivered
 	raw    []byte            // dir: the file's bytes
+	pmsg   pulsar.Message    // pulsar: the message as delivered
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -58,19 +61,28 @@ type Source interface {
 	// Ack says the message is done: it is not delivered again.
 	Ack(ctx context.Context, m Message) error
 	// DeadLetter puts the message in the DLQ and acks it, in one step where
-	// the backend allows.
+	// the backend allows (Redis, dir). On Pulsar it hands the message back
+	// to the client instead (nack, or reconsume with --retry), and the
+	// client dead-letters it once it has been delivered --max-deliveries
+	// times.
 	DeadLetter(ctx context.Context, m Message, dl DeadLetter) error
 	Close() error
 }
 
-func openSource(ctx context.Context, raw, dlq string) (Source, error) {
+func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
+	raw, dlq := opts.Source, opts.DLQ
 	switch {
 	case strings.HasPrefix(raw, "dir:"):
 		return openDirSource(strings.TrimPrefix(raw, "dir:"))
 	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
 		return openRedisSource(ctx, raw, dlq)
+	case strings.HasPrefix(raw, "pulsar://"), strings.HasPrefix(raw, "pulsar+ssl://"):
+		return openPulsarSource(ctx, raw, pulsarOptions{
+			DLQ: dlq, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
+			Retry: opts.Retry, Log: stderr,
+		})
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G or dir:PATH", raw)
+	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB or dir:PATH", raw)
 }
 
 // redisSource reads a stream through a consumer group.

@@ -26,7 +26,7 @@ func run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	if opts.FailError == "" {
 		opts.FailError = defaultFailError
 	}
-	src, err := openSource(ctx, opts.Source, opts.DLQ)
+	src, err := openSource(ctx, opts, stderr)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// The Pulsar mode consumes ORIGIN through a Shared subscription of the
+// real pulsar-client-go consumer, and leaves dead-lettering to the client,
+// as a Pulsar application does:
+//
+//	--source pulsar://HOST:PORT?topic=ORIGIN&subscription=SUB[&consumer=NAME][&admin=URL]
+//
+// A failed delivery (--fail, or a message without an event ID) is nacked:
+// the broker redelivers it after --redelivery-delay, and once it has been
+// delivered --max-deliveries times the client's DLQPolicy sends it to the
+// DLQ topic (--dlq, default ORIGIN-SUB-DLQ, the client's own naming) with
+// REAL_TOPIC and ORIGIN_MESSAGE_ID, and acks it on ORIGIN. That is a real
+// dead letter, byte for byte what dlqctl meets in production. The client
+// copies the message's properties and nothing else, so such a dead letter
+// has no last_error (dlqctl categorizes it `unknown`) and its attempts read
+// as 0: --fail-error cannot travel that way.
+//
+// With --retry the client's retry topic is used instead (RetryEnable): a
+// failed delivery goes to ORIGIN-SUB-RETRY through
+// ReconsumeLaterWithCustomProperties, which adds last_error=--fail-error
+// (and blanks a stale error_class), and after --max-deliveries retries the
+// client dead-letters it with those properties and RECONSUMETIMES, so
+// dlqctl categorizes it by its error and counts its attempts.
+//
+// Either way InitialSubscriptionName makes the client create the durable
+// `dlqctl` subscription on the DLQ topic when it first dead-letters, so
+// the DLQ keeps its messages until dlqctl acknowledges them. The DLQ
+// producer does not batch: each dead letter is its own entry, which dlqctl
+// can redrive alone (it moves a batched entry only whole).
+//
+// The ack follows the commit and waits for the broker's response
+// (AckWithResponse) — except with --retry: the client's retry router acks
+// the original from inside the retry producer's send callback, on the
+// connection's own goroutine, where an ack that waits for its response
+// deadlocks until it times out (pulsar-client-go v0.19.0). With --retry
+// every ack is therefore sent at once, ungrouped, without waiting; one
+// lost with the connection means a redelivery, which the inbox absorbs.
+//
+// The admin= parameter of dlqctl's source URL is accepted and ignored, so
+// that one URL serves both.
+
+// pulsarDLQSubscription is the DLQ subscription dlqctl reads by default.
+const pulsarDLQSubscription = "dlqctl"
+
+// pulsarSource is a Shared consumer on the origin topic.
+type pulsarSource struct {
+	client   pulsar.Client
+	consumer pulsar.Consumer
+	retry    bool
+	delay    time.Duration
+	names    envelope.FieldNames
+	// origin, sub and dlq are the full topic names and the subscription.
+	origin, sub, dlq string
+}
+
+// pulsarOptions are the flags of the Pulsar mode.
+type pulsarOptions struct {
+	DLQ             string
+	MaxDeliveries   int
+	RedeliveryDelay time.Duration
+	Retry           bool
+	Log             io.Writer // the client's errors; nil: discarded
+}
+
+// fullTopic names NAME, TENANT/NS/NAME or persistent://TENANT/NS/NAME in
+// full, as the client does.
+func fullTopic(s string) (string, error) {
+	if strings.Contains(s, "://") {
+		if strings.HasPrefix(s, "persistent://") || strings.HasPrefix(s, "non-persistent://") {
+			return s, nil
+		}
+		return "", fmt.Errorf("topic %q: want persistent:// or non-persistent://", s)
+	}
+	switch parts := strings.Split(s, "/"); {
+	case len(parts) == 1 && s != "":
+		return "persistent://public/default/" + s, nil
+	case len(parts) == 3 && !slices.Contains(parts, ""):
+		return "persistent://" + s, nil
+	}
+	return "", fmt.Errorf("topic %q: want NAME, TENANT/NS/NAME or persistent://TENANT/NS/NAME", s)
+}
+
+func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsarSource, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, usagef("--source: %v", err)
+	}
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.Host == "" {
+		return nil, usagef("--source: want %s://HOST:PORT?topic=ORIGIN&subscription=SUB", u.Scheme)
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains([]string{"topic", "subscription", "consumer", "admin"}, k) {
+			return nil, usagef("--source: unknown parameter %q (known: topic, subscription, consumer, admin)", k)
+		}
+	}
+	if q.Get("topic") == "" || q.Get("subscription") == "" {
+		return nil, usagef("--source: pulsar needs ?topic=ORIGIN&subscription=SUB")
+	}
+	s := &pulsarSource{sub: q.Get("subscription"), retry: po.Retry, delay: po.RedeliveryDelay, names: envelope.DefaultFieldNames()}
+	if s.origin, err = fullTopic(q.Get("topic")); err != nil {
+		return nil, usagef("--source: %v", err)
+	}
+	s.dlq = s.origin + "-" + s.sub + pulsar.DlqTopicSuffix
+	if po.DLQ != "" {
+		if s.dlq, err = fullTopic(po.DLQ); err != nil {
+			return nil, usagef("--dlq: %v", err)
+		}
+	}
+	if po.MaxDeliveries < 1 {
+		return nil, usagef("--max-deliveries: want N ≥ 1")
+	}
+	if s.delay <= 0 {
+		return nil, usagef("--redelivery-delay: want a duration > 0")
+	}
+	logger := plog.DefaultNopLogger()
+	if po.Log != nil {
+		logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(po.Log, &slog.HandlerOptions{Level: slog.LevelError})))
+	}
+	host := u.Host
+	switch {
+	case u.Port() != "":
+	case u.Scheme == "pulsar+ssl":
+		host += ":6651"
+	default:
+		host += ":6650"
+	}
+	s.client, err = pulsar.NewClient(pulsar.ClientOptions{
+		URL:               u.Scheme + "://" + host,
+		ConnectionTimeout: 10 * time.Second,
+		OperationTimeout:  30 * time.Second,
+		Logger:            logger,
+	})
+	if err != nil {
+		return nil, usagef("--source: %v", err)
+	}
+	policy := &pulsar.DLQPolicy{
+		MaxDeliveries:           uint32(po.MaxDeliveries),
+		DeadLetterTopic:         s.dlq,
+		InitialSubscriptionName: pulsarDLQSubscription,
+		ProducerOptions:         pulsar.ProducerOptions{DisableBatching: true},
+	}
+	if s.retry {
+		policy.RetryLetterTopic = s.origin + "-" + s.sub + pulsar.RetryTopicSuffix
+	}
+	type result struct {
+		c   pulsar.Consumer
+		err error
+	}
+	// Subscribe has no context: bound it by ctx here.
+	done := make(chan result, 1)
+	go func() {
+		co := pulsar.ConsumerOptions{
+			Topic:                       s.origin,
+			SubscriptionName:            s.sub,
+			Name:                        q.Get("consumer"),
+			Type:                        pulsar.Shared,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			DLQ:                         policy,
+			RetryEnable:                 s.retry,
+			NackRedeliveryDelay:         s.delay,
+			AckWithResponse:             !s.retry,
+			ReceiverQueueSize:           readCount,
+		}
+		if s.retry {
+			co.AckGroupingOptions = &pulsar.AckGroupingOptions{MaxSize: 1}
+		}
+		c, err := s.client.Subscribe(co)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			s.client.Close()
+			return nil, fmt.Errorf("pulsar %s: subscribe %s on %s: %w", u.Host, s.sub, s.origin, r.err)
+		}
+		s.consumer = r.c
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				r.c.Close()
+			}
+			s.client.Close()
+		}()
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
+	rctx, cancel := context.WithTimeout(ctx, pollWait)
+	defer cancel()
+	pm, err := s.consumer.Receive(rctx)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			return Message{}, errIdle
+		}
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		return Message{}, fmt.Errorf("pulsar: receive %s on %s: %w", s.sub, s.origin, err)
+	}
+	id := pm.ID()
+	loc := fmt.Sprintf("%d:%d:%d:%d", id.LedgerID(), id.EntryID(), id.PartitionIdx(), id.BatchIdx())
+	e := envelope.FromPulsar(envelope.PulsarMessage{
+		ID:              loc,
+		Topic:           pm.Topic(),
+		Key:             pm.Key(),
+		OrderingKey:     pm.OrderingKey(),
+		Properties:      pm.Properties(),
+		Payload:         pm.Payload(),
+		EventTime:       pm.EventTime(),
+		PublishTime:     pm.PublishTime(),
+		RedeliveryCount: pm.RedeliveryCount(),
+	}, envelope.EventIDSource{Kind: "property"}, s.names)
+	return Message{ID: loc, Envelope: e, pmsg: pm}, nil
+}
+
+func (s *pulsarSource) Ack(ctx context.Context, m Message) error {
+	if err := s.consumer.Ack(m.pmsg); err != nil {
+		return fmt.Errorf("pulsar: ack %s on %s: %w", m.ID, s.origin, err)
+	}
+	return nil
+}
+
+// DeadLetter hands a failed delivery back to the client's dead-letter
+// path: a nack (or, with --retry, a reconsume carrying last_error). The
+// client redelivers it and dead-letters it after --max-deliveries.
+func (s *pulsarSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+	if !s.retry {
+		s.consumer.Nack(m.pmsg)
+		return nil
+	}
+	props := map[string]string{envelope.FieldLastError: dl.LastError}
+	for _, name := range s.names[envelope.FieldErrorClass] {
+		if _, ok := m.pmsg.Properties()[name]; ok {
+			props[name] = ""
+		}
+	}
+	s.consumer.ReconsumeLaterWithCustomProperties(m.pmsg, props, s.delay)
+	return nil
+}
+
+func (s *pulsarSource) Close() error {
+	s.consumer.Close()
+	s.client.Close()
+	return nil
+}

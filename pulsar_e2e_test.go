@@ -1,0 +1,706 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// The Pulsar end-to-end tests run the real dlqctl, the reference worker
+// and the run's one Pulsar broker (withServers). Each test uses fresh
+// topic names; the deduplication tests share one namespace with broker
+// deduplication on.
+
+// dedupNamespace is the namespace whose topics have deduplication on.
+const dedupNamespace = "public/dedup-e2e"
+
+var e2eTopicSeq atomic.Int64
+
+// e2eTopic is a new topic name in namespace ns.
+func e2eTopic(t *testing.T, ns, what string) string {
+	name := strings.NewReplacer("/", "-", "_", "-", ":", "-", "=", "-").Replace(strings.ToLower(t.Name()))
+	return fmt.Sprintf("persistent://%s/%s-%s-%d-%d", ns, name, what, time.Now().UnixNano()%1e6, e2eTopicSeq.Add(1))
+}
+
+// pulsarSource is a source URL on the run's broker: dlqctl's (sub "":
+// the DLQ read through the dlqctl subscription) or the worker's.
+func pulsarSource(topic, sub string) string {
+	q := url.Values{"topic": {topic}, "admin": {os.Getenv("DLQCTL_TEST_PULSAR_ADMIN")}}
+	if sub != "" {
+		q.Set("subscription", sub)
+	}
+	return os.Getenv("DLQCTL_TEST_PULSAR_URL") + "?" + q.Encode()
+}
+
+func pulsarTestCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func pulsarTestClient(t *testing.T) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: os.Getenv("DLQCTL_TEST_PULSAR_URL"), Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// pulsarEvent is one message a test produces.
+type pulsarEvent struct {
+	id, payload string
+	props       map[string]string // more properties
+}
+
+func (e pulsarEvent) fingerprint() string { return envelope.ComputeFingerprint([]byte(e.payload)) }
+
+func pulsarEvents(prefix string, n int) []pulsarEvent {
+	evs := make([]pulsarEvent, n)
+	for i := range evs {
+		evs[i] = pulsarEvent{
+			id:      fmt.Sprintf("%s%03d", prefix, i+1),
+			payload: fmt.Sprintf(`{"orderId":"order-%d","amount":%d}`, i+1, 1000+i),
+		}
+	}
+	return evs
+}
+
+// produceTo sends evs to topic, one entry each, with the properties
+// event_id and fingerprint.
+func produceTo(t *testing.T, topic string, evs []pulsarEvent) {
+	t.Helper()
+	ctx := pulsarTestCtx(t)
+	p, err := pulsarTestClient(t).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, e := range evs {
+		props := map[string]string{"event_id": e.id, "fingerprint": e.fingerprint(), "tenant": "acme"}
+		for k, v := range e.props {
+			props[k] = v
+		}
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(e.payload), Key: "k-" + e.id, Properties: props}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seedDLQ writes evs into dlq as the client's dead-lettering does: with
+// REAL_TOPIC origin and ORIGIN_MESSAGE_ID.
+func seedDLQ(t *testing.T, dlq, origin string, evs []pulsarEvent) {
+	t.Helper()
+	for i := range evs {
+		evs[i].props = map[string]string{"REAL_TOPIC": origin, "ORIGIN_MESSAGE_ID": fmt.Sprintf("7:%d:-1:-1", i)}
+	}
+	produceTo(t, dlq, evs)
+}
+
+// onTopic reads every message of topic from the earliest, with a reader.
+func onTopic(t *testing.T, topic string) []pulsar.Message {
+	t.Helper()
+	ctx := pulsarTestCtx(t)
+	r, err := pulsarTestClient(t).CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []pulsar.Message
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// copiesOn counts the messages of topic per event_id.
+func copiesOn(t *testing.T, topic string) map[string]int {
+	seen := map[string]int{}
+	for _, m := range onTopic(t, topic) {
+		seen[m.Properties()["event_id"]]++
+	}
+	return seen
+}
+
+func pulsarAdmin(t *testing.T, method, path string, body []byte) ([]byte, error) {
+	t.Helper()
+	return pulsarBroker.Admin(pulsarTestCtx(t), method, path, body)
+}
+
+func adminTopicPath(topic string) string {
+	return "/admin/v2/" + strings.Replace(topic, "://", "/", 1)
+}
+
+// subscriptionStats is a subscription's backlog and unacked count; ok is
+// false when the topic or the subscription does not exist.
+func subscriptionStats(t *testing.T, topic, sub string) (backlog, unacked int64, ok bool) {
+	t.Helper()
+	out, err := pulsarAdmin(t, http.MethodGet, adminTopicPath(topic)+"/stats?getPreciseBacklog=true", nil)
+	if err != nil {
+		return 0, 0, false
+	}
+	var st struct {
+		Subscriptions map[string]struct {
+			MsgBacklog      int64 `json:"msgBacklog"`
+			UnackedMessages int64 `json:"unackedMessages"`
+		} `json:"subscriptions"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := st.Subscriptions[sub]
+	return s.MsgBacklog, s.UnackedMessages, ok
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s (%s)", what, timeout, state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// dlqctlBacklog is the DLQ subscription's backlog as `dlqctl stats` reports it.
+func dlqctlBacklog(t *testing.T, dir, src string) (int64, string) {
+	t.Helper()
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "stats", "-o", "json")
+	if code != 0 {
+		return -1, out
+	}
+	var doc struct {
+		Total   int `json:"total"`
+		Backend struct {
+			Backlog int64 `json:"backlog"`
+		} `json:"backend"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &doc); err != nil {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	return doc.Backend.Backlog, fmt.Sprintf("backlog %d, total %d", doc.Backend.Backlog, doc.Total)
+}
+
+// dedupReady makes dedupNamespace once, with deduplication on.
+var dedupReady = sync.OnceValue(func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := pulsarBroker.Admin(ctx, http.MethodPut, "/admin/v2/namespaces/"+dedupNamespace, nil); err != nil && !strings.Contains(err.Error(), "409") {
+		return err
+	}
+	return pulsarBroker.EnableDeduplication(ctx, dedupNamespace, true)
+})
+
+// originTopic makes a fresh origin topic, in the deduplicating namespace
+// when dedup, and waits until the broker applies that setting to it.
+func originTopic(t *testing.T, dedup bool) string {
+	t.Helper()
+	ns, want := "public/default", "Disabled"
+	if dedup {
+		if err := dedupReady(); err != nil {
+			t.Fatalf("namespace %s with deduplication: %v", dedupNamespace, err)
+		}
+		ns, want = dedupNamespace, "Enabled"
+	}
+	topic := e2eTopic(t, ns, "origin")
+	if _, err := pulsarAdmin(t, http.MethodPut, adminTopicPath(topic), nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "deduplication "+want+" on "+topic, func() (bool, string) {
+		out, err := pulsarAdmin(t, http.MethodGet, adminTopicPath(topic)+"/stats", nil)
+		return err == nil && strings.Contains(string(out), `"deduplicationStatus":"`+want+`"`), fmt.Sprint(err)
+	})
+	return topic
+}
+
+// journalRecords reads a redrive journal's records.
+func journalRecords(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("journal line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// verdicts runs `dlqctl reconcile` on a journal and returns each event's
+// verdict.
+func verdicts(t *testing.T, dir, src, journal, effects string) map[string]string {
+	t.Helper()
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "reconcile", "--journal", journal, "--effects", effects, "--events", "-o", "json")
+	if code != 0 {
+		t.Fatalf("reconcile: exit %d\n%s", code, out)
+	}
+	var doc struct {
+		Batches []struct {
+			Events []struct {
+				EventID string `json:"event_id"`
+				Verdict string `json:"verdict"`
+			} `json:"events"`
+		} `json:"batches"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &doc); err != nil {
+		t.Fatalf("reconcile: %v\n%s", err, out)
+	}
+	v := map[string]string{}
+	for _, b := range doc.Batches {
+		for _, e := range b.Events {
+			v[e.EventID] = e.Verdict
+		}
+	}
+	return v
+}
+
+func planAndApprove(t *testing.T, dir, src string, args ...string) {
+	t.Helper()
+	if code, out := dlqctlProc(t, dir, nil, append([]string{"--source", src, "redrive", "plan", "--out", "p.json"}, args...)...); code != 0 {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	if code, out := dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+}
+
+// TestPulsarEndToEnd is the runbook on Pulsar with real dead letters: the
+// reference worker fails 6 of 30 events, the client dead-letters them after
+// its MaxDeliveries; dlqctl lists and categorizes them, and once a healthy
+// worker runs, plans, approves and applies their redrive, reconciling
+// against the worker's inbox. Every event ends with exactly one effect and
+// reaches its origin with the ID and fingerprint it had in the DLQ.
+func TestPulsarEndToEnd(t *testing.T) {
+	began := time.Now()
+	dir := t.TempDir()
+	origin := e2eTopic(t, "public/default", "orders")
+	const sub = "order-workers"
+	dlq := origin + "-" + sub + "-DLQ" // the client's default DLQ name
+	src := pulsarSource(dlq, "")
+	inbox := filepath.Join(dir, "inbox.db")
+	evs := pulsarEvents("E", 30)
+	produceTo(t, origin, evs)
+	failing := []string{"E003", "E007", "E011", "E015", "E022", "E029"}
+
+	args := []string{"--source", pulsarSource(origin, sub), "--inbox", "sqlite:" + inbox, "--log"}
+	failArgs := slices.Clone(args)
+	for _, id := range failing {
+		failArgs = append(failArgs, "--fail", id)
+	}
+	sick := startWorker(t, failArgs...)
+	eventually(t, 90*time.Second, "6 dead letters", func() (bool, string) {
+		n, state := dlqctlBacklog(t, dir, src)
+		return n == int64(len(failing)), state
+	})
+	// The client acks each original once its dead letter is written. (The
+	// broker's unackedMessages is not looked at: it can stay 1 after a
+	// nacked message was acked.)
+	eventually(t, 30*time.Second, "origin subscription drained", func() (bool, string) {
+		n, u, ok := subscriptionStats(t, origin, sub)
+		return ok && n == 0, fmt.Sprintf("backlog %d unacked %d", n, u)
+	})
+	sick.cmd.Process.Signal(os.Interrupt)
+	if err := sick.wait(); err != nil {
+		t.Fatalf("failing worker: %v\n%s", err, sick.out)
+	}
+	t.Logf("dead-lettered after %s", time.Since(began).Round(time.Millisecond))
+
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "list", "--limit", "0", "-o", "json")
+	if code != 0 {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	var list struct {
+		Items []struct {
+			EventID     string          `json:"event_id"`
+			Fingerprint string          `json:"fingerprint"`
+			Category    string          `json:"category"`
+			Origin      envelope.Origin `json:"origin"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &list); err != nil {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	inDLQ := map[string]string{}
+	for _, it := range list.Items {
+		inDLQ[it.EventID] = it.Fingerprint
+		if it.Origin.Topic != origin || it.Origin.Backend != "pulsar" {
+			t.Errorf("%s: origin %+v, want %s (REAL_TOPIC)", it.EventID, it.Origin, origin)
+		}
+	}
+	if got := slices.Sorted(maps.Keys(inDLQ)); !slices.Equal(got, failing) || len(list.Items) != len(failing) {
+		t.Fatalf("DLQ lists %d items, events %v; want %v", len(list.Items), got, failing)
+	}
+	// The client's dead letters carry no last_error: category unknown.
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "categorize", "-o", "json")
+	var cats struct {
+		Categories []struct {
+			Name        string `json:"name"`
+			Disposition string `json:"disposition"`
+			Count       int    `json:"count"`
+		} `json:"categories"`
+	}
+	if code == 0 {
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &cats); err != nil {
+			t.Fatalf("categorize: %v\n%s", err, out)
+		}
+	}
+	if code != 0 || len(cats.Categories) != 1 || cats.Categories[0].Name != "unknown" || cats.Categories[0].Count != len(failing) {
+		t.Errorf("categorize: exit %d, %+v\n%s", code, cats.Categories, out)
+	}
+
+	// The cause is fixed: a healthy worker on the same inbox and subscription.
+	startWorker(t, args...)
+	planAndApprove(t, dir, src, "--reason", "INC-7: payments fixed", "--effects", "sqlite:"+inbox,
+		"--settle", "15s", "--rate", "100", "--ramp", "2,10")
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "redrive", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	run := parseRun(t, out)
+	if run.Status != "completed" || run.Moved != len(failing) || len(run.Batches) != 2 || run.Batches[0].Size != 2 || run.Batches[1].Size != 4 {
+		t.Errorf("run: status %s moved %d batches %+v; want completed, 6, sizes 2 and 4", run.Status, run.Moved, run.Batches)
+	}
+	absorbed := 0
+	for _, b := range run.Batches {
+		if b.Gate != "pass" || b.Verdicts["applied"]+b.Verdicts["absorbed-duplicate"] != b.Size {
+			t.Errorf("batch %+v", b)
+		}
+		absorbed += b.Verdicts["absorbed-duplicate"]
+	}
+	// The failed deliveries were counted as attempts: attempts > 1 with one
+	// effect is absorbed-duplicate.
+	if absorbed != len(failing) {
+		t.Errorf("%d absorbed-duplicate verdicts, want %d: %+v", absorbed, len(failing), run.Batches)
+	}
+	rows := readInbox(t, inbox)
+	for _, e := range evs {
+		r := rows[e.id]
+		if r.effects != 1 {
+			t.Errorf("%s: effects %d, want 1", e.id, r.effects)
+		}
+		if slices.Contains(failing, e.id) && r.attempts != 4 {
+			t.Errorf("%s: attempts %d, want 4 (3 failed deliveries and the redrive)", e.id, r.attempts)
+		}
+	}
+	redriven := 0
+	for _, m := range onTopic(t, origin) {
+		p := m.Properties()
+		if p["dlqctl_run_id"] == "" {
+			continue
+		}
+		redriven++
+		id := p["event_id"]
+		if want, ok := inDLQ[id]; !ok || p["fingerprint"] != want || envelope.ComputeFingerprint(m.Payload()) != want {
+			t.Errorf("redriven %s: fingerprint %s, DLQ had %q", id, p["fingerprint"], want)
+		}
+		if p["REAL_TOPIC"] != "" || p["ORIGIN_MESSAGE_ID"] != "" || p["redrive_count"] != "1" || m.Key() != "k-"+id {
+			t.Errorf("redriven %s: properties %v key %q", id, p, m.Key())
+		}
+	}
+	if redriven != len(failing) {
+		t.Errorf("%d redriven messages on the origin, want %d", redriven, len(failing))
+	}
+	if n, state := dlqctlBacklog(t, dir, src); n != 0 {
+		t.Errorf("DLQ after the redrive: %s, want backlog 0", state)
+	}
+	t.Logf("end to end in %s", time.Since(began).Round(time.Millisecond))
+}
+
+// TestPulsarCrashMatrix kills dlqctl (SIGKILL) right after a journal step
+// of its second chunk, then resumes. Nothing is lost and nothing is acked
+// twice. "sent-unjournaled" is the crash between a send's return and its
+// journal record: the journal of a crash after `published` with those
+// records cut off, exactly what that crash leaves. Resume sends those
+// entries again with the run's producer name and sequence IDs: with broker
+// deduplication the broker drops them (each event once on the origin);
+// without, they arrive twice and the consumer absorbs the copy.
+func TestPulsarCrashMatrix(t *testing.T) {
+	const n = 8
+	steps := []string{"intent:2", "published:2", "removed:2", "sent-unjournaled"}
+	for _, dedup := range []bool{true, false} {
+		for _, step := range steps {
+			name := "dedup-off/" + step
+			if dedup {
+				name = "dedup-on/" + step
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				began := time.Now()
+				dir := t.TempDir()
+				origin := originTopic(t, dedup)
+				dlq := e2eTopic(t, "public/default", "dlq")
+				evs := pulsarEvents("C", n)
+				seedDLQ(t, dlq, origin, evs)
+				src := pulsarSource(dlq, "")
+				planAndApprove(t, dir, src, "--reason", "crash test", "--rate", "1000", "--burst", "2",
+					"--ramp", "4,10", "--settle", "0s", "--unverified-ok")
+
+				crashAt := step
+				if step == "sent-unjournaled" {
+					crashAt = "published:2"
+				}
+				code, out := dlqctlProc(t, dir, []string{"DLQCTL_TEST_CRASH=" + crashAt}, "--source", src, "redrive", "apply", "p.json")
+				if code != 137 {
+					t.Fatalf("apply did not crash at %s: exit %d\n%s", crashAt, code, out)
+				}
+				journal := filepath.Join(dir, "p.journal")
+				resent := map[string]bool{} // sent twice by the run
+				if step == "sent-unjournaled" {
+					resent = cutPublished(t, journal)
+				}
+
+				code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "resume", "p.journal", "-o", "json")
+				if code != 0 {
+					t.Fatalf("resume: exit %d\n%s", code, out)
+				}
+				if run := parseRun(t, out); run.Status != "completed" || run.Moved != n {
+					t.Errorf("after resume: status %s, moved %d; want completed, %d", run.Status, run.Moved, n)
+				}
+				ambiguous, deduplicated := map[string]bool{}, map[string]bool{}
+				for _, r := range journalRecords(t, journal) {
+					id, _ := r["event_id"].(string)
+					switch r["type"] {
+					case "ambiguous":
+						ambiguous[id] = true
+					case "published":
+						if r["dest_id"] == "deduplicated" {
+							deduplicated[id] = true
+						}
+					case "failed", "gone", "skipped":
+						t.Errorf("journal: %v", r)
+					}
+				}
+				wantAmbiguous := 0
+				if step == "intent:2" || step == "sent-unjournaled" {
+					wantAmbiguous = 2 // the second chunk (--burst 2)
+				}
+				if len(ambiguous) != wantAmbiguous {
+					t.Errorf("%d entries journaled ambiguous (%v), want %d", len(ambiguous), ambiguous, wantAmbiguous)
+				}
+				if want := dedup && step == "sent-unjournaled"; want != (len(deduplicated) == 2) || (!want && len(deduplicated) > 0) {
+					t.Errorf("resends dropped by the broker: %v", deduplicated)
+				}
+				if n, u, ok := subscriptionStats(t, dlq, "dlqctl"); !ok || n != 0 || u != 0 {
+					t.Errorf("DLQ subscription: backlog %d unacked %d, want 0", n, u)
+				}
+				copies := copiesOn(t, origin)
+				if len(copies) != n {
+					t.Errorf("%d distinct events on the origin, want %d: %v", len(copies), n, copies)
+				}
+				for _, e := range evs {
+					want := 1
+					if !dedup && resent[e.id] {
+						want = 2
+					}
+					if copies[e.id] != want {
+						t.Errorf("%s on the origin %d times, want %d", e.id, copies[e.id], want)
+					}
+				}
+
+				// The consumer takes everything: one effect per event, and a
+				// copy is absorbed.
+				inbox := filepath.Join(dir, "inbox.db")
+				w := startWorker(t, "--source", pulsarSource(origin, "app"), "--inbox", "sqlite:"+inbox, "--until-idle", "1s")
+				if err := w.wait(); err != nil {
+					t.Fatalf("worker: %v\n%s", err, w.out)
+				}
+				rows := readInbox(t, inbox)
+				v := verdicts(t, dir, src, "p.journal", "sqlite:"+inbox)
+				for _, e := range evs {
+					r := rows[e.id]
+					wantAttempts, wantVerdict := 1, "applied"
+					if copies[e.id] == 2 {
+						wantAttempts, wantVerdict = 2, "absorbed-duplicate"
+					}
+					if r.effects != 1 || r.attempts != wantAttempts || v[e.id] != wantVerdict {
+						t.Errorf("%s: attempts %d effects %d verdict %q; want %d, 1, %s", e.id, r.attempts, r.effects, v[e.id], wantAttempts, wantVerdict)
+					}
+				}
+				t.Logf("%s in %s", name, time.Since(began).Round(time.Millisecond))
+			})
+		}
+	}
+}
+
+// cutPublished removes the trailing `published` records from a journal
+// that a crash after `published` left, so that it ends, as a crash between
+// the send and its record would leave it, with the sends' intents. It
+// returns the event IDs whose records it removed.
+func cutPublished(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	cut := map[string]bool{}
+	for len(lines) > 0 {
+		var r struct {
+			Type    string `json:"type"`
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != "published" {
+			break
+		}
+		cut[r.EventID] = true
+		lines = lines[:len(lines)-1]
+	}
+	if len(cut) != 2 {
+		t.Fatalf("cut %d published records, want the 2 of the second chunk", len(cut))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cut
+}
+
+// TestPulsarBrokerRestartDuringApply restarts the broker (pulsartest
+// Restart: graceful stop, start on the same ports and data) while a
+// redrive of 40 entries runs at 20/s, with deduplication on.
+//
+// What apply does then depends on where the restart catches it. A client
+// operation in flight (a send, a reader) is retried by the Pulsar client
+// until the broker is back, well within its 30 s timeouts, and apply rides
+// through the restart: exit 0. An operation the stopping broker refuses
+// (MetadataError, a refused admin call) fails the run: exit 1 with the
+// resume command, and resume completes it. The test repeats the round (up
+// to restartRounds) until it has seen the second case; in either case
+// every event reaches its origin exactly once and the DLQ ends empty.
+func TestPulsarBrokerRestartDuringApply(t *testing.T) {
+	const restartRounds = 6
+	for round := 1; round <= restartRounds; round++ {
+		failed := false
+		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) { failed = restartDuringApply(t) })
+		if failed || t.Failed() {
+			return
+		}
+	}
+	t.Logf("apply rode through %d broker restarts: the exit-1-then-resume path was not exercised this time", restartRounds)
+}
+
+// restartDuringApply is one round; it says whether apply failed (and was
+// resumed).
+func restartDuringApply(t *testing.T) bool {
+	const n = 40
+	began := time.Now()
+	dir := t.TempDir()
+	origin := originTopic(t, true)
+	dlq := e2eTopic(t, "public/default", "dlq")
+	evs := pulsarEvents("R", n)
+	seedDLQ(t, dlq, origin, evs)
+	src := pulsarSource(dlq, "")
+	planAndApprove(t, dir, src, "--reason", "restart test", "--rate", "20", "--burst", "2",
+		"--ramp", "10,40", "--settle", "0s", "--unverified-ok")
+
+	type result struct {
+		code int
+		out  string
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json")
+		done <- result{code, out, time.Since(start)}
+	}()
+	time.Sleep(time.Second) // 40 entries at 20/s take 2 s
+	restarted := make(chan error, 1)
+	go func() { restarted <- pulsarBroker.Restart() }()
+	r := <-done
+	if err := <-restarted; err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Logf("apply: exit %d after %s; broker back %s after the round began", r.code, r.took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	var run runDoc
+	switch r.code {
+	case 0:
+		run = runDoc{Status: "completed", Moved: n}
+		if !strings.Contains(r.out, "status\tcompleted") || !strings.Contains(r.out, "moved\t40") {
+			t.Errorf("apply rode through the restart but did not complete:\n%s", r.out)
+		}
+	case 1:
+		if !strings.Contains(r.out, "dlqctl redrive resume p.journal") {
+			t.Errorf("apply failed without the resume command:\n%s", r.out)
+		}
+		t.Logf("apply's error: %s", errorLine(r.out))
+		code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "resume", "p.journal", "-o", "json")
+		if code != 0 {
+			t.Fatalf("resume: exit %d\n%s", code, out)
+		}
+		run = parseRun(t, out)
+	default:
+		t.Fatalf("apply with the broker restarting: exit %d, want 0 or 1\n%s", r.code, r.out)
+	}
+	if run.Status != "completed" || run.Moved != n {
+		t.Errorf("status %s, moved %d; want completed, %d", run.Status, run.Moved, n)
+	}
+	steps := map[string]int{}
+	for _, rec := range journalRecords(t, filepath.Join(dir, "p.journal")) {
+		steps[fmt.Sprint(rec["type"])]++
+		if rec["type"] == "failed" || rec["type"] == "gone" {
+			t.Errorf("journal: %v", rec)
+		}
+	}
+	t.Logf("journal steps: %v", steps)
+	copies := copiesOn(t, origin)
+	for _, e := range evs {
+		if copies[e.id] != 1 {
+			t.Errorf("%s on the origin %d times, want 1", e.id, copies[e.id])
+		}
+	}
+	if len(copies) != n {
+		t.Errorf("%d distinct events on the origin, want %d", len(copies), n)
+	}
+	if b, u, ok := subscriptionStats(t, dlq, "dlqctl"); !ok || b != 0 || u != 0 {
+		t.Errorf("DLQ subscription: backlog %d unacked %d, want 0", b, u)
+	}
+	return r.code == 1
+}
+
+// errorLine is dlqctl's error message in its output.
+func errorLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "dlqctl: ") {
+			return l
+		}
+	}
+	return "(none)"
+}
