@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -73,3 +74,41 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func Configf(format string, args ...any) error {
 	return &ConfigError{Err: fmt.Errorf(format, args...)}
 }
+
+// Redacted replaces a password or token wherever dlqctl prints a URL.
+const Redacted = "xxxxx"
+
+// Scrub replaces every secret (of 3 characters or more) in err's text by
+// Redacted: client libraries quote URLs, and with them passwords, in their
+// errors. errors.Is and errors.As still see through the result, and a
+// ConfigError stays one.
+func Scrub(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	hit := false
+	for _, s := range secrets {
+		if len(s) >= 3 && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, Redacted)
+			hit = true
+		}
+	}
+	if !hit {
+		return err
+	}
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return &ConfigError{Err: errors.New(msg)}
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError keeps errors.Is working on an error whose text was scrubbed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }

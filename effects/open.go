@@ -24,7 +24,7 @@ const DefaultTimeout = 30 * time.Second
 const Supported = "sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, exec:COMMAND, http://…, https://…"
 
 // redacted replaces a password or token wherever a probe is shown.
-const redacted = "xxxxx"
+const redacted = backend.Redacted
 
 // Options are what Open takes besides the URL. The package reads no
 // environment: the caller passes DLQCTL_EFFECTS_PASSWORD and the like in.
@@ -249,41 +249,6 @@ func urlError(err error) error {
 	return err
 }
 
-// scrub replaces secrets in err's text. Secrets shorter than 3 characters
-// are left alone: replacing every "a" would garble the message and hide
-// nothing.
-func scrub(err error, secrets ...string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	hit := false
-	for _, s := range secrets {
-		if len(s) >= 3 && strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, redacted)
-			hit = true
-		}
-	}
-	if !hit {
-		return err
-	}
-	var ce *backend.ConfigError
-	if errors.As(err, &ce) {
-		return &backend.ConfigError{Err: errors.New(msg)}
-	}
-	return &scrubbedError{msg: msg, err: err}
-}
-
-// scrubbedError keeps errors.Is working on an error whose text was
-// scrubbed.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
-
 // truncate shortens what a consumer's command or server said, for an
 // error message.
 func truncate(s string, n int) string {
@@ -296,3 +261,6 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…(truncated)"
 }
+
+// scrub hides secrets in an error's text (backend.Scrub).
+func scrub(err error, secrets ...string) error { return backend.Scrub(err, secrets...) }

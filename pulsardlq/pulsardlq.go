@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -587,35 +586,5 @@ func (t *Topic) connErr(ctx context.Context, what string, err error) error {
 	return scrub(fmt.Errorf("%s: %s: %w", t, what, err), t.token)
 }
 
-// scrub is a last guard: no message built here holds the token, but an
-// error from below could echo one.
-func scrub(err error, secrets ...string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	hit := false
-	for _, s := range secrets {
-		if len(s) >= 3 && strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, redacted)
-			hit = true
-		}
-	}
-	if !hit {
-		return err
-	}
-	var ce *backend.ConfigError
-	if errors.As(err, &ce) {
-		return &backend.ConfigError{Err: errors.New(msg)}
-	}
-	return &scrubbedError{msg: msg, err: err}
-}
-
-// scrubbedError keeps errors.Is working on an error whose text was scrubbed.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
+// scrub hides secrets in an error's text (backend.Scrub).
+func scrub(err error, secrets ...string) error { return backend.Scrub(err, secrets...) }

@@ -53,7 +53,7 @@ const (
 )
 
 // redacted replaces a secret wherever dlqctl shows a URL.
-const redacted = "xxxxx"
+const redacted = backend.Redacted
 
 var knownParams = []string{"admin", "subscription", "tls_ca", "tls_hostname_verification", "tls_insecure", "topic"}
 

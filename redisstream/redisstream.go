@@ -314,36 +314,5 @@ func isWrongType(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
 }
 
-// scrub is a last guard: the messages above are built so as not to hold a
-// password, but an error from below could echo one. Passwords shorter than
-// 3 characters are left alone, as replacing them would garble any message.
-func scrub(err error, passwords ...string) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	hit := false
-	for _, p := range passwords {
-		if len(p) >= 3 && strings.Contains(msg, p) {
-			msg = strings.ReplaceAll(msg, p, redacted)
-			hit = true
-		}
-	}
-	if !hit {
-		return err
-	}
-	var ce *backend.ConfigError
-	if errors.As(err, &ce) {
-		return &backend.ConfigError{Err: errors.New(msg)}
-	}
-	return &scrubbedError{msg: msg, err: err}
-}
-
-// scrubbedError keeps errors.Is working on an error whose text was scrubbed.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
+// scrub hides secrets in an error's text (backend.Scrub).
+func scrub(err error, secrets ...string) error { return backend.Scrub(err, secrets...) }

@@ -38,7 +38,7 @@ import (
 const defaultPort = 6379
 
 // redacted replaces a password wherever dlqctl shows a source URL.
-const redacted = "xxxxx"
+const redacted = backend.Redacted
 
 var knownParams = []string{"group", "stream", "tls_ca", "tls_insecure", "tls_server_name"}
 
