@@ -287,10 +287,10 @@ func (s RulesSpec) Compile(source string) ([]Rule, error) {
 }
 
 // ConflictTracker finds event IDs that carry more than one fingerprint
-// during a streaming scan. It keeps two 64-bit hashes per entry in
-// append-only, pointer-free chunks and sorts them once, when first asked:
-// 16 bytes an entry, never the IDs or payloads, and nothing for the garbage
-// collector to scan.
+// during a streaming scan. It keeps two 64-bit hashes per distinct (event
+// ID, fingerprint) in append-only, pointer-free chunks and sorts them once,
+// when first asked: about 16 bytes an event, never the IDs or payloads, and
+// nothing for the garbage collector to scan.
 type ConflictTracker struct {
 	chunks    [][]eventPair
 	finished  bool
@@ -315,11 +315,32 @@ func (t *ConflictTracker) Add(e Envelope) {
 	}
 	t.finished = false
 	n := len(t.chunks)
-	if n == 0 || len(t.chunks[n-1]) == trackerChunk {
+	full := n == 0
+	if n > 0 && len(t.chunks[n-1]) == trackerChunk {
+		// A full chunk keeps each (event, fingerprint) pair once, so memory
+		// follows distinct events rather than entries; a chunk that shrank
+		// enough takes more entries.
+		t.chunks[n-1] = compact(t.chunks[n-1])
+		full = len(t.chunks[n-1]) > trackerChunk*3/4
+	}
+	if full {
 		t.chunks = append(t.chunks, make([]eventPair, 0, trackerChunk))
-		n++
+		n = len(t.chunks)
 	}
 	t.chunks[n-1] = append(t.chunks[n-1], eventPair{hashString(e.EventID), hashString(strings.ToLower(e.Fingerprint))})
+}
+
+func lessPair(a, b eventPair) int {
+	if a.event != b.event {
+		return cmpUint64(a.event, b.event)
+	}
+	return cmpUint64(a.fp, b.fp)
+}
+
+// compact sorts c and drops repeated pairs.
+func compact(c []eventPair) []eventPair {
+	slices.SortFunc(c, lessPair)
+	return slices.Compact(c)
 }
 
 // finish sorts each chunk and walks them merged, in event order: entries
@@ -332,13 +353,7 @@ func (t *ConflictTracker) finish() {
 	t.finished = true
 	t.unique = 0
 	t.conflicts = map[uint64]struct{}{}
-	less := func(a, b eventPair) int {
-		switch {
-		case a.event != b.event:
-			return cmpUint64(a.event, b.event)
-		}
-		return cmpUint64(a.fp, b.fp)
-	}
+	less := lessPair
 	for _, c := range t.chunks {
 		slices.SortFunc(c, less)
 	}

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -423,5 +424,36 @@ func TestConflictTracker(t *testing.T) {
 	tr.Add(ent("single", "sha256:other"))
 	if !tr.IsConflict("single") || tr.ConflictCount() != 3 {
 		t.Errorf("a conflict added after a query was not found")
+	}
+}
+
+// TestConflictTrackerAcrossChunks fills several chunks, with repeats that
+// compaction folds, and conflicts whose two fingerprints sit in different
+// chunks.
+func TestConflictTrackerAcrossChunks(t *testing.T) {
+	tr := NewConflictTracker()
+	const n = 3*trackerChunk + 100
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("E%d", i%(trackerChunk/2)) // every event four times or more
+		tr.Add(Envelope{EventID: id, Fingerprint: "sha256:same"})
+	}
+	tr.Add(Envelope{EventID: "E7", Fingerprint: "sha256:other"})
+	tr.Add(Envelope{EventID: "late", Fingerprint: "sha256:a"})
+	for i := 0; i < trackerChunk; i++ {
+		tr.Add(Envelope{EventID: fmt.Sprintf("F%d", i), Fingerprint: "sha256:x"})
+	}
+	tr.Add(Envelope{EventID: "late", Fingerprint: "sha256:b"})
+	if got, want := tr.Unique(), trackerChunk/2+1+trackerChunk; got != want {
+		t.Errorf("Unique = %d, want %d", got, want)
+	}
+	if !tr.IsConflict("E7") || !tr.IsConflict("late") || tr.IsConflict("E8") || tr.ConflictCount() != 2 {
+		t.Errorf("conflicts: E7 %v late %v E8 %v count %d", tr.IsConflict("E7"), tr.IsConflict("late"), tr.IsConflict("E8"), tr.ConflictCount())
+	}
+	total := 0
+	for _, c := range tr.chunks {
+		total += len(c)
+	}
+	if total > trackerChunk/2+trackerChunk+trackerChunk/2 {
+		t.Errorf("%d pairs kept for %d distinct events: repeats were not folded", total, tr.Unique())
 	}
 }
