@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -448,6 +449,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if err := eng.MarkStale(st, missing, changed); err != nil {
 		return err
 	}
+	f.noteCrossSlot(s.src, plan)
 	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
 	return f.finishRun(ctx, eng, st, journalPath)
 }
@@ -522,6 +524,25 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath))
 	}
 	return nil
+}
+
+// noteCrossSlot says when a Redis Cluster move cannot be one atomic script
+// (DLQ and destination in different hash slots) and falls back to the
+// journaled two-step move.
+func (f *Factory) noteCrossSlot(src backend.Source, plan *redrive.Plan) {
+	rs, ok := src.(*redisstream.Stream)
+	if !ok || !rs.Cluster() {
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range plan.Entries {
+		if e.Dest != "" && !seen[e.Dest] {
+			seen[e.Dest] = true
+			if rs.CrossSlot(e.Dest) {
+				fmt.Fprintf(f.IO.ErrOut, "dlqctl: note: %q and the DLQ are in different hash slots: moves there take two journaled steps (add, then remove) instead of one atomic script\n", e.Dest)
+			}
+		}
+	}
 }
 
 func randomSuffix() string {

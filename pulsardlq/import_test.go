@@ -38,107 +38,26 @@ func mustDlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 	return out
 }
 
-// readDocs runs stats, categorize and list and keeps what must not depend
-// on the backend, as conformance/conformance_test.go does: locators and
-// backend sections dropped, malformed entries compared by place and
-// category only.
-func readDocs(t *testing.T, src string) map[string]any {
-	docs := map[string]any{}
-	var stats map[string]any
-	mustJSON(t, mustDlqctl(t, nil, "--source", src, "stats", "-o", "json"), &stats)
-	delete(stats, "source")
-	delete(stats, "backend")
-	docs["stats"] = stats
-
-	var cats struct {
-		Categories []map[string]any `json:"categories"`
-	}
-	mustJSON(t, mustDlqctl(t, nil, "--source", src, "categorize", "-o", "json"), &cats)
-	for _, c := range cats.Categories {
-		delete(c, "sample_ids")
-		if c["name"] == "malformed" {
-			delete(c, "example_error")
-		}
-	}
-	docs["categorize"] = cats.Categories
-
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	mustJSON(t, mustDlqctl(t, nil, "--source", src, "list", "--limit", "0", "-o", "json"), &list)
-	for i, it := range list.Items {
-		if it["category"] == "malformed" {
-			list.Items[i] = map[string]any{"category": "malformed"}
-			continue
-		}
-		delete(it, "id")
-		if o, ok := it["origin"].(map[string]any); ok {
-			delete(o, "backend")
-		}
-	}
-	docs["list"] = list.Items
-	return docs
-}
-
-func mustJSON(t *testing.T, b []byte, v any) {
-	t.Helper()
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%v in %.2000s", err, b)
-	}
-}
-
-// ageFields are the stats fields computed from dead_lettered_at.
-var ageFields = []string{"age_histogram", "age_p50_seconds", "age_p95_seconds", "oldest_age_seconds"}
-
-func TestIncidentImportsAndReadsTheSame(t *testing.T) {
+// TestIncidentImportIsRefusedTwice imports the sample incident (the shared
+// conformance suite compares what it reads back on every backend) and
+// checks what is Pulsar's own: a second import is refused whole, and stats
+// reports the DLQ subscription's backlog.
+func TestIncidentImportIsRefusedTwice(t *testing.T) {
 	incident, err := filepath.Abs("../testdata/incident")
 	if err != nil {
 		t.Fatal(err)
 	}
 	export := mustDlqctl(t, nil, "--source", "dir:"+incident, "export")
-	if n := bytes.Count(export, []byte("\n")); n != 284 {
-		t.Fatalf("export wrote %d lines, want 284", n)
-	}
-	want := readDocs(t, "dir:"+incident)
-
 	src := sourceURL(freshTopic(t, ""))
 	mustDlqctl(t, export, "--source", src, "import")
-	got := readDocs(t, src)
-	for _, doc := range []string{"categorize", "list"} {
-		if !reflect.DeepEqual(got[doc], want[doc]) {
-			g, _ := json.MarshalIndent(got[doc], "", " ")
-			w, _ := json.MarshalIndent(want[doc], "", " ")
-			t.Errorf("%s differs:\n got: %.3000s\nwant: %.3000s", doc, g, w)
-		}
-	}
-	// Known difference, outside this package: envelope.FromPulsar takes
-	// the publish time (here: the import) as dead_lettered_at when an
-	// entry carries none, which only the incident's malformed entries
-	// lack. Their ages differ; everything else in stats must not.
-	gs, ws := got["stats"].(map[string]any), want["stats"].(map[string]any)
-	for _, k := range ageFields {
-		if !reflect.DeepEqual(gs[k], ws[k]) {
-			t.Logf("stats %s: %v on Pulsar, %v on dir (see envelope.FromPulsar's publish-time fallback)", k, gs[k], ws[k])
-		}
-		delete(gs, k)
-		delete(ws, k)
-	}
-	if !reflect.DeepEqual(gs, ws) {
-		g, _ := json.MarshalIndent(gs, "", " ")
-		w, _ := json.MarshalIndent(ws, "", " ")
-		t.Errorf("stats differ:\n got: %s\nwant: %s", g, w)
-	}
-	if v := ws["total"]; v != float64(284) {
-		t.Errorf("total = %v", v)
-	}
-
-	// A second import of the same export is refused whole.
 	_, errOut, code := dlqctl(t, nil, export, "--source", src, "import")
 	if code == 0 || !bytes.Contains(errOut, []byte("already")) {
 		t.Errorf("second import: exit %d, %s", code, errOut)
 	}
 	var stats map[string]any
-	mustJSON(t, mustDlqctl(t, nil, "--source", src, "stats", "-o", "json"), &stats)
+	if err := json.Unmarshal(mustDlqctl(t, nil, "--source", src, "stats", "-o", "json"), &stats); err != nil {
+		t.Fatal(err)
+	}
 	if stats["total"] != float64(284) {
 		t.Errorf("total after a refused import = %v", stats["total"])
 	}

@@ -130,8 +130,9 @@ return 'ok'
 `)
 
 // Atomic: the move script adds to the destination and deletes from the DLQ
-// in one step.
-func (s *Stream) Atomic() bool { return true }
+// in one step. Not on a Redis Cluster, where a move across hash slots is
+// two steps (cluster.go).
+func (s *Stream) Atomic() bool { return !s.cluster }
 
 // DefaultDest is the entry's origin stream.
 func (s *Stream) DefaultDest(origin string) string { return origin }
@@ -140,11 +141,18 @@ func (s *Stream) DefaultDest(origin string) string { return origin }
 // pipeline (one round trip). Entries that share a key keep their order: the
 // server runs a pipeline's scripts in order.
 //
-// Redis Cluster: the script touches the DLQ and the destination, which must
-// then be in one hash slot. Stream.Client is never a cluster client, so the
-// two-step fallback (XADD on one node, XDEL on the other, journalled) is not
-// implemented; a CROSSSLOT reply fails the item with the slots named.
+// Redis Cluster (?cluster=true): see publishCluster. A single server that
+// answers CROSSSLOT (a cluster opened without cluster=true) fails the item
+// with the slots named.
 func (s *Stream) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
+	if s.cluster {
+		return s.publishCluster(ctx, items, m)
+	}
+	return s.publishScript(ctx, items, m)
+}
+
+// publishScript moves every item with the move script.
+func (s *Stream) publishScript(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
 	results := make([]backend.MoveResult, len(items))
 	var calls []scriptCall
 	var at []int
@@ -234,7 +242,7 @@ func (s *Stream) Tail(ctx context.Context) (string, error) {
 // the hash slots of the two keys.
 func (s *Stream) itemErr(what, other string, err error) error {
 	if redis.HasErrorPrefix(err, "CROSSSLOT") && other != "" {
-		return fmt.Errorf("%s: the DLQ %q (hash slot %d) and %q (hash slot %d) are in different Redis Cluster slots, and dlqctl moves in one script: give both keys one {hash tag}: %w",
+		return fmt.Errorf("%s: the DLQ %q (hash slot %d) and %q (hash slot %d) are in different Redis Cluster slots, and dlqctl moves in one script: give both keys one {hash tag}, or add cluster=true to the source URL for a journaled two-step move: %w",
 			what, s.key, keySlot(s.key), other, keySlot(other), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)

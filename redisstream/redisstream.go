@@ -49,7 +49,9 @@ type Options struct {
 
 // Stream is a DLQ held in one Redis stream.
 type Stream struct {
-	rdb      *redis.Client
+	// rdb is a *redis.Client, or a *redis.ClusterClient with ?cluster=true.
+	rdb      redis.UniversalClient
+	cluster  bool
 	src      sourceURL
 	key      string
 	group    string
@@ -122,8 +124,15 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 			return nil, err
 		}
 	}
+	var rdb redis.UniversalClient
+	if src.cluster {
+		rdb = newClusterClient(ro)
+	} else {
+		rdb = redis.NewClient(ro)
+	}
 	s := &Stream{
-		rdb:      redis.NewClient(ro),
+		rdb:      rdb,
+		cluster:  src.cluster,
 		src:      src,
 		key:      src.stream,
 		group:    src.group,
@@ -194,8 +203,9 @@ func (s *Stream) String() string { return s.src.display() }
 func (s *Stream) Close() error { return s.rdb.Close() }
 
 // Client is the connection, for the moves that need Lua scripts (redrive,
-// quarantine). The caller must not close it.
-func (s *Stream) Client() *redis.Client { return s.rdb }
+// quarantine): a *redis.Client, or a *redis.ClusterClient when the URL
+// says cluster=true. The caller must not close it.
+func (s *Stream) Client() redis.UniversalClient { return s.rdb }
 
 // Key is the DLQ stream's key.
 func (s *Stream) Key() string { return s.key }

@@ -31,6 +31,8 @@ import (
 //	tls_server_name  rediss only: name to verify the server certificate
 //	                 against, when it differs from host
 //	tls_insecure     rediss only: "true" skips certificate verification
+//	cluster          "true": host:port is a seed node of a Redis Cluster
+//	                 (db must be 0); see cluster.go for how moves work there
 //
 // A password in the URL wins over Options.Password (DLQCTL_REDIS_PASSWORD).
 // Special characters in a user name or password must be percent-encoded.
@@ -40,7 +42,7 @@ const defaultPort = 6379
 // redacted replaces a password wherever dlqctl shows a source URL.
 const redacted = backend.Redacted
 
-var knownParams = []string{"group", "stream", "tls_ca", "tls_insecure", "tls_server_name"}
+var knownParams = []string{"cluster", "group", "stream", "tls_ca", "tls_insecure", "tls_server_name"}
 
 // sourceURL is a parsed Redis source URL.
 type sourceURL struct {
@@ -56,6 +58,7 @@ type sourceURL struct {
 	tlsCA         string
 	tlsServerName string
 	tlsInsecure   bool
+	cluster       bool
 	rawQuery      string
 }
 
@@ -158,6 +161,16 @@ func parseURL(raw string) (sourceURL, error) {
 			return u, backend.Configf("redis source %s: tls_insecure=%q: want true or false", u.display(), v[0])
 		}
 		u.tlsInsecure = b
+	}
+	if v, ok := q["cluster"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return u, backend.Configf("redis source %s: cluster=%q: want true or false", u.display(), v[0])
+		}
+		u.cluster = b
+		if b && u.db != 0 {
+			return u, backend.Configf("redis source %s: database %d: Redis Cluster has only database 0", u.display(), u.db)
+		}
 	}
 	if u.scheme == "redis" {
 		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
