@@ -448,7 +448,7 @@ func TestPulsarEndToEnd(t *testing.T) {
 // without, they arrive twice and the consumer absorbs the copy.
 func TestPulsarCrashMatrix(t *testing.T) {
 	const n = 8
-	steps := []string{"intent:2", "published:2", "removed:2", "sent-unjournaled"}
+	steps := []string{"intent:2", "published:2", "removed:2", "sent-unjournaled", "acked-unjournaled"}
 	for _, dedup := range []bool{true, false} {
 		for _, step := range steps {
 			name := "dedup-off/" + step
@@ -468,8 +468,11 @@ func TestPulsarCrashMatrix(t *testing.T) {
 					"--ramp", "4,10", "--settle", "0s", "--unverified-ok")
 
 				crashAt := step
-				if step == "sent-unjournaled" {
+				switch step {
+				case "sent-unjournaled":
 					crashAt = "published:2"
+				case "acked-unjournaled":
+					crashAt = "removed:2"
 				}
 				code, out := dlqctlProc(t, dir, []string{"DLQCTL_TEST_CRASH=" + crashAt}, "--source", src, "redrive", "apply", "p.json")
 				if code != 137 {
@@ -477,8 +480,14 @@ func TestPulsarCrashMatrix(t *testing.T) {
 				}
 				journal := filepath.Join(dir, "p.journal")
 				resent := map[string]bool{} // sent twice by the run
-				if step == "sent-unjournaled" {
-					resent = cutPublished(t, journal)
+				switch step {
+				case "sent-unjournaled":
+					resent = cutTrailing(t, journal, "published")
+				case "acked-unjournaled":
+					// Acked, but the journal still says only published:
+					// resume acks again, which must find them gone and
+					// neither fail nor send anything.
+					cutTrailing(t, journal, "removed")
 				}
 
 				code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "resume", "p.journal", "-o", "json")
@@ -554,11 +563,11 @@ func TestPulsarCrashMatrix(t *testing.T) {
 	}
 }
 
-// cutPublished removes the trailing `published` records from a journal
-// that a crash after `published` left, so that it ends, as a crash between
-// the send and its record would leave it, with the sends' intents. It
-// returns the event IDs whose records it removed.
-func cutPublished(t *testing.T, path string) map[string]bool {
+// cutTrailing removes the trailing records of one type (`published` or
+// `removed`) from a journal that a crash right after them left, so that it
+// ends as a crash between the side effect and its record would leave it.
+// It returns the event IDs whose records it removed.
+func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -577,14 +586,14 @@ func cutPublished(t *testing.T, path string) map[string]bool {
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Type != "published" {
+		if r.Type != typ {
 			break
 		}
 		cut[r.EventID] = true
 		lines = lines[:len(lines)-1]
 	}
 	if len(cut) != 2 {
-		t.Fatalf("cut %d published records, want the 2 of the second chunk", len(cut))
+		t.Fatalf("cut %d %s records, want the 2 of the second chunk", len(cut), typ)
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
