@@ -139,7 +139,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 		names:       names,
 		from:        from,
 		token:       opts.Token,
-		sendTimeout: orDefault(opts.SendTimeout, defaultSendTimeout),
+		sendTimeout: orDefault(opts.SendTimeout, orDefault(src.timeout, defaultSendTimeout)),
 		admin:       newAdmin(src.admin, opts.Token, tr),
 		producers:   map[[2]string]redriveProducer{},
 		ackers:      map[string]pulsar.Consumer{},
@@ -153,7 +153,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 	co := pulsar.ClientOptions{
 		URL:               src.serviceURL(),
 		ConnectionTimeout: 10 * time.Second,
-		OperationTimeout:  orDefault(opts.OperationTimeout, defaultOperationTimeout),
+		OperationTimeout:  orDefault(opts.OperationTimeout, orDefault(src.timeout, defaultOperationTimeout)),
 		Logger:            opts.Logger,
 	}
 	if co.Logger == nil {

@@ -11,13 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
 )
 
 // Source URLs:
 //
-//	pulsar://host[:port]?topic=DLQTOPIC[&subscription=SUB][&admin=HTTPURL]
+//	pulsar://host[:port]?topic=DLQTOPIC[&subscription=SUB][&admin=HTTPURL][&timeout=DUR]
 //	pulsar+ssl://…same…[&tls_ca=FILE][&tls_insecure=true][&tls_hostname_verification=true]
 //
 // The port defaults to 6650 (pulsar://) or 6651 (pulsar+ssl://). Query
@@ -55,7 +56,7 @@ const (
 // redacted replaces a secret wherever dlqctl shows a URL.
 const redacted = backend.Redacted
 
-var knownParams = []string{"admin", "subscription", "tls_ca", "tls_hostname_verification", "tls_insecure", "topic"}
+var knownParams = []string{"admin", "subscription", "timeout", "tls_ca", "tls_hostname_verification", "tls_insecure", "topic"}
 
 // sourceURL is a parsed Pulsar source URL.
 type sourceURL struct {
@@ -69,7 +70,10 @@ type sourceURL struct {
 	tlsCA        string
 	tlsInsecure  bool
 	tlsHostname  bool
-	rawQuery     string
+	// timeout bounds the client's operations and sends (?timeout=DUR):
+	// how long a broker outage is ridden through before a command fails.
+	timeout  time.Duration
+	rawQuery string
 }
 
 func (u sourceURL) tls() bool { return u.scheme == "pulsar+ssl" }
@@ -219,6 +223,13 @@ func parseURL(raw string) (sourceURL, error) {
 		} else {
 			u.tlsHostname = b
 		}
+	}
+	if v, ok := q["timeout"]; ok {
+		d, err := time.ParseDuration(v[0])
+		if err != nil || d <= 0 {
+			return u, backend.Configf("pulsar source %s: timeout=%q: want a positive duration such as 10s", u.display(), v[0])
+		}
+		u.timeout = d
 	}
 	u.tlsCA = q.Get("tls_ca")
 	if !u.tls() {
