@@ -712,3 +712,55 @@ func errorLine(out string) string {
 	}
 	return "(none)"
 }
+
+// TestPulsarResolve ends missing-reference dead letters on a real broker:
+// each envelope is archived in full in the journal, with the reason, before
+// its ack; nothing goes to the origin, and the other entries stay.
+func TestPulsarResolve(t *testing.T) {
+	dir := t.TempDir()
+	origin := originTopic(t, false)
+	dlq := e2eTopic(t, "public/default", "dlq")
+	evs := pulsarEvents("G", 6)
+	for i := range evs {
+		evs[i].props = map[string]string{"REAL_TOPIC": origin, "last_error": "order not found"}
+		if i >= 4 {
+			evs[i].props["last_error"] = "timeout calling payments"
+		}
+	}
+	produceTo(t, dlq, evs)
+	src := pulsarSource(dlq, "")
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "resolve", "plan", "--category", "missing-reference",
+		"--reason", "orders deleted upstream", "--out", "r.json"); code != 0 {
+		t.Fatalf("resolve plan: exit %d\n%s", code, out)
+	}
+	if code, out := dlqctlProc(t, dir, nil, "resolve", "approve", "r.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("resolve approve: exit %d\n%s", code, out)
+	}
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "resolve", "apply", "r.json")
+	if code != 0 {
+		t.Fatalf("resolve apply: exit %d\n%s", code, out)
+	}
+	if run := parseRun(t, out); run.Status != "completed" || run.Moved != 4 {
+		t.Errorf("resolve: status %s, moved %d; want completed, 4", run.Status, run.Moved)
+	}
+	archived := 0
+	for _, r := range journalRecords(t, filepath.Join(dir, "r.journal")) {
+		if r["type"] != "archive" {
+			continue
+		}
+		archived++
+		env, _ := r["envelope"].(map[string]any)
+		if env["event_id"] == nil || env["payload"] == nil || r["note"] != "orders deleted upstream" {
+			t.Errorf("archive record without the full envelope and reason: %v", r)
+		}
+	}
+	if archived != 4 {
+		t.Errorf("%d archive records, want 4", archived)
+	}
+	if b, _, ok := subscriptionStats(t, dlq, "dlqctl"); !ok || b != 2 {
+		t.Errorf("DLQ backlog %d after resolving 4 of 6, want 2", b)
+	}
+	if copies := copiesOn(t, origin); len(copies) != 0 {
+		t.Errorf("resolve sent %v to the origin", copies)
+	}
+}
