@@ -10,7 +10,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +28,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 const (
@@ -58,7 +59,7 @@ type Server struct {
 	dir     string
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
-	log     *syncBuffer
+	log     *testproc.Log
 
 	stopOnce sync.Once
 	stopErr  error
@@ -271,11 +272,11 @@ func initdb(bin, dir string, as *runAs) error {
 var errPortTaken = errors.New("port taken")
 
 func start(bin, dir string, as *runAs) (*Server, error) {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{port: port, dir: dir, exited: make(chan struct{}), log: &syncBuffer{}}
+	s := &Server{port: port, dir: dir, exited: make(chan struct{}), log: &testproc.Log{}}
 	s.cmd = command(bin, dir, as,
 		"-D", filepath.Join(dir, "data"),
 		"-p", strconv.Itoa(port),
@@ -305,18 +306,6 @@ func start(bin, dir string, as *runAs) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
 }
 
 // waitReady connects until the server accepts connections: it listens a
@@ -431,22 +420,4 @@ func tail(s string) string {
 		s = "…" + s[len(s)-max:]
 	}
 	return s
-}
-
-// syncBuffer collects the server's output from the exec goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 // clusterTimeout bounds `redis-cli --cluster create` and the wait for
@@ -59,7 +61,7 @@ func StartClusterProcess() (*Cluster, error) {
 	}
 	c := &Cluster{}
 	for range 3 {
-		bus, err := freePort()
+		bus, err := testproc.FreePort()
 		if err != nil {
 			_ = c.Stop()
 			return nil, err
@@ -103,7 +105,7 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("cluster node %s not ok after %s (%v): %s\n%s", s.Addr(), clusterTimeout, err, info, s.log.tail())
+				return fmt.Errorf("cluster node %s not ok after %s (%v): %s\n%s", s.Addr(), clusterTimeout, err, info, s.log.Tail(2000))
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

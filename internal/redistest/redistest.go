@@ -7,7 +7,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 const (
@@ -45,7 +46,7 @@ type Server struct {
 	password string // from --requirepass, for Client
 	exited   chan struct{}
 	waitErr  error // valid once exited is closed
-	log      *syncBuffer
+	log      *testproc.Log
 
 	mu     sync.Mutex
 	client *redis.Client
@@ -141,7 +142,7 @@ func StartProcess(args ...string) (*Server, error) {
 var errPortTaken = errors.New("port taken")
 
 func start(bin string, extra []string) (*Server, error) {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +165,7 @@ func start(bin string, extra []string) (*Server, error) {
 		dir:      dir,
 		password: argValue(extra, "--requirepass"),
 		exited:   make(chan struct{}),
-		log:      &syncBuffer{},
+		log:      &testproc.Log{},
 	}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout = s.log
@@ -188,18 +189,6 @@ func start(bin string, extra []string) (*Server, error) {
 	return s, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
-}
-
 // waitReady polls with a raw PING until the server answers. NOAUTH counts
 // as an answer: a server started with --requirepass is up all the same.
 func (s *Server) waitReady() error {
@@ -208,7 +197,7 @@ func (s *Server) waitReady() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("redis-server exited before it was ready (%v):\n%s", s.waitErr, s.log.tail())
+			return fmt.Errorf("redis-server exited before it was ready (%v):\n%s", s.waitErr, s.log.Tail(2000))
 		default:
 		}
 		reply, err := rawPing(s.addr)
@@ -221,7 +210,7 @@ func (s *Server) waitReady() error {
 		lastErr = err
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("redis-server on %s not answering PING after %s (%v):\n%s", s.addr, readyTimeout, lastErr, s.log.tail())
+	return fmt.Errorf("redis-server on %s not answering PING after %s (%v):\n%s", s.addr, readyTimeout, lastErr, s.log.Tail(2000))
 }
 
 func rawPing(addr string) (string, error) {
@@ -311,31 +300,4 @@ func argValue(args []string, name string) string {
 		}
 	}
 	return v
-}
-
-// syncBuffer collects the server's output from the exec goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) tail() string {
-	s := b.String()
-	const max = 2000
-	if len(s) > max {
-		s = "…" + s[len(s)-max:]
-	}
-	return s
 }
