@@ -134,38 +134,38 @@ func (t *Topic) importProducer(ctx context.Context) (pulsar.Producer, error) {
 
 // importMessage lays e out as a Pulsar message (see Import).
 func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
-	w := propWriter{names: t.names, props: map[string]string{}}
+	w := envelope.NewFieldWriter(t.names)
 	payload := e.Payload
 	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
 		payload = e.Raw
 	}
-	w.str(envelope.FieldEventID, e.EventID)
-	w.str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	w.Str(envelope.FieldEventID, e.EventID)
+	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(payload) {
-		w.put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
+		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
 	}
-	w.str(envelope.FieldPayloadVersion, e.PayloadVersion)
-	w.str(envelope.FieldContentType, e.ContentType)
+	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
+	w.Str(envelope.FieldContentType, e.ContentType)
 	if e.Origin.Topic != "" {
-		w.raw(envelope.PulsarRealTopic, e.Origin.Topic)
+		w.Raw(envelope.PulsarRealTopic, e.Origin.Topic)
 	}
-	w.str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
+	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
 	if e.Attempts != 0 {
-		w.put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
+		w.Put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
 	}
-	w.str(envelope.FieldLastError, e.LastError)
-	w.str(envelope.FieldErrorClass, e.ErrorClass)
-	w.time(envelope.FieldFirstReceivedAt, e.FirstReceivedAt)
-	w.time(envelope.FieldDeadLetteredAt, e.DeadLetteredAt)
-	w.str(envelope.FieldOwner, e.Owner)
-	w.time(envelope.FieldRecoverBy, e.RecoverBy)
-	w.str(envelope.FieldSchemaInfo, e.SchemaInfo)
+	w.Str(envelope.FieldLastError, e.LastError)
+	w.Str(envelope.FieldErrorClass, e.ErrorClass)
+	w.Time(envelope.FieldFirstReceivedAt, e.FirstReceivedAt)
+	w.Time(envelope.FieldDeadLetteredAt, e.DeadLetteredAt)
+	w.Str(envelope.FieldOwner, e.Owner)
+	w.Time(envelope.FieldRecoverBy, e.RecoverBy)
+	w.Str(envelope.FieldSchemaInfo, e.SchemaInfo)
 	if e.RedriveCount != 0 {
-		w.put(envelope.FieldRedriveCount, strconv.Itoa(e.RedriveCount))
+		w.Put(envelope.FieldRedriveCount, strconv.Itoa(e.RedriveCount))
 	}
 	if e.Malformed != "" {
-		w.raw(envelope.MalformedMarker, e.Malformed)
+		w.Raw(envelope.MalformedMarker, e.Malformed)
 	}
 	msg := &pulsar.ProducerMessage{Payload: payload, Key: e.Key}
 	keys := make([]string, 0, len(e.Properties))
@@ -190,21 +190,21 @@ func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 			// Left out: they would read back as the origin or the attempts.
 			continue
 		}
-		field, first, isName := nameOf(t.names, k)
-		if w.written[k] || (isName && first) {
+		field, first, isName := t.names.NameOf(k)
+		if w.Written(k) || (isName && first) {
 			continue // it would read back as an envelope field
 		}
 		if isName {
 			// An alias of a field left out would read back as that field:
 			// write the field, empty, under its first name, which wins.
-			w.put(field, "")
+			w.Put(field, "")
 		}
-		w.raw(k, v)
+		w.Raw(k, v)
 	}
+	msg.Properties = w.Map()
 	if e.ID != "" {
-		w.props[SourceIDProperty] = e.ID
+		msg.Properties[SourceIDProperty] = e.ID
 	}
-	msg.Properties = w.props
 	return msg
 }
 
@@ -217,51 +217,6 @@ func eventTime(s string) (time.Time, bool) {
 	}
 	back := time.UnixMilli(ts.UnixMilli()).UTC()
 	return back, back.Format(time.RFC3339Nano) == s
-}
-
-type propWriter struct {
-	names   envelope.FieldNames
-	props   map[string]string
-	written map[string]bool
-}
-
-// put writes field under its first name unless that name is written.
-func (w *propWriter) put(field, value string) { w.raw(w.names[field][0], value) }
-
-func (w *propWriter) raw(name, value string) {
-	if w.written == nil {
-		w.written = map[string]bool{}
-	}
-	if w.written[name] {
-		return
-	}
-	w.written[name] = true
-	w.props[name] = value
-}
-
-func (w *propWriter) str(field, value string) {
-	if value != "" {
-		w.put(field, value)
-	}
-}
-
-func (w *propWriter) time(field string, ts time.Time) {
-	if !ts.IsZero() {
-		w.put(field, ts.UTC().Format(time.RFC3339Nano))
-	}
-}
-
-// nameOf finds the envelope field that name is one of the names of, and
-// whether it is the field's first name.
-func nameOf(names envelope.FieldNames, name string) (field string, first, ok bool) {
-	for f, ns := range names {
-		for i, n := range ns {
-			if n == name {
-				return f, i == 0, true
-			}
-		}
-	}
-	return "", false, false
 }
 
 // withCtx runs a client call that takes no context, and gives up when ctx

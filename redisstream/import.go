@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -153,33 +152,33 @@ func (s *Stream) entryFields(e envelope.Envelope) []string {
 			return raw // the fields it came from, as they were
 		}
 	}
-	w := fieldWriter{names: s.names, written: map[string]bool{}}
+	w := envelope.NewFieldWriter(s.names)
 	payload, encoding := e.Payload, e.PayloadEncoding
 	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
 		payload, encoding = e.Raw, ""
 	}
-	w.str(envelope.FieldEventID, e.EventID)
-	w.str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	w.Str(envelope.FieldEventID, e.EventID)
+	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
 	// Always written, even empty: an entry without it reads as malformed.
-	w.put(envelope.FieldPayload, string(payload))
-	w.str(envelope.FieldPayloadEncoding, encoding)
-	w.str(envelope.FieldPayloadVersion, e.PayloadVersion)
-	w.str(envelope.FieldContentType, e.ContentType)
-	w.str(envelope.FieldKey, e.Key)
-	w.str(envelope.FieldOriginStream, e.Origin.Topic)
-	w.str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.str(envelope.FieldOriginConsumer, e.Origin.Consumer)
-	w.put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
-	w.str(envelope.FieldLastError, e.LastError)
-	w.str(envelope.FieldErrorClass, e.ErrorClass)
-	w.time(envelope.FieldFirstReceivedAt, e.FirstReceivedAt)
-	w.time(envelope.FieldDeadLetteredAt, e.DeadLetteredAt)
-	w.str(envelope.FieldOwner, e.Owner)
-	w.time(envelope.FieldRecoverBy, e.RecoverBy)
-	w.str(envelope.FieldSchemaInfo, e.SchemaInfo)
-	w.put(envelope.FieldRedriveCount, strconv.Itoa(e.RedriveCount))
+	w.Put(envelope.FieldPayload, string(payload))
+	w.Str(envelope.FieldPayloadEncoding, encoding)
+	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
+	w.Str(envelope.FieldContentType, e.ContentType)
+	w.Str(envelope.FieldKey, e.Key)
+	w.Str(envelope.FieldOriginStream, e.Origin.Topic)
+	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
+	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
+	w.Str(envelope.FieldLastError, e.LastError)
+	w.Str(envelope.FieldErrorClass, e.ErrorClass)
+	w.Time(envelope.FieldFirstReceivedAt, e.FirstReceivedAt)
+	w.Time(envelope.FieldDeadLetteredAt, e.DeadLetteredAt)
+	w.Str(envelope.FieldOwner, e.Owner)
+	w.Time(envelope.FieldRecoverBy, e.RecoverBy)
+	w.Str(envelope.FieldSchemaInfo, e.SchemaInfo)
+	w.Put(envelope.FieldRedriveCount, strconv.Itoa(e.RedriveCount))
 	if e.Malformed != "" {
-		w.raw(MalformedField, e.Malformed)
+		w.Raw(MalformedField, e.Malformed)
 	}
 	keys := make([]string, 0, len(e.Properties))
 	for k := range e.Properties {
@@ -187,61 +186,19 @@ func (s *Stream) entryFields(e envelope.Envelope) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		field, first, isName := nameOf(s.names, k)
-		if w.written[k] || (isName && first) {
+		field, first, isName := s.names.NameOf(k)
+		if w.Written(k) || (isName && first) {
 			continue // it would read back as an envelope field
 		}
 		// A property named like an alias of a field that was left out
 		// would also read back as that field: write the field, empty,
 		// under its first name, which wins over its aliases on reading.
 		if isName {
-			w.put(field, "")
+			w.Put(field, "")
 		}
-		w.raw(k, e.Properties[k])
+		w.Raw(k, e.Properties[k])
 	}
-	return w.out
-}
-
-type fieldWriter struct {
-	names   envelope.FieldNames
-	written map[string]bool
-	out     []string
-}
-
-// put writes field under its first name unless it is already written.
-func (w *fieldWriter) put(field, value string) { w.raw(w.names[field][0], value) }
-
-func (w *fieldWriter) raw(name, value string) {
-	if w.written[name] {
-		return
-	}
-	w.written[name] = true
-	w.out = append(w.out, name, value)
-}
-
-func (w *fieldWriter) str(field, value string) {
-	if value != "" {
-		w.put(field, value)
-	}
-}
-
-func (w *fieldWriter) time(field string, t time.Time) {
-	if !t.IsZero() {
-		w.put(field, t.UTC().Format(time.RFC3339Nano))
-	}
-}
-
-// nameOf finds the envelope field that name is one of the names of, and
-// whether it is the field's first name.
-func nameOf(names envelope.FieldNames, name string) (field string, first, ok bool) {
-	for f, ns := range names {
-		for i, n := range ns {
-			if n == name {
-				return f, i == 0, true
-			}
-		}
-	}
-	return "", false, false
+	return w.Pairs
 }
 
 // rawObject reads the Raw of a malformed envelope that came from a

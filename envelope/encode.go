@@ -1,0 +1,70 @@
+package envelope
+
+import "time"
+
+// FieldWriter lays envelope fields out as key/value pairs, the inverse of
+// DecodeFields: each field under the first of its names, each name written
+// once (the first write wins), in the order written. Backends that store
+// envelopes as fields (Redis entries, Pulsar properties) build on it.
+type FieldWriter struct {
+	names   FieldNames
+	written map[string]bool
+	// Pairs are the names and values written: name, value, name, value, …
+	Pairs []string
+}
+
+// NewFieldWriter writes with names (DefaultFieldNames merged with overrides).
+func NewFieldWriter(names FieldNames) *FieldWriter {
+	return &FieldWriter{names: names, written: map[string]bool{}}
+}
+
+// Put writes an envelope field under its first name.
+func (w *FieldWriter) Put(field, value string) { w.Raw(w.names[field][0], value) }
+
+// Raw writes a name that is no envelope field (a property, a marker).
+func (w *FieldWriter) Raw(name, value string) {
+	if w.written[name] {
+		return
+	}
+	w.written[name] = true
+	w.Pairs = append(w.Pairs, name, value)
+}
+
+// Str writes a field unless its value is empty.
+func (w *FieldWriter) Str(field, value string) {
+	if value != "" {
+		w.Put(field, value)
+	}
+}
+
+// Time writes a field as RFC 3339 unless it is zero.
+func (w *FieldWriter) Time(field string, t time.Time) {
+	if !t.IsZero() {
+		w.Put(field, t.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// Written says whether name was written.
+func (w *FieldWriter) Written(name string) bool { return w.written[name] }
+
+// Map is the pairs as a map.
+func (w *FieldWriter) Map() map[string]string {
+	m := make(map[string]string, len(w.Pairs)/2)
+	for i := 0; i+1 < len(w.Pairs); i += 2 {
+		m[w.Pairs[i]] = w.Pairs[i+1]
+	}
+	return m
+}
+
+// NameOf finds the envelope field that name is one of the names of, and
+// whether it is that field's first name.
+func (names FieldNames) NameOf(name string) (field string, first, ok bool) {
+	for f, ns := range names {
+		for i, n := range ns {
+			if n == name {
+				return f, i == 0, true
+			}
+		}
+	}
+	return "", false, false
+}
