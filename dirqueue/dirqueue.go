@@ -197,12 +197,23 @@ func MarshalFile(e envelope.Envelope) ([]byte, error) {
 
 // writeNew writes data to dir/name without ever replacing an existing file.
 func writeNew(dir, name string, data []byte) error {
+	return withTempFile(dir, name, data, func(tmp string) error {
+		if err := os.Link(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+		return syncDir(dir)
+	})
+}
+
+// withTempFile writes data to a synced temporary file in dir, hands its
+// name to place (which links or renames it into position), and removes
+// whatever is left under the temporary name.
+func withTempFile(dir, name string, data []byte, place func(tmp string) error) error {
 	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
 	if err != nil {
 		return err
 	}
-	tmpName := tmp.Name()
-	defer os.Remove(tmpName)
+	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
@@ -214,10 +225,7 @@ func writeNew(dir, name string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmpName, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return place(tmp.Name())
 }
 
 func syncDir(dir string) error {

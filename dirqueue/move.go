@@ -165,25 +165,11 @@ func withMarkers(e envelope.Envelope, it backend.MoveItem, m backend.Markers) en
 // rewrite replaces error/<id>.json with data if the file is still there:
 // written under a temporary name, synced, then put in its place.
 func (q *Queue) rewrite(id string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Join(q.root, errorDir), ".tmp-"+id+"-*")
-	if err != nil {
-		return err
-	}
-	tmpName := tmp.Name()
-	// After an exchange the temporary name holds the old version.
-	defer os.Remove(tmpName)
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return replaceIfPresent(tmpName, q.path(id))
+	// After an exchange the temporary name holds the old version, which
+	// withTempFile removes.
+	return withTempFile(filepath.Join(q.root, errorDir), id, data, func(tmp string) error {
+		return replaceIfPresent(tmp, q.path(id))
+	})
 }
 
 // Remove deletes each item's file error/<id>.json, then syncs the folder.
