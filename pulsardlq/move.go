@@ -69,28 +69,32 @@ func (t *Topic) DefaultDest(origin string) string {
 // every item is then unknown.
 func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
 	results := make([]backend.MoveResult, len(items))
-	cursors := map[int32]cursor{}
-	msgs := make([]pulsar.Message, len(items))
-	ids := make([]msgID, len(items))
+	locators := make([]string, len(items))
 	for i, it := range items {
-		msg, id, err := t.getMessage(ctx, it.ID, cursors)
-		switch {
-		case errors.Is(err, backend.ErrNotFound):
-			results[i].Err = err
+		locators[i] = it.ID
+	}
+	msgs, ids, errs, err := t.readPending(ctx, locators)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		if errs[i] != nil {
+			results[i].Err = errs[i]
+			msgs[i] = nil
 			continue
-		case err != nil:
-			return nil, err
 		}
+		msg, id := msgs[i], ids[i]
 		env := t.decode(msg, id)
 		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
 			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
+			msgs[i] = nil
 			continue
 		}
 		if it.Dest == "" {
 			results[i].Err = fmt.Errorf("move %s: no destination topic (no REAL_TOPIC; give --to)", it.ID)
+			msgs[i] = nil
 			continue
 		}
-		msgs[i], ids[i] = msg, id
 	}
 	checkBatches(items, msgs, ids, results)
 	refused := map[string]error{}
