@@ -74,3 +74,10 @@ type Mover interface {
 type Tailer interface {
 	Tail(ctx context.Context) (string, error)
 }
+
+// FingerprintScanner is implemented by backends that can list each entry's
+// locator and fingerprint more cheaply than a full Scan decodes it; a plan's
+// staleness check at apply needs nothing more.
+type FingerprintScanner interface {
+	ScanFingerprints(ctx context.Context, fn func(id, fingerprint string) error) error
+}

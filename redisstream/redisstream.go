@@ -252,6 +252,42 @@ func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelo
 	}
 }
 
+// ScanFingerprints reads every entry's id and fingerprint: the carried
+// fingerprint field when there is one, else the full decode's (computed)
+// one. It pages like Scan and skips decoding what it does not need.
+func (s *Stream) ScanFingerprints(ctx context.Context, fn func(id, fingerprint string) error) error {
+	names := s.names[envelope.FieldFingerprint]
+	start := "-"
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		msgs, err := s.rdb.XRangeN(ctx, s.key, start, "+", int64(s.pageSize)).Result()
+		if err != nil {
+			return s.cmdErr(ctx, "xrange", err)
+		}
+		for _, m := range msgs {
+			fp := ""
+			for _, n := range names {
+				if v, ok := m.Values[n].(string); ok && v != "" {
+					fp = v
+					break
+				}
+			}
+			if fp == "" {
+				fp = s.decode(m).Fingerprint
+			}
+			if err := fn(m.ID, fp); err != nil {
+				return err
+			}
+		}
+		if len(msgs) < s.pageSize {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
 // Get reads the entry with stream id id.
 func (s *Stream) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if !IsStreamID(id) {

@@ -105,17 +105,22 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 		want[e.ID] = i
 	}
 	seen := make([]bool, len(p.Entries))
-	err = src.Scan(ctx, "", func(env envelope.Envelope) error {
-		i, ok := want[env.ID]
+	check := func(id, fingerprint string) error {
+		i, ok := want[id]
 		if !ok {
 			return nil
 		}
 		seen[i] = true
-		if env.Fingerprint != p.Entries[i].Fingerprint {
+		if fingerprint != p.Entries[i].Fingerprint {
 			changed = append(changed, p.Entries[i])
 		}
 		return nil
-	})
+	}
+	if fs, ok := src.(backend.FingerprintScanner); ok {
+		err = fs.ScanFingerprints(ctx, check)
+	} else {
+		err = src.Scan(ctx, "", func(env envelope.Envelope) error { return check(env.ID, env.Fingerprint) })
+	}
 	for i, ok := range seen {
 		if !ok {
 			missing = append(missing, p.Entries[i])

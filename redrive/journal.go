@@ -116,9 +116,15 @@ func (j *Journal) AppendAll(rs []Record) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	line := make([]byte, 0, 512)
 	for _, r := range rs {
 		if r.At.IsZero() {
 			r.At = j.now().UTC()
+		}
+		var ok bool
+		if line, ok = appendStep(line[:0], r); ok {
+			buf.Write(line)
+			continue
 		}
 		if err := enc.Encode(r); err != nil {
 			return err
