@@ -60,8 +60,15 @@ end
 local found = redis.call('XRANGE', KEYS[1], id, id)
 if #found == 0 then return {'gone'} end
 local fields = found[1][2]
+-- Only the fingerprint's and redrive_count's names are looked up, so only
+-- their values are kept.
+local wanted = {}
+for _, n in ipairs(fpNames) do wanted[n] = true end
+for _, n in ipairs(rcNames) do wanted[n] = true end
 local values = {}
-for i = 1, #fields, 2 do values[fields[i]] = fields[i + 1] end
+for i = 1, #fields, 2 do
+  if wanted[fields[i]] then values[fields[i]] = fields[i + 1] end
+end
 local function pick(list)
   for _, n in ipairs(list) do
     if values[n] ~= nil then return n, values[n] end
@@ -69,7 +76,7 @@ local function pick(list)
 end
 
 local _, have = pick(fpNames)
-if have ~= nil and have ~= '' and string.lower(have) ~= string.lower(want) then
+if have ~= nil and have ~= '' and have ~= want and string.lower(have) ~= string.lower(want) then
   return {'changed', have}
 end
 
