@@ -239,9 +239,13 @@ func newResolveCmd(f *Factory) *cobra.Command {
 // or effects, and archives each envelope in the journal before removing it.
 func newMoveCmd(f *Factory, kind string) *cobra.Command {
 	one := &oneStepOptions{plan: planFlags{kind: kind}}
+	short := "Put dead letters back on their origin in reconciled batches: plan, approve, apply (or one step)"
+	if kind == redrive.KindResolve {
+		short = "End entries that retrying cannot fix, each archived in the journal: plan, approve, apply (or one step)"
+	}
 	c := &cobra.Command{
 		Use:   kind,
-		Short: "Plan, confirm and apply in one step (ungated); see the subcommands for the approved flow",
+		Short: short,
 		Long: fmt.Sprintf(`%s in one step for the ungated case: plan, show it, ask for the literal
 "yes" on a terminal (or take --yes), and apply. Refused when the config sets
 policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
