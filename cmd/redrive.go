@@ -518,6 +518,8 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	}
 	resume := fmt.Sprintf("dlqctl %s resume %s", st.Plan.Kind, journalPath)
 	switch {
+	case errors.Is(runErr, redrive.ErrDeadline):
+		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with: %s", resume))
 	case errors.Is(runErr, redrive.ErrInterrupted):
 		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with: %s", resume))
 	case runErr != nil:

@@ -25,6 +25,10 @@ const (
 // journal is consistent and the run resumable.
 var ErrInterrupted = errors.New("interrupted")
 
+// ErrDeadline: the command's time limit (--timeout) came before the run's
+// end; it stopped between chunks, resumable like an interrupt.
+var ErrDeadline = errors.New("the time limit was reached")
+
 // Observer hears how a run goes: progress for a bar, reports for people.
 type Observer interface {
 	Progress(done, total int)
@@ -137,11 +141,26 @@ func (e *Engine) run(ctx context.Context, st *State) (status, halted, note strin
 	return StatusCompleted, "", "", nil
 }
 
+// stopped names why a wait or a step ended early: Ctrl-C, or the time
+// limit — including a rate limiter that refuses a wait it could not finish
+// before the deadline.
+func stopped(ctx context.Context, err error) error {
+	if _, limited := ctx.Deadline(); limited && (errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil) {
+		return ErrDeadline
+	}
+	if ctx.Err() != nil {
+		return ErrInterrupted
+	}
+	return err
+}
+
 // after turns a batch's outcome into "stop" or "go on".
 func (e *Engine) after(st *State, rep *BatchReport, err error) (status, halted, note string, stop bool) {
 	switch {
 	case errors.Is(err, ErrInterrupted):
 		return StatusInterrupted, "", "interrupted by signal", true
+	case errors.Is(err, ErrDeadline):
+		return StatusInterrupted, "", "stopped at the time limit (--timeout)", true
 	case err != nil:
 		return StatusFailed, "", err.Error(), true
 	case rep != nil && !rep.Passed():
@@ -308,10 +327,7 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, bySeq map[int64]Entr
 		part := publish[i:min(i+chunk, len(publish))]
 		if e.Limiter != nil {
 			if err := e.Limiter.WaitN(ctx, len(part)); err != nil {
-				if ctx.Err() != nil {
-					return ErrInterrupted
-				}
-				return err
+				return stopped(ctx, err)
 			}
 		}
 		if err := e.publishChunk(ctx, st, part); err != nil {
@@ -321,7 +337,7 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, bySeq map[int64]Entr
 			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
 		}
 		if ctx.Err() != nil {
-			return ErrInterrupted
+			return stopped(ctx, ctx.Err())
 		}
 	}
 	return nil
@@ -481,7 +497,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, bySeq map[int64]E
 			e.Observer.Progress(i+len(part), len(st.Plan.Entries))
 		}
 		if ctx.Err() != nil {
-			return ErrInterrupted
+			return stopped(ctx, ctx.Err())
 		}
 	}
 	return nil
@@ -562,7 +578,7 @@ func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, 
 			break
 		}
 		if err := c.sleep(ctx, min(poll, deadline.Sub(c.Now()))); err != nil {
-			return ErrInterrupted
+			return stopped(ctx, err)
 		}
 	}
 	rep.tally()
