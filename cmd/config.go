@@ -96,10 +96,8 @@ func (c *Config) profile(name string) (Profile, error) {
 		}
 		return Profile{}, usageErrorf("profile %q: %s", name, where)
 	}
-	for field := range p.Fields {
-		if err := (envelope.FieldNames{field: nil}).Validate(); err != nil {
-			return Profile{}, usageErrorf("profile %q: %v", name, err)
-		}
+	if _, err := p.Fields.Complete(); err != nil {
+		return Profile{}, usageErrorf("profile %q: %v", name, err)
 	}
 	return p, nil
 }

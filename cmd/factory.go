@@ -119,10 +119,7 @@ func firstNonEmpty(vals ...string) string {
 
 // fieldNames are the Redis/Pulsar field names in effect.
 func (f *Factory) fieldNames() envelope.FieldNames {
-	names := envelope.DefaultFieldNames()
-	if len(f.profile.Fields) > 0 {
-		names = names.Merge(f.profile.Fields)
-	}
+	names, _ := f.profile.Fields.Complete() // checked when the profile was loaded
 	return names
 }
 

@@ -273,6 +273,22 @@ func (names FieldNames) Merge(override FieldNames) FieldNames {
 	return out
 }
 
+// Complete returns the default names with those given in place of theirs
+// (an empty list keeps the default), after checking every given key is an
+// envelope field.
+func (names FieldNames) Complete() (FieldNames, error) {
+	if err := names.Validate(); err != nil {
+		return nil, err
+	}
+	out := DefaultFieldNames()
+	for k, v := range names {
+		if len(v) > 0 {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
 // Validate reports an override key that is not an envelope field.
 func (names FieldNames) Validate() error {
 	known := DefaultFieldNames()

@@ -118,7 +118,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
 }
 
 func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
-	names, err := fieldNames(opts.Fields)
+	names, err := opts.Fields.Complete()
 	if err != nil {
 		return nil, backend.Configf("pulsar source %s: %v", src.display(), err)
 	}
@@ -192,20 +192,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// fieldNames fills the names the caller did not give with the defaults.
-func fieldNames(given envelope.FieldNames) (envelope.FieldNames, error) {
-	if err := given.Validate(); err != nil {
-		return nil, err
-	}
-	names := envelope.DefaultFieldNames()
-	for k, v := range given {
-		if len(v) > 0 {
-			names[k] = v
-		}
-	}
-	return names, nil
 }
 
 // String is the source URL; it never holds the token.

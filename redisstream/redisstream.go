@@ -85,7 +85,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
 }
 
 func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
-	names, err := fieldNames(opts.Fields)
+	names, err := opts.Fields.Complete()
 	if err != nil {
 		return nil, backend.Configf("redis source %s: %v", src.display(), err)
 	}
@@ -180,20 +180,6 @@ func (s *Stream) Notice() string {
 		return fmt.Sprintf("stream %q does not exist on %s: reading it as an empty DLQ (check ?stream=)", s.key, s)
 	}
 	return ""
-}
-
-// fieldNames fills the names the caller did not give with the defaults.
-func fieldNames(given envelope.FieldNames) (envelope.FieldNames, error) {
-	if err := given.Validate(); err != nil {
-		return nil, err
-	}
-	names := envelope.DefaultFieldNames()
-	for k, v := range given {
-		if len(v) > 0 {
-			names[k] = v
-		}
-	}
-	return names, nil
 }
 
 // String is the source URL with any password replaced by xxxxx.
