@@ -32,8 +32,22 @@ type Profile struct {
 	EventIDFrom   string              `yaml:"event_id_from"`
 	RedisPassword string              `yaml:"redis_password"`
 	PulsarToken   string              `yaml:"pulsar_token"`
-	Output        string              `yaml:"output"`
-	Categories    *envelope.RulesSpec `yaml:"categories"`
+	// Secrets holds other backends' secrets by key (kafka_password, …).
+	Secrets    map[string]string   `yaml:"secrets"`
+	Output     string              `yaml:"output"`
+	Categories *envelope.RulesSpec `yaml:"categories"`
+}
+
+// secret is the profile's secret named key, for the backends
+// (backend.OpenOptions.Secret).
+func (p Profile) secret(key string) string {
+	switch key {
+	case "redis_password":
+		return p.RedisPassword
+	case "pulsar_token":
+		return p.PulsarToken
+	}
+	return p.Secrets[key]
 }
 
 // Policy holds the rules that redrive and resolve enforce.

@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
-	"time"
+		"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/pulsardlq"
-	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -28,6 +25,10 @@ type Factory struct {
 	// CrashHook, when set (tests only), is called after every journal step
 	// of a redrive with the step's type, to simulate a crash there.
 	CrashHook func(step string)
+
+	// Backends are the backends this build knows; nil means every one
+	// (backends/all). Tests may pass their own.
+	Backends *backend.Registry
 
 	// Global holds the persistent flags as given.
 	Global GlobalOptions
@@ -149,73 +150,28 @@ func (f *Factory) classifier() (*envelope.Classifier, error) {
 	return envelope.NewClassifier(envelope.DefaultRules()), nil
 }
 
+// backends is the registry of the backends in this build.
+func (f *Factory) backends() *backend.Registry {
+	if f.Backends == nil {
+		f.Backends = all.Registry()
+	}
+	return f.Backends
+}
+
+// openOptions is what the backends may read from this invocation.
+func (f *Factory) openOptions() backend.OpenOptions {
+	return backend.OpenOptions{
+		Fields:      f.fieldNames(),
+		EventIDFrom: firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom),
+		Getenv:      f.Getenv,
+		Secret:      f.profile.secret,
+	}
+}
+
 // openSource opens the DLQ named by --source, DLQCTL_SOURCE or the profile.
 func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
-	src := f.source
-	if src == "" {
+	if f.source == "" {
 		return nil, usageErrorf("no source: give --source (e.g. --source dir:testdata/incident), set DLQCTL_SOURCE, or choose a --profile")
 	}
-	scheme, rest, _ := strings.Cut(src, ":")
-	switch scheme {
-	case "dir":
-		return dirqueue.Open(rest)
-	case "redis", "rediss":
-		return redisstream.Open(ctx, src, redisstream.Options{
-			Fields:   f.fieldNames(),
-			Password: firstNonEmpty(f.Getenv("DLQCTL_REDIS_PASSWORD"), f.profile.RedisPassword),
-		})
-	case "pulsar", "pulsar+ssl":
-		token, err := f.pulsarToken()
-		if err != nil {
-			return nil, err
-		}
-		from, err := envelope.ParseEventIDSource(firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom))
-		if err != nil {
-			return nil, withCode(ExitUsage, err)
-		}
-		t, err := pulsardlq.Open(ctx, src, pulsardlq.Options{Token: token, Fields: f.fieldNames(), EventIDFrom: from})
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	}
-	return nil, usageErrorf("source %q: unknown scheme %q (want dir:, redis://, rediss://, pulsar:// or pulsar+ssl://)", redactURL(src), scheme)
-}
-
-// pulsarToken is DLQCTL_PULSAR_TOKEN, else the content of the file named by
-// DLQCTL_PULSAR_TOKEN_FILE (surrounding white space trimmed), else the
-// profile's pulsar_token; "" for none.
-func (f *Factory) pulsarToken() (string, error) {
-	if tok := f.Getenv("DLQCTL_PULSAR_TOKEN"); tok != "" {
-		return tok, nil
-	}
-	if path := f.Getenv("DLQCTL_PULSAR_TOKEN_FILE"); path != "" {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return "", usageErrorf("DLQCTL_PULSAR_TOKEN_FILE: %v", err)
-		}
-		tok := strings.TrimSpace(string(raw))
-		if tok == "" {
-			return "", usageErrorf("DLQCTL_PULSAR_TOKEN_FILE: %s is empty", path)
-		}
-		return tok, nil
-	}
-	return f.profile.PulsarToken, nil
-}
-
-// redactURL hides a password in a URL that could not be parsed by a backend.
-func redactURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
-	}
-	userinfo := rest[:at]
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx" + rest[at:]
-	}
-	return s
+	return f.backends().Open(ctx, f.source, f.openOptions())
 }

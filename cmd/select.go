@@ -92,7 +92,7 @@ func (f *Factory) openSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n, ok := src.(interface{ Notice() string }); ok && n.Notice() != "" {
+	if n, ok := src.(backend.Noticer); ok && n.Notice() != "" {
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+n.Notice())
 	}
 	return &session{src: src, walker: inspect.Walker{Source: src, Classifier: cl, Now: f.now()}}, nil

@@ -1,0 +1,329 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// OpenOptions is what a backend may take from the invocation besides its
+// URL. The command layer fills it; a backend reads only what it needs.
+type OpenOptions struct {
+	// Fields are the envelope field names and aliases in effect (Redis
+	// fields, Pulsar properties, Kafka headers, SQS attributes).
+	Fields envelope.FieldNames
+	// EventIDFrom is --event-id-from as given ("" for the backend's default);
+	// each backend parses the forms it supports.
+	EventIDFrom string
+	// Getenv reads the environment (DLQCTL_REDIS_PASSWORD and the like).
+	// Never nil when the command layer calls Open.
+	Getenv func(string) string
+	// Secret returns a secret from the selected config profile by its key
+	// (e.g. "redis_password"), "" when unset. Never nil when the command
+	// layer calls Open.
+	Secret func(key string) string
+}
+
+func (o OpenOptions) env(name string) string {
+	if o.Getenv == nil {
+		return ""
+	}
+	return o.Getenv(name)
+}
+
+func (o OpenOptions) secret(key string) string {
+	if o.Secret == nil {
+		return ""
+	}
+	return o.Secret(key)
+}
+
+// Env returns the environment variable name, or "" (safe on a zero OpenOptions).
+func (o OpenOptions) Env(name string) string { return o.env(name) }
+
+// ProfileSecret returns the profile's secret key, or "" (safe on a zero OpenOptions).
+func (o OpenOptions) ProfileSecret(key string) string { return o.secret(key) }
+
+// EnvVar is an environment variable a backend reads, for help and docs.
+type EnvVar struct {
+	Name string
+	Help string
+}
+
+// Capabilities say what a backend can do; docs/backends.md and the
+// conformance suite are built from them.
+type Capabilities struct {
+	Read   bool // list, show, stats, categorize, sample, check, export
+	Import bool // import
+	// Move is "atomic" (publish and remove in one conditional step),
+	// "two-step" (publish, then remove; the journal covers the gap) or ""
+	// (no redrive).
+	Move    string
+	Resolve bool // resolve (archive, then remove)
+	Tail    bool // re-dead-letter detection from the newest entry on
+	Extras  bool // a backend section in stats
+	Lease   bool // a DLQ-level lease: one run at a time holds the DLQ
+	Pending bool // pending and quarantine of consumer-group entries
+}
+
+// Parsed is what a backend's URL parser found, without connecting.
+type Parsed struct {
+	// Display is the URL with every secret replaced by Redacted.
+	Display string
+	// Secrets are the secret strings found in the URL (passwords, tokens),
+	// so that every echo and error can be scrubbed of them.
+	Secrets []string
+}
+
+// Registration describes one backend to the command layer.
+type Registration struct {
+	// Name is the backend's name in docs and in envelopes' origin.backend.
+	Name string
+	// Schemes are the URL schemes it serves ("redis", "rediss"). A scheme
+	// followed by ":" alone (dir:PATH) is as valid as "://".
+	Schemes []string
+	// Usage is the URL form for help ("redis://[user:pass@]host:port/db?stream=KEY").
+	Usage string
+	// Summary says in a few words what the DLQ is ("a Redis stream").
+	Summary string
+	// Env lists the environment variables it reads.
+	Env          []EnvVar
+	Capabilities Capabilities
+	// Parse checks raw without connecting. Its error must not contain a
+	// secret; Parsed.Secrets lists those found so callers can scrub.
+	Parse func(raw string) (Parsed, error)
+	// Open connects. Its errors are scrubbed of every secret that Parse
+	// found and of every secret that it read from opts.
+	Open func(ctx context.Context, raw string, opts OpenOptions) (Source, error)
+	// Secrets returns the secrets Open would read from opts besides the
+	// URL (env, profile), so that they are scrubbed too. May be nil.
+	Secrets func(opts OpenOptions) []string
+}
+
+// Registry maps URL schemes to backends. Commands get one from the
+// backends list (backends/all); tests can build their own.
+type Registry struct {
+	mu       sync.RWMutex
+	byScheme map[string]*Registration
+	order    []*Registration
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{byScheme: map[string]*Registration{}} }
+
+// Register adds a backend. A scheme registered twice is a programming
+// error and panics, as database/sql does.
+func (r *Registry) Register(reg Registration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reg.Name == "" || len(reg.Schemes) == 0 || reg.Parse == nil || reg.Open == nil {
+		panic("backend: Register needs a name, schemes, Parse and Open")
+	}
+	rp := &reg
+	for _, s := range reg.Schemes {
+		if _, dup := r.byScheme[s]; dup {
+			panic("backend: scheme " + s + " registered twice")
+		}
+		r.byScheme[s] = rp
+	}
+	r.order = append(r.order, rp)
+}
+
+// All returns the registered backends in registration order.
+func (r *Registry) All() []Registration {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Registration, len(r.order))
+	for i, rp := range r.order {
+		out[i] = *rp
+	}
+	return out
+}
+
+// Schemes lists every registered scheme, sorted.
+func (r *Registry) Schemes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.byScheme))
+	for s := range r.byScheme {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SchemeOf returns the scheme of a source URL: the text before "://" or,
+// failing that, before the first ":".
+func SchemeOf(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		return raw[:i]
+	}
+	s, _, _ := strings.Cut(raw, ":")
+	return s
+}
+
+// Lookup returns the backend serving raw's scheme.
+func (r *Registry) Lookup(raw string) (Registration, error) {
+	scheme := SchemeOf(raw)
+	r.mu.RLock()
+	reg, ok := r.byScheme[scheme]
+	r.mu.RUnlock()
+	if !ok {
+		return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
+	}
+	return *reg, nil
+}
+
+func (r *Registry) schemeList() string {
+	var parts []string
+	for _, s := range r.Schemes() {
+		if s == "dir" {
+			parts = append(parts, "dir:")
+			continue
+		}
+		parts = append(parts, s+"://")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Open parses raw with its backend and connects. Every error it returns is
+// scrubbed of the secrets in the URL and those the backend reads from opts.
+func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Source, error) {
+	reg, err := r.Lookup(raw)
+	if err != nil {
+		return nil, err
+	}
+	secrets := URLSecrets(raw)
+	if reg.Secrets != nil {
+		secrets = append(secrets, reg.Secrets(opts)...)
+	}
+	p, err := reg.Parse(raw)
+	if err != nil {
+		return nil, Scrub(err, secrets...)
+	}
+	secrets = append(secrets, p.Secrets...)
+	src, err := reg.Open(ctx, raw, opts)
+	if err != nil {
+		return nil, Scrub(err, secrets...)
+	}
+	return src, nil
+}
+
+// Display returns raw as it may be printed: through its backend's parser
+// when it parses, else with any user info replaced.
+func (r *Registry) Display(raw string) string {
+	reg, err := r.Lookup(raw)
+	if err == nil {
+		if p, err := reg.Parse(raw); err == nil && p.Display != "" {
+			return p.Display
+		}
+	}
+	return RedactURL(raw)
+}
+
+// secretParams are query parameter names whose values are secrets.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"password", "passwd", "token", "secret", "key", "credential", "signature"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// RedactURL is the one redactor for URLs that dlqctl echoes: the password
+// of the user info and every query value whose name says it is a secret
+// (password, token, secret, key, credential, signature) become Redacted.
+// A URL that does not parse has everything between "://" and its last "@"
+// replaced, which is where a password with unescaped characters ends.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" {
+		return redactRaw(raw)
+	}
+	c := *u
+	if c.User != nil {
+		if _, ok := c.User.Password(); ok {
+			c.User = url.UserPassword(c.User.Username(), Redacted)
+		}
+	}
+	if c.RawQuery != "" {
+		q, err := url.ParseQuery(c.RawQuery)
+		if err != nil {
+			c.RawQuery = Redacted
+		} else {
+			changed := false
+			for k, vs := range q {
+				if secretParam(k) {
+					for i := range vs {
+						vs[i] = Redacted
+					}
+					changed = true
+				}
+			}
+			if changed {
+				c.RawQuery = q.Encode()
+			}
+		}
+	}
+	return c.String()
+}
+
+func redactRaw(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return Redacted + raw[at:]
+		}
+		return raw
+	}
+	rest := raw[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+3] + Redacted + rest[at:]
+}
+
+// URLSecrets returns the secrets written in a URL: the user info's
+// password (raw and unescaped) and the values of secret-named query
+// parameters. It never fails; what does not parse yields the raw user info.
+func URLSecrets(raw string) []string {
+	var out []string
+	if i := strings.Index(raw, "://"); i >= 0 {
+		rest := raw[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			userinfo := rest[:at]
+			if _, pass, ok := strings.Cut(userinfo, ":"); ok && pass != "" {
+				out = append(out, pass)
+				if un, err := url.PathUnescape(pass); err == nil && un != pass {
+					out = append(out, un)
+				}
+			}
+		}
+	}
+	if u, err := url.Parse(raw); err == nil {
+		for k, vs := range u.Query() {
+			if secretParam(k) {
+				out = append(out, vs...)
+			}
+		}
+	}
+	return out
+}
+
+// Noticer is implemented by sources with something a person should know
+// before reading them (a stream that does not exist, say).
+type Noticer interface {
+	Notice() string
+}
+
+// ErrUnsupported: the backend does not support this operation; the
+// command says so (exit 2).
+var ErrUnsupported = fmt.Errorf("not supported by this backend")

@@ -1,0 +1,20 @@
+// Package all is the list of backends dlqctl is built with. Adding a
+// backend means one package that exports Registration and one line here.
+package all
+
+import (
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/pulsardlq"
+	"github.com/dlqctl/dlqctl/redisstream"
+)
+
+// Registry returns a registry holding every backend, in the order help
+// and docs list them.
+func Registry() *backend.Registry {
+	r := backend.NewRegistry()
+	r.Register(dirqueue.Registration())
+	r.Register(redisstream.Registration())
+	r.Register(pulsardlq.Registration())
+	return r
+}

@@ -1,0 +1,41 @@
+package redisstream
+
+import (
+	"context"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Registration describes Redis Streams to the command layer.
+func Registration() backend.Registration {
+	return backend.Registration{
+		Name:    "redis",
+		Schemes: []string{"redis", "rediss"},
+		Usage:   "redis://[user:pass@]host:port/db?stream=KEY (rediss:// for TLS, &cluster=true for Redis Cluster)",
+		Summary: "a Redis stream; redriven to the stream its envelope names",
+		Env: []backend.EnvVar{
+			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none"},
+		},
+		Capabilities: backend.Capabilities{
+			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true,
+		},
+		Parse: func(raw string) (backend.Parsed, error) {
+			u, err := parseURL(raw)
+			if err != nil {
+				return backend.Parsed{}, scrub(err, u.password)
+			}
+			return backend.Parsed{Display: u.display(), Secrets: []string{u.password}}, nil
+		},
+		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
+		},
+		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+	}
+}
+
+func password(o backend.OpenOptions) string {
+	if p := o.Env("DLQCTL_REDIS_PASSWORD"); p != "" {
+		return p
+	}
+	return o.ProfileSecret("redis_password")
+}
