@@ -100,6 +100,9 @@ type Registration struct {
 	// Open connects. Its errors are scrubbed of every secret that Parse
 	// found and of every secret that it read from opts.
 	Open func(ctx context.Context, raw string, opts OpenOptions) (Source, error)
+	// Init creates an empty DLQ at raw (import --init); nil when the
+	// backend creates its DLQ on first write or cannot create one.
+	Init func(raw string) error
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
@@ -245,7 +248,7 @@ func secretParam(name string) bool {
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" {
-		return redactRaw(raw)
+		return RedactUserinfo(raw)
 	}
 	c := *u
 	if c.User != nil {
@@ -275,7 +278,11 @@ func RedactURL(raw string) string {
 	return c.String()
 }
 
-func redactRaw(raw string) string {
+// RedactUserinfo hides the user info of a URL that may not parse:
+// everything between "://" and the last "@" (or, without "://", before
+// the last "@"), which is where a password with unescaped special
+// characters ends.
+func RedactUserinfo(raw string) string {
 	i := strings.Index(raw, "://")
 	if i < 0 {
 		if at := strings.LastIndex(raw, "@"); at >= 0 {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-		"time"
+	"time"
 
 	"github.com/spf13/cobra"
 

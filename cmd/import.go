@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/dirqueue"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -87,12 +86,15 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 		return err
 	}
 	if opts.init {
-		scheme, path, _ := strings.Cut(f.source, ":")
-		if scheme != "dir" {
-			return usageErrorf("--init works only for dir: sources")
+		reg, err := f.backends().Lookup(f.source)
+		if err != nil {
+			return err
 		}
-		if err := dirqueue.Init(path); err != nil {
-			return fmt.Errorf("init %s: %w", f.source, err)
+		if reg.Init == nil {
+			return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
+		}
+		if err := reg.Init(f.source); err != nil {
+			return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
 		}
 	}
 	src, err := f.openSource(ctx)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
-	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -47,7 +47,7 @@ the stream, which need not be the DLQ.`,
 // PendingDoc is dlqctl.pending/v1.
 type PendingDoc struct {
 	Schema string `json:"schema"`
-	redisstream.PendingReport
+	backend.PendingReport
 }
 
 func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
@@ -76,9 +76,9 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 		return err
 	}
 	defer src.Close()
-	rs, ok := src.(*redisstream.Stream)
+	rs, ok := src.(backend.GroupInspector)
 	if !ok {
-		return usageErrorf("pending works on Redis sources only")
+		return usageErrorf("pending: %s has no consumer groups to inspect (it works on Redis sources)", src.String())
 	}
 	rep, err := rs.Pending(ctx, opts.stream, opts.group, minIdle, opts.limit)
 	if err != nil {

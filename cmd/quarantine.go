@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
-	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -58,7 +58,7 @@ thresholds from pending's histogram, and --dry-run first.`,
 // QuarantineDoc is dlqctl.quarantine/v1.
 type QuarantineDoc struct {
 	Schema string `json:"schema"`
-	redisstream.QuarantineReport
+	backend.QuarantineReport
 }
 
 func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error {
@@ -82,11 +82,11 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 			return err
 		}
 	}
-	rs, ok := s.src.(*redisstream.Stream)
+	rs, ok := s.src.(backend.Quarantiner)
 	if !ok {
-		return usageErrorf("quarantine works on Redis sources only (the source is the DLQ stream)")
+		return usageErrorf("quarantine: %s cannot take entries from consumer groups (it works on Redis sources; the source is the DLQ stream)", s.src.String())
 	}
-	rep, err := rs.Quarantine(ctx, redisstream.QuarantineOptions{
+	rep, err := rs.Quarantine(ctx, backend.QuarantineOptions{
 		Stream: o.stream, Group: o.group, MinIdle: minIdle, MinDeliveries: o.minDeliveries,
 		Reason: o.reason, Category: o.category, DryRun: o.dryRun, Limit: o.limit, Now: f.now(),
 	})

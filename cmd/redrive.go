@@ -16,7 +16,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/effects"
-	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -453,7 +452,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if err := eng.MarkStale(st, missing, changed); err != nil {
 		return err
 	}
-	f.noteCrossSlot(s.src, plan)
+	f.noteWeakMoves(s.src, plan)
 	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
 	return f.finishRun(ctx, eng, st, journalPath)
 }
@@ -532,20 +531,20 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	return nil
 }
 
-// noteCrossSlot says when a Redis Cluster move cannot be one atomic script
-// (DLQ and destination in different hash slots) and falls back to the
-// journaled two-step move.
-func (f *Factory) noteCrossSlot(src backend.Source, plan *redrive.Plan) {
-	rs, ok := src.(*redisstream.Stream)
-	if !ok || !rs.Cluster() {
+// noteWeakMoves says where the backend cannot move to a destination as
+// strongly as usual (Redis Cluster: DLQ and destination in different hash
+// slots take a journaled two-step move instead of one atomic script).
+func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
+	n, ok := src.(backend.MoveNoter)
+	if !ok {
 		return
 	}
 	seen := map[string]bool{}
 	for _, e := range plan.Entries {
 		if e.Dest != "" && !seen[e.Dest] {
 			seen[e.Dest] = true
-			if rs.CrossSlot(e.Dest) {
-				fmt.Fprintf(f.IO.ErrOut, "dlqctl: note: %q and the DLQ are in different hash slots: moves there take two journaled steps (add, then remove) instead of one atomic script\n", e.Dest)
+			if note := n.MoveNote(e.Dest); note != "" {
+				fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+note)
 			}
 		}
 	}

@@ -246,7 +246,7 @@ func runResume(ctx context.Context, f *Factory, path string, o *resumeOptions) e
 	if err := eng.Resume(st, f.identity("")); err != nil {
 		return err
 	}
-	f.noteCrossSlot(s.src, st.Plan)
+	f.noteWeakMoves(s.src, st.Plan)
 	fmt.Fprintf(f.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
 	return f.finishRun(ctx, eng, st, path)
 }

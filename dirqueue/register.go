@@ -22,6 +22,13 @@ func Registration() backend.Registration {
 			}
 			return backend.Parsed{Display: raw}, nil
 		},
+		Init: func(raw string) error {
+			root, err := rootOf(raw)
+			if err != nil {
+				return err
+			}
+			return Init(root)
+		},
 		Open: func(_ context.Context, raw string, _ backend.OpenOptions) (backend.Source, error) {
 			root, err := rootOf(raw)
 			if err != nil {

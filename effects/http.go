@@ -35,7 +35,7 @@ type httpProbe struct {
 func openHTTP(raw string, opts Options) (*httpProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v", redactRaw(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v", backend.RedactUserinfo(raw), urlError(err))
 	}
 	display := redactURL(u)
 	if u.Host == "" {
@@ -47,14 +47,7 @@ func openHTTP(raw string, opts Options) (*httpProbe, error) {
 		p.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		p.own = true
 	}
-	if pw, ok := u.User.Password(); ok {
-		p.secrets = append(p.secrets, pw)
-	}
-	for k, vs := range u.Query() {
-		if secretParam(k) {
-			p.secrets = append(p.secrets, vs...)
-		}
-	}
+	p.secrets = append(p.secrets, backend.URLSecrets(raw)...)
 	return p, nil
 }
 

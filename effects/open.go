@@ -71,15 +71,15 @@ func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
 	switch scheme {
 	case "sqlite", "postgres", "postgresql", "redis", "rediss", "exec", "http", "https":
 	case "":
-		return nil, backend.Configf("effects %q: no scheme (supported: %s)", redactRaw(rawURL), Supported)
+		return nil, backend.Configf("effects %q: no scheme (supported: %s)", backend.RedactUserinfo(rawURL), Supported)
 	default:
-		return nil, backend.Configf("effects %s: unknown scheme %q (supported: %s)", redactRaw(rawURL), scheme, Supported)
+		return nil, backend.Configf("effects %s: unknown scheme %q (supported: %s)", backend.RedactUserinfo(rawURL), scheme, Supported)
 	}
 	if opts.Query != "" && scheme != "postgres" && scheme != "postgresql" {
-		return nil, backend.Configf("effects %s: a query (--effects-query) needs a postgres:// effects URL", redactRaw(rawURL))
+		return nil, backend.Configf("effects %s: a query (--effects-query) needs a postgres:// effects URL", backend.RedactUserinfo(rawURL))
 	}
 	if opts.Table != "" && scheme != "sqlite" && scheme != "postgres" && scheme != "postgresql" {
-		return nil, backend.Configf("effects %s: a table name needs a sqlite: or postgres:// effects URL", redactRaw(rawURL))
+		return nil, backend.Configf("effects %s: a table name needs a sqlite: or postgres:// effects URL", backend.RedactUserinfo(rawURL))
 	}
 	var (
 		p   Probe
@@ -193,52 +193,6 @@ func plainIdentifier(s string) bool {
 	return true
 }
 
-// redactURL shows u with its password, and any query value whose name
-// says it is a secret, replaced by xxxxx.
-func redactURL(u *url.URL) string {
-	c := *u
-	if c.User != nil {
-		if _, ok := c.User.Password(); ok {
-			c.User = url.UserPassword(c.User.Username(), redacted)
-		}
-	}
-	if c.RawQuery != "" {
-		q, err := url.ParseQuery(c.RawQuery)
-		if err != nil {
-			c.RawQuery = redacted
-		} else {
-			for k := range q {
-				if secretParam(k) {
-					q.Set(k, redacted)
-				}
-			}
-			c.RawQuery = q.Encode()
-		}
-	}
-	return c.String()
-}
-
-func secretParam(name string) bool {
-	n := strings.ToLower(name)
-	return strings.Contains(n, "password") || strings.Contains(n, "token") || strings.Contains(n, "secret")
-}
-
-// redactRaw hides the user info of a URL that may not parse: everything
-// between :// and the last @, which is where a password with unescaped
-// special characters ends.
-func redactRaw(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw
-	}
-	rest := raw[i+3:]
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
-	}
-	return raw[:i+3] + redacted + rest[at:]
-}
-
 // urlError is the reason of a url.Parse error without the URL, which
 // url.Error quotes whole, password included.
 func urlError(err error) error {
@@ -264,3 +218,7 @@ func truncate(s string, n int) string {
 
 // scrub hides secrets in an error's text (backend.Scrub).
 func scrub(err error, secrets ...string) error { return backend.Scrub(err, secrets...) }
+
+// redactURL shows u with its password and any secret-named query value
+// replaced (backend.RedactURL, the one redactor).
+func redactURL(u *url.URL) string { return backend.RedactURL(u.String()) }

@@ -31,7 +31,7 @@ type postgresProbe struct {
 func openPostgres(ctx context.Context, raw string, opts Options) (*postgresProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", redactRaw(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
 	}
 	display := redactURL(u)
 	query := opts.Query

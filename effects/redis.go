@@ -40,11 +40,11 @@ type redisProbe struct {
 func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", redactRaw(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, backend.Configf("effects %s: bad query string: %v", redactRaw(raw[:len(raw)-len(u.RawQuery)]), err)
+		return nil, backend.Configf("effects %s: bad query string: %v", backend.RedactUserinfo(raw[:len(raw)-len(u.RawQuery)]), err)
 	}
 	display := redactURL(u)
 	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}

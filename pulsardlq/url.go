@@ -146,20 +146,20 @@ func parseURL(raw string) (sourceURL, error) {
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return u, backend.Configf("pulsar source %s: not a valid URL: %v", redactRaw(raw), reason)
+		return u, backend.Configf("pulsar source %s: not a valid URL: %v", backend.RedactUserinfo(raw), reason)
 	}
 	u.scheme = pu.Scheme
 	if u.scheme != "pulsar" && u.scheme != "pulsar+ssl" {
-		return u, backend.Configf("pulsar source %s: unknown scheme %q (want pulsar:// or pulsar+ssl://)", redactRaw(raw), pu.Scheme)
+		return u, backend.Configf("pulsar source %s: unknown scheme %q (want pulsar:// or pulsar+ssl://)", backend.RedactUserinfo(raw), pu.Scheme)
 	}
 	if pu.Opaque != "" || pu.Host == "" {
-		return u, backend.Configf("pulsar source %s: want %s://HOST:PORT?topic=DLQTOPIC", redactRaw(raw), u.scheme)
+		return u, backend.Configf("pulsar source %s: want %s://HOST:PORT?topic=DLQTOPIC", backend.RedactUserinfo(raw), u.scheme)
 	}
 	if pu.User != nil {
-		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", redactRaw(raw))
+		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", backend.RedactUserinfo(raw))
 	}
 	if pu.Path != "" && pu.Path != "/" {
-		return u, backend.Configf("pulsar source %s: unexpected path %q (the topic goes in ?topic=)", redactRaw(withoutQuery(raw)), pu.Path)
+		return u, backend.Configf("pulsar source %s: unexpected path %q (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), pu.Path)
 	}
 	u.host = pu.Hostname()
 	u.port = defaultPort
@@ -169,30 +169,30 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("pulsar source %s: bad port %q (want 1-65535)", redactRaw(withoutQuery(raw)), p)
+			return u, backend.Configf("pulsar source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), p)
 		}
 		u.port = n
 	}
 	q, err := url.ParseQuery(pu.RawQuery)
 	if err != nil {
-		return u, backend.Configf("pulsar source %s: bad query string: %v", redactRaw(withoutQuery(raw)), err)
+		return u, backend.Configf("pulsar source %s: bad query string: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
 	for k, vs := range q {
 		if !slices.Contains(knownParams, k) {
-			return u, backend.Configf("pulsar source %s: unknown query parameter %q (known: %s)", redactRaw(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
+			return u, backend.Configf("pulsar source %s: unknown query parameter %q (known: %s)", backend.RedactUserinfo(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
 		}
 		if len(vs) > 1 {
-			return u, backend.Configf("pulsar source %s: query parameter %q given %d times", redactRaw(withoutQuery(raw)), k, len(vs))
+			return u, backend.Configf("pulsar source %s: query parameter %q given %d times", backend.RedactUserinfo(withoutQuery(raw)), k, len(vs))
 		}
 	}
 	if a := q.Get("admin"); a != "" {
 		// Hidden before anything shows the query.
 		au, err := url.Parse(a)
 		if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" {
-			return u, backend.Configf("pulsar source %s: admin=%s: want http://HOST:PORT or https://HOST:PORT", redactRaw(withoutQuery(raw)), redactRaw(a))
+			return u, backend.Configf("pulsar source %s: admin=%s: want http://HOST:PORT or https://HOST:PORT", backend.RedactUserinfo(withoutQuery(raw)), backend.RedactUserinfo(a))
 		}
 		if au.User != nil {
-			return u, backend.Configf("pulsar source %s: admin URL with user info is not supported; pass the token in DLQCTL_PULSAR_TOKEN", redactRaw(withoutQuery(raw)))
+			return u, backend.Configf("pulsar source %s: admin URL with user info is not supported; pass the token in DLQCTL_PULSAR_TOKEN", backend.RedactUserinfo(withoutQuery(raw)))
 		}
 		u.admin, u.adminGiven = au, true
 	}
@@ -284,28 +284,6 @@ func (u sourceURL) adminTLS() (*tls.Config, error) {
 		}
 	}
 	return conf, nil
-}
-
-// redactRaw hides the user info of a URL that may not parse.
-func redactRaw(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw
-	}
-	rest := raw[i+3:]
-	end := len(rest)
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		end = j
-	}
-	at := strings.LastIndex(rest[:end], "@")
-	if at < 0 {
-		// An unescaped "/" or "?" in a secret moves the end; look further.
-		at = strings.LastIndex(rest, "@")
-		if at < 0 {
-			return raw
-		}
-	}
-	return raw[:i+3] + redacted + rest[at:]
 }
 
 // withoutQuery drops the query, which could hold anything (token=… too).

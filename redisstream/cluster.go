@@ -64,6 +64,15 @@ func newClusterClient(ro *redis.Options) *redis.ClusterClient {
 // Cluster reports whether the source is a Redis Cluster (?cluster=true).
 func (s *Stream) Cluster() bool { return s.cluster }
 
+// MoveNote says when moves to dest cannot be one atomic script
+// (backend.MoveNoter).
+func (s *Stream) MoveNote(dest string) string {
+	if !s.cluster || !s.CrossSlot(dest) {
+		return ""
+	}
+	return fmt.Sprintf("%q and the DLQ are in different hash slots: moves there take two journaled steps (add, then remove) instead of one atomic script", dest)
+}
+
 // CrossSlot reports whether a move to dest cannot be atomic: the source is
 // a Redis Cluster and dest is in another hash slot than the DLQ. Such
 // moves are two-step and journaled (see above); the CLI says so.

@@ -20,81 +20,16 @@ const DefaultPendingLimit = 10000
 // xpendingPage is the COUNT of one XPENDING call.
 const xpendingPage = 1000
 
-// Histogram counts pending entries by delivery count, in the buckets "1",
-// "2", "3-5", "6-10" and "11+". Every bucket is present. An entry with a
-// delivery count of 0 (claimed with RETRYCOUNT 0) counts under "1".
-type Histogram map[string]int64
-
-// HistogramBuckets are Histogram's keys, in order.
-func HistogramBuckets() []string { return []string{"1", "2", "3-5", "6-10", "11+"} }
-
-func newHistogram() Histogram {
-	h := Histogram{}
-	for _, b := range HistogramBuckets() {
-		h[b] = 0
-	}
-	return h
-}
-
-func (h Histogram) add(deliveries int64) {
-	switch {
-	case deliveries <= 1:
-		h["1"]++
-	case deliveries == 2:
-		h["2"]++
-	case deliveries <= 5:
-		h["3-5"]++
-	case deliveries <= 10:
-		h["6-10"]++
-	default:
-		h["11+"]++
-	}
-}
-
-// String is the histogram in bucket order: "1:4 2:1 3-5:0 6-10:0 11+:2".
-func (h Histogram) String() string {
-	buckets := HistogramBuckets()
-	parts := make([]string, len(buckets))
-	for i, b := range buckets {
-		parts[i] = fmt.Sprintf("%s:%d", b, h[b])
-	}
-	return strings.Join(parts, " ")
-}
-
-// PendingReport is one consumer group's pending entries (dlqctl.pending/v1
-// without its schema field).
-type PendingReport struct {
-	Stream            string            `json:"stream"`
-	Group             string            `json:"group"`
-	Pending           int64             `json:"pending"`
-	OldestIdleSeconds int64             `json:"oldest_idle_seconds"`
-	Lag               *int64            `json:"lag,omitempty"`          // absent before Redis 7 or when Redis cannot tell
-	EntriesRead       *int64            `json:"entries_read,omitempty"` // likewise
-	LastDeliveredID   string            `json:"last_delivered_id"`
-	Consumers         []ConsumerPending `json:"consumers"`
-	DeliveryHistogram Histogram         `json:"delivery_histogram"`
-	MinIdleSeconds    int64             `json:"min_idle_seconds"`
-	OverMinIdle       []PendingEntry    `json:"over_min_idle"`
-	// Sampled: only the first entries of the pending list (by id, up to
-	// the limit) were read, so oldest_idle_seconds, delivery_histogram
-	// and over_min_idle cover those only.
-	Sampled bool `json:"sampled"`
-}
-
-// ConsumerPending is one consumer of a group.
-type ConsumerPending struct {
-	Name        string `json:"name"`
-	Pending     int64  `json:"pending"`
-	IdleSeconds int64  `json:"idle_seconds"`
-}
-
-// PendingEntry is one entry of a group's pending entries list.
-type PendingEntry struct {
-	ID          string `json:"id"`
-	Consumer    string `json:"consumer"`
-	IdleSeconds int64  `json:"idle_seconds"`
-	Deliveries  int64  `json:"deliveries"`
-}
+// The report types live in backend so that commands need no Redis types.
+type (
+	Histogram         = backend.Histogram
+	PendingReport     = backend.PendingReport
+	ConsumerPending   = backend.ConsumerPending
+	PendingEntry      = backend.PendingEntry
+	QuarantineOptions = backend.QuarantineOptions
+	QuarantineReport  = backend.QuarantineReport
+	QuarantinedEntry  = backend.QuarantinedEntry
+)
 
 // Pending reports group's pending entries on stream: per consumer count
 // and idle time, and, from the first limit entries of the pending list
@@ -125,7 +60,7 @@ func (s *Stream) Pending(ctx context.Context, stream, group string, minIdle time
 	r := PendingReport{
 		Stream: stream, Group: group, Lag: gi.lag, EntriesRead: gi.entriesRead,
 		LastDeliveredID: gi.lastDeliveredID, MinIdleSeconds: seconds(minIdle),
-		Consumers: []ConsumerPending{}, DeliveryHistogram: newHistogram(), OverMinIdle: []PendingEntry{},
+		Consumers: []ConsumerPending{}, DeliveryHistogram: backend.NewHistogram(), OverMinIdle: []PendingEntry{},
 	}
 
 	summary, err := s.rdb.XPending(ctx, stream, group).Result()
@@ -143,7 +78,7 @@ func (s *Stream) Pending(ctx context.Context, stream, group string, minIdle time
 	sort.Slice(r.Consumers, func(i, j int) bool { return r.Consumers[i].Name < r.Consumers[j].Name })
 
 	sampled, err := s.pendingEntries(ctx, stream, group, limit, func(p redis.XPendingExt) {
-		r.DeliveryHistogram.add(p.RetryCount)
+		r.DeliveryHistogram.Add(p.RetryCount)
 		idle := seconds(p.Idle)
 		r.OldestIdleSeconds = max(r.OldestIdleSeconds, idle)
 		if p.Idle >= minIdle {
@@ -231,10 +166,10 @@ func (s *Stream) Extras(ctx context.Context, origins []string) (backend.ExtraSta
 			gs := GroupStats{
 				Stream: stream, Group: g.name, Consumers: g.consumers, Pending: g.pending,
 				Lag: g.lag, EntriesRead: g.entriesRead, LastDeliveredID: g.lastDeliveredID,
-				DeliveryHistogram: newHistogram(),
+				DeliveryHistogram: backend.NewHistogram(),
 			}
 			sampled, err := s.pendingEntries(ctx, stream, g.name, DefaultPendingLimit, func(p redis.XPendingExt) {
-				gs.DeliveryHistogram.add(p.RetryCount)
+				gs.DeliveryHistogram.Add(p.RetryCount)
 				gs.OldestIdleSeconds = max(gs.OldestIdleSeconds, seconds(p.Idle))
 			})
 			if err != nil {

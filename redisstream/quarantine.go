@@ -14,57 +14,6 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// QuarantineOptions say which pending entries of a group go to the DLQ.
-type QuarantineOptions struct {
-	Stream, Group string
-	// MinIdle and MinDeliveries: an entry moves when it has been idle for
-	// at least MinIdle and delivered at least MinDeliveries times.
-	MinIdle       time.Duration
-	MinDeliveries int64
-	// Reason and Category become the envelope's last_error and error_class.
-	Reason, Category string
-	DryRun           bool
-	// Limit bounds how many entries are taken (0: no bound).
-	Limit int
-	// Now is written as dead_lettered_at (zero: the clock).
-	Now time.Time
-}
-
-// QuarantineReport is what Quarantine did (dlqctl.quarantine/v1 without its
-// schema field, which the caller adds).
-type QuarantineReport struct {
-	Stream         string `json:"stream"`
-	Group          string `json:"group"`
-	DLQ            string `json:"dlq"`
-	MinIdleSeconds int64  `json:"min_idle_seconds"`
-	MinDeliveries  int64  `json:"min_deliveries"`
-	DryRun         bool   `json:"dry_run"`
-	// Moved are the entries added to the DLQ and acked in the group.
-	Moved []QuarantinedEntry `json:"moved"`
-	// WouldMove are the entries a run without --dry-run would take
-	// (dry run only; empty otherwise).
-	WouldMove []PendingEntry `json:"would_move"`
-	// Skipped entries qualified when the pending list was read but no
-	// longer did when their turn came: acked, claimed afresh or delivered
-	// again by a consumer meanwhile.
-	Skipped int `json:"skipped"`
-	// AckedDeleted entries were still pending but deleted from the stream:
-	// there was nothing to move, so they were only acked.
-	AckedDeleted int `json:"acked_deleted"`
-	// Limited: the limit was reached before the end of the pending list.
-	Limited bool `json:"limited"`
-}
-
-// QuarantinedEntry is one entry moved to the DLQ. Consumer, deliveries and
-// idle time are as the script found them when it moved the entry.
-type QuarantinedEntry struct {
-	ID          string `json:"id"`
-	DLQID       string `json:"dlq_id"`
-	Consumer    string `json:"consumer"`
-	Deliveries  int64  `json:"deliveries"`
-	IdleSeconds int64  `json:"idle_seconds"`
-}
-
 // quarantineScript moves one pending entry of a group into the DLQ as an
 // envelope and acks it, if it still qualifies.
 //

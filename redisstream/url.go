@@ -89,7 +89,7 @@ func parseURL(raw string) (sourceURL, error) {
 	pu, err := url.Parse(raw)
 	if err != nil {
 		if strings.Contains(raw, "@") {
-			return u, backend.Configf("redis source %s: not a valid URL (percent-encode special characters in the user name or password, or pass the password in DLQCTL_REDIS_PASSWORD)", redactRaw(raw))
+			return u, backend.Configf("redis source %s: not a valid URL (percent-encode special characters in the user name or password, or pass the password in DLQCTL_REDIS_PASSWORD)", backend.RedactUserinfo(raw))
 		}
 		var ue *url.Error
 		reason := err
@@ -100,10 +100,10 @@ func parseURL(raw string) (sourceURL, error) {
 	}
 	u.scheme = pu.Scheme
 	if u.scheme != "redis" && u.scheme != "rediss" {
-		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", redactRaw(raw), pu.Scheme)
+		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", backend.RedactUserinfo(raw), pu.Scheme)
 	}
 	if pu.Opaque != "" {
-		return u, backend.Configf("redis source %s: want %s://host:port/db?stream=KEY", redactRaw(raw), u.scheme)
+		return u, backend.Configf("redis source %s: want %s://host:port/db?stream=KEY", backend.RedactUserinfo(raw), u.scheme)
 	}
 	if pu.User != nil {
 		u.user = pu.User.Username()
@@ -117,7 +117,7 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("redis source %s: bad port %q (want 1-65535)", redactRaw(raw), p)
+			return u, backend.Configf("redis source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(raw), p)
 		}
 		u.port = n
 	}
@@ -125,14 +125,14 @@ func parseURL(raw string) (sourceURL, error) {
 	// anything, a password=… included.
 	q, err := url.ParseQuery(pu.RawQuery)
 	if err != nil {
-		return u, backend.Configf("redis source %s: bad query string: %v", redactRaw(withoutQuery(raw)), err)
+		return u, backend.Configf("redis source %s: bad query string: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
 	for k, vs := range q {
 		if !contains(knownParams, k) {
-			return u, backend.Configf("redis source %s: unknown query parameter %q (known: %s)", redactRaw(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
+			return u, backend.Configf("redis source %s: unknown query parameter %q (known: %s)", backend.RedactUserinfo(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
 		}
 		if len(vs) > 1 {
-			return u, backend.Configf("redis source %s: query parameter %q given %d times", redactRaw(withoutQuery(raw)), k, len(vs))
+			return u, backend.Configf("redis source %s: query parameter %q given %d times", backend.RedactUserinfo(withoutQuery(raw)), k, len(vs))
 		}
 	}
 	u.rawQuery = pu.RawQuery
@@ -204,25 +204,6 @@ func (u sourceURL) tlsConfig() (*tls.Config, error) {
 		conf.RootCAs = pool
 	}
 	return conf, nil
-}
-
-// redactRaw hides the user info of a URL that may not parse: everything
-// between :// and the last @, which is where a password with unescaped
-// special characters ends.
-func redactRaw(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		if at := strings.LastIndex(raw, "@"); at >= 0 {
-			return redacted + raw[at:]
-		}
-		return raw
-	}
-	rest := raw[i+3:]
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
-	}
-	return raw[:i+3] + redacted + rest[at:]
 }
 
 func withoutQuery(raw string) string {
