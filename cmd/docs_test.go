@@ -42,3 +42,16 @@ func TestManPages(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendsPageIsCurrent keeps docs/backends.md equal to the registry.
+// Regenerate with: go run . docs backends > docs/backends.md
+func TestBackendsPageIsCurrent(t *testing.T) {
+	out, errOut, code := run(t, nil, "docs", "backends")
+	if code != 0 {
+		t.Fatalf("docs backends: exit %d: %s", code, errOut)
+	}
+	got, err := os.ReadFile("../docs/backends.md")
+	if err != nil || string(got) != out {
+		t.Errorf("docs/backends.md is out of date: run go run . docs backends > docs/backends.md")
+	}
+}

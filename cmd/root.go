@@ -144,7 +144,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	})
 	g := &f.Global
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.Source, "source", "", "DLQ to read: dir:PATH, redis://…?stream=KEY, pulsar://…?topic=T (env DLQCTL_SOURCE)")
+	pf.StringVar(&g.Source, "source", "", "DLQ to read, as a URL: dir:PATH, redis://…?stream=KEY, … (dlqctl docs backends lists them; env DLQCTL_SOURCE)")
 	pf.StringVar(&g.Profile, "profile", "", "profile from the config file (env DLQCTL_PROFILE)")
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (env DLQCTL_CONFIG; default ./dlqctl.yaml, then $XDG_CONFIG_HOME/dlqctl/config.yaml)")
 	pf.StringVarP(&g.Output, "output", "o", "", "output format: table, json, ndjson, markdown (env DLQCTL_OUTPUT)")

@@ -65,6 +65,6 @@ func newDocsCmd(f *Factory, root *cobra.Command) *cobra.Command {
 		},
 	}
 	md.Flags().StringVar(&mdDir, "dir", "docs/commands", "folder to write the pages into (must exist)")
-	docs.AddCommand(man, md)
+	docs.AddCommand(man, md, newDocsBackendsCmd(f))
 	return docs
 }

@@ -12,7 +12,7 @@ func Registration() backend.Registration {
 		Name:    "dir",
 		Schemes: []string{"dir"},
 		Usage:   "dir:PATH",
-		Summary: "PATH/error/*.json, one envelope per file; destination PATH/inbox/",
+		Summary: "`PATH/error/*.json`, one envelope per file, redriven to `PATH/inbox/`; needs no server",
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true,
 		},

@@ -14,8 +14,8 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    "pulsar",
 		Schemes: []string{"pulsar", "pulsar+ssl"},
-		Usage:   "pulsar://host:port?topic=T&subscription=S&admin=URL (pulsar+ssl:// for TLS)",
-		Summary: "a DLQ topic read through a durable subscription (default dlqctl)",
+		Usage:   "pulsar://host:port?topic=T&subscription=S&admin=URL",
+		Summary: "A DLQ topic read through a durable subscription (default `dlqctl`), redriven to its `REAL_TOPIC`; `pulsar+ssl://` for TLS",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_PULSAR_TOKEN", Help: "JWT for the broker and the admin API"},
 			{Name: "DLQCTL_PULSAR_TOKEN_FILE", Help: "file holding that token"},

@@ -11,8 +11,8 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    "redis",
 		Schemes: []string{"redis", "rediss"},
-		Usage:   "redis://[user:pass@]host:port/db?stream=KEY (rediss:// for TLS, &cluster=true for Redis Cluster)",
-		Summary: "a Redis stream; redriven to the stream its envelope names",
+		Usage:   "redis://[user:pass@]host:port/db?stream=KEY",
+		Summary: "A Redis stream, redriven to the stream its envelope names; `rediss://` for TLS, `&cluster=true` for Redis Cluster (a move across hash slots takes two journaled steps)",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none"},
 		},
