@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/crashhook"
 	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 )
@@ -40,28 +39,7 @@ func testFactory() *cmd.Factory {
 		now = func() time.Time { return t }
 	}
 	return &cmd.Factory{IO: cmd.SystemIO(), Now: now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
-		CrashHook: crashHook(os.Getenv("DLQCTL_TEST_CRASH"))}
-}
-
-// crashHook kills the process with SIGKILL at the nth journal step of a
-// type, given as "step:n" (e.g. "published:2"): the journal is then exactly
-// as a real crash there would leave it.
-func crashHook(spec string) func(string) {
-	step, nth, ok := strings.Cut(spec, ":")
-	n, err := strconv.Atoi(nth)
-	if !ok || err != nil || n < 1 {
-		return nil
-	}
-	seen := 0
-	return func(s string) {
-		if s != step {
-			return
-		}
-		if seen++; seen == n {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-	}
+		CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}
 }
 
 // pulsarBroker is the run's Pulsar broker, for tests that need more than

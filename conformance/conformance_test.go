@@ -1,54 +1,23 @@
-// Package conformance runs every backend through the same cases: the sample
-// incident, exported from the directory queue and imported into a fresh DLQ
-// on each backend, must read back with the same stats, categories and list.
+// Package conformance runs every registered backend, on its real server,
+// through the same cases (suite_test.go lists them): reading back,
+// redrive with the reference consumer, stale plans, resolve, the crash
+// matrix, a server restart mid-apply. A backend that lacks a capability
+// declares it in its registration, and the suite checks the refusal.
 package conformance
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/url"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/cmd"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-// target is one backend under test: a fresh, empty DLQ per call.
-type target struct {
-	name  string
-	fresh func(t *testing.T) string
-}
-
-func targets(t *testing.T) []target {
-	redis := redistest.Start(t)
-	pulsar := pulsartest.Start(t)
-	n := 0
-	return []target{
-		{"dir", func(t *testing.T) string {
-			return "dir:" + filepath.Join(t.TempDir(), "q")
-		}},
-		{"redis", func(t *testing.T) string {
-			n++
-			return redis.URL(n%16, "dlq-conformance")
-		}},
-		{"pulsar", func(t *testing.T) string {
-			n++
-			q := url.Values{
-				"topic": {fmt.Sprintf("persistent://public/default/dlq-conformance-%d-%d", time.Now().UnixNano(), n)},
-				"admin": {pulsar.AdminURL()},
-			}
-			return pulsar.ServiceURL() + "?" + q.Encode()
-		}},
-	}
-}
 
 // dlqctl runs one command line in-process and returns stdout.
 func dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
@@ -62,7 +31,10 @@ func dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 	return out.Bytes()
 }
 
-func TestIncidentReadsTheSameOnEveryBackend(t *testing.T) {
+// caseReadBack: the sample incident, exported from the directory queue
+// and imported into a fresh DLQ, reads back with the same stats,
+// categories and list.
+func caseReadBack(t *testing.T, tg *server) {
 	incident, err := filepath.Abs("../testdata/incident")
 	if err != nil {
 		t.Fatal(err)
@@ -75,23 +47,15 @@ func TestIncidentReadsTheSameOnEveryBackend(t *testing.T) {
 	if n := len(want["list"].([]map[string]any)); n != 284 {
 		t.Fatalf("the incident lists %d entries, want 284", n)
 	}
-	for _, tg := range targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
-			src := tg.fresh(t)
-			args := []string{"--source", src, "import"}
-			if tg.name == "dir" {
-				args = append(args, "--init")
-			}
-			dlqctl(t, export, args...)
-			got := readAll(t, src)
-			for _, doc := range []string{"stats", "categorize", "list"} {
-				if !reflect.DeepEqual(got[doc], want[doc]) {
-					g, _ := json.MarshalIndent(got[doc], "", " ")
-					w, _ := json.MarshalIndent(want[doc], "", " ")
-					t.Errorf("%s differs on %s:\n got: %s\nwant: %s", doc, tg.name, clip(g), clip(w))
-				}
-			}
-		})
+	fx := tg.fresh(t)
+	dlqctl(t, export, append([]string{"--source", fx.source, "import"}, fx.importFlags...)...)
+	got := readAll(t, fx.source)
+	for _, doc := range []string{"stats", "categorize", "list"} {
+		if !reflect.DeepEqual(got[doc], want[doc]) {
+			g, _ := json.MarshalIndent(got[doc], "", " ")
+			w, _ := json.MarshalIndent(want[doc], "", " ")
+			t.Errorf("%s differs on %s:\n got: %s\nwant: %s", doc, tg.name, clip(g), clip(w))
+		}
 	}
 }
 

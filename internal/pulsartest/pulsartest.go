@@ -27,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 const (
@@ -57,6 +59,7 @@ type Broker struct {
 // package, from TestMain with StartProcess.
 func Start(t testing.TB) *Broker {
 	t.Helper()
+	testproc.SkipJavaServerInShort(t, "an Apache Pulsar broker")
 	b, err := StartProcess()
 	if err != nil {
 		t.Fatalf("pulsartest: %v", err)

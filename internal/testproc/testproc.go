@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"testing"
 )
 
 // FreePort asks the kernel for a free loopback TCP port. Another process
@@ -49,4 +50,15 @@ func (b *Log) Tail(max int) string {
 		s = "…" + s[len(s)-max:]
 	}
 	return s
+}
+
+// SkipJavaServerInShort skips t in the fast tier (go test -short, i.e.
+// scripts/test -short): tests that need a Java server (Pulsar, Kafka,
+// ElasticMQ) run only in the full run, which is README's test command.
+// It says so, so that no skip is silent.
+func SkipJavaServerInShort(t testing.TB, server string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s, a Java server: not in the -short tier (scripts/test runs it)", server)
+	}
 }

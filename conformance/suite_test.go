@@ -1,0 +1,466 @@
+package conformance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/crashhook"
+	"github.com/dlqctl/dlqctl/internal/pulsartest"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/internal/workertest"
+)
+
+// asDLQCTL makes the test binary act as the dlqctl command, so that the
+// crash cases can kill a real process at a journal step.
+const asDLQCTL = "DLQCTL_CONFORMANCE_AS_DLQCTL"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asDLQCTL) == "1" {
+		os.Exit(cmd.MainWith(&cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
+			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}))
+	}
+	os.Exit(m.Run())
+}
+
+// server is one backend's real server, started for the backend's subtest.
+type server struct {
+	name string
+	caps backend.Capabilities
+	// fresh makes a new, empty DLQ.
+	fresh func(t *testing.T) fixture
+	// restart, when set, takes the server down and brings it back.
+	down, up func() error
+}
+
+// fixture is one empty DLQ and the origin its entries go back to.
+type fixture struct {
+	source string
+	// origin is the topic or stream named in the seeded envelopes.
+	origin string
+	// consume are the reference worker's flags to consume the origin.
+	consume []string
+	// importFlags are extra flags that import needs here (dir: --init).
+	importFlags []string
+}
+
+// targets lists every registered backend with the harness that starts its
+// server. A registered backend without a harness fails the suite: adding
+// a backend means adding its entry here.
+func targets() map[string]func(t *testing.T) *server {
+	return map[string]func(t *testing.T) *server{
+		"dir": func(t *testing.T) *server {
+			return &server{fresh: func(t *testing.T) fixture {
+				root := filepath.Join(t.TempDir(), "q")
+				return fixture{source: "dir:" + root, origin: "orders", consume: []string{"--source", "dir:" + root},
+					importFlags: []string{"--init"}}
+			}}
+		},
+		"redis": func(t *testing.T) *server {
+			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+			n := 0
+			return &server{down: srv.Down, up: srv.Up, fresh: func(t *testing.T) fixture {
+				n++
+				db := n % 16
+				key := fmt.Sprintf("conf%d", n)
+				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders",
+					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
+						"--dlq", key + "-dlq"}}
+			}}
+		},
+		"pulsar": func(t *testing.T) *server {
+			b := pulsartest.Start(t)
+			n := 0
+			return &server{fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
+				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
+				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
+				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders",
+					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq-workers"}}
+			}}
+		},
+	}
+}
+
+// TestConformance runs every registered backend through every case, one
+// backend (and so one server) at a time.
+func TestConformance(t *testing.T) {
+	harness := targets()
+	for _, reg := range all.Registry().All() {
+		t.Run(reg.Name, func(t *testing.T) {
+			start, ok := harness[reg.Name]
+			if !ok {
+				t.Fatalf("backend %s is registered but has no conformance harness in suite_test.go", reg.Name)
+			}
+			srv := start(t)
+			srv.name, srv.caps = reg.Name, reg.Capabilities
+			for _, c := range []struct {
+				name string
+				run  func(*testing.T, *server)
+			}{
+				{"read-back", caseReadBack},
+				{"redrive-with-consumer", caseRedriveWithConsumer},
+				{"stale-plan", caseStalePlan},
+				{"resolve", caseResolve},
+				{"crash-matrix", caseCrashMatrix},
+				{"restart-mid-apply", caseRestartMidApply},
+			} {
+				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
+			}
+		})
+	}
+}
+
+// seed imports n envelopes into fx's DLQ: events E001…, keys k0…k4, all
+// failing with lastError (so their category follows from it), bound for
+// fx.origin. It returns each event's fingerprint.
+func seed(t *testing.T, fx fixture, n int, lastError string, first int) map[string]string {
+	t.Helper()
+	var in bytes.Buffer
+	fps := map[string]string{}
+	base := time.Now().UTC().Add(-time.Hour)
+	for i := first; i < first+n; i++ {
+		payload := []byte(fmt.Sprintf(`{"order":%d}`, i))
+		e := envelope.Envelope{
+			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: fmt.Sprintf("E%03d", i),
+			Fingerprint: envelope.ComputeFingerprint(payload), Payload: payload, PayloadEncoding: "json",
+			ContentType: "application/json", Key: fmt.Sprintf("k%d", i%5),
+			Origin:    envelope.Origin{Topic: fx.origin},
+			LastError: lastError, Attempts: 3,
+			DeadLetteredAt: base.Add(time.Duration(i) * time.Second),
+		}
+		b, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(b)
+		in.WriteByte('\n')
+		fps[e.EventID] = e.Fingerprint
+	}
+	args := append([]string{"--source", fx.source, "import"}, fx.importFlags...)
+	if code, out := proc(t, t.TempDir(), in.Bytes(), nil, args...); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, out)
+	}
+	return fps
+}
+
+// proc runs dlqctl as its own process in dir and returns its exit code and
+// combined output.
+func proc(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
+	t.Helper()
+	c := exec.Command(os.Args[0], args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), append([]string{asDLQCTL + "=1", "DLQCTL_APPROVAL_KEY=conformance-approval-key-0123456789abcdef"}, env...)...)
+	c.Stdin = bytes.NewReader(stdin)
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ee.ExitCode() == -1 {
+			return 137, out.String() // killed by a signal
+		}
+		return ee.ExitCode(), out.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String()
+}
+
+// planAndApprove writes p.json in dir for fx with the given plan flags and
+// approves it.
+func planAndApprove(t *testing.T, dir string, fx fixture, kind string, flags ...string) {
+	t.Helper()
+	args := append([]string{"--source", fx.source, kind, "plan", "--reason", "conformance", "--out", "p.json"}, flags...)
+	if code, out := proc(t, dir, nil, nil, args...); code != 0 {
+		t.Fatalf("%s plan: exit %d\n%s", kind, code, out)
+	}
+	if code, out := proc(t, dir, nil, nil, kind, "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("%s approve: exit %d\n%s", kind, code, out)
+	}
+}
+
+type runDoc struct {
+	Status   string         `json:"status"`
+	Moved    int            `json:"moved"`
+	HaltedBy string         `json:"halted_by"`
+	Verdicts map[string]int `json:"verdicts"`
+	Batches  []struct {
+		Size     int            `json:"size"`
+		Gate     string         `json:"gate"`
+		Verdicts map[string]int `json:"verdicts"`
+	} `json:"batches"`
+}
+
+func parseRun(t *testing.T, out string) runDoc {
+	t.Helper()
+	var d runDoc
+	// The document starts on a line of its own; notes on stderr come first.
+	i := strings.Index(out, "{\n")
+	if i > 0 && out[i-1] != '\n' {
+		i = strings.Index(out, "\n{\n") + 1
+	}
+	if i < 0 {
+		t.Fatalf("no run document in:\n%s", out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&d); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	return d
+}
+
+// dlqLen is the DLQ's entry count, read through dlqctl stats.
+func dlqLen(t *testing.T, fx fixture) int {
+	t.Helper()
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, "stats", "-o", "json")
+	if code != 0 {
+		t.Fatalf("stats: exit %d\n%s", code, out)
+	}
+	var s struct {
+		Total int `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &s); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return s.Total
+}
+
+// consumeAll runs the reference worker over the origin until it is idle
+// and returns its inbox.
+func consumeAll(t *testing.T, fx fixture, inbox string) map[string]workertest.Row {
+	t.Helper()
+	w := workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
+	if err := w.Wait(); err != nil {
+		t.Fatalf("worker: %v\n%s", err, w.Output())
+	}
+	return workertest.ReadInbox(t, inbox)
+}
+
+// checkOnce checks that every seeded event produced exactly one effect,
+// with its original fingerprint; on an atomic backend it was also
+// received exactly once.
+func checkOnce(t *testing.T, srv *server, fps map[string]string, rows map[string]workertest.Row) {
+	t.Helper()
+	if len(rows) != len(fps) {
+		t.Errorf("%d events reached the consumer, want %d", len(rows), len(fps))
+	}
+	for id, fp := range fps {
+		r, ok := rows[id]
+		switch {
+		case !ok:
+			t.Errorf("%s never reached the consumer", id)
+		case r.Effects != 1:
+			t.Errorf("%s: %d effects, want 1", id, r.Effects)
+		case r.Fingerprint != "" && r.Fingerprint != fp:
+			t.Errorf("%s: the consumer saw fingerprint %s, the DLQ had %s", id, r.Fingerprint, fp)
+		case srv.caps.Move == "atomic" && r.Attempts != 1:
+			t.Errorf("%s: received %d times on an atomic backend, want 1", id, r.Attempts)
+		}
+	}
+}
+
+// caseRedriveWithConsumer: plan → approve → apply with the reference
+// consumer running and reconciling through its inbox: every batch passes,
+// every event has one effect and keeps its fingerprint.
+func caseRedriveWithConsumer(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		checkRefused(t, srv, "redrive")
+		return
+	}
+	fx := srv.fresh(t)
+	fps := seed(t, fx, 30, "timeout calling payments", 1)
+	dir := t.TempDir()
+	inbox := filepath.Join(dir, "inbox.db")
+	workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox)...)
+	waitFile(t, inbox)
+	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
+		"--burst", "10", "--ramp", "5,10")
+	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	run := parseRun(t, out)
+	if run.Status != "completed" || run.Moved != len(fps) {
+		t.Fatalf("status %s, moved %d; want completed, %d\n%s", run.Status, run.Moved, len(fps), out)
+	}
+	if len(run.Batches) < 3 || run.Batches[0].Size != 5 || run.Batches[1].Size != 10 {
+		t.Errorf("batches did not follow the ramp 5,10: %+v", run.Batches)
+	}
+	for _, b := range run.Batches {
+		if b.Gate != "pass" {
+			t.Errorf("batch gate %q, want pass: %+v", b.Gate, b)
+		}
+	}
+	if n := dlqLen(t, fx); n != 0 {
+		t.Errorf("%d entries left in the DLQ", n)
+	}
+	checkOnce(t, srv, fps, workertest.ReadInbox(t, inbox))
+}
+
+// caseStalePlan: a plan whose entries were moved by another plan is stale
+// at apply (exit 5) and moves nothing.
+func caseStalePlan(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	fx := srv.fresh(t)
+	seed(t, fx, 6, "timeout", 1)
+	first, second := t.TempDir(), t.TempDir()
+	planAndApprove(t, first, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	planAndApprove(t, second, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	if code, out := proc(t, second, nil, nil, "--source", fx.source, "redrive", "apply", "p.json"); code != 0 {
+		t.Fatalf("apply of the second plan: exit %d\n%s", code, out)
+	}
+	code, out := proc(t, first, nil, nil, "--source", fx.source, "redrive", "apply", "p.json")
+	if code != 5 || !strings.Contains(out, "stale") {
+		t.Fatalf("apply of a plan whose entries are gone: exit %d, want 5 naming it stale\n%s", code, out)
+	}
+}
+
+// caseResolve: resolve takes resolve-disposition entries out of the DLQ,
+// each archived whole in the journal first; the rest stay.
+func caseResolve(t *testing.T, srv *server) {
+	if !srv.caps.Resolve {
+		checkRefused(t, srv, "resolve")
+		return
+	}
+	fx := srv.fresh(t)
+	seed(t, fx, 4, "order not found", 1)
+	seed(t, fx, 3, "timeout", 10)
+	dir := t.TempDir()
+	planAndApprove(t, dir, fx, "resolve")
+	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "resolve", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("resolve apply: exit %d\n%s", code, out)
+	}
+	if run := parseRun(t, out); run.Status != "completed" || run.Moved != 4 {
+		t.Errorf("resolve: status %s, moved %d; want completed, 4", run.Status, run.Moved)
+	}
+	if n := dlqLen(t, fx); n != 3 {
+		t.Errorf("%d entries left in the DLQ, want the 3 transients", n)
+	}
+	journal, err := os.ReadFile(filepath.Join(dir, "p.journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		if !bytes.Contains(journal, []byte(fmt.Sprintf(`{"order":%d}`, i))) {
+			t.Errorf("the journal has no archived payload of E%03d", i)
+		}
+	}
+}
+
+// caseCrashMatrix kills dlqctl (SIGKILL) right after each kind of journal
+// step, then resumes: nothing is lost, every event has one effect, and an
+// atomic backend delivered nothing twice.
+func caseCrashMatrix(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	const n = 12
+	for _, step := range []string{"batch-start:1", "intent:1", "intent:3", "published:1", "published:4", "batch-end:1"} {
+		t.Run(step, func(t *testing.T) {
+			fx := srv.fresh(t)
+			fps := seed(t, fx, n, "timeout", 1)
+			dir := t.TempDir()
+			planAndApprove(t, dir, fx, "redrive", "--rate", "100000", "--burst", "4", "--ramp", "3,5",
+				"--settle", "0s", "--unverified-ok")
+			code, out := proc(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.source, "redrive", "apply", "p.json")
+			if code != 137 {
+				t.Fatalf("apply did not crash at %s: exit %d\n%s", step, code, out)
+			}
+			code, out = proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "resume", "p.journal")
+			if code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, out)
+			}
+			if run := parseRun(t, out); run.Status != "completed" || run.Moved != n {
+				t.Errorf("after resume: status %s, moved %d; want completed, %d", run.Status, run.Moved, n)
+			}
+			if l := dlqLen(t, fx); l != 0 {
+				t.Errorf("%d entries left in the DLQ", l)
+			}
+			checkOnce(t, srv, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")))
+		})
+	}
+}
+
+// caseRestartMidApply takes the server down while a redrive runs: apply
+// exits 1 with the resume command; with the server back, resume
+// completes, and every event has one effect.
+func caseRestartMidApply(t *testing.T, srv *server) {
+	if srv.caps.Move == "" || srv.down == nil {
+		t.Logf("%s: no restart harness here; the backend's own tests cover a restart", srv.name)
+		return
+	}
+	fx := srv.fresh(t)
+	fps := seed(t, fx, 60, "timeout", 1)
+	dir := t.TempDir()
+	planAndApprove(t, dir, fx, "redrive", "--rate", "40", "--burst", "2", "--ramp", "10,20", "--settle", "0s", "--unverified-ok")
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "apply", "p.json")
+		done <- result{code, out}
+	}()
+	time.Sleep(600 * time.Millisecond) // 60 entries at 40/s take 1.5 s
+	if err := srv.down(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.out, "resume p.journal") {
+		t.Fatalf("apply with the server down: exit %d, want 1 with the resume command\n%s", r.code, r.out)
+	}
+	if err := srv.up(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "resume", "p.journal"); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if l := dlqLen(t, fx); l != 0 {
+		t.Errorf("%d entries left in the DLQ", l)
+	}
+	checkOnce(t, srv, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")))
+}
+
+// checkRefused: a backend that declares it cannot do kind refuses it with
+// a usage error (exit 2) and changes nothing.
+func checkRefused(t *testing.T, srv *server, kind string) {
+	fx := srv.fresh(t)
+	seed(t, fx, 2, "timeout", 1)
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, kind, "plan", "--reason", "x", "--out", "p.json")
+	if code != 2 {
+		t.Errorf("%s on %s, which declares it cannot: exit %d, want 2\n%s", kind, srv.name, code, out)
+	}
+	if n := dlqLen(t, fx); n != 2 {
+		t.Errorf("a refused %s changed the DLQ: %d entries, want 2", kind, n)
+	}
+}
+
+// waitFile waits for the worker to create its inbox.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			time.Sleep(200 * time.Millisecond) // and its table
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the worker did not create %s", path)
+}

@@ -1,0 +1,132 @@
+// Package workertest runs the reference consumer (examples/worker) for
+// tests and reads its inbox: what the consumer received and what it did,
+// per event ID.
+package workertest
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // the inbox is SQLite
+)
+
+// binary builds examples/worker once per test process.
+var binary = sync.OnceValues(func() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("workertest: cannot find the module root")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "dlqctl-worker-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "worker")
+	c := exec.Command("go", "build", "-o", bin, "./examples/worker")
+	c.Dir = root
+	if out, err := c.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the reference worker: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// Worker is the reference consumer running in the background until the
+// test ends, or until it is idle (--until-idle).
+type Worker struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	out    *strings.Builder
+	mu     sync.Mutex
+}
+
+// Start runs the worker with args; it is stopped (SIGINT, then SIGKILL)
+// when the test ends.
+func Start(t testing.TB, args ...string) *Worker {
+	t.Helper()
+	bin, err := binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{cmd: exec.Command(bin, args...), exited: make(chan struct{}), out: &strings.Builder{}}
+	w.cmd.Stdout, w.cmd.Stderr = lockedWriter{w}, lockedWriter{w}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() {
+		w.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-w.exited:
+		case <-time.After(10 * time.Second):
+			w.cmd.Process.Kill()
+		}
+	})
+	return w
+}
+
+type lockedWriter struct{ w *Worker }
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	return l.w.out.Write(p)
+}
+
+// Wait blocks until the worker exits and returns its exit status.
+func (w *Worker) Wait() error {
+	<-w.exited
+	return w.err
+}
+
+// Output is what the worker printed so far.
+func (w *Worker) Output() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.String()
+}
+
+// Row is one event in the worker's inbox.
+type Row struct {
+	Attempts, Effects int
+	Fingerprint       string
+}
+
+// ReadInbox returns the inbox at path (SQLite), by event ID.
+func ReadInbox(t testing.TB, path string) map[string]Row {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT event_id, attempts, effects, COALESCE(fingerprint, '') FROM inbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]Row{}
+	for rows.Next() {
+		var id string
+		var r Row
+		if err := rows.Scan(&id, &r.Attempts, &r.Effects, &r.Fingerprint); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
