@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,6 +61,14 @@ func (w withServers) Run() int {
 	}
 	defer srv.Stop()
 	os.Setenv("DLQCTL_TEST_REDIS_ADDR", srv.Addr())
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// The fast tier starts no Java server; the Pulsar tests say they
+		// are left out.
+		return w.m.Run()
+	}
 	b, err := pulsartest.StartProcess()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: the tests need a Pulsar broker:", err)

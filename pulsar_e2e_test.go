@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/dlqctl/dlqctl/internal/testproc"
 	"maps"
 	"net/http"
 	"net/url"
@@ -303,6 +304,7 @@ func planAndApprove(t *testing.T, dir, src string, args ...string) {
 // against the worker's inbox. Every event ends with exactly one effect and
 // reaches its origin with the ID and fingerprint it had in the DLQ.
 func TestPulsarEndToEnd(t *testing.T) {
+	needPulsar(t)
 	began := time.Now()
 	dir := t.TempDir()
 	origin := e2eTopic(t, "public/default", "orders")
@@ -447,6 +449,7 @@ func TestPulsarEndToEnd(t *testing.T) {
 // deduplication the broker drops them (each event once on the origin);
 // without, they arrive twice and the consumer absorbs the copy.
 func TestPulsarCrashMatrix(t *testing.T) {
+	needPulsar(t)
 	const n = 8
 	steps := []string{"intent:2", "published:2", "removed:2", "sent-unjournaled", "acked-unjournaled"}
 	for _, dedup := range []bool{true, false} {
@@ -613,6 +616,7 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 // everything arrived once all the same), so rounds repeat until one shows
 // the exit-1 path; about one round in three rides through here.
 func TestPulsarBrokerRestartDuringApply(t *testing.T) {
+	needPulsar(t)
 	const rounds = 6
 	for round := 1; round <= rounds; round++ {
 		failed := false
@@ -717,6 +721,7 @@ func errorLine(out string) string {
 // each envelope is archived in full in the journal, with the reason, before
 // its ack; nothing goes to the origin, and the other entries stay.
 func TestPulsarResolve(t *testing.T) {
+	needPulsar(t)
 	dir := t.TempDir()
 	origin := originTopic(t, false)
 	dlq := e2eTopic(t, "public/default", "dlq")
@@ -763,4 +768,10 @@ func TestPulsarResolve(t *testing.T) {
 	if copies := copiesOn(t, origin); len(copies) != 0 {
 		t.Errorf("resolve sent %v to the origin", copies)
 	}
+}
+
+// needPulsar skips t in the -short tier, where TestMain starts no broker.
+func needPulsar(t *testing.T) {
+	t.Helper()
+	testproc.SkipJavaServerInShort(t, "an Apache Pulsar broker")
 }

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// The crash matrix and the restart mid-apply run for every backend in the
+// conformance suite (conformance/suite_test.go).
+
+// dlqctlProc runs the real command (the test binary, through testscript's
+// PATH entry) and returns its exit code and output.
+func dlqctlProc(t *testing.T, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
+	c := exec.Command("dlqctl", args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), append([]string{"DLQCTL_TEST_NOW=", "DLQCTL_APPROVAL_KEY=k"}, env...)...)
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if code == -1 {
+			code = 137 // killed by a signal
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
