@@ -40,8 +40,12 @@ type server struct {
 	caps backend.Capabilities
 	// fresh makes a new, empty DLQ.
 	fresh func(t *testing.T) fixture
-	// restart, when set, takes the server down and brings it back.
+	// down and up, when set, take the server down and bring it back.
 	down, up func() error
+	// outage is added to the source URL's query in the restart case, so
+	// that the client gives up on a server that is down instead of riding
+	// it out (Pulsar: ?timeout=).
+	outage string
 }
 
 // fixture is one empty DLQ and the origin its entries go back to.
@@ -82,7 +86,7 @@ func targets() map[string]func(t *testing.T) *server {
 		"pulsar": func(t *testing.T) *server {
 			b := pulsartest.Start(t)
 			n := 0
-			return &server{fresh: func(t *testing.T) fixture {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", fresh: func(t *testing.T) fixture {
 				n++
 				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
 				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
@@ -406,6 +410,7 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 	}
 	fx := srv.fresh(t)
 	fps := seed(t, fx, 60, "timeout", 1)
+	fx.source += srv.outage
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "redrive", "--rate", "40", "--burst", "2", "--ramp", "10,20", "--settle", "0s", "--unverified-ok")
 	type result struct {

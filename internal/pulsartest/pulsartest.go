@@ -201,6 +201,33 @@ func (b *Broker) Restart() error {
 	return nil
 }
 
+// Down stops the broker, keeping its ports and data folder, until Up.
+func (b *Broker) Down() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("pulsartest: Down after Stop")
+	}
+	if _, err := runScript(stopTimeout, nil, b.script, "stop", b.dataDir); err != nil {
+		return fmt.Errorf("down: stop the Pulsar broker: %w", err)
+	}
+	return nil
+}
+
+// Up starts a broker taken Down again on the same ports and data folder;
+// it returns once the admin API answers.
+func (b *Broker) Up() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("pulsartest: Up after Stop")
+	}
+	if err := b.start(); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
+
 // Stop stops the broker (SIGTERM, SIGKILL after 30 s) and removes its
 // folder. It is safe to call more than once.
 func (b *Broker) Stop() error {
