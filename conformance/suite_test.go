@@ -92,7 +92,8 @@ func targets() map[string]func(t *testing.T) *server {
 				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
 				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
 				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders",
-					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq-workers"}}
+					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq",
+						"--max-deliveries", "1", "--redelivery-delay", "100ms"}}
 			}}
 		},
 	}
@@ -116,6 +117,7 @@ func TestConformance(t *testing.T) {
 			}{
 				{"read-back", caseReadBack},
 				{"redrive-with-consumer", caseRedriveWithConsumer},
+				{"gates", caseGates},
 				{"stale-plan", caseStalePlan},
 				{"resolve", caseResolve},
 				{"crash-matrix", caseCrashMatrix},
@@ -311,6 +313,41 @@ func caseRedriveWithConsumer(t *testing.T, srv *server) {
 		t.Errorf("%d entries left in the DLQ", n)
 	}
 	checkOnce(t, srv, fps, workertest.ReadInbox(t, inbox))
+}
+
+// caseGates: a consumer that dead-letters one event again, or applies its
+// effect twice, fails the first batch's gate: apply exits 3 naming it,
+// and no later batch starts.
+func caseGates(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	for _, c := range []struct{ gate, flag string }{
+		{"re-dead-lettered", "--fail"},
+		{"duplicate-effect", "--double-effect"},
+	} {
+		t.Run(c.gate, func(t *testing.T) {
+			if c.gate == "re-dead-lettered" && !srv.caps.Tail {
+				t.Skipf("%s declares no re-dead-letter check (Tail)", srv.name)
+			}
+			fx := srv.fresh(t)
+			seed(t, fx, 20, "timeout", 1)
+			dir := t.TempDir()
+			inbox := filepath.Join(dir, "inbox.db")
+			workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
+			waitFile(t, inbox)
+			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
+				"--ramp", "5,10")
+			code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+			if code != 3 {
+				t.Fatalf("apply: exit %d, want 3\n%s", code, out)
+			}
+			run := parseRun(t, out)
+			if run.HaltedBy != c.gate || len(run.Batches) != 1 || run.Moved != 5 {
+				t.Errorf("halted by %q after %d batches, moved %d; want %s after 1 batch of 5", run.HaltedBy, len(run.Batches), run.Moved, c.gate)
+			}
+		})
+	}
 }
 
 // caseStalePlan: a plan whose entries were moved by another plan is stale
