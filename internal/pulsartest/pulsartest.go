@@ -187,18 +187,10 @@ func (b *Broker) LogTail(lines int) string {
 // subscriptions and messages persisted before. It returns once the admin
 // API answers again.
 func (b *Broker) Restart() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stopped {
-		return errors.New("pulsartest: Restart after Stop")
-	}
-	if _, err := runScript(stopTimeout, nil, b.script, "stop", b.dataDir); err != nil {
-		return fmt.Errorf("restart: stop the Pulsar broker: %w", err)
-	}
-	if err := b.start(); err != nil {
+	if err := b.Down(); err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
-	return nil
+	return b.Up()
 }
 
 // Down stops the broker, keeping its ports and data folder, until Up.
