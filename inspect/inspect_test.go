@@ -3,8 +3,11 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,19 +66,53 @@ func TestSelectorMatch(t *testing.T) {
 	}
 }
 
+func quantilesOf(secs ...uint32) *ageQuantiles {
+	var q ageQuantiles
+	for _, v := range secs {
+		q.add(time.Duration(v) * time.Second)
+	}
+	return &q
+}
+
 func TestPercentileNearestRank(t *testing.T) {
-	ages := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if p := percentile(ages, 50); p != 5*time.Second {
+	ages := quantilesOf(10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+	if p := ages.percentile(50); p != 5*time.Second {
 		t.Errorf("p50 = %v, want 5s", p)
 	}
-	if p := percentile(ages, 95); p != 10*time.Second {
+	if p := ages.percentile(95); p != 10*time.Second {
 		t.Errorf("p95 = %v, want 10s", p)
 	}
-	if p := percentile(nil, 50); p != 0 {
+	if p := quantilesOf().percentile(50); p != 0 {
 		t.Errorf("p50 of nothing = %v", p)
 	}
-	if p := percentile([]uint32{7}, 95); p != 7*time.Second {
+	if p := quantilesOf(7).percentile(95); p != 7*time.Second {
 		t.Errorf("p95 of one = %v", p)
+	}
+}
+
+// TestPercentilesPastTheExactListStayWithinTheirAccuracy feeds more ages
+// than are kept exactly and compares with the exact nearest rank.
+func TestPercentilesPastTheExactListStayWithinTheirAccuracy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q ageQuantiles
+	var all []uint32
+	for range exactAges*3 + 17 {
+		// Ages from seconds to weeks, skewed towards the recent.
+		v := uint32(math.Exp(rng.Float64() * math.Log(14*24*3600)))
+		q.add(time.Duration(v) * time.Second)
+		all = append(all, v)
+	}
+	if q.buckets == nil || q.exact != nil {
+		t.Fatal("the exact list was not folded into buckets")
+	}
+	slices.Sort(all)
+	for _, p := range []int{1, 50, 95, 99, 100} {
+		rank := (p*len(all) + 99) / 100
+		want := float64(all[rank-1])
+		got := q.percentile(p).Seconds()
+		if want < linearAges && got != want || math.Abs(got-want) > want*ageAccuracy+1 {
+			t.Errorf("p%d = %.0fs, exact %.0fs: off by more than %.1f%%", p, got, want, ageAccuracy*100)
+		}
 	}
 }
 

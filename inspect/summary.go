@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"context"
-	"math"
 	"slices"
 	"time"
 
@@ -79,7 +78,7 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		ByCategory: map[string]int{}, ByOrigin: map[string]int{}, ByDisposition: map[string]int{},
 		ByOwner: map[string]int{}, AgeBuckets: ageBuckets(),
 	}
-	ages := make([]uint32, 0, 1024)
+	var ages ageQuantiles
 	cats := map[string]*CategorySummary{}
 	conflictIDs := map[string]struct{}{}
 	memo := w.Classifier.Memo()
@@ -109,7 +108,7 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 			// the percentiles rather than passed off as brand new.
 			s.AgeBuckets[len(s.AgeBuckets)-1].Count++
 		} else {
-			ages = append(ages, uint32(min(age/time.Second, math.MaxUint32)))
+			ages.add(age)
 			if age > s.OldestAge {
 				s.OldestAge = age
 			}
@@ -148,9 +147,8 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		s.Conflicts = append(s.Conflicts, id)
 	}
 	slices.Sort(s.Conflicts)
-	slices.Sort(ages)
-	s.AgeP50 = percentile(ages, 50)
-	s.AgeP95 = percentile(ages, 95)
+	s.AgeP50 = ages.percentile(50)
+	s.AgeP95 = ages.percentile(95)
 	for _, known := range w.Classifier.Categories() {
 		if cs := cats[known.Category]; cs != nil {
 			s.Categories = append(s.Categories, *cs)
@@ -174,16 +172,4 @@ func exampleError(e envelope.Envelope) string {
 		return e.Malformed
 	}
 	return e.LastError
-}
-
-// percentile is the nearest-rank percentile of sorted ages in seconds.
-func percentile(sorted []uint32, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
-	if rank < 1 {
-		rank = 1
-	}
-	return time.Duration(sorted[rank-1]) * time.Second
 }
