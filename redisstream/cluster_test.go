@@ -363,7 +363,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("step 1 before the crash: %+v, %v", res, err)
 		}
 		eng2 := clusterEngine(t, s, journal, redrive.OpenJournal)
-		if err := eng2.Resume(st, "t"); err != nil {
+		if err := eng2.Resume(st, "t", nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := eng2.Run(ctx, st); err != nil || st.Status != redrive.StatusCompleted {

@@ -74,9 +74,16 @@ func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string
 	return st, nil
 }
 
-// Resume marks the journal as resumed by `by`.
-func (e *Engine) Resume(st *State, by string) error {
-	return e.Journal.Append(Record{Type: RecResume, RunID: st.RunID, AppliedBy: by})
+// Resume marks the journal as resumed by `by`, under approval a when it
+// is not the one the run started with (nil: that one).
+func (e *Engine) Resume(st *State, by string, a *Approval) error {
+	if err := e.Journal.Append(Record{Type: RecResume, RunID: st.RunID, AppliedBy: by, Approval: a}); err != nil {
+		return err
+	}
+	if a != nil {
+		st.Approvals = append(st.Approvals, *a)
+	}
+	return nil
 }
 
 func (e *Engine) markers(st *State) backend.Markers {
@@ -411,7 +418,10 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 				}
 				remove = append(remove, en)
 			case found[i] == backend.PresenceAbsent:
-				recs = append(recs, e.entryRec(RecIntent, st, en, "not on the destination: the earlier send did not land; sending it now"))
+				// Not believed: the journal's word alone never removes an
+				// entry from the DLQ. Sent again with the same identity, in
+				// case a consumer deleted what it took.
+				recs = append(recs, e.entryRec(RecAmbiguous, st, en, "not found on the destination with this run's markers; sent again with the same event ID and sequence"))
 				publish = append(publish, en)
 			case a.wasPub:
 				remove = append(remove, en)
