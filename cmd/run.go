@@ -281,12 +281,19 @@ func (f *Factory) trustRun(ctx context.Context, path string, recs []redrive.Reco
 			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s is signed: %w", path, err))
 		}
 	}
-	if start != nil || redrive.Signed(recs) {
-		if last, err = redrive.VerifyChain(recs, redrive.JournalKey(key, st.RunID)); err != nil {
-			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w: resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", path, err))
+	verify := func() error {
+		if start == nil && !redrive.Signed(recs) {
+			return nil
 		}
+		if last, err = redrive.VerifyChain(recs, redrive.JournalKey(key, st.RunID)); err != nil {
+			return withCode(ExitApproval, fmt.Errorf("journal %s: %w: resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", path, err))
+		}
+		return nil
 	}
 	if start == nil && !halted {
+		if err := verify(); err != nil {
+			return nil, "", nil, err
+		}
 		// A one-step run: resume asks what the one-step command asked.
 		if f.config.Policy.RequireApproval {
 			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
@@ -303,6 +310,9 @@ func (f *Factory) trustRun(ctx context.Context, path string, recs []redrive.Reco
 	a, err := check.CheckApproval(pol)
 	if err != nil {
 		return nil, "", nil, withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
+	}
+	if err := verify(); err != nil {
+		return nil, "", nil, err
 	}
 	if start == nil || a != *start {
 		fresh = &a
