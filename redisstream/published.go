@@ -50,10 +50,12 @@ func hasMarkers(values map[string]any, seq int64, m backend.Markers) bool {
 }
 
 // keptSince says whether stream key still holds every entry ever added
-// with an ID from `from` on: nothing at or after it was deleted or trimmed
-// (Redis 7's max-deleted-entry-id; before 7, the oldest entry is no newer
-// than from). A stream that does not exist holds nothing and lost nothing
-// a move would have put there.
+// with an ID from `from` on. Redis 7 counts what was ever added: when that
+// is the length, nothing was ever deleted or trimmed. Otherwise XDEL shows
+// in max-deleted-entry-id, and trimming (MAXLEN, XTRIM), which takes the
+// oldest entries first, left everything from `from` on when the oldest
+// entry left is no newer than it. Before Redis 7 only the last rule
+// applies. A stream that does not exist lost nothing a move put there.
 func (s *Stream) keptSince(ctx context.Context, key, from string) (bool, error) {
 	info, err := s.rdb.XInfoStream(ctx, key).Result()
 	if err != nil {
@@ -63,13 +65,14 @@ func (s *Stream) keptSince(ctx context.Context, key, from string) (bool, error) 
 		return false, s.cmdErr(ctx, "xinfo stream "+key, err)
 	}
 	if info.MaxDeletedEntryID != "" {
-		return streamIDLess(info.MaxDeletedEntryID, from), nil
+		if info.EntriesAdded == info.Length {
+			return true, nil
+		}
+		if !streamIDLess(info.MaxDeletedEntryID, from) {
+			return false, nil
+		}
 	}
-	msgs, err := s.rdb.XRangeN(ctx, key, "-", "+", 1).Result()
-	if err != nil {
-		return false, s.cmdErr(ctx, "xrange "+key, err)
-	}
-	return len(msgs) == 1 && !streamIDLess(from, msgs[0].ID), nil
+	return info.Length > 0 && !streamIDLess(from, info.FirstEntry.ID), nil
 }
 
 func (s *Stream) presenceByID(ctx context.Context, q backend.PublishedQuery, m backend.Markers) (backend.Presence, error) {
