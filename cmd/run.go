@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -161,11 +162,10 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 		Short: "Where a run stands: batches, moved, verdicts, the gate that stopped it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			recs, err := redrive.ReadJournal(args[0])
+			st, _, err := redrive.ReplayFile(args[0], nil)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			st := redrive.Replay(recs)
 			ro := f.reportOptions()
 			if ro.Format == report.FormatTable || ro.Format == report.FormatMarkdown {
 				for _, b := range st.Batches {
@@ -223,41 +223,102 @@ once more.`,
 	return c
 }
 
-// readRun reads a journal for kind, refusing one that is not a journal of
-// that kind with a plain-words error.
-func readRun(path, kind string) ([]redrive.Record, *redrive.State, error) {
-	recs, err := redrive.ReadJournal(path)
-	if errors.Is(err, redrive.ErrNeverStarted) {
-		return nil, nil, usageErrorf("%v; start it with: dlqctl %s apply PLAN --journal %s", err, kind, shellQuote(path))
-	}
-	if err != nil {
-		return nil, nil, usageErrorf("%v", err)
-	}
-	st := redrive.Replay(recs)
-	if st.Plan.Kind != kind {
-		return nil, nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, st.Plan.Kind, st.Plan.Kind)
-	}
-	return recs, st, nil
+// trustedRun is a journal that resume may believe, and how to go on
+// writing it.
+type trustedRun struct {
+	st *redrive.State
+	// key is the approval key the journal is chained with (nil: an
+	// unsigned one-step run), v how far it verified.
+	key []byte
+	v   redrive.Verified
+	// fresh is the approval to record when it is not the run-start's.
+	fresh *redrive.Approval
 }
 
-// trustRun checks what resume must before it believes a journal: the
-// plan's digest, the run's approval (exactly as apply checks it; after a
-// halt, one given after it) and the journal's signature chain. It returns
-// the chain's key and last MAC, and the approval to record when it is not
-// the run-start's.
-func (f *Factory) trustRun(ctx context.Context, path string, recs []redrive.Record, st *redrive.State, o *resumeOptions) (key []byte, last string, fresh *redrive.Approval, err error) {
-	if err := st.Plan.Verify(); err != nil {
-		return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w", path, err))
+// trustRun reads the journal and checks what resume must before it
+// believes it: the plan's digest, the run's approval (exactly as apply
+// checks it; after a halt, one given after it) and the journal's chain.
+// The journal is streamed, never held whole.
+func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOptions) (*trustedRun, error) {
+	start, err := redrive.ReadRunStart(path)
+	if errors.Is(err, redrive.ErrNeverStarted) {
+		return nil, usageErrorf("%v; start it with: dlqctl %s apply PLAN --journal %s", err, kind, shellQuote(path))
+	}
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if start.Plan.Kind != kind {
+		return nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, start.Plan.Kind, start.Plan.Kind)
+	}
+	if err := start.Plan.Verify(); err != nil {
+		return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w", path, err))
 	}
 	pol, err := f.approvalPolicy(o.keys, o.distinct)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
+	}
+	signed := start.MAC != ""
+	tr := &trustedRun{}
+	switch {
+	case start.Approval != nil:
+		// The approval's signature first, so that a wrong key is named as such.
+		sig := pol
+		sig.Now, sig.DistinctApprover = time.Time{}, false
+		check := *start.Plan
+		check.Approvals = []redrive.Approval{*start.Approval}
+		if _, err := check.CheckApproval(sig); err != nil {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: the run's approval: %w", path, err))
+		}
+		if tr.key, err = pol.KeyOf(start.Approval.By); err != nil {
+			return nil, withCode(ExitApproval, err)
+		}
+		if !signed {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w, but its run has an approval: a journal made by dlqctl is signed; resume refuses it", path, redrive.ErrUnsigned))
+		}
+	case signed:
+		// A one-step run signed with the approval key in effect then.
+		if tr.key, err = pol.KeyOf(""); err != nil {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s is signed: %w", path, err))
+		}
+	}
+	var jkey []byte
+	if tr.key != nil {
+		jkey = redrive.JournalKey(tr.key, start.RunID)
+	}
+	st, v, err := redrive.ReplayFile(path, jkey)
+	if err != nil {
+		if errors.Is(err, redrive.ErrForged) || errors.Is(err, redrive.ErrUnsigned) {
+			return nil, withCode(ExitApproval, fmt.Errorf("%w; resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", err))
+		}
+		return nil, usageErrorf("%v", err)
+	}
+	tr.st, tr.v = st, v
+	return tr, nil
+}
+
+// approveGoingOn checks that the run may go on: under an approval that
+// verifies now (after a halt, one given since), or, for a one-step run,
+// what the one-step command asked.
+func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRun, o *resumeOptions) error {
+	st := tr.st
+	pol, err := f.approvalPolicy(o.keys, o.distinct)
+	if err != nil {
+		return err
 	}
 	halted := st.Status == redrive.StatusHalted
 	if halted {
 		pol.After = st.HaltedAt
 	}
 	start := st.Start.Approval
+	if start == nil && !halted {
+		if f.config.Policy.RequireApproval {
+			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
+		}
+		if tr.key == nil {
+			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(len(st.Plan.Entries))))
+		}
+		return nil
+	}
 	// The approvals the run may go on under: its own, those resumes
 	// recorded, and those given in the plan file since.
 	cands := append([]redrive.Approval(nil), st.Approvals...)
@@ -268,56 +329,18 @@ func (f *Factory) trustRun(ctx context.Context, path string, recs []redrive.Reco
 		if perr == nil {
 			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, st.Plan.Digest)
 		}
-		return nil, "", nil, withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
-	}
-	switch {
-	case start != nil:
-		if key, err = pol.KeyOf(start.By); err != nil {
-			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s: cannot verify the run's approval: %w", path, err))
-		}
-	case redrive.Signed(recs):
-		// A one-step run signed with the approval key in effect then.
-		if key, err = pol.KeyOf(""); err != nil {
-			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s is signed: %w", path, err))
-		}
-	}
-	verify := func() error {
-		if start == nil && !redrive.Signed(recs) {
-			return nil
-		}
-		if last, err = redrive.VerifyChain(recs, redrive.JournalKey(key, st.RunID)); err != nil {
-			return withCode(ExitApproval, fmt.Errorf("journal %s: %w: resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", path, err))
-		}
-		return nil
-	}
-	if start == nil && !halted {
-		if err := verify(); err != nil {
-			return nil, "", nil, err
-		}
-		// A one-step run: resume asks what the one-step command asked.
-		if f.config.Policy.RequireApproval {
-			return nil, "", nil, withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
-		}
-		if !redrive.Signed(recs) {
-			if err := f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(len(st.Plan.Entries)))); err != nil {
-				return nil, "", nil, err
-			}
-		}
-		return key, last, nil, nil
+		return withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
 	}
 	check := *st.Plan
 	check.Approvals = cands
 	a, err := check.CheckApproval(pol)
 	if err != nil {
-		return nil, "", nil, withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
-	}
-	if err := verify(); err != nil {
-		return nil, "", nil, err
+		return withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
 	}
 	if start == nil || a != *start {
-		fresh = &a
+		tr.fresh = &a
 	}
-	return key, last, fresh, nil
+	return nil
 }
 
 // confirm asks for the literal "yes" on a terminal, unless yes was given.
@@ -341,10 +364,11 @@ func (f *Factory) confirm(ctx context.Context, yes bool, prompt string) error {
 }
 
 func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) error {
-	recs, st, err := readRun(path, kind)
+	tr, err := f.trustRun(ctx, kind, path, o)
 	if err != nil {
 		return err
 	}
+	st := tr.st
 	hint := hintFlags{keys: o.keys}
 	switch {
 	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
@@ -355,8 +379,7 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 		return withCode(ExitGate, fmt.Errorf("run %s was halted by the %s gate; once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN) and go on with: %s",
 			st.RunID, st.HaltedBy, kind, f.resumeCommand(kind, path, hint)))
 	}
-	key, last, fresh, err := f.trustRun(ctx, path, recs, st, o)
-	if err != nil {
+	if err := f.approveGoingOn(ctx, path, tr, o); err != nil {
 		return err
 	}
 	if f.source == "" {
@@ -377,16 +400,18 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 		return err
 	}
 	defer closeEng()
-	j, err := redrive.OpenJournal(path, f.Now)
+	var j *redrive.Journal
+	if tr.key != nil {
+		j, err = redrive.OpenVerifiedJournal(path, f.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
+	} else {
+		j, err = redrive.OpenJournal(path, f.Now)
+	}
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	if key != nil {
-		j.Chain(redrive.JournalKey(key, st.RunID), last)
-	}
 	eng.Journal = j
-	if err := eng.Resume(st, f.identity(""), fresh); err != nil {
+	if err := eng.Resume(st, f.identity(""), tr.fresh); err != nil {
 		return err
 	}
 	if o.retryFailed {

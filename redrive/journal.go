@@ -69,9 +69,6 @@ type Record struct {
 	// MAC chains the record to the one before it (see chain.go); always the
 	// last field of its line.
 	MAC string `json:"mac,omitempty"`
-
-	// bodySum is SHA-256 of the line as written without its MAC (read back).
-	bodySum [32]byte
 }
 
 // Journal appends records to a file, each synced to disk before Append
@@ -107,6 +104,25 @@ func OpenJournal(path string, now func() time.Time) (*Journal, error) {
 	if err := truncatePartialLine(path); err != nil {
 		return nil, err
 	}
+	return openForAppend(path, now)
+}
+
+// OpenVerifiedJournal reopens a signed journal to append to it, cut to
+// what verified: lines after the last MAC are not believed, and the next
+// group's MAC must follow the last one.
+func OpenVerifiedJournal(path string, now func() time.Time, key []byte, v Verified) (*Journal, error) {
+	if err := os.Truncate(path, v.Size); err != nil {
+		return nil, err
+	}
+	j, err := openForAppend(path, now)
+	if err != nil {
+		return nil, err
+	}
+	j.Chain(key, v.Last)
+	return j, nil
+}
+
+func openForAppend(path string, now func() time.Time) (*Journal, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -127,25 +143,26 @@ func (j *Journal) AppendAll(rs []Record) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	line := make([]byte, 0, 512)
-	chain := j.chain
+	lines := make([][]byte, 0, len(rs))
 	for _, r := range rs {
 		if r.At.IsZero() {
 			r.At = j.now().UTC()
 		}
 		r.MAC = ""
-		var ok bool
-		if line, ok = appendStep(line[:0], r); !ok {
+		line, ok := appendStep(make([]byte, 0, 256), r)
+		if !ok {
 			var one bytes.Buffer
 			enc := json.NewEncoder(&one)
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
-			line = append(line[:0], one.Bytes()...)
+			line = one.Bytes()
 		}
-		buf.Write(chain.seal(line))
+		lines = append(lines, line)
 	}
+	chain := j.chain
+	chain.sealGroup(&buf, lines)
 	if _, err := j.f.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
@@ -181,9 +198,6 @@ func ReadJournal(path string) ([]Record, error) {
 		}
 		var rec Record
 		if err := json.Unmarshal(b, &rec); err != nil {
-			return nil, fmt.Errorf("journal %s:%d: %v", path, line, err)
-		}
-		if err := rec.sumBody(b); err != nil {
 			return nil, fmt.Errorf("journal %s:%d: %v", path, line, err)
 		}
 		recs = append(recs, rec)

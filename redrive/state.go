@@ -1,6 +1,9 @@
 package redrive
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // State is where a run stands, rebuilt from its journal. Apply starts from
 // an empty State; status and resume replay the journal into one.
@@ -44,36 +47,60 @@ func newState(runID string, p *Plan) *State {
 
 // Replay rebuilds the state from a journal's records.
 func Replay(recs []Record) *State {
-	st := newState(recs[0].RunID, recs[0].Plan)
-	st.Start = recs[0]
-	if recs[0].Approval != nil {
-		st.Approvals = append(st.Approvals, *recs[0].Approval)
+	rp := &replayer{}
+	for _, r := range recs {
+		_ = rp.add(r) // records of a journal read whole start with a run-start
 	}
-	for i := range recs {
-		r := recs[i]
-		switch r.Type {
-		case RecIntent, RecAmbiguous, RecPublished, RecRemoved, RecGone, RecSkipped, RecFailed, RecArchive:
-			st.note(r)
-		case RecBatchStart:
-			st.open = &recs[i]
-		case RecBatchEnd:
-			st.open = nil
-			if r.Batch != nil {
-				st.Batches = append(st.Batches, *r.Batch)
-			}
-		case RecRunEnd:
-			st.Status, st.HaltedBy, st.LastNote = r.Status, r.HaltedBy, r.Note
-			if r.Status == StatusHalted {
-				st.HaltedAt = r.At
-			}
-		case RecResume:
-			st.Status, st.HaltedBy = "", ""
-			if r.Approval != nil {
-				st.Approvals = append(st.Approvals, *r.Approval)
-			}
+	return rp.st
+}
+
+// replayer builds a State one record at a time, so a journal can be
+// streamed into it.
+type replayer struct{ st *State }
+
+func (rp *replayer) add(r Record) error {
+	if rp.st == nil {
+		if r.Type != RecRunStart || r.Plan == nil {
+			return errors.New("the journal does not start with a run-start record")
+		}
+		st := newState(r.RunID, r.Plan)
+		st.Start = r
+		if r.Approval != nil {
+			st.Approvals = append(st.Approvals, *r.Approval)
+		}
+		rp.st = st
+		return nil
+	}
+	st := rp.st
+	switch r.Type {
+	case RecIntent, RecAmbiguous, RecPublished, RecRemoved, RecGone, RecSkipped, RecFailed, RecArchive:
+		st.note(r)
+	case RecBatchStart:
+		if r.Batch == nil {
+			return errors.New("a batch-start record without its batch")
+		}
+		open := r
+		open.Batch = &BatchReport{Index: r.Batch.Index, Size: r.Batch.Size}
+		st.open = &open
+	case RecBatchEnd:
+		st.open = nil
+		if r.Batch != nil {
+			b := *r.Batch
+			b.Events = nil // per-event verdicts stay in the journal
+			st.Batches = append(st.Batches, b)
+		}
+	case RecRunEnd:
+		st.Status, st.HaltedBy, st.LastNote = r.Status, r.HaltedBy, r.Note
+		if r.Status == StatusHalted {
+			st.HaltedAt = r.At
+		}
+	case RecResume:
+		st.Status, st.HaltedBy = "", ""
+		if r.Approval != nil {
+			st.Approvals = append(st.Approvals, *r.Approval)
 		}
 	}
-	return st
+	return nil
 }
 
 func (st *State) note(r Record) {

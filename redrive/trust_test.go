@@ -61,8 +61,9 @@ func TestPlanWithNonUTF8IDsIsByteStable(t *testing.T) {
 	}
 }
 
-// Every line of a chained journal verifies; any edit, a line taken out,
-// or another key does not.
+// A chained journal verifies; any edit, a line taken out, another key,
+// or unsigned lines added at its end do not. Lines a crash cut from the
+// end of a group are left out, not refused.
 func TestJournalChain(t *testing.T) {
 	q := newFakeQueue(12, true)
 	path := filepath.Join(t.TempDir(), "j")
@@ -76,38 +77,61 @@ func TestJournalChain(t *testing.T) {
 	if err := eng.Run(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := ReadJournal(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := VerifyChain(recs, key); err != nil {
-		t.Fatalf("a journal as written: %v", err)
-	}
-	if _, err := VerifyChain(recs, JournalKey([]byte("other"), "run1")); !errors.Is(err, ErrForged) {
-		t.Errorf("another key: %v", err)
-	}
-	if _, err := VerifyChain(recs, JournalKey([]byte("k"), "run2")); !errors.Is(err, ErrForged) {
-		t.Errorf("another run's key: %v", err)
-	}
 	data, _ := os.ReadFile(path)
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	check := func(name string, edited [][]byte) {
+	scan := func(name string, content []byte, key []byte) (Verified, int, error) {
 		t.Helper()
 		p := filepath.Join(t.TempDir(), name)
-		os.WriteFile(p, bytes.Join(edited, nil), 0o600)
-		recs, err := ReadJournal(p)
-		if err == nil {
-			_, err = VerifyChain(recs, key)
-		}
-		if err == nil {
-			t.Errorf("%s: verified", name)
+		os.WriteFile(p, content, 0o600)
+		n := 0
+		v, err := ScanJournal(p, key, func(Record) error { n++; return nil })
+		return v, n, err
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	lines = lines[:len(lines)-1] // the empty rest after the last newline
+	v, n, err := scan("whole", data, key)
+	if err != nil || n != len(lines) || v.Size != int64(len(data)) {
+		t.Fatalf("a journal as written: %d of %d records, size %d of %d, %v", n, len(lines), v.Size, len(data), err)
+	}
+	for name, k := range map[string][]byte{"other key": JournalKey([]byte("other"), "run1"), "other run": JournalKey([]byte("k"), "run2")} {
+		if _, _, err := scan(name, data, k); !errors.Is(err, ErrForged) {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
+	join := func(ls [][]byte) []byte { return bytes.Join(ls, nil) }
 	dropped := append(append([][]byte{}, lines[:3]...), lines[4:]...)
-	check("dropped", dropped)
+	if _, _, err := scan("dropped", join(dropped), key); !errors.Is(err, ErrForged) {
+		t.Errorf("a line taken out: %v", err)
+	}
 	edited := append([][]byte{}, lines...)
 	edited[3] = bytes.Replace(edited[3], []byte(`"type":"intent"`), []byte(`"type":"removed"`), 1)
-	check("edited", edited)
+	if _, _, err := scan("edited", join(edited), key); !errors.Is(err, ErrForged) {
+		t.Errorf("an edited line: %v", err)
+	}
+	forged := append(append([]byte{}, data...), []byte(`{"type":"published","at":"2026-11-29T12:00:00Z","run_id":"run1","seq":3}`+"\n")...)
+	if _, _, err := scan("forged", forged, key); !errors.Is(err, ErrForged) {
+		t.Errorf("an unsigned record added at the end: %v", err)
+	}
+	// A crash in the middle of a group's write: its head is whole, its
+	// MAC line torn. The group is left out.
+	var groupStart int
+	for i := len(lines) - 2; i >= 0; i-- {
+		if bytes.Contains(lines[i], []byte(`"mac":`)) {
+			groupStart = i + 1
+			break
+		}
+	}
+	torn := join(lines[:len(lines)-1])
+	torn = append(torn, lines[len(lines)-1][:20]...)
+	v, n, err = scan("torn", torn, key)
+	if err != nil || n != groupStart {
+		t.Errorf("a torn group: %d records believed, want %d; %v", n, groupStart, err)
+	}
+	if want := int64(len(join(lines[:groupStart]))); v.Size != want {
+		t.Errorf("verified size %d, want %d", v.Size, want)
+	}
+	if _, _, err := scan("unsigned", data, nil); err != nil {
+		t.Errorf("reading without a key: %v", err)
+	}
 }
 
 // The ramp counts consecutive passed batches: after a failed gate it
