@@ -533,3 +533,27 @@ func TestNonUTF8EventIDPlansAppliesAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// Hole 1 for resolve: resolve resume checks the approval as apply does.
+func TestResolveResumeVerifiesTheApproval(t *testing.T) {
+	q := dirQueue(t)
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	plan := filepath.Join(c.dir, "r.json")
+	journal := filepath.Join(c.dir, "r.journal")
+	c.must(0, "resolve", "plan", "--category", "missing-reference", "--max", "6", "--ramp", "3", "--reason", "deleted upstream", "--out", plan)
+	c.must(0, "resolve", "approve", plan, "--by", "bob")
+	c.crashAt("removed", 1, "resolve", "apply", plan)
+	errDir := filepath.Join(q, "error")
+	before := countFiles(t, errDir)
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-two"
+	c.must(ExitApproval, "resolve", "resume", journal)
+	if n := countFiles(t, errDir); n != before {
+		t.Fatalf("a refused resolve resume changed the DLQ: %d entries, want %d", n, before)
+	}
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-one"
+	c.must(ExitUsage, "redrive", "resume", journal) // the journal of a resolve run
+	out, _ := c.must(0, "-o", "json", "resolve", "resume", journal)
+	if d := runJSON(t, out); d.Moved != 6 {
+		t.Errorf("moved %d, want 6", d.Moved)
+	}
+}
