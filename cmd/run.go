@@ -166,6 +166,10 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			doc := runDoc(st, args[0])
+			if doc.Resume != "" {
+				doc.Resume = f.resumeCommand(kind, args[0], hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: st.Start.Approval == nil && st.Start.MAC == ""})
+			}
 			ro := f.reportOptions()
 			if ro.Format == report.FormatTable || ro.Format == report.FormatMarkdown {
 				for _, b := range st.Batches {
@@ -175,7 +179,7 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 					}
 				}
 			}
-			return f.printRun(runDoc(st, args[0]))
+			return f.printRun(doc)
 		},
 	}
 }
@@ -478,5 +482,5 @@ func runOneStep(ctx context.Context, f *Factory, o *oneStepOptions) error {
 	if err != nil {
 		return err
 	}
-	return f.applyPlan(ctx, plan, planPath, journal, nil, key, false, "", hintFlags{})
+	return f.applyPlan(ctx, plan, planPath, journal, nil, key, false, "", hintFlags{yes: len(key) == 0})
 }

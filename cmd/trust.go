@@ -112,6 +112,9 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 type hintFlags struct {
 	keys     keyFlags
 	pastGate bool
+	// yes: the run has neither an approval nor a signed journal, so its
+	// resume asks for "yes" as the one-step command did.
+	yes bool
 }
 
 // resumeCommand is the command that continues the run in journal.
@@ -130,6 +133,9 @@ func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
 	parts = append(parts, kind, "resume", shellQuote(journal))
 	if h.pastGate {
 		parts = append(parts, "--past-gate")
+	}
+	if h.yes {
+		parts = append(parts, "--yes")
 	}
 	if h.keys.keyFile != "" {
 		parts = append(parts, "--key-file", shellQuote(h.keys.keyFile))
