@@ -21,8 +21,11 @@ func appendStep(b []byte, r Record) ([]byte, bool) {
 	b = appendString(b, r.Type)
 	b = append(b, `,"at":"`...)
 	b = r.At.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","run_id":`...)
-	b = appendString(b, r.RunID)
+	b = append(b, '"')
+	if r.RunID != "" {
+		b = append(b, `,"run_id":`...)
+		b = appendString(b, r.RunID)
+	}
 	if r.Seq != 0 {
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendInt(b, r.Seq, 10)

@@ -313,8 +313,10 @@ func (e *Engine) item(en Entry) backend.MoveItem {
 	return backend.MoveItem{Seq: en.Seq, ID: en.ID, EventID: en.EventID, Fingerprint: en.Fingerprint, Dest: en.Dest}
 }
 
+// entryRec is an entry's step record: the entry by its plan sequence
+// number, and only what is new (the note; the caller adds a destination ID).
 func (e *Engine) entryRec(typ string, st *State, en Entry, note string) Record {
-	return Record{Type: typ, RunID: st.RunID, Seq: en.Seq, ID: en.ID, EventID: en.EventID, Fingerprint: en.Fingerprint, Dest: en.Dest, Note: note}
+	return Record{Type: typ, Seq: en.Seq, Note: note}
 }
 
 // oneEach checks that a backend answered one result per item: anything

@@ -33,9 +33,12 @@ const (
 
 // Record is one line of the journal.
 type Record struct {
-	Type  string    `json:"type"`
-	At    time.Time `json:"at"`
-	RunID string    `json:"run_id"`
+	Type string    `json:"type"`
+	At   time.Time `json:"at"`
+	// RunID names the run; an entry's step records leave it out (their
+	// journal holds one run), as they leave out what the plan says of the
+	// entry: they name it by Seq and carry only what is new.
+	RunID string `json:"run_id,omitempty"`
 
 	// run-start
 	Plan      *Plan     `json:"plan,omitempty"`
