@@ -502,7 +502,7 @@ func TestPulsarCrashMatrix(t *testing.T) {
 				}
 				ambiguous, deduplicated := map[string]bool{}, map[string]bool{}
 				for _, r := range journalRecords(t, journal) {
-					id, _ := r["event_id"].(string)
+					id := fmt.Sprint(r["seq"]) // step records name the entry by plan sequence
 					switch r["type"] {
 					case "ambiguous":
 						ambiguous[id] = true
@@ -580,11 +580,28 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
+	// Step records name their entry by plan sequence number; the plan in
+	// the run-start record gives its event ID.
+	var start struct {
+		Plan struct {
+			Entries []struct {
+				Seq     int64  `json:"seq"`
+				EventID string `json:"event_id"`
+			} `json:"entries"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &start); err != nil {
+		t.Fatal(err)
+	}
+	eventID := map[int64]string{}
+	for _, e := range start.Plan.Entries {
+		eventID[e.Seq] = e.EventID
+	}
 	cut := map[string]bool{}
 	for len(lines) > 0 {
 		var r struct {
-			Type    string `json:"type"`
-			EventID string `json:"event_id"`
+			Type string `json:"type"`
+			Seq  int64  `json:"seq"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			t.Fatal(err)
@@ -592,7 +609,7 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 		if r.Type != typ {
 			break
 		}
-		cut[r.EventID] = true
+		cut[eventID[r.Seq]] = true
 		lines = lines[:len(lines)-1]
 	}
 	if len(cut) != 2 {

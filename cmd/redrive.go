@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/user"
 	"strconv"
@@ -61,6 +62,10 @@ func (p *planFlags) register(c *cobra.Command) {
 	}
 }
 
+// maxBurst is the largest --burst: the limiter's bucket, and so the chunk
+// that shares one journal sync.
+const maxBurst = 1000
+
 func parseRamp(s string) ([]int, error) {
 	var out []int
 	for _, part := range strings.Split(s, ",") {
@@ -108,8 +113,13 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 	}
 	params := redrive.Params{Ramp: ramp, Max: p.max, IncludeQuarantined: p.includeQuarantined}
 	if p.kind == redrive.KindRedrive {
-		if p.rate < 0 || p.burst < 1 {
-			return nil, usageErrorf("--rate must be ≥ 0 and --burst ≥ 1")
+		if math.IsNaN(p.rate) || math.IsInf(p.rate, 0) || p.rate < 0 {
+			return nil, usageErrorf("--rate %g: want a number of messages per second ≥ 0 (0: unlimited)", p.rate)
+		}
+		if p.burst < 1 || p.burst > maxBurst {
+			// A burst that large would let the limiter pass whole batches
+			// at once: the rate would no longer hold.
+			return nil, usageErrorf("--burst %d: want 1 to %d", p.burst, maxBurst)
 		}
 		if p.maxFailedRatio < 0 || p.maxFailedRatio > 1 {
 			return nil, usageErrorf("--max-failed-ratio %g: must be between 0 and 1", p.maxFailedRatio)
@@ -300,7 +310,7 @@ func newPlanCmd(f *Factory, kind string) *cobra.Command {
 type approveOptions struct {
 	by       string
 	ttl      time.Duration
-	keyFile  string
+	keys     keyFlags
 	distinct bool
 }
 
@@ -316,7 +326,7 @@ func newApproveCmd(f *Factory, kind string) *cobra.Command {
 	}
 	c.Flags().StringVar(&o.by, "by", "", "approver (default: the OS user)")
 	c.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "how long the approval stays valid")
-	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	o.keys.register(c.Flags())
 	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse when the approver is the planner (also policy.distinct_approver)")
 	return c
 }
@@ -325,18 +335,18 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if o.ttl <= 0 {
 		return usageErrorf("--ttl must be positive")
 	}
-	key, err := f.approvalKey(o.keyFile)
+	by := f.identity(o.by)
+	key, err := f.signingKey(o.keys, by)
 	if err != nil {
 		return err
 	}
 	if len(key) == 0 {
-		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file")
+		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY, or give --key-file or --keys-dir")
 	}
 	plan, err := readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}
-	by := f.identity(o.by)
 	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
 		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
 	}
@@ -369,7 +379,7 @@ func readPlanFor(path, kind string) (*redrive.Plan, error) {
 type applyOptions struct {
 	journal     string
 	skipMissing bool
-	keyFile     string
+	keys        keyFlags
 	effects     string
 	distinct    bool
 }
@@ -391,7 +401,7 @@ Ctrl-C finishes the chunk in flight and exits 130 with the resume command.`,
 	}
 	c.Flags().StringVar(&o.journal, "journal", "", "journal file (default: next to the plan, PLAN.journal)")
 	c.Flags().BoolVar(&o.skipMissing, "skip-missing", false, "go on without entries that left the DLQ or changed")
-	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	o.keys.register(c.Flags())
 	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse an approval by the planner (also policy.distinct_approver)")
 	if kind == redrive.KindRedrive {
 		c.Flags().StringVar(&o.effects, "effects", "", "the effects URL with its password, when the plan's has one hidden")
@@ -404,20 +414,29 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 	if err != nil {
 		return err
 	}
-	key, err := f.approvalKey(o.keyFile)
+	pol, err := f.approvalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
-	approval, err := plan.CheckApproval(redrive.ApprovalPolicy{Key: key, DistinctApprover: o.distinct || f.config.Policy.DistinctApprover, Now: f.now()})
+	approval, err := plan.CheckApproval(pol)
 	if err != nil {
 		return withCode(ExitApproval, fmt.Errorf("%s: not approved: %w", path, err))
 	}
+	key, err := pol.KeyOf(approval.By)
+	if err != nil {
+		return withCode(ExitApproval, err)
+	}
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
-	return f.applyPlan(ctx, plan, path, journal, &approval, o.skipMissing, o.effects)
+	return f.applyPlan(ctx, plan, path, journal, &approval, key, o.skipMissing, o.effects, hintFlags{keys: o.keys})
 }
 
-// applyPlan checks the plan against the DLQ and runs it.
-func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, skipMissing bool, effectsURL string) error {
+// applyPlan checks the plan against the DLQ and runs it. key is the
+// approval key the journal is chained with (nil: a one-step run without
+// one, whose journal is not signed).
+func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) error {
+	if err := f.restartNeverStarted(journalPath); err != nil {
+		return err
+	}
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
@@ -445,6 +464,9 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	defer j.Close()
 	eng.Journal = j
 	runID := redrive.NewRunID(f.now(), randomSuffix())
+	if len(key) > 0 {
+		j.Chain(redrive.JournalKey(key, runID), "")
+	}
 	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approval)
 	if err != nil {
 		return err
@@ -454,7 +476,25 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	}
 	f.noteWeakMoves(s.src, plan)
 	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
-	return f.finishRun(ctx, eng, st, journalPath)
+	return f.finishRun(ctx, eng, st, journalPath, hint)
+}
+
+// restartNeverStarted removes a journal whose run never started (its
+// run-start record torn by a crash, before anything moved), so that apply
+// starts the run again, as resume advises for it.
+func (f *Factory) restartNeverStarted(journalPath string) error {
+	never, err := redrive.NeverStarted(journalPath)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !never) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(journalPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(f.IO.ErrOut, "journal %s holds no complete record: a crash tore its run-start before anything was moved; starting the run again\n", journalPath)
+	return nil
 }
 
 func staleText(missing, changed []redrive.Entry) string {
@@ -509,13 +549,17 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 }
 
 // finishRun runs the engine and turns the outcome into output and an exit code.
-func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string) error {
+func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string, hint hintFlags) error {
 	runErr := eng.Run(ctx, st)
+	hint.pastGate = st.Status == redrive.StatusHalted
+	resume := f.resumeCommand(st.Plan.Kind, journalPath, hint)
 	doc := runDoc(st, journalPath)
+	if doc.Resume != "" {
+		doc.Resume = resume
+	}
 	if err := f.printRun(doc); err != nil {
 		return err
 	}
-	resume := fmt.Sprintf("dlqctl %s resume %s", st.Plan.Kind, journalPath)
 	switch {
 	case errors.Is(runErr, redrive.ErrDeadline):
 		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with: %s", resume))
@@ -524,9 +568,13 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	case runErr != nil:
 		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved", st.HaltedBy, doc.HaltReason))
+		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved. Once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN) and go on with: %s", st.HaltedBy, doc.HaltReason, st.Plan.Kind, resume))
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
-		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath))
+		retry := ""
+		if doc.Failed > 0 {
+			retry = "; try the failed ones again with: " + resume + " --retry-failed"
+		}
+		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
 	}
 	return nil
 }

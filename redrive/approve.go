@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Approval is one recorded approval of a plan's digest.
@@ -32,17 +33,39 @@ func (p *Plan) Approve(key []byte, by string, now time.Time, ttl time.Duration) 
 	if len(key) == 0 {
 		return Approval{}, errors.New("no approval key")
 	}
+	if !utf8.ValidString(by) {
+		return Approval{}, fmt.Errorf("approver %q is not valid UTF-8", strings.ToValidUTF8(by, "\uFFFD"))
+	}
 	a := Approval{By: by, At: now.UTC(), ExpiresAt: now.UTC().Add(ttl)}
 	a.HMAC = approvalMAC(key, p.Digest, a)
 	p.Approvals = append(p.Approvals, a)
 	return a, nil
 }
 
-// ApprovalPolicy is what apply requires of approvals.
+// ApprovalPolicy is what apply and resume require of approvals.
 type ApprovalPolicy struct {
-	Key              []byte
+	// Key verifies every approval, unless KeyFor is set.
+	Key []byte
+	// KeyFor, when set, gives the key of one approver (a keys folder with a
+	// key per approver): an approval verifies only under the key of the
+	// approver it names, so a name cannot be borrowed without that key.
+	KeyFor           func(by string) ([]byte, error)
 	DistinctApprover bool
 	Now              time.Time
+	// After, when set, refuses approvals recorded before it: going on past
+	// a failed gate needs an approval given after the halt.
+	After time.Time
+}
+
+// KeyOf is the key that verifies an approval by `by`.
+func (pol ApprovalPolicy) KeyOf(by string) ([]byte, error) {
+	if pol.KeyFor != nil {
+		return pol.KeyFor(by)
+	}
+	if len(pol.Key) == 0 {
+		return nil, errors.New("no approval key to verify with (set DLQCTL_APPROVAL_KEY, --key-file or --keys-dir)")
+	}
+	return pol.Key, nil
 }
 
 // CheckApproval finds a valid approval, or says why there is none: each
@@ -51,22 +74,42 @@ func (p *Plan) CheckApproval(pol ApprovalPolicy) (Approval, error) {
 	if len(p.Approvals) == 0 {
 		return Approval{}, errors.New("the plan has no approval (run: dlqctl redrive approve PLAN)")
 	}
-	if len(pol.Key) == 0 {
-		return Approval{}, errors.New("no approval key to verify with (set DLQCTL_APPROVAL_KEY or --key-file)")
+	if pol.KeyFor == nil && len(pol.Key) == 0 {
+		return Approval{}, errors.New("no approval key to verify with (set DLQCTL_APPROVAL_KEY, --key-file or --keys-dir)")
 	}
 	var problems []string
 	for _, a := range p.Approvals {
-		want := approvalMAC(pol.Key, p.Digest, a)
-		switch {
-		case !hmac.Equal([]byte(want), []byte(a.HMAC)):
-			problems = append(problems, fmt.Sprintf("approval by %s: signature does not verify (wrong key, or the approval or plan was edited)", a.By))
-		case !pol.Now.Before(a.ExpiresAt):
-			problems = append(problems, fmt.Sprintf("approval by %s expired at %s", a.By, a.ExpiresAt.UTC().Format(time.RFC3339)))
-		case pol.DistinctApprover && a.By == p.PlannedBy:
-			problems = append(problems, fmt.Sprintf("approval by %s: the planner cannot approve their own plan (distinct approver policy)", a.By))
-		default:
-			return a, nil
+		if why := p.approvalProblem(pol, a); why != "" {
+			problems = append(problems, why)
+			continue
 		}
+		return a, nil
 	}
 	return Approval{}, errors.New(strings.Join(problems, "; "))
+}
+
+func (p *Plan) approvalProblem(pol ApprovalPolicy, a Approval) string {
+	key, err := pol.KeyOf(a.By)
+	if err != nil {
+		return fmt.Sprintf("approval by %s: %v", a.By, err)
+	}
+	want := approvalMAC(key, p.Digest, a)
+	switch {
+	case !hmac.Equal([]byte(want), []byte(a.HMAC)):
+		return fmt.Sprintf("approval by %s: signature does not verify (wrong key, or the approval or plan was edited)", a.By)
+	case !pol.Now.Before(a.ExpiresAt):
+		return fmt.Sprintf("approval by %s expired at %s", a.By, a.ExpiresAt.UTC().Format(time.RFC3339))
+	case !pol.After.IsZero() && !a.At.After(pol.After):
+		return fmt.Sprintf("approval by %s was given at %s, before the run was halted at %s: going on past a gate needs a fresh approval (dlqctl %s approve PLAN)",
+			a.By, a.At.UTC().Format(time.RFC3339), pol.After.UTC().Format(time.RFC3339), p.Kind)
+	case pol.DistinctApprover && a.By == p.PlannedBy:
+		return fmt.Sprintf("approval by %s: the planner cannot approve their own plan (distinct approver policy)", a.By)
+	case pol.DistinctApprover && pol.KeyFor != nil:
+		// With a key per approver, the policy holds by key as well: the
+		// planner's own key cannot sign under another name.
+		if pk, err := pol.KeyFor(p.PlannedBy); err == nil && hmac.Equal(pk, key) {
+			return fmt.Sprintf("approval by %s: signed with the planner's key (distinct approver policy)", a.By)
+		}
+	}
+	return ""
 }

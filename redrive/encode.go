@@ -14,15 +14,18 @@ import (
 // a record it does not handle.
 func appendStep(b []byte, r Record) ([]byte, bool) {
 	if r.Plan != nil || r.Approval != nil || r.Envelope != nil || r.Batch != nil || r.Seqs != nil ||
-		r.PlanPath != "" || r.Source != "" || r.AppliedBy != "" || r.Status != "" || r.HaltedBy != "" || r.Moved != 0 {
+		r.PlanPath != "" || r.Source != "" || r.Watermark != "" || r.AppliedBy != "" || r.Status != "" || r.HaltedBy != "" || r.Moved != 0 {
 		return b, false
 	}
 	b = append(b, `{"type":`...)
 	b = appendString(b, r.Type)
 	b = append(b, `,"at":"`...)
 	b = r.At.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","run_id":`...)
-	b = appendString(b, r.RunID)
+	b = append(b, '"')
+	if r.RunID != "" {
+		b = append(b, `,"run_id":`...)
+		b = appendString(b, r.RunID)
+	}
 	if r.Seq != 0 {
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendInt(b, r.Seq, 10)

@@ -74,9 +74,16 @@ func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string
 	return st, nil
 }
 
-// Resume marks the journal as resumed by `by`.
-func (e *Engine) Resume(st *State, by string) error {
-	return e.Journal.Append(Record{Type: RecResume, RunID: st.RunID, AppliedBy: by})
+// Resume marks the journal as resumed by `by`, under approval a when it
+// is not the one the run started with (nil: that one).
+func (e *Engine) Resume(st *State, by string, a *Approval) error {
+	if err := e.Journal.Append(Record{Type: RecResume, RunID: st.RunID, AppliedBy: by, Approval: a}); err != nil {
+		return err
+	}
+	if a != nil {
+		st.Approvals = append(st.Approvals, *a)
+	}
+	return nil
 }
 
 func (e *Engine) markers(st *State) backend.Markers {
@@ -105,35 +112,19 @@ func (e *Engine) Run(ctx context.Context, st *State) error {
 }
 
 func (e *Engine) run(ctx context.Context, st *State) (status, halted, note string, err error) {
-	bySeq := map[int64]Entry{}
-	for _, en := range st.Plan.Entries {
-		bySeq[en.Seq] = en
-	}
 	if st.open != nil {
-		var seqs []int64
-		seqs = append(seqs, st.open.Seqs...)
-		rep, err := e.batch(ctx, st, bySeq, seqs, st.open.Batch.Index, st.open.Note, true)
+		seqs := append([]int64(nil), st.open.Seqs...)
+		rep, err := e.batch(ctx, st, seqs, st.open.Batch.Index, st.open.batchWatermark(), true)
 		if s, h, n, stop := e.after(st, rep, err); stop {
 			return s, h, n, err
 		}
 	}
 	for {
-		// A failed entry is still in the DLQ; it is tried again by a
-		// resume, never twice within one run.
-		var next []int64
-		size := e.batchSize(st)
-		for _, en := range st.Plan.Entries {
-			if len(next) == size {
-				break
-			}
-			if !st.done(en.Seq) && st.step[en.Seq] != RecFailed {
-				next = append(next, en.Seq)
-			}
-		}
+		next := st.nextBatch(e.batchSize(st))
 		if len(next) == 0 {
 			break
 		}
-		rep, err := e.batch(ctx, st, bySeq, next, len(st.Batches)+1, "", false)
+		rep, err := e.batch(ctx, st, next, len(st.Batches)+1, "", false)
 		if s, h, n, stop := e.after(st, rep, err); stop {
 			return s, h, n, err
 		}
@@ -169,14 +160,19 @@ func (e *Engine) after(st *State, rep *BatchReport, err error) (status, halted, 
 	return "", "", "", false
 }
 
-// batchSize follows the ramp; without effects it never passes the first
-// size unless the plan says unverified is fine.
+// batchSize follows the ramp. The ramp counts consecutive passed batches:
+// after a failed gate (a run resumed --past-gate) it starts again at its
+// first size. Without effects it never passes the first size unless the
+// plan says unverified is fine.
 func (e *Engine) batchSize(st *State) int {
 	ramp := st.Plan.Params.Ramp
 	if len(ramp) == 0 {
 		ramp = []int{10}
 	}
-	i := len(st.Batches)
+	i := 0
+	for j := len(st.Batches) - 1; j >= 0 && st.Batches[j].Passed(); j-- {
+		i++
+	}
 	if e.Probe == nil && !st.Plan.Params.UnverifiedOK {
 		i = 0
 	}
@@ -201,7 +197,24 @@ func (e *Engine) chunkSize() int {
 	return 1
 }
 
-func (e *Engine) batch(ctx context.Context, st *State, bySeq map[int64]Entry, seqs []int64, index int, watermark string, resumed bool) (*BatchReport, error) {
+// commit is the order every step follows: journal the records (one sync),
+// then update the state, then the crash hook (tests) for step. No side
+// effect runs before commit returns. An empty step calls no hook.
+func (e *Engine) commit(st *State, step string, recs ...Record) error {
+	if err := e.Journal.AppendAll(recs); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		st.note(r)
+	}
+	if step != "" {
+		e.crash(step)
+	}
+	return nil
+}
+
+func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, watermark string, resumed bool) (*BatchReport, error) {
+	strat := strategyFor(e, st.Plan.Kind)
 	before, err := e.Source.Len(ctx)
 	if err != nil {
 		return nil, err
@@ -212,31 +225,18 @@ func (e *Engine) batch(ctx context.Context, st *State, bySeq map[int64]Entry, se
 				return nil, err
 			}
 		}
-		start := Record{Type: RecBatchStart, RunID: st.RunID, Batch: &BatchReport{Index: index, Size: len(seqs)}, Seqs: seqs, Note: watermark}
-		if err := e.Journal.Append(start); err != nil {
+		start := Record{Type: RecBatchStart, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &BatchReport{Index: index, Size: len(seqs)}, Seqs: seqs, Watermark: watermark}
+		if err := e.commit(st, RecBatchStart, start); err != nil {
 			return nil, err
 		}
 		st.open = &start
-		e.crash(RecBatchStart)
 	}
-	if st.Plan.Kind == KindResolve {
-		err = e.resolveChunks(ctx, st, bySeq, seqs)
-	} else {
-		err = e.moveChunks(ctx, st, bySeq, seqs)
-	}
-	if err != nil {
+	since := st.open.At
+	if err := strat.move(ctx, st, seqs, since); err != nil {
 		return nil, err
 	}
 	rep := &BatchReport{Index: index, Size: len(seqs), DLQBefore: before}
-	if st.Plan.Kind == KindResolve {
-		rep.Verdicts = map[string]int{}
-		for _, s := range seqs {
-			if st.step[s] == RecRemoved {
-				rep.Moved++
-			}
-		}
-		rep.Gate = GatePass
-	} else if err := e.reconcile(ctx, st, bySeq, seqs, watermark, rep); err != nil {
+	if err := strat.report(ctx, st, seqs, watermark, rep); err != nil {
 		return nil, err
 	}
 	if rep.DLQAfter, err = e.Source.Len(ctx); err != nil {
@@ -254,6 +254,52 @@ func (e *Engine) batch(ctx context.Context, st *State, bySeq map[int64]Entry, se
 	return rep, nil
 }
 
+// strategy is what a kind of run does with a batch: a redrive publishes
+// each entry to its destination and reconciles the batch; a resolve
+// archives each envelope in the journal and removes it.
+type strategy interface {
+	// move settles what a crash left open in seqs and moves the rest;
+	// since is when the batch started.
+	move(ctx context.Context, st *State, seqs []int64, since time.Time) error
+	// report fills the batch's verdicts and gate.
+	report(ctx context.Context, st *State, seqs []int64, watermark string, rep *BatchReport) error
+}
+
+func strategyFor(e *Engine, kind string) strategy {
+	if kind == KindResolve {
+		return resolveStrategy{e}
+	}
+	return redriveStrategy{e}
+}
+
+type redriveStrategy struct{ e *Engine }
+
+func (s redriveStrategy) move(ctx context.Context, st *State, seqs []int64, since time.Time) error {
+	return s.e.moveChunks(ctx, st, seqs, since)
+}
+
+func (s redriveStrategy) report(ctx context.Context, st *State, seqs []int64, watermark string, rep *BatchReport) error {
+	return s.e.reconcile(ctx, st, seqs, watermark, rep)
+}
+
+type resolveStrategy struct{ e *Engine }
+
+func (s resolveStrategy) move(ctx context.Context, st *State, seqs []int64, _ time.Time) error {
+	return s.e.resolveChunks(ctx, st, seqs)
+}
+
+// report: a resolve has no consumer to reconcile with; its gate passes.
+func (s resolveStrategy) report(_ context.Context, st *State, seqs []int64, _ string, rep *BatchReport) error {
+	rep.Verdicts = map[string]int{}
+	for _, seq := range seqs {
+		if st.step[seq] == RecRemoved {
+			rep.Moved++
+		}
+	}
+	rep.Gate = GatePass
+	return nil
+}
+
 // moveCtx lets a chunk in flight finish after Ctrl-C, within MoveTimeout.
 func (e *Engine) moveCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := e.MoveTimeout
@@ -263,55 +309,140 @@ func (e *Engine) moveCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
-func (e *Engine) item(st *State, en Entry) backend.MoveItem {
+func (e *Engine) item(en Entry) backend.MoveItem {
 	return backend.MoveItem{Seq: en.Seq, ID: en.ID, EventID: en.EventID, Fingerprint: en.Fingerprint, Dest: en.Dest}
 }
 
-func (e *Engine) entryRec(typ string, st *State, en Entry) Record {
-	return Record{Type: typ, RunID: st.RunID, Seq: en.Seq, ID: en.ID, EventID: en.EventID, Fingerprint: en.Fingerprint, Dest: en.Dest}
+// entryRec is an entry's step record: the entry by its plan sequence
+// number, and only what is new (the note; the caller adds a destination ID).
+func (e *Engine) entryRec(typ string, st *State, en Entry, note string) Record {
+	return Record{Type: typ, Seq: en.Seq, Note: note}
 }
 
-func (e *Engine) moveChunks(ctx context.Context, st *State, bySeq map[int64]Entry, seqs []int64) error {
-	// First settle what a crash left open.
-	var publish, remove []Entry
+// oneEach checks that a backend answered one result per item: anything
+// else leaves every item's outcome unknown, as a failed call does.
+func oneEach(what string, results []backend.MoveResult, items []backend.MoveItem) error {
+	if len(results) != len(items) {
+		return fmt.Errorf("%s: the backend returned %d results for %d entries; the outcome of each is unknown", what, len(results), len(items))
+	}
+	return nil
+}
+
+// settleOpen decides, for the entries of a batch that a crash (or a
+// journal that cannot be believed) left between steps, what is left to do:
+// publish, only remove, or nothing. The journal's word is checked against
+// the backend wherever it can be: an atomic mover's entry still in the DLQ
+// was not moved, whatever the journal says; and an entry that left the DLQ
+// is counted as moved only when the destination does not deny it.
+func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since time.Time) (publish, remove []Entry, err error) {
+	checker, _ := e.Mover.(backend.PublishedChecker)
+	var recs []Record
+	// ask lists the entries to look up on the destination, and what each
+	// answer means.
+	type pending struct {
+		en     Entry
+		inDLQ  bool
+		wasPub bool
+	}
+	var ask []pending
 	for _, s := range seqs {
-		en := bySeq[s]
-		switch st.step[s] {
+		en := st.entries[s]
+		step := st.step[s]
+		switch step {
 		case RecRemoved, RecGone, RecSkipped:
-		case RecPublished:
-			remove = append(remove, en)
-		case RecIntent, RecAmbiguous:
-			if e.Mover.Atomic() {
-				// The move was one atomic step: if the entry is still in
-				// the DLQ it did not happen, if it is gone it did.
-				_, err := e.Source.Get(ctx, en.ID)
-				switch {
-				case errors.Is(err, backend.ErrNotFound):
-					r := e.entryRec(RecRemoved, st, en)
-					r.Note = "not in the DLQ on resume: the atomic move had completed"
-					if err := e.Journal.Append(r); err != nil {
-						return err
-					}
-					st.note(r)
-					continue
-				case err != nil:
-					return err
-				}
-				publish = append(publish, en)
-				continue
-			}
-			// Outcome unknown: send again with the same identity, so the
-			// broker's deduplication can drop it and the consumer absorb it.
-			r := e.entryRec(RecAmbiguous, st, en)
-			r.Note = "outcome of the earlier send unknown; resent with the same event ID and sequence"
-			if err := e.Journal.Append(r); err != nil {
-				return err
-			}
-			st.note(r)
-			publish = append(publish, en)
+			continue
+		case RecPublished, RecIntent, RecAmbiguous:
 		default:
 			publish = append(publish, en)
+			continue
 		}
+		wasPub := step == RecPublished
+		if e.Mover.Atomic() {
+			// The move was one atomic step: if the entry is still in the
+			// DLQ it did not happen, if it is gone it did (unless the
+			// destination says it never arrived).
+			_, gerr := e.Source.Get(ctx, en.ID)
+			switch {
+			case errors.Is(gerr, backend.ErrNotFound):
+				if checker == nil {
+					recs = append(recs, e.entryRec(RecRemoved, st, en, "not in the DLQ on resume: the atomic move had completed"))
+				} else {
+					ask = append(ask, pending{en: en, wasPub: wasPub})
+				}
+			case gerr != nil:
+				return nil, nil, gerr
+			default:
+				if wasPub {
+					recs = append(recs, e.entryRec(RecIntent, st, en, "the journal says published, but the entry is still in the DLQ: an atomic move cannot have happened; moving it now"))
+				}
+				publish = append(publish, en)
+			}
+			continue
+		}
+		if checker != nil {
+			ask = append(ask, pending{en: en, inDLQ: true, wasPub: wasPub})
+			continue
+		}
+		if wasPub {
+			remove = append(remove, en)
+			continue
+		}
+		// Outcome unknown: send again with the same identity, so the
+		// broker's deduplication can drop it and the consumer absorb it.
+		recs = append(recs, e.entryRec(RecAmbiguous, st, en, "outcome of the earlier send unknown; resent with the same event ID and sequence"))
+		publish = append(publish, en)
+	}
+	if len(ask) > 0 {
+		queries := make([]backend.PublishedQuery, len(ask))
+		for i, a := range ask {
+			queries[i] = backend.PublishedQuery{Item: e.item(a.en), DestID: st.destID[a.en.Seq], Since: since}
+		}
+		found, cerr := checker.CheckPublished(ctx, queries, e.markers(st))
+		if cerr != nil {
+			return nil, nil, fmt.Errorf("look up the destination: %w", cerr)
+		}
+		if len(found) != len(queries) {
+			return nil, nil, fmt.Errorf("look up the destination: %d answers for %d entries", len(found), len(queries))
+		}
+		for i, a := range ask {
+			en := a.en
+			switch {
+			case !a.inDLQ && found[i] == backend.PresenceAbsent:
+				recs = append(recs, e.entryRec(RecGone, st, en, "left the DLQ, but the destination holds no copy from this run: removed by someone else (e.g. XTRIM), not moved"))
+			case !a.inDLQ && found[i] == backend.PresenceFound:
+				recs = append(recs, e.entryRec(RecRemoved, st, en, "not in the DLQ on resume, and found on the destination: the atomic move had completed"))
+			case !a.inDLQ:
+				recs = append(recs, e.entryRec(RecRemoved, st, en, "not in the DLQ on resume: the atomic move had completed (the destination cannot confirm it)"))
+			case found[i] == backend.PresenceFound:
+				if !a.wasPub {
+					r := e.entryRec(RecPublished, st, en, "found on the destination with this run's markers")
+					recs = append(recs, r)
+				}
+				remove = append(remove, en)
+			case found[i] == backend.PresenceAbsent:
+				// Not believed: the journal's word alone never removes an
+				// entry from the DLQ. Sent again with the same identity, in
+				// case a consumer deleted what it took.
+				recs = append(recs, e.entryRec(RecAmbiguous, st, en, "not found on the destination with this run's markers; sent again with the same event ID and sequence"))
+				publish = append(publish, en)
+			case a.wasPub:
+				remove = append(remove, en)
+			default:
+				recs = append(recs, e.entryRec(RecAmbiguous, st, en, "outcome of the earlier send unknown; resent with the same event ID and sequence"))
+				publish = append(publish, en)
+			}
+		}
+	}
+	if err := e.commit(st, "", recs...); err != nil {
+		return nil, nil, err
+	}
+	return publish, remove, nil
+}
+
+func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since time.Time) error {
+	publish, remove, err := e.settleOpen(ctx, st, seqs, since)
+	if err != nil {
+		return err
 	}
 	if len(remove) > 0 {
 		if err := e.removeChunk(ctx, st, remove); err != nil {
@@ -347,23 +478,22 @@ func (e *Engine) publishChunk(ctx context.Context, st *State, part []Entry) erro
 	intents := make([]Record, 0, len(part))
 	items := make([]backend.MoveItem, 0, len(part))
 	for _, en := range part {
-		if st.step[en.Seq] != RecAmbiguous {
-			intents = append(intents, e.entryRec(RecIntent, st, en))
+		if st.step[en.Seq] != RecAmbiguous && st.step[en.Seq] != RecIntent {
+			intents = append(intents, e.entryRec(RecIntent, st, en, ""))
 		}
-		items = append(items, e.item(st, en))
+		items = append(items, e.item(en))
 	}
-	if err := e.Journal.AppendAll(intents); err != nil {
+	if err := e.commit(st, RecIntent, intents...); err != nil {
 		return err
 	}
-	for _, r := range intents {
-		st.note(r)
-	}
-	e.crash(RecIntent)
 	mctx, cancel := e.moveCtx(ctx)
 	results, err := e.Mover.Publish(mctx, items, e.markers(st))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
+	}
+	if err := oneEach("publish", results, items); err != nil {
+		return err
 	}
 	var recs []Record
 	var remove []Entry
@@ -371,35 +501,25 @@ func (e *Engine) publishChunk(ctx context.Context, st *State, part []Entry) erro
 		en := part[i]
 		switch {
 		case errors.Is(res.Err, backend.ErrNotFound):
-			r := e.entryRec(RecGone, st, en)
-			r.Note = "no longer in the DLQ: nothing published"
-			recs = append(recs, r)
+			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published"))
 		case errors.Is(res.Err, backend.ErrChanged):
-			r := e.entryRec(RecSkipped, st, en)
-			r.Note = res.Err.Error()
-			recs = append(recs, r)
+			recs = append(recs, e.entryRec(RecSkipped, st, en, res.Err.Error()))
 		case res.Err != nil:
-			r := e.entryRec(RecFailed, st, en)
-			r.Note = res.Err.Error()
-			recs = append(recs, r)
+			recs = append(recs, e.entryRec(RecFailed, st, en, res.Err.Error()))
 		default:
-			r := e.entryRec(RecPublished, st, en)
+			r := e.entryRec(RecPublished, st, en, "")
 			r.DestID = res.DestID
 			recs = append(recs, r)
 			if res.Removed {
-				recs = append(recs, e.entryRec(RecRemoved, st, en))
+				recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
 			} else {
 				remove = append(remove, en)
 			}
 		}
 	}
-	if err := e.Journal.AppendAll(recs); err != nil {
+	if err := e.commit(st, RecPublished, recs...); err != nil {
 		return err
 	}
-	for _, r := range recs {
-		st.note(r)
-	}
-	e.crash(RecPublished)
 	if len(remove) > 0 {
 		return e.removeChunk(ctx, st, remove)
 	}
@@ -409,7 +529,7 @@ func (e *Engine) publishChunk(ctx context.Context, st *State, part []Entry) erro
 func (e *Engine) removeChunk(ctx context.Context, st *State, part []Entry) error {
 	items := make([]backend.MoveItem, 0, len(part))
 	for _, en := range part {
-		items = append(items, e.item(st, en))
+		items = append(items, e.item(en))
 	}
 	mctx, cancel := e.moveCtx(ctx)
 	results, err := e.Mover.Remove(mctx, items)
@@ -417,38 +537,37 @@ func (e *Engine) removeChunk(ctx context.Context, st *State, part []Entry) error
 	if err != nil {
 		return fmt.Errorf("remove from the DLQ: %w", err)
 	}
+	if err := oneEach("remove from the DLQ", results, items); err != nil {
+		return err
+	}
 	var recs []Record
 	for i, res := range results {
 		en := part[i]
-		r := e.entryRec(RecRemoved, st, en)
 		switch {
 		case errors.Is(res.Err, backend.ErrNotFound):
-			r.Note = "already gone from the DLQ"
+			recs = append(recs, e.entryRec(RecRemoved, st, en, "already gone from the DLQ"))
 		case res.Err != nil:
-			r = e.entryRec(RecFailed, st, en)
-			r.Note = "remove: " + res.Err.Error()
+			recs = append(recs, e.entryRec(RecFailed, st, en, "remove: "+res.Err.Error()))
+		default:
+			recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
 		}
-		recs = append(recs, r)
 	}
-	if err := e.Journal.AppendAll(recs); err != nil {
-		return err
-	}
-	for _, r := range recs {
-		st.note(r)
-	}
-	e.crash(RecRemoved)
-	return nil
+	return e.commit(st, RecRemoved, recs...)
 }
 
 // resolveChunks archives each entry's full envelope in the journal, synced,
 // and only then removes it from the DLQ.
-func (e *Engine) resolveChunks(ctx context.Context, st *State, bySeq map[int64]Entry, seqs []int64) error {
+func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) error {
 	const chunk = 100
 	var todo []Entry
 	for _, s := range seqs {
 		if !st.done(s) {
-			todo = append(todo, bySeq[s])
+			todo = append(todo, st.entries[s])
 		}
+	}
+	done := 0
+	for _, b := range st.Batches {
+		done += b.Size
 	}
 	for i := 0; i < len(todo); i += chunk {
 		part := todo[i:min(i+chunk, len(todo))]
@@ -459,42 +578,33 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, bySeq map[int64]E
 			switch {
 			case errors.Is(err, backend.ErrNotFound):
 				if st.step[en.Seq] == RecArchive {
-					recs = append(recs, e.entryRec(RecRemoved, st, en))
+					recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
 				} else {
-					r := e.entryRec(RecGone, st, en)
-					r.Note = "no longer in the DLQ"
-					recs = append(recs, r)
+					recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ"))
 				}
 				continue
 			case err != nil:
 				return err
 			}
 			if env.Fingerprint != en.Fingerprint {
-				r := e.entryRec(RecSkipped, st, en)
-				r.Note = backend.ErrChanged.Error()
-				recs = append(recs, r)
+				recs = append(recs, e.entryRec(RecSkipped, st, en, backend.ErrChanged.Error()))
 				continue
 			}
-			r := e.entryRec(RecArchive, st, en)
+			r := e.entryRec(RecArchive, st, en, st.Plan.Reason)
 			r.Envelope = archived(env)
-			r.Note = st.Plan.Reason
 			recs = append(recs, r)
 			remove = append(remove, en)
 		}
-		if err := e.Journal.AppendAll(recs); err != nil {
+		if err := e.commit(st, RecArchive, recs...); err != nil {
 			return err
 		}
-		for _, r := range recs {
-			st.note(r)
-		}
-		e.crash(RecArchive)
 		if len(remove) > 0 {
 			if err := e.removeChunk(ctx, st, remove); err != nil {
 				return err
 			}
 		}
 		if e.Observer != nil {
-			e.Observer.Progress(i+len(part), len(st.Plan.Entries))
+			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
 		}
 		if ctx.Err() != nil {
 			return stopped(ctx, ctx.Err())
@@ -510,11 +620,11 @@ func archived(env envelope.Envelope) *envelope.Envelope {
 
 // reconcile waits up to the plan's settle time for every moved event of the
 // batch to settle and gives each its verdict.
-func (e *Engine) reconcile(ctx context.Context, st *State, bySeq map[int64]Entry, seqs []int64, watermark string, rep *BatchReport) error {
+func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, watermark string, rep *BatchReport) error {
 	var moved []Entry
 	for _, s := range seqs {
 		if st.step[s] == RecRemoved {
-			moved = append(moved, bySeq[s])
+			moved = append(moved, st.entries[s])
 		}
 	}
 	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery}
@@ -539,6 +649,12 @@ type Reconciler struct {
 func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, settle time.Duration, rep *BatchReport) error {
 	rep.Moved = len(moved)
 	ids := uniqueEventIDs(moved)
+	fingerprints := make(map[string]string, len(moved))
+	for _, en := range moved {
+		if _, ok := fingerprints[en.EventID]; !ok {
+			fingerprints[en.EventID] = en.Fingerprint
+		}
+	}
 	deadline := c.Now().Add(settle)
 	poll := c.PollEvery
 	if poll == 0 {
@@ -567,7 +683,7 @@ func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, 
 			} else {
 				rec, found := recs[id]
 				ev.Attempts, ev.Effects = rec.Attempts, rec.Effects
-				ev.Verdict = Judge(fingerprintOf(moved, id), rec, found, back[id])
+				ev.Verdict = Judge(fingerprints[id], rec, found, back[id])
 			}
 			if ev.Verdict == VerdictPending || ev.Verdict == VerdictUnverified {
 				settled = false
@@ -615,15 +731,6 @@ func uniqueEventIDs(entries []Entry) []string {
 	return ids
 }
 
-func fingerprintOf(entries []Entry, eventID string) string {
-	for _, en := range entries {
-		if en.EventID == eventID {
-			return en.Fingerprint
-		}
-	}
-	return ""
-}
-
 // backInDLQ reads the DLQ entries that arrived after the batch started and
 // says which of ids are among them. Without a Tailer (no arrival order to
 // go by) it reads the whole DLQ.
@@ -653,20 +760,10 @@ func backInDLQ(ctx context.Context, src backend.Source, watermark string, ids []
 func (e *Engine) MarkStale(st *State, missing, changed []Entry) error {
 	var recs []Record
 	for _, en := range missing {
-		r := e.entryRec(RecGone, st, en)
-		r.Note = "not in the DLQ when the run started (--skip-missing)"
-		recs = append(recs, r)
+		recs = append(recs, e.entryRec(RecGone, st, en, "not in the DLQ when the run started (--skip-missing)"))
 	}
 	for _, en := range changed {
-		r := e.entryRec(RecSkipped, st, en)
-		r.Note = "fingerprint changed since the plan (--skip-missing)"
-		recs = append(recs, r)
+		recs = append(recs, e.entryRec(RecSkipped, st, en, "fingerprint changed since the plan (--skip-missing)"))
 	}
-	if err := e.Journal.AppendAll(recs); err != nil {
-		return err
-	}
-	for _, r := range recs {
-		st.note(r)
-	}
-	return nil
+	return e.commit(st, "", recs...)
 }

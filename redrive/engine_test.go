@@ -387,7 +387,7 @@ func TestCrashAtEveryStepThenResume(t *testing.T) {
 					}
 					st = Replay(recs)
 					eng2, _ := newEngine(t, q, journal)
-					if err := eng2.Resume(st, "t"); err != nil {
+					if err := eng2.Resume(st, "t", nil); err != nil {
 						t.Fatal(err)
 					}
 					if err := eng2.Run(context.Background(), st); err != nil {
@@ -438,7 +438,7 @@ func TestNonAtomicResumeResendsAnUnknownOutcomeAsAmbiguous(t *testing.T) {
 	recs, _ := ReadJournal(journal)
 	st = Replay(recs)
 	eng2, rec := newEngine(t, q, journal)
-	eng2.Resume(st, "t")
+	eng2.Resume(st, "t", nil)
 	if err := eng2.Run(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestBackendErrorStopsTheRunResumably(t *testing.T) {
 	recs, _ := ReadJournal(journal)
 	st = Replay(recs)
 	eng2, _ := newEngine(t, q, journal)
-	eng2.Resume(st, "t")
+	eng2.Resume(st, "t", nil)
 	if err := eng2.Run(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}

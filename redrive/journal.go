@@ -33,9 +33,12 @@ const (
 
 // Record is one line of the journal.
 type Record struct {
-	Type  string    `json:"type"`
-	At    time.Time `json:"at"`
-	RunID string    `json:"run_id"`
+	Type string    `json:"type"`
+	At   time.Time `json:"at"`
+	// RunID names the run; an entry's step records leave it out (their
+	// journal holds one run), as they leave out what the plan says of the
+	// entry: they name it by Seq and carry only what is new.
+	RunID string `json:"run_id,omitempty"`
 
 	// run-start
 	Plan      *Plan     `json:"plan,omitempty"`
@@ -57,11 +60,18 @@ type Record struct {
 	// batches
 	Batch *BatchReport `json:"batch,omitempty"`
 	Seqs  []int64      `json:"seqs,omitempty"`
+	// Watermark is the DLQ's newest entry when the batch started (batch-start):
+	// entries after it that carry a batch event came back.
+	Watermark string `json:"watermark,omitempty"`
 
 	// run-end
 	Status   string `json:"status,omitempty"`
 	HaltedBy string `json:"halted_by,omitempty"`
 	Moved    int    `json:"moved,omitempty"`
+
+	// MAC chains the record to the one before it (see chain.go); always the
+	// last field of its line.
+	MAC string `json:"mac,omitempty"`
 }
 
 // Journal appends records to a file, each synced to disk before Append
@@ -70,6 +80,9 @@ type Journal struct {
 	path string
 	f    *os.File
 	now  func() time.Time
+	// chain is the record chain's key and last MAC; a nil key writes
+	// records without MACs (a one-step run without an approval key).
+	chain chainState
 }
 
 // CreateJournal starts a new journal; it refuses to overwrite one, since a
@@ -94,6 +107,25 @@ func OpenJournal(path string, now func() time.Time) (*Journal, error) {
 	if err := truncatePartialLine(path); err != nil {
 		return nil, err
 	}
+	return openForAppend(path, now)
+}
+
+// OpenVerifiedJournal reopens a signed journal to append to it, cut to
+// what verified: lines after the last MAC are not believed, and the next
+// group's MAC must follow the last one.
+func OpenVerifiedJournal(path string, now func() time.Time, key []byte, v Verified) (*Journal, error) {
+	if err := os.Truncate(path, v.Size); err != nil {
+		return nil, err
+	}
+	j, err := openForAppend(path, now)
+	if err != nil {
+		return nil, err
+	}
+	j.Chain(key, v.Last)
+	return j, nil
+}
+
+func openForAppend(path string, now func() time.Time) (*Journal, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -114,33 +146,44 @@ func (j *Journal) AppendAll(rs []Record) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	line := make([]byte, 0, 512)
+	lines := make([][]byte, 0, len(rs))
 	for _, r := range rs {
 		if r.At.IsZero() {
 			r.At = j.now().UTC()
 		}
-		var ok bool
-		if line, ok = appendStep(line[:0], r); ok {
-			buf.Write(line)
-			continue
+		r.MAC = ""
+		line, ok := appendStep(make([]byte, 0, 256), r)
+		if !ok {
+			var one bytes.Buffer
+			enc := json.NewEncoder(&one)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			line = one.Bytes()
 		}
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
+		lines = append(lines, line)
 	}
+	chain := j.chain
+	chain.sealGroup(&buf, lines)
 	if _, err := j.f.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}
+	j.chain = chain
 	return nil
 }
 
 // Close closes the file.
 func (j *Journal) Close() error { return j.f.Close() }
+
+// ErrNeverStarted: the journal holds no complete record. Its run-start
+// record, written and synced before anything moves, was torn by a crash
+// (or the file is empty): the run never started and nothing was moved, so
+// starting it again with apply is safe.
+var ErrNeverStarted = errors.New("the run never started: its journal has no complete run-start record (a crash tore it before anything was moved); it is safe to start again with apply")
 
 // ReadJournal reads every complete record. A crash can leave the last line
 // half-written; that line is ignored, since its step never completed.
@@ -162,10 +205,23 @@ func ReadJournal(path string) ([]Record, error) {
 		}
 		recs = append(recs, rec)
 	}
-	if len(recs) == 0 || recs[0].Type != RecRunStart || recs[0].Plan == nil {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("journal %s: %w", path, ErrNeverStarted)
+	}
+	if recs[0].Type != RecRunStart || recs[0].Plan == nil {
 		return nil, fmt.Errorf("journal %s: does not start with a run-start record", path)
 	}
 	return recs, nil
+}
+
+// NeverStarted says whether the journal at path holds no complete record
+// (see ErrNeverStarted).
+func NeverStarted(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	return bytes.IndexByte(data, '\n') < 0, nil
 }
 
 // truncatePartialLine cuts a half-written last line so appends start clean.

@@ -110,7 +110,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // ComputeDigest is the SHA-256 over the plan's canonical form: its JSON
 // encoding with Digest and Approvals emptied. encoding/json writes struct
 // fields in declaration order and sorts map keys, so the form is stable.
+//
+// Entries and exclusions carry bytes that are not UTF-8 exactly (see
+// canonical.go); other text that is not UTF-8 is refused.
 func (p Plan) ComputeDigest() (string, error) {
+	if err := p.checkText(); err != nil {
+		return "", err
+	}
 	p.Digest = ""
 	p.Approvals = nil
 	p.PlannedAt = p.PlannedAt.UTC()

@@ -1,0 +1,166 @@
+package cmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/redrive"
+)
+
+// keyFlags say where the approval key comes from: one key for everyone
+// (--key-file or DLQCTL_APPROVAL_KEY), or a folder with a key per approver
+// (--keys-dir or DLQCTL_APPROVAL_KEYS_DIR, file APPROVER.key).
+type keyFlags struct {
+	keyFile string
+	keysDir string
+}
+
+func (k *keyFlags) register(fs interface {
+	StringVar(p *string, name, value, usage string)
+}) {
+	fs.StringVar(&k.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	fs.StringVar(&k.keysDir, "keys-dir", "", "folder with one key per approver, APPROVER.key: an approval verifies only with its approver's key (default: DLQCTL_APPROVAL_KEYS_DIR)")
+}
+
+// approverName is what may name a key file in a keys folder.
+var approverName = regexp.MustCompile(`^[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*$`)
+
+func (f *Factory) keysDir(k keyFlags) string {
+	return firstNonEmpty(k.keysDir, f.Getenv("DLQCTL_APPROVAL_KEYS_DIR"))
+}
+
+// approverKey reads DIR/APPROVER.key.
+func approverKey(dir, by string) ([]byte, error) {
+	if !approverName.MatchString(by) {
+		return nil, fmt.Errorf("approver %q cannot name a key file in %s (letters, digits and ._@+- only)", by, dir)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, by+".key"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no key for approver %s in %s (want %s.key)", by, dir, by)
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(strings.TrimRight(string(b), "\r\n"))
+	if len(key) == 0 {
+		return nil, fmt.Errorf("%s: the key file is empty", filepath.Join(dir, by+".key"))
+	}
+	return key, nil
+}
+
+// approvalPolicy is what apply and resume require: the key (or keys) to
+// verify with and the distinct-approver rule.
+func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error) {
+	pol := redrive.ApprovalPolicy{DistinctApprover: distinct || f.config.Policy.DistinctApprover, Now: f.now()}
+	if dir := f.keysDir(k); dir != "" {
+		if k.keyFile != "" {
+			return pol, usageErrorf("give --key-file or --keys-dir, not both")
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return pol, usageErrorf("keys folder %s: not a folder", dir)
+		}
+		pol.KeyFor = func(by string) ([]byte, error) { return approverKey(dir, by) }
+		return pol, nil
+	}
+	key, err := f.approvalKey(k.keyFile)
+	if err != nil {
+		return pol, err
+	}
+	pol.Key = key
+	return pol, nil
+}
+
+// signingKey is the key an approval by `by` is made with.
+func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
+	if dir := f.keysDir(k); dir != "" && k.keyFile == "" {
+		key, err := approverKey(dir, by)
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		return key, nil
+	}
+	return f.approvalKey(k.keyFile)
+}
+
+// readAnswer reads one line from in, or gives up at once when ctx ends
+// (Ctrl-C at the prompt): the read goes on in a goroutine that the exit
+// abandons.
+func readAnswer(ctx context.Context, in io.Reader) (string, error) {
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		got <- strings.TrimSpace(line)
+	}()
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case s := <-got:
+		return s, nil
+	}
+}
+
+// hintFlags are what a printed resume command must carry so that it runs
+// as printed in a fresh shell.
+type hintFlags struct {
+	keys     keyFlags
+	pastGate bool
+	// yes: the run has neither an approval nor a signed journal, so its
+	// resume asks for "yes" as the one-step command did.
+	yes bool
+}
+
+// resumeCommand is the command that continues the run in journal.
+func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
+	parts := []string{"dlqctl"}
+	g := f.Global
+	if g.ConfigPath != "" {
+		parts = append(parts, "--config", shellQuote(g.ConfigPath))
+	}
+	if g.Profile != "" {
+		parts = append(parts, "--profile", shellQuote(g.Profile))
+	}
+	if g.EventIDFrom != "" {
+		parts = append(parts, "--event-id-from", shellQuote(g.EventIDFrom))
+	}
+	parts = append(parts, kind, "resume", shellQuote(journal))
+	if h.pastGate {
+		parts = append(parts, "--past-gate")
+	}
+	if h.yes {
+		parts = append(parts, "--yes")
+	}
+	if h.keys.keyFile != "" {
+		parts = append(parts, "--key-file", shellQuote(h.keys.keyFile))
+	}
+	if h.keys.keysDir != "" {
+		parts = append(parts, "--keys-dir", shellQuote(h.keys.keysDir))
+	}
+	return strings.Join(parts, " ")
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+,-]+$`)
+
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// journalSource is the source a resume runs on when none is given: the
+// run's own, as its journal recorded it. A URL whose password was hidden
+// when it was recorded cannot be used as it is.
+func journalSource(recorded string) (string, error) {
+	if strings.Contains(recorded, backend.Redacted) {
+		return "", usageErrorf("the run was on %s, whose password the journal does not keep: give --source with it, or set the backend's password variable and give --source without it", recorded)
+	}
+	return recorded, nil
+}
