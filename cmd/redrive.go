@@ -419,6 +419,12 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 
 // applyPlan checks the plan against the DLQ and runs it.
 func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, skipMissing bool, effectsURL string) error {
+	runID := redrive.NewRunID(f.now(), randomSuffix())
+	unlock, err := f.lockJournal(journalPath, runID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
@@ -427,6 +433,11 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if s.src.String() != plan.Source {
 		return usageErrorf("the plan was made for %s, but the source is %s", plan.Source, s.src)
 	}
+	ctx, release, err := f.leaseDLQ(ctx, s.src, runID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	missing, changed, err := redrive.Stale(ctx, s.src, plan)
 	if err != nil {
 		return err
@@ -445,7 +456,6 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	}
 	defer j.Close()
 	eng.Journal = j
-	runID := redrive.NewRunID(f.now(), randomSuffix())
 	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approval)
 	if err != nil {
 		return err

@@ -207,6 +207,11 @@ resumed unless --past-gate says the cause was dealt with.`,
 }
 
 func runResume(ctx context.Context, f *Factory, path string, o *resumeOptions) error {
+	unlock, err := f.lockJournal(path, "")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	recs, err := redrive.ReadJournal(path)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -232,6 +237,11 @@ func runResume(ctx context.Context, f *Factory, path string, o *resumeOptions) e
 	if s.src.String() != st.Plan.Source {
 		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
 	}
+	ctx, release, err := f.leaseDLQ(ctx, s.src, st.RunID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	eng, closeEng, err := f.engine(ctx, s.src, st.Plan, o.effects)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ func Registration() backend.Registration {
 		Usage:   "dir:PATH",
 		Summary: "PATH/error/*.json, one envelope per file; destination PATH/inbox/",
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true,
+			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			if _, err := rootOf(raw); err != nil {
