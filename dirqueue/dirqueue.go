@@ -29,15 +29,41 @@ const (
 // Queue is a directory queue.
 type Queue struct {
 	root string
+	// missing: error/ did not exist when opened with OpenAllowMissing.
+	missing bool
+}
+
+// Missing says whether the DLQ folder did not exist when opened.
+func (q *Queue) Missing() bool { return q.missing }
+
+// Notice says that the DLQ folder is missing, when it is.
+func (q *Queue) Notice() string {
+	if q.missing {
+		return fmt.Sprintf("folder %s does not exist in %s: reading it as an empty DLQ", filepath.Join(q.root, errorDir), q)
+	}
+	return ""
 }
 
 // Open checks that root/error exists and returns the queue.
 func Open(root string) (*Queue, error) {
+	return open(root, false)
+}
+
+// OpenAllowMissing is Open, except that a queue without its error/ folder
+// is read as an empty DLQ and reports Missing.
+func OpenAllowMissing(root string) (*Queue, error) {
+	return open(root, true)
+}
+
+func open(root string, allowMissing bool) (*Queue, error) {
 	if root == "" {
 		return nil, backend.Configf("dir: source needs a path (dir:PATH)")
 	}
 	st, err := os.Stat(filepath.Join(root, errorDir))
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && allowMissing {
+			return &Queue{root: root, missing: true}, nil
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, backend.Configf("dir:%s: no %s/ folder there (a directory queue keeps its DLQ in PATH/%s/)", root, errorDir, errorDir)
 		}
@@ -69,6 +95,9 @@ func (q *Queue) Close() error { return nil }
 func (q *Queue) names() ([]string, error) {
 	dir := filepath.Join(q.root, errorDir)
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) && q.missing {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dir:%s: %w", q.root, err)
 	}

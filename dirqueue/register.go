@@ -22,10 +22,13 @@ func Registration() backend.Registration {
 			}
 			return backend.Parsed{Display: raw}, nil
 		},
-		Open: func(_ context.Context, raw string, _ backend.OpenOptions) (backend.Source, error) {
+		Open: func(_ context.Context, raw string, opts backend.OpenOptions) (backend.Source, error) {
 			root, err := rootOf(raw)
 			if err != nil {
 				return nil, err
+			}
+			if opts.AllowMissing {
+				return OpenAllowMissing(root)
 			}
 			return Open(root)
 		},

@@ -188,6 +188,9 @@ func (s *Stream) Notice() string {
 	return ""
 }
 
+// Missing says whether the stream did not exist when opened.
+func (s *Stream) Missing() bool { return s.missing }
+
 // String is the source URL with any password replaced by xxxxx.
 func (s *Stream) String() string { return s.src.display() }
 
