@@ -148,9 +148,12 @@ func (q *Queue) path(id string) string {
 // read decodes one file. A file that exists but cannot be read is an entry
 // all the same, listed as malformed with the reason.
 func (q *Queue) read(id string) (envelope.Envelope, error) {
-	data, err := os.ReadFile(q.path(id))
+	data, _, err := readEntry(q.path(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return envelope.Envelope{}, fmt.Errorf("%s: %w", id, backend.ErrNotFound)
+	}
+	if ne, ok := asNotEntry(err); ok {
+		return envelope.Envelope{ID: id, Malformed: ne.reason}, nil
 	}
 	if err != nil {
 		var pe *fs.PathError
@@ -212,7 +215,7 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	if !safeID.MatchString(id) {
 		return false, nil
 	}
-	_, err := os.Stat(q.path(id))
+	_, err := os.Lstat(q.path(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -226,7 +229,7 @@ func MarshalFile(e envelope.Envelope) ([]byte, error) {
 
 // writeNew writes data to dir/name without ever replacing an existing file.
 func writeNew(dir, name string, data []byte) error {
-	return withTempFile(dir, name, data, func(tmp string) error {
+	return withTempFile(dir, name, data, nil, func(tmp string) error {
 		if err := os.Link(tmp, filepath.Join(dir, name)); err != nil {
 			return err
 		}
@@ -234,15 +237,31 @@ func writeNew(dir, name string, data []byte) error {
 	})
 }
 
+// newFileMode is the mode of a file dlqctl creates from nothing (import):
+// what a file written under the usual umask 022 gets, so that a consumer
+// running as another user can read it. A temporary file would be 0600.
+const newFileMode = 0o644
+
 // withTempFile writes data to a synced temporary file in dir, hands its
 // name to place (which links or renames it into position), and removes
-// whatever is left under the temporary name.
-func withTempFile(dir, name string, data []byte, place func(tmp string) error) error {
+// whatever is left under the temporary name. The file gets the mode and,
+// where the process may, the owner of like (the file it replaces), or
+// newFileMode when like is nil.
+func withTempFile(dir, name string, data []byte, like fs.FileInfo, place func(tmp string) error) error {
 	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	mode := fs.FileMode(newFileMode)
+	if like != nil {
+		mode = like.Mode().Perm()
+		keepOwner(tmp.Name(), like)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
