@@ -175,3 +175,47 @@ func TestOneRunAtATime(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestPulsarOneRunAtATime: on a real broker the DLQ lease (an exclusive
+// consumer on SUB-lease) refuses another run and an import while a run
+// holds the DLQ, naming it, and a resume right after kill -9 takes it.
+func TestPulsarOneRunAtATime(t *testing.T) {
+	const n = 12
+	dir := t.TempDir()
+	origin := originTopic(t, false)
+	dlq := e2eTopic(t, "public/default", "dlq")
+	seedDLQ(t, dlq, origin, pulsarEvents("L", n))
+	src := pulsarSource(dlq, "")
+	planAndApprove(t, dir, src, "--reason", "lease", "--rate", "3", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok")
+
+	run := startDlqctl(t, dir, "--source", src, "redrive", "apply", "p.json")
+	waitFor(t, "the first removal", movedSome(filepath.Join(dir, "p.journal")))
+	pid := run.cmd.Process.Pid
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json", "--journal", "p2.journal")
+	wantBusy(t, "same plan, another journal", code, out, "is held by run ", "pid "+itoa(pid))
+	exp := filepath.Join(dir, "x.ndjson")
+	os.WriteFile(exp, []byte(`{"schema":"dlqctl.envelope/v1","id":"x-1","event_id":"EX","payload_encoding":"json","payload":{},"origin":{"topic":"orders"},"last_error":"timeout"}`+"\n"), 0o644)
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "import", exp)
+	wantBusy(t, "import during a run", code, out, "is held by run ")
+
+	run.kill9(t)
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "redrive", "resume", "p.journal")
+	if code != 0 {
+		t.Fatalf("resume right after kill -9: exit %d\n%s", code, out)
+	}
+	if d := parseRun(t, out); d.Status != "completed" || d.Moved != n {
+		t.Errorf("after resume: %s, moved %d; want completed, %d", d.Status, d.Moved, n)
+	}
+	for id, c := range copiesOn(t, origin) {
+		if c < 1 {
+			t.Errorf("%s never reached the origin", id)
+		}
+	}
+	if len(copiesOn(t, origin)) != n {
+		t.Errorf("%d events on the origin, want %d", len(copiesOn(t, origin)), n)
+	}
+	// Released: an import may write again.
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "import", exp); code != 0 {
+		t.Errorf("import after the run: exit %d\n%s", code, out)
+	}
+}
