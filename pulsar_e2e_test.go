@@ -289,6 +289,9 @@ func verdicts(t *testing.T, dir, src, journal, effects string) map[string]string
 
 func planAndApprove(t *testing.T, dir, src string, args ...string) {
 	t.Helper()
+	// The client's dead letters carry no last_error (category unknown,
+	// disposition investigate): a plan takes them only when told to.
+	args = append([]string{"--allow-disposition", "investigate"}, args...)
 	if code, out := dlqctlProc(t, dir, nil, append([]string{"--source", src, "redrive", "plan", "--out", "p.json"}, args...)...); code != 0 {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}

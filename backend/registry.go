@@ -23,6 +23,11 @@ type OpenOptions struct {
 	// Getenv reads the environment (DLQCTL_REDIS_PASSWORD and the like).
 	// Never nil when the command layer calls Open.
 	Getenv func(string) string
+	// AllowMissing: a DLQ that does not exist (a queue folder, say) is to
+	// be read as empty on purpose (check and stats --allow-missing), not
+	// refused. Backends that read a missing DLQ as empty anyway report it
+	// through Missing() instead.
+	AllowMissing bool
 	// Secret returns a secret from the selected config profile by its key
 	// (e.g. "redis_password"), "" when unset. Never nil when the command
 	// layer calls Open.

@@ -17,6 +17,7 @@ type checkOptions struct {
 	maxAge         string
 	maxCategory    []string
 	failOnConflict bool
+	allowMissing   bool
 }
 
 func newCheckCmd(f *Factory) *cobra.Command {
@@ -37,6 +38,7 @@ report on stdout naming each violation. With no threshold it only reports.`,
 	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
 	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
 	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
 	return c
 }
 
@@ -85,11 +87,15 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
+	f.allowMissing = opts.allowMissing
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.src.Close()
+	if err := refuseMissing(s.src, opts.allowMissing); err != nil {
+		return err
+	}
 	if err := checkCategories(namesOf(limits), s.walker.Classifier.Disposition); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ const (
 	ExitCheck       = 4
 	ExitApproval    = 5
 	ExitPartial     = 6
+	ExitBusy        = 7
 	ExitInterrupted = 130
 )
 
@@ -56,6 +57,8 @@ func exitCode(err error) int {
 		return ExitInterrupted
 	case errors.As(err, &ce):
 		return ExitUsage
+	case errors.Is(err, backend.ErrBusy):
+		return ExitBusy
 	}
 	return ExitError
 }

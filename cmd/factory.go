@@ -41,6 +41,8 @@ type Factory struct {
 	jsonErrors bool
 	cancel     context.CancelFunc
 	started    time.Time
+	// allowMissing is check's and stats's --allow-missing.
+	allowMissing bool
 }
 
 // GlobalOptions are the flags every command takes (SPEC §5).
@@ -161,10 +163,11 @@ func (f *Factory) backends() *backend.Registry {
 // openOptions is what the backends may read from this invocation.
 func (f *Factory) openOptions() backend.OpenOptions {
 	return backend.OpenOptions{
-		Fields:      f.fieldNames(),
-		EventIDFrom: firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom),
-		Getenv:      f.Getenv,
-		Secret:      f.profile.secret,
+		Fields:       f.fieldNames(),
+		EventIDFrom:  firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom),
+		Getenv:       f.Getenv,
+		Secret:       f.profile.secret,
+		AllowMissing: f.allowMissing,
 	}
 }
 

@@ -106,6 +106,9 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	if !ok {
 		return usageErrorf("%s: this backend cannot import", src)
 	}
+	if err := f.refuseWhileLeased(ctx, src); err != nil {
+		return err
+	}
 	var present []string
 	for _, e := range records {
 		has, err := imp.Has(ctx, e.ID)

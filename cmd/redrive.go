@@ -40,6 +40,7 @@ type planFlags struct {
 	includeQuarantined bool
 	unverifiedOK       bool
 	by                 string
+	allowDispositions  []string
 }
 
 func (p *planFlags) register(c *cobra.Command) {
@@ -50,6 +51,7 @@ func (p *planFlags) register(c *cobra.Command) {
 	fs.StringVar(&p.ramp, "ramp", "10,50,200", "batch sizes; the last one repeats")
 	fs.BoolVar(&p.includeQuarantined, "include-quarantined", false, "also take conflict and malformed entries (never without a reason)")
 	fs.StringVar(&p.by, "by", "", "who plans (default: the OS user)")
+	fs.StringSliceVar(&p.allowDispositions, "allow-disposition", nil, "also take entries of these dispositions (default: only "+redrive.DefaultDisposition(p.kind)+"); recorded in the plan for the approver")
 	if p.kind == redrive.KindRedrive {
 		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin)")
 		fs.Float64Var(&p.rate, "rate", 50, "messages per second; 0 means unlimited and must be given explicitly")
@@ -111,7 +113,10 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 	if !ok {
 		return nil, usageErrorf("%s: this backend cannot move entries", s.src)
 	}
-	params := redrive.Params{Ramp: ramp, Max: p.max, IncludeQuarantined: p.includeQuarantined}
+	if err := checkDispositions("--allow-disposition", p.allowDispositions); err != nil {
+		return nil, err
+	}
+	params := redrive.Params{Ramp: ramp, Max: p.max, IncludeQuarantined: p.includeQuarantined, AllowDispositions: p.allowDispositions}
 	if p.kind == redrive.KindRedrive {
 		if math.IsNaN(p.rate) || math.IsInf(p.rate, 0) || p.rate < 0 {
 			return nil, usageErrorf("--rate %g: want a number of messages per second ≥ 0 (0: unlimited)", p.rate)
@@ -143,7 +148,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: f.identity(p.by),
 		Source: s.src.String(), IncludeQuarantined: p.includeQuarantined,
 		Selectors: redrive.Selectors{
-			Categories: sel.Categories, Origins: sel.Origins, Error: p.sel.errorRegex, EventIDs: sel.EventIDs,
+			Categories: sel.Categories, Dispositions: sel.Dispositions, Origins: sel.Origins, Error: p.sel.errorRegex, EventIDs: sel.EventIDs,
 			Owners: sel.Owners, Overdue: sel.Overdue, OlderThan: p.sel.olderThan, NewerThan: p.sel.newerThan,
 			MinAttempt: sel.MinAttempts, Limit: sel.Limit,
 		},
@@ -177,6 +182,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		{Key: "planned by", Value: p.PlannedBy},
 		{Key: "entries", Value: len(p.Entries)},
 		{Key: "excluded", Value: len(p.Excluded)},
+		{Key: "dispositions", Value: strings.Join(append([]string{redrive.DefaultDisposition(p.Kind)}, p.Params.AllowDispositions...), ", ")},
 		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
 	}
 	if p.Kind == redrive.KindRedrive {
@@ -202,6 +208,9 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		}
 	}
 	if len(p.Excluded) > 0 {
+		if err := writeCounts(f, "Left out, by disposition", "disposition", p.ExcludedByDisposition(), ro); err != nil {
+			return err
+		}
 		section(f)
 		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "why", MaxWidth: 90}}}
 		for _, x := range p.Excluded {
@@ -434,6 +443,12 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 // approval key the journal is chained with (nil: a one-step run without
 // one, whose journal is not signed).
 func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) error {
+	runID := redrive.NewRunID(f.now(), randomSuffix())
+	unlock, err := f.lockJournal(journalPath, runID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := f.restartNeverStarted(journalPath); err != nil {
 		return err
 	}
@@ -445,6 +460,11 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if s.src.String() != plan.Source {
 		return usageErrorf("the plan was made for %s, but the source is %s", plan.Source, s.src)
 	}
+	ctx, release, err := f.leaseDLQ(ctx, s.src, runID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	missing, changed, err := redrive.Stale(ctx, s.src, plan)
 	if err != nil {
 		return err
@@ -463,7 +483,6 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	}
 	defer j.Close()
 	eng.Journal = j
-	runID := redrive.NewRunID(f.now(), randomSuffix())
 	if len(key) > 0 {
 		j.Chain(redrive.JournalKey(key, runID), "")
 	}

@@ -368,6 +368,11 @@ func (f *Factory) confirm(ctx context.Context, yes bool, prompt string) error {
 }
 
 func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) error {
+	unlock, err := f.lockJournal(path, "")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	tr, err := f.trustRun(ctx, kind, path, o)
 	if err != nil {
 		return err
@@ -399,6 +404,11 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	if s.src.String() != st.Plan.Source {
 		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
 	}
+	ctx, release, err := f.leaseDLQ(ctx, s.src, st.RunID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	eng, closeEng, err := f.engine(ctx, s.src, st.Plan, o.effects)
 	if err != nil {
 		return err

@@ -9,25 +9,28 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
 )
 
 // selectorFlags are the selectors shared by list, sample, export and plan.
 type selectorFlags struct {
-	categories  []string
-	origins     []string
-	errorRegex  string
-	eventIDs    []string
-	owners      []string
-	overdue     bool
-	olderThan   string
-	newerThan   string
-	minAttempts int
-	limit       int
+	categories   []string
+	dispositions []string
+	origins      []string
+	errorRegex   string
+	eventIDs     []string
+	owners       []string
+	overdue      bool
+	olderThan    string
+	newerThan    string
+	minAttempts  int
+	limit        int
 }
 
 func (s *selectorFlags) register(fs *pflag.FlagSet, defaultLimit int) {
 	fs.StringSliceVar(&s.categories, "category", nil, "only these categories (repeatable or comma-separated)")
+	fs.StringSliceVar(&s.dispositions, "disposition", nil, "only these dispositions: "+strings.Join(envelope.Dispositions(), ", ")+" (repeatable or comma-separated)")
 	fs.StringSliceVar(&s.origins, "origin", nil, "only entries from these origin topics/streams")
 	fs.StringVar(&s.errorRegex, "error", "", "only entries whose last_error matches this regular expression")
 	fs.StringArrayVar(&s.eventIDs, "event-id", nil, "only this event ID (repeatable)")
@@ -41,8 +44,11 @@ func (s *selectorFlags) register(fs *pflag.FlagSet, defaultLimit int) {
 
 func (s *selectorFlags) selector() (inspect.Selector, error) {
 	sel := inspect.Selector{
-		Categories: s.categories, Origins: s.origins, EventIDs: s.eventIDs, Owners: s.owners,
+		Categories: s.categories, Dispositions: s.dispositions, Origins: s.origins, EventIDs: s.eventIDs, Owners: s.owners,
 		Overdue: s.overdue, MinAttempts: s.minAttempts, Limit: s.limit,
+	}
+	if err := checkDispositions("--disposition", s.dispositions); err != nil {
+		return sel, err
 	}
 	var err error
 	if s.errorRegex != "" {
@@ -71,6 +77,21 @@ func checkCategories(names []string, known func(string) (string, bool)) error {
 	for _, n := range names {
 		if _, ok := known(n); !ok {
 			return usageErrorf("--category %q: no such category", n)
+		}
+	}
+	return nil
+}
+
+// checkDispositions refuses names that are no disposition, so that a typo
+// does not silently select (or allow) nothing.
+func checkDispositions(flag string, names []string) error {
+	for _, n := range names {
+		found := false
+		for _, d := range envelope.Dispositions() {
+			found = found || d == n
+		}
+		if !found {
+			return usageErrorf("%s %q: no such disposition (want one of %s)", flag, n, strings.Join(envelope.Dispositions(), ", "))
 		}
 	}
 	return nil

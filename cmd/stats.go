@@ -12,7 +12,8 @@ import (
 )
 
 func newStatsCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	allowMissing := false
+	c := &cobra.Command{
 		Use:   "stats",
 		Short: "Totals, ages and counts by category, origin, disposition and owner",
 		Long: `Read the whole DLQ once and report its size, age percentiles, counts by
@@ -21,9 +22,12 @@ On Redis it adds the origin streams' consumer groups (pending, oldest idle,
 delivery counts, lag).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			f.allowMissing = allowMissing
 			return runStats(c.Context(), f)
 		},
 	}
+	c.Flags().BoolVar(&allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	return c
 }
 
 // StatsDoc is dlqctl.stats/v1.
@@ -61,6 +65,9 @@ func runStats(ctx context.Context, f *Factory) error {
 		return err
 	}
 	defer s.src.Close()
+	if err := refuseMissing(s.src, f.allowMissing); err != nil {
+		return err
+	}
 	sum, err := s.walker.Summarize(ctx)
 	if err != nil {
 		return err

@@ -29,15 +29,41 @@ const (
 // Queue is a directory queue.
 type Queue struct {
 	root string
+	// missing: error/ did not exist when opened with OpenAllowMissing.
+	missing bool
+}
+
+// Missing says whether the DLQ folder did not exist when opened.
+func (q *Queue) Missing() bool { return q.missing }
+
+// Notice says that the DLQ folder is missing, when it is.
+func (q *Queue) Notice() string {
+	if q.missing {
+		return fmt.Sprintf("folder %s does not exist in %s: reading it as an empty DLQ", filepath.Join(q.root, errorDir), q)
+	}
+	return ""
 }
 
 // Open checks that root/error exists and returns the queue.
 func Open(root string) (*Queue, error) {
+	return open(root, false)
+}
+
+// OpenAllowMissing is Open, except that a queue without its error/ folder
+// is read as an empty DLQ and reports Missing.
+func OpenAllowMissing(root string) (*Queue, error) {
+	return open(root, true)
+}
+
+func open(root string, allowMissing bool) (*Queue, error) {
 	if root == "" {
 		return nil, backend.Configf("dir: source needs a path (dir:PATH)")
 	}
 	st, err := os.Stat(filepath.Join(root, errorDir))
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && allowMissing {
+			return &Queue{root: root, missing: true}, nil
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, backend.Configf("dir:%s: no %s/ folder there (a directory queue keeps its DLQ in PATH/%s/)", root, errorDir, errorDir)
 		}
@@ -69,6 +95,9 @@ func (q *Queue) Close() error { return nil }
 func (q *Queue) names() ([]string, error) {
 	dir := filepath.Join(q.root, errorDir)
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) && q.missing {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dir:%s: %w", q.root, err)
 	}
@@ -119,9 +148,12 @@ func (q *Queue) path(id string) string {
 // read decodes one file. A file that exists but cannot be read is an entry
 // all the same, listed as malformed with the reason.
 func (q *Queue) read(id string) (envelope.Envelope, error) {
-	data, err := os.ReadFile(q.path(id))
+	data, _, err := readEntry(q.path(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return envelope.Envelope{}, fmt.Errorf("%s: %w", id, backend.ErrNotFound)
+	}
+	if ne, ok := asNotEntry(err); ok {
+		return envelope.Envelope{ID: id, Malformed: ne.reason}, nil
 	}
 	if err != nil {
 		var pe *fs.PathError
@@ -183,7 +215,7 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	if !safeID.MatchString(id) {
 		return false, nil
 	}
-	_, err := os.Stat(q.path(id))
+	_, err := os.Lstat(q.path(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -197,7 +229,7 @@ func MarshalFile(e envelope.Envelope) ([]byte, error) {
 
 // writeNew writes data to dir/name without ever replacing an existing file.
 func writeNew(dir, name string, data []byte) error {
-	return withTempFile(dir, name, data, func(tmp string) error {
+	return withTempFile(dir, name, data, nil, func(tmp string) error {
 		if err := os.Link(tmp, filepath.Join(dir, name)); err != nil {
 			return err
 		}
@@ -205,15 +237,31 @@ func writeNew(dir, name string, data []byte) error {
 	})
 }
 
+// newFileMode is the mode of a file dlqctl creates from nothing (import):
+// what a file written under the usual umask 022 gets, so that a consumer
+// running as another user can read it. A temporary file would be 0600.
+const newFileMode = 0o644
+
 // withTempFile writes data to a synced temporary file in dir, hands its
 // name to place (which links or renames it into position), and removes
-// whatever is left under the temporary name.
-func withTempFile(dir, name string, data []byte, place func(tmp string) error) error {
+// whatever is left under the temporary name. The file gets the mode and,
+// where the process may, the owner of like (the file it replaces), or
+// newFileMode when like is nil.
+func withTempFile(dir, name string, data []byte, like fs.FileInfo, place func(tmp string) error) error {
 	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	mode := fs.FileMode(newFileMode)
+	if like != nil {
+		mode = like.Mode().Perm()
+		keepOwner(tmp.Name(), like)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err

@@ -78,9 +78,12 @@ func (q *Queue) publishOne(it backend.MoveItem, dest string, m backend.Markers) 
 	// An entry no longer in the DLQ is gone whatever the destination
 	// holds: to a resume, gone means the move had happened.
 	src := q.path(it.ID)
-	data, err := os.ReadFile(src)
+	data, info, err := readEntry(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fail(fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, q))
+	}
+	if ne, ok := asNotEntry(err); ok {
+		return fail(fmt.Errorf("move %s: %s", it.ID, ne.reason))
 	}
 	if err != nil {
 		return fail(fmt.Errorf("move %s: %w", it.ID, err))
@@ -113,7 +116,7 @@ func (q *Queue) publishOne(it backend.MoveItem, dest string, m backend.Markers) 
 		return fail(fmt.Errorf("move %s: %w", it.ID, err))
 	}
 	if !bytes.Equal(marked, data) {
-		if err := q.rewrite(it.ID, marked); err != nil {
+		if err := q.rewrite(it.ID, marked, info); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return fail(fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, q))
 			}
@@ -164,10 +167,12 @@ func withMarkers(e envelope.Envelope, it backend.MoveItem, m backend.Markers) en
 
 // rewrite replaces error/<id>.json with data if the file is still there:
 // written under a temporary name, synced, then put in its place.
-func (q *Queue) rewrite(id string, data []byte) error {
+// It keeps the mode and, where it may, the owner of the file it replaces
+// (like), so that a consumer running as another user can still read it.
+func (q *Queue) rewrite(id string, data []byte, like fs.FileInfo) error {
 	// After an exchange the temporary name holds the old version, which
 	// withTempFile removes.
-	return withTempFile(filepath.Join(q.root, errorDir), id, data, func(tmp string) error {
+	return withTempFile(filepath.Join(q.root, errorDir), id, data, like, func(tmp string) error {
 		return replaceIfPresent(tmp, q.path(id))
 	})
 }

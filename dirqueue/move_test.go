@@ -238,7 +238,7 @@ func TestPublishAfterCrashBetweenRenames(t *testing.T) {
 // The rewrite never brings back a file that left the DLQ since it was read.
 func TestRewriteOnlyIfPresent(t *testing.T) {
 	q := newQueue(t)
-	err := q.rewrite("gone", []byte("{}"))
+	err := q.rewrite("gone", []byte("{}"), nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("rewrite of a missing file = %v, want ErrNotExist", err)
 	}

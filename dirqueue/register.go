@@ -14,7 +14,7 @@ func Registration() backend.Registration {
 		Usage:   "dir:PATH",
 		Summary: "`PATH/error/*.json`, one envelope per file, redriven to `PATH/inbox/`; needs no server",
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true,
+			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			if _, err := rootOf(raw); err != nil {
@@ -29,10 +29,13 @@ func Registration() backend.Registration {
 			}
 			return Init(root)
 		},
-		Open: func(_ context.Context, raw string, _ backend.OpenOptions) (backend.Source, error) {
+		Open: func(_ context.Context, raw string, opts backend.OpenOptions) (backend.Source, error) {
 			root, err := rootOf(raw)
 			if err != nil {
 				return nil, err
+			}
+			if opts.AllowMissing {
+				return OpenAllowMissing(root)
 			}
 			return Open(root)
 		},

@@ -471,7 +471,7 @@ func TestExecErrors(t *testing.T) {
 		}
 	})
 	t.Run("reads stdin", func(t *testing.T) {
-		p := open(t, `exec:while read -r id; do printf '{"event_id":"%s","attempts":2,"effects":1}\n' "$id"; done`, Options{})
+		p := open(t, `exec:while read -r line; do id=${line#*'"event_id":"'}; id=${id%%'"'*}; printf '{"event_id":"%s","attempts":2,"effects":1}\n' "$id"; done`, Options{})
 		got, err := p.Records(ctx, []string{"A", "B"})
 		if err != nil || len(got) != 2 || got["B"].Attempts != 2 {
 			t.Errorf("got %v, %v", got, err)
@@ -502,9 +502,57 @@ func TestExecErrors(t *testing.T) {
 		}
 	})
 	t.Run("line break in an event ID", func(t *testing.T) {
+		// NDJSON both ways: the ID travels as a JSON string, and the
+		// command's echo of it comes back as the same ID.
 		p := open(t, "exec:cat", Options{})
-		if _, err := p.Records(ctx, []string{"E1\nE2"}); err == nil {
-			t.Error("no error")
+		got, err := p.Records(ctx, []string{"E1\nE2", "E3"})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("got %v, %v; want both IDs back", got, err)
+		}
+		if _, ok := got["E1\nE2"]; !ok {
+			t.Errorf("the ID with a line break did not come back whole: %v", got)
+		}
+	})
+	t.Run("stdin is NDJSON", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "in")
+		p := open(t, "exec:cat > "+out, Options{})
+		if _, err := p.Records(ctx, []string{"E1", `q"uote`}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(out)
+		if string(b) != "{\"event_id\":\"E1\"}\n{\"event_id\":\"q\\\"uote\"}\n" {
+			t.Errorf("stdin = %q", b)
+		}
+	})
+	t.Run("stdout is bounded", func(t *testing.T) {
+		p := open(t, `exec:yes '{"event_id":"E1","attempts":1,"effects":1}'`, Options{})
+		_, err := p.Records(ctx, []string{"E1"})
+		if err == nil || !strings.Contains(err.Error(), "stdout over 64 MiB") {
+			t.Errorf("err = %v, want the stdout bound", err)
+		}
+	})
+	t.Run("scrubbed environment", func(t *testing.T) {
+		env := []string{"PATH=" + os.Getenv("PATH"), "DLQCTL_APPROVAL_KEY=k-secret", "DLQCTL_REDIS_PASSWORD=r-secret",
+			"DLQCTL_PULSAR_TOKEN=p-secret", "DLQCTL_KAFKA_PASSWORD=kf-secret", "AWS_SECRET_ACCESS_KEY=a-secret",
+			"AWS_SESSION_TOKEN=s-secret", "DLQCTL_EFFECTS_PASSWORD=e-secret", "INBOX_DB=/var/inbox.db", "DLQCTL_OUTPUT=json"}
+		out := filepath.Join(t.TempDir(), "env")
+		p := open(t, "exec:env > "+out, Options{Environ: func() []string { return env }})
+		if _, err := p.Records(ctx, []string{"E1"}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(out)
+		if strings.Contains(string(b), "-secret") {
+			t.Errorf("a secret reached the command's environment:\n%s", b)
+		}
+		if !strings.Contains(string(b), "INBOX_DB=/var/inbox.db") || !strings.Contains(string(b), "DLQCTL_OUTPUT=json") {
+			t.Errorf("ordinary variables were taken out too:\n%s", b)
+		}
+	})
+	t.Run("stderr is sanitized", func(t *testing.T) {
+		p := open(t, `exec:printf 'boom \033]0;pwned\007\033[2J\033[31mred\n' >&2; exit 1`, Options{})
+		_, err := p.Records(ctx, []string{"E1"})
+		if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07") || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("err = %q, want the stderr without escape sequences", err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -24,7 +25,78 @@ const (
 	execMaxLine = 1 << 20
 	// execStderrMax is how much of the command's stderr an error quotes.
 	execStderrMax = 2000
+	// execMaxStdout bounds all of one run's stdout: a batch's records are
+	// small, and a runaway command must not fill dlqctl's memory. The run
+	// fails when its output goes past it.
+	execMaxStdout = 64 << 20
 )
+
+// errStdoutTooLong: the command wrote more than execMaxStdout.
+var errStdoutTooLong = fmt.Errorf("stdout over %d MiB: stopped", execMaxStdout>>20)
+
+// boundedBuffer takes writes until max bytes, then fails them (and so the
+// copy from the command's stdout, which gets EPIPE); with discard it
+// keeps the first max bytes and drops the rest quietly (stderr).
+//
+// The buffer is a field, not embedded: an embedded bytes.Buffer would lend
+// its ReadFrom to io.Copy, which would then bypass Write and its bound.
+type boundedBuffer struct {
+	buf     bytes.Buffer
+	max     int
+	discard bool
+	// over, when set, is called once the bound is passed: it kills the
+	// command, which would otherwise block on a full pipe until timeout.
+	over       func()
+	overflowed bool
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	room := b.max - b.buf.Len()
+	if len(p) <= room {
+		return b.buf.Write(p)
+	}
+	if room > 0 {
+		b.buf.Write(p[:room])
+	}
+	if b.discard {
+		return len(p), nil
+	}
+	if !b.overflowed && b.over != nil {
+		b.over()
+	}
+	b.overflowed = true
+	return 0, errStdoutTooLong
+}
+
+// secretEnv says whether an environment variable must not reach an
+// effects command: the approval key, and every password, token, secret,
+// key or credential that dlqctl or its backends read (DLQCTL_*, AWS_*),
+// so that a consumer-side script can neither approve a plan nor reach the
+// DLQ's broker with dlqctl's credentials.
+func secretEnv(name string) bool {
+	n := strings.ToUpper(name)
+	if !strings.HasPrefix(n, "DLQCTL_") && !strings.HasPrefix(n, "AWS_") {
+		return false
+	}
+	for _, w := range []string{"KEY", "PASSWORD", "PASSWD", "TOKEN", "SECRET", "CREDENTIAL", "PASS"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrubbedEnv is env without the secret variables.
+func scrubbedEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !secretEnv(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
 
 // execProbe runs a consumer-side command once per batch: `sh -c COMMAND`,
 // event IDs on stdin one a line, one NDJSON record a line on stdout.
@@ -32,6 +104,7 @@ type execProbe struct {
 	command string
 	display string
 	timeout time.Duration
+	environ func() []string
 }
 
 func openExec(command string, opts Options) (*execProbe, error) {
@@ -41,7 +114,11 @@ func openExec(command string, opts Options) (*execProbe, error) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		return nil, fmt.Errorf("effects exec: %w", err)
 	}
-	return &execProbe{command: command, display: "exec:" + redactCommand(command), timeout: opts.Timeout}, nil
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ
+	}
+	return &execProbe{command: command, display: "exec:" + redactCommand(command), timeout: opts.Timeout, environ: environ}, nil
 }
 
 // userinfoPassword finds the password of URLs written inside a command,
@@ -59,30 +136,39 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 	if len(ids) == 0 {
 		return res.got, nil
 	}
+	// NDJSON in: one {"event_id":…} a line. As a JSON string an ID may
+	// hold any byte, a line break included, without breaking the framing.
 	var stdin bytes.Buffer
+	enc := json.NewEncoder(&stdin)
+	enc.SetEscapeHTML(false)
 	for _, id := range ids {
-		if strings.ContainsAny(id, "\r\n") {
-			return nil, fmt.Errorf("%s: event ID %q holds a line break and cannot be sent one a line", p, id)
+		if err := enc.Encode(struct {
+			EventID string `json:"event_id"`
+		}{id}); err != nil {
+			return nil, fmt.Errorf("%s: event ID %q: %w", p, id, err)
 		}
-		stdin.WriteString(id + "\n")
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", p.command)
 	cmd.Stdin = &stdin
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
+	cmd.Env = scrubbedEnv(p.environ())
+	stdout := &boundedBuffer{max: execMaxStdout, over: cancel}
+	stderr := &boundedBuffer{max: 4 * execStderrMax, discard: true}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
 	cmd.WaitDelay = execWaitDelay
 	killGroup(cmd)
 	err := cmd.Run()
 	switch {
+	case stdout.overflowed:
+		return nil, fmt.Errorf("%s: %w%s", p, errStdoutTooLong, p.stderr(stderr))
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("%s: %w%s", p, ctx.Err(), p.stderr(&stderr))
+		return nil, fmt.Errorf("%s: %w%s", p, ctx.Err(), p.stderr(stderr))
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
-		return nil, fmt.Errorf("%s: %w%s", p, err, p.stderr(&stderr))
+		return nil, fmt.Errorf("%s: %w%s", p, err, p.stderr(stderr))
 	}
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(&stdout.buf)
 	sc.Buffer(nil, execMaxLine)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -103,17 +189,17 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: stdout line %d %q: %v (want {\"event_id\",\"attempts\",\"effects\",\"fingerprint\"} one a line)%s",
-				p, n, truncate(string(line), 200), err, p.stderr(&stderr))
+				p, n, truncate(string(line), 200), err, p.stderr(stderr))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: stdout: %w%s", p, err, p.stderr(&stderr))
+		return nil, fmt.Errorf("%s: stdout: %w%s", p, err, p.stderr(stderr))
 	}
 	return res.got, nil
 }
 
-func (p *execProbe) stderr(b *bytes.Buffer) string {
-	if s := truncate(b.String(), execStderrMax); s != "" {
+func (p *execProbe) stderr(b *boundedBuffer) string {
+	if s := truncate(b.buf.String(), execStderrMax); s != "" {
 		return "; stderr: " + s
 	}
 	return ""

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/report"
 )
 
 // DefaultTable is the consumer's table when Options.Table is empty.
@@ -46,6 +47,9 @@ type Options struct {
 	// HTTPClient sends the requests of http(s) probes; nil means a client
 	// with a clone of Go's default transport.
 	HTTPClient *http.Client
+	// Environ is the environment an exec: command starts from, before the
+	// secrets are taken out of it; nil means os.Environ.
+	Environ func() []string
 	// Timeout bounds Open's connection and each Records call on top of
 	// their ctx; zero means DefaultTimeout.
 	Timeout time.Duration
@@ -205,15 +209,20 @@ func urlError(err error) error {
 
 // truncate shortens what a consumer's command or server said, for an
 // error message.
+//
+// It is also made safe for a terminal, as table cells are (report.Truncate):
+// escape sequences and other control characters become spaces and invalid
+// UTF-8 becomes U+FFFD, so a consumer's error page cannot move the cursor,
+// retitle the window or hide text.
 func truncate(s string, n int) string {
 	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
+	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "…(truncated)"
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…(truncated)"
+	return report.Truncate(s, 0)
 }
 
 // scrub hides secrets in an error's text (backend.Scrub).

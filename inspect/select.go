@@ -19,15 +19,16 @@ import (
 
 // Selector picks entries (SPEC §5 selectors). The zero value picks all.
 type Selector struct {
-	Categories  []string
-	Origins     []string
-	Error       *regexp.Regexp
-	EventIDs    []string
-	Owners      []string
-	Overdue     bool
-	OlderThan   time.Duration
-	NewerThan   time.Duration
-	MinAttempts int
+	Categories   []string
+	Dispositions []string
+	Origins      []string
+	Error        *regexp.Regexp
+	EventIDs     []string
+	Owners       []string
+	Overdue      bool
+	OlderThan    time.Duration
+	NewerThan    time.Duration
+	MinAttempts  int
 	// Limit ends the walk after this many matches (0: no limit).
 	Limit int
 }
@@ -35,6 +36,9 @@ type Selector struct {
 // Match reports whether an entry with its classification is selected.
 func (s Selector) Match(e envelope.Envelope, c envelope.Classification, now time.Time) bool {
 	if len(s.Categories) > 0 && !contains(s.Categories, c.Category) {
+		return false
+	}
+	if len(s.Dispositions) > 0 && !contains(s.Dispositions, c.Disposition) {
 		return false
 	}
 	if len(s.Origins) > 0 && !contains(s.Origins, e.Origin.Topic) {

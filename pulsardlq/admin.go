@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/dlqctl/dlqctl/report"
 )
 
 // admin is the little of the broker's admin REST API (/admin/v2) that the
@@ -92,10 +94,10 @@ func (a *admin) do(ctx context.Context, method, path string, in, out any) error 
 		_ = json.Unmarshal(raw, &r)
 		if r.Reason == "" {
 			r.Reason = strings.TrimSpace(string(raw))
-			if len(r.Reason) > 200 {
-				r.Reason = r.Reason[:200] + "…"
-			}
 		}
+		// A broker's error page reaches the terminal: cut it short and
+		// make it safe there, as table cells are.
+		r.Reason = report.Truncate(r.Reason, 200)
 		return &adminError{status: resp.StatusCode, method: method, path: pathOnly(path), reason: r.Reason}
 	}
 	if out != nil && len(raw) > 0 {

@@ -21,7 +21,7 @@ func Registration() backend.Registration {
 			{Name: "DLQCTL_PULSAR_TOKEN_FILE", Help: "file holding that token"},
 		},
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true,
+			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			u, err := parseURL(raw)

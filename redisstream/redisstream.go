@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -45,6 +46,9 @@ type Options struct {
 	TLS *tls.Config
 	// PageSize is the XRANGE COUNT of a scan (default 1000).
 	PageSize int
+	// LeaseTTL is how long the DLQ lease outlives its last renewal
+	// (default DefaultLeaseTTL).
+	LeaseTTL time.Duration
 }
 
 // Stream is a DLQ held in one Redis stream.
@@ -59,7 +63,8 @@ type Stream struct {
 	pageSize int
 	password string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
-	missing bool
+	missing  bool
+	leaseTTL time.Duration
 
 	mu sync.Mutex
 	// sourceIDs holds the dlqctl_source_id of every entry, built by one
@@ -139,6 +144,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		names:    names,
 		pageSize: pageSize,
 		password: ro.Password,
+		leaseTTL: opts.LeaseTTL,
 	}
 	if err := s.check(ctx); err != nil {
 		_ = s.rdb.Close()
@@ -181,6 +187,9 @@ func (s *Stream) Notice() string {
 	}
 	return ""
 }
+
+// Missing says whether the stream did not exist when opened.
+func (s *Stream) Missing() bool { return s.missing }
 
 // String is the source URL with any password replaced by xxxxx.
 func (s *Stream) String() string { return s.src.display() }

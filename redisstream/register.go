@@ -17,7 +17,7 @@ func Registration() backend.Registration {
 			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none"},
 		},
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true,
+			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			u, err := parseURL(raw)

@@ -2,7 +2,9 @@ package redrive
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -22,13 +24,41 @@ type PlanRequest struct {
 	IncludeQuarantined bool
 }
 
-// BuildPlan selects entries with the walker and writes the plan: entries
-// in dead-letter order, what was left out and why, sealed with its digest.
+// DefaultDisposition is the only disposition a plan of kind takes unless
+// Params.AllowDispositions names others.
+func DefaultDisposition(kind string) string {
+	if kind == KindResolve {
+		return envelope.DispositionResolve
+	}
+	return envelope.DispositionRedrive
+}
+
+// keyHash stands for an entry key in the held-back table: fixed size
+// whatever the keys' length, and wide enough that two keys never meet.
+type keyHash [16]byte
+
+func hashKey(k string) keyHash {
+	sum := sha256.Sum256([]byte(k))
+	var h keyHash
+	copy(h[:], sum[:])
+	return h
+}
+
+// heldBack is the oldest entry of a key that stays in the DLQ, which
+// every later entry of that key waits behind.
+type heldBack struct {
+	id, why string
+}
+
+// BuildPlan reads the whole DLQ once, in dead-letter order, and writes the
+// plan: the selected entries it may move, what it left out and why,
+// sealed with its digest.
 //
-// Per-key order holds across exclusions: once an entry is held back
-// (quarantined, or without a destination), later entries with the same
-// key are held back too, so that no event overtakes an earlier one of its
-// key.
+// Per-key order holds across the whole DLQ, not only the selection: an
+// entry whose key has an older entry that stays behind (not selected,
+// refused, or without a destination) is held back, and with it every
+// later entry of that key, so that no event overtakes an earlier one of
+// its key. Only one small record per held key is kept, never envelopes.
 func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req PlanRequest, now time.Time) (*Plan, error) {
 	p := &Plan{
 		Schema: PlanSchema, Kind: req.Kind, Reason: req.Reason, PlannedBy: req.PlannedBy,
@@ -39,26 +69,45 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	if err != nil {
 		return nil, err
 	}
-	held := map[string]string{} // key → id of the entry that holds it
+	held := map[keyHash]heldBack{}
+	hold := func(key, id, why string) {
+		if key == "" {
+			return
+		}
+		h := hashKey(key)
+		if _, ok := held[h]; !ok {
+			held[h] = heldBack{id: id, why: why}
+		}
+	}
 	limit := req.Params.Max
 	sel := req.Selector
-	_, err = w.Walk(ctx, conflicts, sel, "", func(it inspect.Item) error {
+	matched := 0
+	// Every entry is walked, selected or not: one that is not selected
+	// still holds its key's later entries back.
+	_, err = w.Walk(ctx, conflicts, inspect.Selector{}, "", func(it inspect.Item) error {
 		e := it.Envelope
-		exclude := func(why string) {
-			p.Excluded = append(p.Excluded, Excluded{ID: e.ID, EventID: e.EventID, Why: why})
-			if e.Key != "" {
-				if _, ok := held[e.Key]; !ok {
-					held[e.Key] = e.ID
-				}
-			}
+		if !sel.Match(e, it.Class, w.Now) {
+			hold(e.Key, e.ID, "not selected")
+			return nil
+		}
+		if sel.Limit > 0 && matched == sel.Limit {
+			return backend.ErrStop // everything from here on is newer: order cannot suffer
+		}
+		matched++
+		exclude := func(why, heldBy string) {
+			p.Excluded = append(p.Excluded, Excluded{ID: e.ID, EventID: e.EventID, Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
+			short, _, _ := strings.Cut(why, ":")
+			hold(e.Key, e.ID, "left out of the plan: "+short)
 		}
 		if why := refusal(req, it.Class); why != "" {
-			exclude(why)
+			exclude(why, "")
 			return nil
 		}
-		if by, ok := held[e.Key]; ok && e.Key != "" {
-			exclude(fmt.Sprintf("held back: an earlier entry with key %q (%s) is not in the plan, and order per key must hold", e.Key, by))
-			return nil
+		if e.Key != "" {
+			if hb, ok := held[hashKey(e.Key)]; ok {
+				exclude(fmt.Sprintf("held back: the older entry %s with key %q stays in the DLQ (%s), and order per key must hold", hb.id, e.Key, hb.why), hb.id)
+				return nil
+			}
 		}
 		dest := ""
 		if req.Kind == KindRedrive {
@@ -67,7 +116,7 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 				dest = mover.DefaultDest(e.Origin.Topic)
 			}
 			if dest == "" {
-				exclude("no destination: the envelope names no origin; give --to")
+				exclude("no destination: the envelope names no origin; give --to", "")
 				return nil
 			}
 		}
@@ -86,15 +135,43 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	return p, p.Seal()
 }
 
+// ExcludedByDisposition counts the plan's exclusions by disposition.
+func (p *Plan) ExcludedByDisposition() map[string]int {
+	out := map[string]int{}
+	for _, x := range p.Excluded {
+		out[firstNonEmptyString(x.Disposition, "unknown")]++
+	}
+	return out
+}
+
+func firstNonEmptyString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
 func refusal(req PlanRequest, c envelope.Classification) string {
 	quarantined := c.Category == envelope.CategoryConflict || c.Category == envelope.CategoryMalformed
-	switch {
-	case quarantined && !req.IncludeQuarantined:
-		return fmt.Sprintf("category %s is never moved without --include-quarantined", c.Category)
-	case req.Kind == KindResolve && !quarantined && c.Disposition != envelope.DispositionResolve:
-		return fmt.Sprintf("disposition %s, not resolve: resolve only ends entries that retrying cannot fix", c.Disposition)
+	if quarantined {
+		if !req.IncludeQuarantined {
+			return fmt.Sprintf("category %s is never moved without --include-quarantined", c.Category)
+		}
+		return "" // --include-quarantined names these on purpose
 	}
-	return ""
+	want := DefaultDisposition(req.Kind)
+	if c.Disposition == want {
+		return ""
+	}
+	for _, d := range req.Params.AllowDispositions {
+		if d == c.Disposition {
+			return ""
+		}
+	}
+	if req.Kind == KindResolve {
+		return fmt.Sprintf("disposition %s, not resolve: resolve only ends entries that retrying cannot fix (--allow-disposition %s takes them)", c.Disposition, c.Disposition)
+	}
+	return fmt.Sprintf("disposition %s, not redrive: a plan takes only redrive entries unless --allow-disposition %s names it", c.Disposition, c.Disposition)
 }
 
 // Stale lists the plan's entries that are gone from the DLQ or whose

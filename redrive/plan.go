@@ -55,20 +55,24 @@ type Params struct {
 	MaxFailedRatio     float64  `json:"max_failed_ratio"`
 	IncludeQuarantined bool     `json:"include_quarantined"`
 	UnverifiedOK       bool     `json:"unverified_ok"`
+	// AllowDispositions are the dispositions the planner was told to take
+	// besides the kind's own (redrive, or resolve); the approver sees them.
+	AllowDispositions []string `json:"allow_dispositions,omitempty"`
 }
 
 // Selectors records how the entries were chosen, for the audit trail.
 type Selectors struct {
-	Categories []string `json:"categories,omitempty"`
-	Origins    []string `json:"origins,omitempty"`
-	Error      string   `json:"error,omitempty"`
-	EventIDs   []string `json:"event_ids,omitempty"`
-	Owners     []string `json:"owners,omitempty"`
-	Overdue    bool     `json:"overdue,omitempty"`
-	OlderThan  string   `json:"older_than,omitempty"`
-	NewerThan  string   `json:"newer_than,omitempty"`
-	MinAttempt int      `json:"min_attempts,omitempty"`
-	Limit      int      `json:"limit,omitempty"`
+	Categories   []string `json:"categories,omitempty"`
+	Dispositions []string `json:"dispositions,omitempty"`
+	Origins      []string `json:"origins,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	EventIDs     []string `json:"event_ids,omitempty"`
+	Owners       []string `json:"owners,omitempty"`
+	Overdue      bool     `json:"overdue,omitempty"`
+	OlderThan    string   `json:"older_than,omitempty"`
+	NewerThan    string   `json:"newer_than,omitempty"`
+	MinAttempt   int      `json:"min_attempts,omitempty"`
+	Limit        int      `json:"limit,omitempty"`
 }
 
 // Entry is one planned entry; Seq is its 1-based place in the plan.
@@ -84,9 +88,13 @@ type Entry struct {
 
 // Excluded is a selected entry the plan left out, and why.
 type Excluded struct {
-	ID      string `json:"id"`
-	EventID string `json:"event_id"`
-	Why     string `json:"why"`
+	ID          string `json:"id"`
+	EventID     string `json:"event_id"`
+	Why         string `json:"why"`
+	Disposition string `json:"disposition,omitempty"`
+	// HeldBy is the older entry of the same key that stays in the DLQ and
+	// holds this one back, when that is why it was left out.
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string.

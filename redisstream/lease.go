@@ -1,0 +1,187 @@
+package redisstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+var (
+	_ backend.Leaser       = (*Stream)(nil)
+	_ backend.LeaseChecker = (*Stream)(nil)
+)
+
+// DefaultLeaseTTL is how long a lease outlives its last renewal. A run
+// renews every third of it; a run that dies holds the DLQ this long at
+// most for other runs (its own resume takes it over at once).
+const DefaultLeaseTTL = 30 * time.Second
+
+// The lease is one key, dlqctl:lease:{STREAM}, whose value names the
+// holder (a JSON token: run ID, PID, host, start time) and which expires
+// unless renewed. Every change is conditional on the value, so that a run
+// never renews or deletes a lease another run holds.
+var (
+	// leaseTake sets the key if it is free, or if it holds ARGV[2] (the
+	// lease being taken over); it returns the value it found otherwise.
+	leaseTake = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if (not v) or v == ARGV[2] or v == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  return {1, ''}
+end
+return {0, v}`)
+	leaseRenew = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
+	leaseDrop = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+)
+
+type leaseToken struct {
+	RunID string    `json:"run_id"`
+	PID   int       `json:"pid"`
+	Host  string    `json:"host"`
+	Since time.Time `json:"since"`
+}
+
+func (t leaseToken) holder() backend.LeaseHolder {
+	return backend.LeaseHolder{RunID: t.RunID, PID: t.PID, Host: t.Host, Since: t.Since}
+}
+
+func (s *Stream) leaseKey() string { return "dlqctl:lease:{" + s.key + "}" }
+
+// Lease takes the DLQ for h.RunID with SET NX PX (in a script). A lease
+// left by the same run ID is taken over when its process is gone: on
+// another host that cannot be checked and the run ID is trusted; on this
+// host the PID must be dead, so that two live processes resuming copies of
+// one journal are still refused.
+func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
+	ttl := s.leaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	tok, _ := json.Marshal(leaseToken{RunID: h.RunID, PID: h.PID, Host: h.Host, Since: h.Since.UTC()})
+	token := string(tok)
+	prev := ""
+	for attempt := 0; attempt < 2; attempt++ {
+		res, err := leaseTake.Run(ctx, s.rdb, []string{s.leaseKey()}, token, prev, ttl.Milliseconds()).Slice()
+		if err != nil {
+			return nil, s.cmdErr(ctx, "lease", err)
+		}
+		if n, _ := res[0].(int64); n == 1 {
+			return s.keepLease(ctx, token, ttl), nil
+		}
+		found, _ := res[1].(string)
+		var cur leaseToken
+		if json.Unmarshal([]byte(found), &cur) != nil {
+			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "an unreadable lease " + s.leaseKey()}
+		}
+		if cur.RunID != h.RunID || !holderGone(cur, h) || prev != "" {
+			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: cur.holder().String()}
+		}
+		prev = found // our own run's lease, left by a crash: take it over
+	}
+	return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "a run that took the lease meanwhile"}
+}
+
+// holderGone says whether the process behind a lease of our run ID has
+// ended (or cannot be checked, being on another host).
+func holderGone(cur leaseToken, me backend.LeaseHolder) bool {
+	if cur.Host != me.Host {
+		return true
+	}
+	if cur.PID == me.PID {
+		return true
+	}
+	p, err := os.FindProcess(cur.PID)
+	if err != nil {
+		return true
+	}
+	err = p.Signal(syscall.Signal(0))
+	// EPERM: it lives, as another user.
+	return err != nil && !errors.Is(err, syscall.EPERM)
+}
+
+type redisLease struct {
+	s      *Stream
+	token  string
+	lost   chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+}
+
+// keepLease renews the lease every ttl/3 until Release. A renewal that
+// finds another value, or no success for a whole ttl, closes Lost: the
+// lease may be someone else's by then.
+func (s *Stream) keepLease(ctx context.Context, token string, ttl time.Duration) *redisLease {
+	// Renewal outlives a Ctrl-C of the command: the run still finishes the
+	// chunk in flight under the lease and releases it at the end.
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l := &redisLease{s: s, token: token, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		lastOK := time.Now()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+			}
+			n, err := leaseRenew.Run(rctx, s.rdb, []string{s.leaseKey()}, token, ttl.Milliseconds()).Int64()
+			switch {
+			case err == nil && n == 1:
+				lastOK = time.Now()
+				continue
+			case err == nil || time.Since(lastOK) >= ttl:
+				l.closed.Do(func() { close(l.lost) })
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *redisLease) Lost() <-chan struct{} { return l.lost }
+
+// Release stops renewing and deletes the key if it is still ours.
+func (l *redisLease) Release(ctx context.Context) error {
+	l.stop()
+	<-l.done
+	if err := leaseDrop.Run(context.WithoutCancel(ctx), l.s.rdb, []string{l.s.leaseKey()}, l.token).Err(); err != nil {
+		return fmt.Errorf("%s: release lease: %w", l.s, err)
+	}
+	return nil
+}
+
+// LeaseHolder describes the run holding the DLQ, "" when none does.
+func (s *Stream) LeaseHolder(ctx context.Context) (string, error) {
+	v, err := s.rdb.Get(ctx, s.leaseKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", s.cmdErr(ctx, "lease", err)
+	}
+	var cur leaseToken
+	if json.Unmarshal([]byte(v), &cur) != nil {
+		return "an unreadable lease " + s.leaseKey(), nil
+	}
+	return cur.holder().String(), nil
+}
