@@ -271,7 +271,7 @@ func TestPastGateNeedsAFreshApprovalAndRestartsTheRamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, en := range p.Entries {
-		if _, err := db.Exec(`INSERT INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint); err != nil {
+		if _, err := db.Exec(`INSERT OR IGNORE INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,9 +119,11 @@ func TestConformance(t *testing.T) {
 				{"read-back", caseReadBack},
 				{"redrive-with-consumer", caseRedriveWithConsumer},
 				{"gates", caseGates},
+				{"per-key-order", casePerKeyOrder},
 				{"stale-plan", caseStalePlan},
 				{"resolve", caseResolve},
 				{"crash-matrix", caseCrashMatrix},
+				{"one-run-at-a-time", caseOneRunAtATime},
 				{"restart-mid-apply", caseRestartMidApply},
 			} {
 				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
@@ -350,6 +353,63 @@ func caseGates(t *testing.T, srv *server) {
 	}
 }
 
+// casePerKeyOrder: an entry whose key has an older entry that stays in the
+// DLQ is held back, naming that entry; the plan keeps each key's entries
+// in dead-letter order.
+func casePerKeyOrder(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	fx := srv.fresh(t)
+	// E001…E003 (keys k1…k3) fail on a schema change and stay behind; the
+	// transients E011…E020 (keys k1,k2,k3,k4,k0,…) come later.
+	seed(t, fx, 3, "schema validation failed: missing field amount", 1)
+	seed(t, fx, 10, "timeout", 11)
+	dir := t.TempDir()
+	planAndApprove(t, dir, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+		} `json:"entries"`
+		Excluded []struct {
+			EventID string `json:"event_id"`
+			HeldBy  string `json:"held_by"`
+		} `json:"excluded"`
+	}
+	mustJSON(t, raw, &plan)
+	keyOf := func(eventID string) int {
+		var i int
+		fmt.Sscanf(eventID, "E%d", &i)
+		return i % 5
+	}
+	held := map[string]bool{}
+	for _, x := range plan.Excluded {
+		if x.HeldBy != "" {
+			held[x.EventID] = true
+		}
+	}
+	var planned []string
+	for _, e := range plan.Entries {
+		planned = append(planned, e.EventID)
+		if k := keyOf(e.EventID); k >= 1 && k <= 3 {
+			t.Errorf("%s (key k%d) was planned although the key's older E00%d stays in the DLQ", e.EventID, k, k)
+		}
+	}
+	for i := 11; i <= 20; i++ {
+		id := fmt.Sprintf("E%03d", i)
+		if k := keyOf(id); k >= 1 && k <= 3 && !held[id] {
+			t.Errorf("%s (key k%d) is not in excluded[] with held_by", id, k)
+		}
+	}
+	if want := []string{"E014", "E015", "E019", "E020"}; fmt.Sprint(planned) != fmt.Sprint(want) {
+		t.Errorf("planned %v, want %v (keys k4 and k0, in dead-letter order)", planned, want)
+	}
+}
+
 // caseStalePlan: a plan whose entries were moved by another plan is stale
 // at apply (exit 5) and moves nothing.
 func caseStalePlan(t *testing.T, srv *server) {
@@ -477,6 +537,121 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 		t.Errorf("%d entries left in the DLQ", l)
 	}
 	checkOnce(t, srv, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")))
+}
+
+// caseOneRunAtATime: while a run holds its journal and its DLQ, a second
+// apply of the same journal, the same plan with another journal, another
+// plan over the same DLQ, a concurrent resume and an import are refused
+// with exit 7 naming the holder, and change nothing. After kill -9 the
+// run's own resume takes its lease over at once and completes.
+func caseOneRunAtATime(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	const n = 25
+	fx := srv.fresh(t)
+	fps := seed(t, fx, n, "timeout", 1)
+	dir := t.TempDir()
+	slow := []string{"--rate", "4", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok"}
+	planAndApprove(t, dir, fx, "redrive", slow...)
+	other := t.TempDir()
+	planAndApprove(t, other, fx, "redrive", append(slow, "--max", "3")...)
+	src := []string{"--source", fx.source}
+	if !srv.caps.Lease {
+		code, out := proc(t, dir, nil, nil, append(src, "redrive", "apply", "p.json")...)
+		if code != 0 || !strings.Contains(out, "has no DLQ lease") {
+			t.Errorf("%s declares no lease: apply must say that nothing guards the DLQ: exit %d\n%s", srv.name, code, out)
+		}
+		return
+	}
+	run := background(t, dir, append(src, "redrive", "apply", "p.json")...)
+	waitFor(t, "the first move", func() bool { return dlqLen(t, fx) < n })
+	pid := fmt.Sprint(run.cmd.Process.Pid)
+	busy := func(what, wd string, args []string, says ...string) {
+		t.Helper()
+		code, out := proc(t, wd, nil, nil, args...)
+		if code != 7 {
+			t.Fatalf("%s: exit %d, want 7 (busy)\n%s", what, code, out)
+		}
+		for _, s := range append(says, "nothing was changed") {
+			if !strings.Contains(out, s) {
+				t.Errorf("%s: the refusal does not say %q:\n%s", what, s, out)
+			}
+		}
+	}
+	busy("second apply, same journal", dir, append(src, "redrive", "apply", "p.json"), "journal p.journal is held by", "pid "+pid)
+	busy("same plan, another journal", dir, append(src, "redrive", "apply", "p.json", "--journal", "p2.journal"), "is held by run ")
+	if _, err := os.Stat(filepath.Join(dir, "p2.journal")); err == nil {
+		t.Errorf("a refused apply created its journal")
+	}
+	busy("another plan, same DLQ", other, append(src, "redrive", "apply", "p.json"), "is held by run ")
+	busy("resume while the run lives", dir, append(src, "redrive", "resume", "p.journal"), "journal p.journal is held by")
+	before := dlqLen(t, fx)
+	if srv.caps.Import {
+		var one bytes.Buffer
+		e := envelope.Envelope{ID: "1800000000000-0", EventID: "EX", Payload: []byte(`{}`), PayloadEncoding: "json",
+			Origin: envelope.Origin{Topic: fx.origin}, LastError: "timeout"}
+		b, _ := e.MarshalJSON()
+		one.Write(append(b, '\n'))
+		code, out := proc(t, dir, one.Bytes(), nil, append(src, "import")...)
+		if code != 7 {
+			t.Errorf("import during a run: exit %d, want 7\n%s", code, out)
+		}
+	}
+	run.kill9()
+	if got := dlqLen(t, fx); got > before {
+		t.Errorf("the refused import added entries: %d in the DLQ, %d before", got, before)
+	}
+	// The crashed run's own resume takes the lease over at once.
+	code, out := proc(t, dir, nil, nil, append(src, "-o", "json", "redrive", "resume", "p.journal")...)
+	if code != 0 {
+		t.Fatalf("resume after kill -9: exit %d\n%s", code, out)
+	}
+	if d := parseRun(t, out); d.Status != "completed" || d.Moved != n {
+		t.Errorf("after resume: %s, moved %d; want completed, %d", d.Status, d.Moved, n)
+	}
+	checkOnce(t, srv, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")))
+}
+
+// bgProc is dlqctl running in the background.
+type bgProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func background(t *testing.T, dir string, args ...string) *bgProc {
+	t.Helper()
+	c := exec.Command(os.Args[0], args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), asDLQCTL+"=1", "DLQCTL_APPROVAL_KEY=conformance-approval-key-0123456789abcdef")
+	b := &bgProc{cmd: c, done: make(chan struct{})}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.Wait(); close(b.done) }()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-b.done
+	})
+	return b
+}
+
+// kill9 ends the run as a crash would.
+func (b *bgProc) kill9() {
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.done
+}
+
+// waitFor polls until cond holds, failing the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // checkRefused: a backend that declares it cannot do kind refuses it with
