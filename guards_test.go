@@ -219,3 +219,19 @@ func TestPulsarOneRunAtATime(t *testing.T) {
 		t.Errorf("import after the run: exit %d\n%s", code, out)
 	}
 }
+
+// TestPulsarCheckMissingTopic: check on a DLQ topic that does not exist
+// is exit 2 naming it; --allow-missing reads it as empty.
+func TestPulsarCheckMissingTopic(t *testing.T) {
+	dir := t.TempDir()
+	src := pulsarSource(e2eTopic(t, "public/default", "typo"), "")
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "check", "--max-total", "0")
+	if code != 2 || !strings.Contains(out, "does not exist") || !strings.Contains(out, "typo") {
+		t.Errorf("check on a missing topic: exit %d, want 2 naming it\n%s", code, out)
+	}
+	src = pulsarSource(e2eTopic(t, "public/default", "typo"), "")
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "check", "--max-total", "0", "--allow-missing")
+	if code != 0 || !strings.Contains(out, "ok: 0 entries") {
+		t.Errorf("check --allow-missing: exit %d, want 0\n%s", code, out)
+	}
+}
