@@ -182,6 +182,32 @@ func TestRunbookEndToEnd(t *testing.T) {
 		"--rate", "200", "--ramp", "5,20", "--out", "p.json"); code != 0 {
 		t.Fatalf("plan: %s", out)
 	}
+	// Per-key order holds across the whole DLQ: a transient whose key has
+	// an older entry of another category still in the DLQ is held back, so
+	// the plan takes only the others.
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+		} `json:"entries"`
+		Excluded []struct {
+			EventID string `json:"event_id"`
+			HeldBy  string `json:"held_by"`
+		} `json:"excluded"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "p.json")); err != nil || json.Unmarshal(b, &plan) != nil {
+		t.Fatalf("read the plan: %v", err)
+	}
+	held := 0
+	for _, x := range plan.Excluded {
+		if x.HeldBy != "" {
+			held++
+			delete(before, x.EventID)
+		}
+	}
+	if held == 0 || len(plan.Entries)+held != entries {
+		t.Fatalf("plan: %d entries, %d held back for key order; want them to add up to the %d transients", len(plan.Entries), held, entries)
+	}
+	entries = len(plan.Entries)
 	if code, out := dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
 		t.Fatalf("approve: %s", out)
 	}

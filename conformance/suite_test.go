@@ -117,6 +117,7 @@ func TestConformance(t *testing.T) {
 				run  func(*testing.T, *server)
 			}{
 				{"read-back", caseReadBack},
+				{"missing-dlq", caseMissingDLQ},
 				{"redrive-with-consumer", caseRedriveWithConsumer},
 				{"gates", caseGates},
 				{"per-key-order", casePerKeyOrder},
@@ -129,6 +130,21 @@ func TestConformance(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 			}
 		})
+	}
+}
+
+// caseMissingDLQ: check on a DLQ that does not exist (a typo in a CI
+// job's URL) is a usage error naming it, never a green check; with
+// --allow-missing it reads as empty on purpose.
+func caseMissingDLQ(t *testing.T, srv *server) {
+	fx := srv.fresh(t)
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, "check", "--max-total", "0")
+	if code != 2 || !strings.Contains(out, "does not exist") {
+		t.Errorf("check on a DLQ that does not exist: exit %d, want 2 saying so\n%s", code, out)
+	}
+	code, out = proc(t, t.TempDir(), nil, nil, "--source", fx.source, "check", "--max-total", "0", "--allow-missing")
+	if code != 0 {
+		t.Errorf("check --allow-missing on a DLQ that does not exist: exit %d, want 0\n%s", code, out)
 	}
 }
 

@@ -65,7 +65,7 @@ func open(root string, allowMissing bool) (*Queue, error) {
 			return &Queue{root: root, missing: true}, nil
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, backend.Configf("dir:%s: no %s/ folder there (a directory queue keeps its DLQ in PATH/%s/)", root, errorDir, errorDir)
+			return nil, backend.Configf("dir:%s: the queue does not exist: no %s/ folder there (a directory queue keeps its DLQ in PATH/%s/)", root, errorDir, errorDir)
 		}
 		return nil, fmt.Errorf("dir:%s: %w", root, err)
 	}

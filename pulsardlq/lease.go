@@ -155,8 +155,7 @@ func (t *Topic) leaseConsumers(ctx context.Context) ([]string, error) {
 func (t *Topic) LeaseHolder(ctx context.Context) (string, error) {
 	names, err := t.leaseConsumers(ctx)
 	if err != nil {
-		var ae *adminError
-		if errors.As(err, &ae) && ae.status == 404 {
+		if errors.Is(err, errAdminNotFound) {
 			return "", nil // no topic yet: nobody holds it
 		}
 		return "", fmt.Errorf("%s: lease: %w", t, err)

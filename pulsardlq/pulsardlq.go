@@ -89,6 +89,8 @@ type Topic struct {
 	mu sync.Mutex
 	// partitions is the DLQ topic's partition count (0: not partitioned).
 	partitions int
+	// missing: the topic did not exist when the Topic was opened.
+	missing bool
 	importer   pulsar.Producer
 	// producers are the redrive producers, by run producer name and
 	// destination topic.
@@ -147,6 +149,14 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 	if t.partitions, err = t.admin.partitions(ctx, t.topic); err != nil {
 		return nil, t.connErr(ctx, "admin API "+src.admin.Redacted(), err)
 	}
+	if t.partitions == 0 {
+		// A topic that does not exist is created (empty) by the
+		// subscription below; remember that it was not there, so that
+		// check and stats can say so instead of reporting a green 0.
+		if _, err := t.admin.stats(ctx, t.topic, false); errors.Is(err, errAdminNotFound) {
+			t.missing = true
+		}
+	}
 	if err := t.admin.createSubscription(ctx, t.topic, t.sub); err != nil {
 		return nil, t.connErr(ctx, "create the subscription "+t.sub, err)
 	}
@@ -192,6 +202,17 @@ func orDefault(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// Missing says whether the DLQ topic did not exist when opened.
+func (t *Topic) Missing() bool { return t.missing }
+
+// Notice says that the DLQ topic did not exist, when it did not.
+func (t *Topic) Notice() string {
+	if t.missing {
+		return fmt.Sprintf("topic %s does not exist on %s: reading it as an empty DLQ (check ?topic=)", t.topic, t)
+	}
+	return ""
 }
 
 // String is the source URL; it never holds the token.

@@ -37,8 +37,11 @@ func DefaultDisposition(kind string) string {
 // whatever the keys' length, and wide enough that two keys never meet.
 type keyHash [16]byte
 
-func hashKey(k string) keyHash {
-	sum := sha256.Sum256([]byte(k))
+// hashKey scopes a key to the origin it was dead-lettered from: order
+// holds per key within one topic or stream (per partition), and the same
+// key on two origins names two independent sequences.
+func hashKey(origin, k string) keyHash {
+	sum := sha256.Sum256([]byte(origin + "\x00" + k))
 	var h keyHash
 	copy(h[:], sum[:])
 	return h
@@ -55,7 +58,7 @@ type heldBack struct {
 // sealed with its digest.
 //
 // Per-key order holds across the whole DLQ, not only the selection: an
-// entry whose key has an older entry that stays behind (not selected,
+// entry whose key (on its origin) has an older entry that stays behind (not selected,
 // refused, or without a destination) is held back, and with it every
 // later entry of that key, so that no event overtakes an earlier one of
 // its key. Only one small record per held key is kept, never envelopes.
@@ -70,11 +73,11 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 		return nil, err
 	}
 	held := map[keyHash]heldBack{}
-	hold := func(key, id, why string) {
+	hold := func(origin, key, id, why string) {
 		if key == "" {
 			return
 		}
-		h := hashKey(key)
+		h := hashKey(origin, key)
 		if _, ok := held[h]; !ok {
 			held[h] = heldBack{id: id, why: why}
 		}
@@ -87,7 +90,7 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	_, err = w.Walk(ctx, conflicts, inspect.Selector{}, "", func(it inspect.Item) error {
 		e := it.Envelope
 		if !sel.Match(e, it.Class, w.Now) {
-			hold(e.Key, e.ID, "not selected")
+			hold(e.Origin.Topic, e.Key, e.ID, "not selected")
 			return nil
 		}
 		if sel.Limit > 0 && matched == sel.Limit {
@@ -97,14 +100,14 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 		exclude := func(why, heldBy string) {
 			p.Excluded = append(p.Excluded, Excluded{ID: e.ID, EventID: e.EventID, Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
 			short, _, _ := strings.Cut(why, ":")
-			hold(e.Key, e.ID, "left out of the plan: "+short)
+			hold(e.Origin.Topic, e.Key, e.ID, "left out of the plan: "+short)
 		}
 		if why := refusal(req, it.Class); why != "" {
 			exclude(why, "")
 			return nil
 		}
 		if e.Key != "" {
-			if hb, ok := held[hashKey(e.Key)]; ok {
+			if hb, ok := held[hashKey(e.Origin.Topic, e.Key)]; ok {
 				exclude(fmt.Sprintf("held back: the older entry %s with key %q stays in the DLQ (%s), and order per key must hold", hb.id, e.Key, hb.why), hb.id)
 				return nil
 			}
