@@ -56,14 +56,14 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	var watermarks []string
 	url, query := o.effects, o.query
 	if o.journal != "" {
-		recs, err := redrive.ReadJournal(o.journal)
+		// Streamed: the journal of a large run is never held whole.
+		plan, b, w, err := redrive.MovedByBatchFile(o.journal)
 		if err != nil {
 			return usageErrorf("%v", err)
 		}
-		st := redrive.Replay(recs)
-		url = firstNonEmpty(url, st.Plan.Params.Effects)
-		query = firstNonEmpty(query, st.Plan.Params.EffectsQuery)
-		batches, watermarks = redrive.MovedByBatch(recs)
+		url = firstNonEmpty(url, plan.Params.Effects)
+		query = firstNonEmpty(query, plan.Params.EffectsQuery)
+		batches, watermarks = b, w
 	} else {
 		var es []redrive.Entry
 		for _, id := range o.eventIDs {

@@ -571,10 +571,11 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string, hint hintFlags) error {
 	runErr := eng.Run(ctx, st)
 	hint.pastGate = st.Status == redrive.StatusHalted
-	resume := f.resumeCommand(st.Plan.Kind, journalPath, hint)
+	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
+	resume := cmdline + secretsNote(st.Plan)
 	doc := runDoc(st, journalPath)
 	if doc.Resume != "" {
-		doc.Resume = resume
+		doc.Resume = cmdline
 	}
 	if err := f.printRun(doc); err != nil {
 		return err

@@ -164,3 +164,19 @@ func journalSource(recorded string) (string, error) {
 	}
 	return recorded, nil
 }
+
+// secretsNote says what a printed resume command cannot carry: a password
+// that the plan or journal recorded hidden.
+func secretsNote(p *redrive.Plan) string {
+	var need []string
+	if strings.Contains(p.Source, backend.Redacted) {
+		need = append(need, "--source with its password (or the backend's password variable)")
+	}
+	if strings.Contains(p.Params.Effects, backend.Redacted) {
+		need = append(need, "--effects with its password (or DLQCTL_EFFECTS_PASSWORD)")
+	}
+	if len(need) == 0 {
+		return ""
+	}
+	return " (add " + strings.Join(need, " and ") + ": the journal does not keep passwords)"
+}

@@ -557,3 +557,30 @@ func TestResolveResumeVerifiesTheApproval(t *testing.T) {
 		t.Errorf("moved %d, want 6", d.Moved)
 	}
 }
+
+// An approval that expired while the run was down is renewed by approving
+// the plan again; resume finds the new one in the plan file.
+func TestResumeAfterTheApprovalExpired(t *testing.T) {
+	q := dirQueue(t)
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	plan := filepath.Join(c.dir, "p.json")
+	journal := filepath.Join(c.dir, "p.journal")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "6", "--ramp", "3", "--rate", "0", "--settle", "0s", "--reason", "r", "--out", plan)
+	c.must(0, "redrive", "approve", plan, "--by", "bob", "--ttl", "2m")
+	c.crashAt("published", 1, "redrive", "apply", plan)
+	c.now = c.now.Add(time.Hour)
+	_, stderr := c.must(ExitApproval, "redrive", "resume", journal)
+	if !strings.Contains(stderr, "expired") {
+		t.Errorf("resume under an expired approval: %s", stderr)
+	}
+	c.must(0, "redrive", "approve", plan, "--by", "bob")
+	out, _ := c.must(0, "-o", "json", "redrive", "resume", journal)
+	if d := runJSON(t, out); d.Moved != 6 {
+		t.Errorf("moved %d, want 6", d.Moved)
+	}
+	// The resume record names the approval it went on under.
+	b, _ := os.ReadFile(journal)
+	if !regexp.MustCompile(`"type":"resume"[^\n]*"approval":\{"by":"bob"`).Match(b) {
+		t.Error("the resume record does not carry the fresh approval")
+	}
+}

@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -191,35 +192,65 @@ func (st *State) Counts() (moved, gone, skipped, failed int) {
 // and the DLQ watermark the batch started from. Entries come from the plan
 // by sequence number, so their event IDs are exact.
 func MovedByBatch(recs []Record) ([][]Entry, []string) {
-	plan := map[int64]Entry{}
-	if len(recs) > 0 && recs[0].Plan != nil {
-		for _, en := range recs[0].Plan.Entries {
-			plan[en.Seq] = en
-		}
-	}
-	moved := map[int64]bool{}
-	var batches [][]Entry
-	var marks []string
-	var seqs []int64
-	var mark string
+	var m movedByBatch
 	for _, r := range recs {
-		switch r.Type {
-		case RecRemoved:
-			moved[r.Seq] = true
-		case RecBatchStart:
-			seqs, mark = r.Seqs, r.batchWatermark()
-		case RecBatchEnd:
-			var b []Entry
-			for _, s := range seqs {
-				if moved[s] {
-					b = append(b, plan[s])
-				}
-			}
-			batches = append(batches, b)
-			marks = append(marks, mark)
-		}
+		m.add(r)
 	}
-	return batches, marks
+	return m.batches, m.marks
+}
+
+// MovedByBatchFile is MovedByBatch over a journal file, streamed: it also
+// returns the run's plan.
+func MovedByBatchFile(path string) (*Plan, [][]Entry, []string, error) {
+	var m movedByBatch
+	if _, err := ScanJournal(path, nil, func(r Record) error { m.add(r); return nil }); err != nil {
+		return nil, nil, nil, err
+	}
+	if m.plan == nil {
+		return nil, nil, nil, fmt.Errorf("journal %s: %w", path, ErrNeverStarted)
+	}
+	return m.plan, m.batches, m.marks, nil
+}
+
+// movedByBatch collects what MovedByBatch returns one record at a time;
+// per entry it keeps only whether it was removed.
+type movedByBatch struct {
+	plan    *Plan
+	entries map[int64]Entry
+	moved   map[int64]bool
+	seqs    []int64
+	mark    string
+	batches [][]Entry
+	marks   []string
+}
+
+func (m *movedByBatch) add(r Record) {
+	switch r.Type {
+	case RecRunStart:
+		if m.plan == nil && r.Plan != nil {
+			m.plan = r.Plan
+			m.entries = make(map[int64]Entry, len(r.Plan.Entries))
+			for _, en := range r.Plan.Entries {
+				m.entries[en.Seq] = en
+			}
+			m.moved = map[int64]bool{}
+		}
+	case RecRemoved:
+		if m.moved != nil {
+			m.moved[r.Seq] = true
+		}
+	case RecBatchStart:
+		m.seqs, m.mark = r.Seqs, r.batchWatermark()
+	case RecBatchEnd:
+		var b []Entry
+		for _, s := range m.seqs {
+			if m.moved[s] {
+				b = append(b, m.entries[s])
+			}
+		}
+		m.batches = append(m.batches, b)
+		m.marks = append(m.marks, m.mark)
+	}
 }
 
 // batchWatermark is a batch-start's watermark; journals written before it
