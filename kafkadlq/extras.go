@@ -62,7 +62,7 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 	if !ok {
 		return backend.ExtraStats{}, fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
 	}
-	st, err := t.loadState(ctx, false)
+	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return backend.ExtraStats{}, err
 	}

@@ -50,7 +50,7 @@ func (t *Topic) Has(ctx context.Context, id string) (bool, error) {
 	t.mu.Unlock()
 	if ids == nil {
 		ids = map[string]bool{}
-		st, err := t.loadState(ctx, false)
+		st, err := t.loadState(ctx, true)
 		if err != nil {
 			return false, err
 		}

@@ -179,6 +179,9 @@ func (t *Topic) baseOpts() ([]kgo.Opt, error) {
 		kgo.RetryTimeout(t.timeout),
 		kgo.DialTimeout(10 * time.Second),
 		kgo.ClientID("dlqctl"),
+		// Topics that another dlqctl creates (the state topic) are seen
+		// within a second.
+		kgo.MetadataMinAge(time.Second),
 	}
 	tc, err := t.src.tlsConfig()
 	if err != nil {
@@ -433,8 +436,11 @@ type state struct {
 
 // loadState reads the state topic. With stable, it first waits until no
 // transaction is open on it (the last stable offset reaches the high
-// watermark), so that what a crashed run's transaction did is settled:
-// committed, or aborted by the broker or by a resume's fencing.
+// watermark): a commit's markers reach the partition a moment after the
+// commit returns, and what a crashed run's transaction did is settled only
+// once it is committed, or aborted by a resume's fencing or by the broker
+// after the transaction timeout. Every read waits so, as only dlqctl
+// writes there and its transactions last one chunk.
 func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	st := state{done: map[string]stateRecord{}}
 	var spans []span
@@ -508,6 +514,9 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return t.connErr(ctx, "create the state topic "+t.src.stateTopic, err)
 	}
+	// The client caches metadata: a read before the creation would still
+	// find the topic missing.
+	t.cl.PurgeTopicsFromClient(t.src.stateTopic)
 	t.mu.Lock()
 	t.stateUp = true
 	t.mu.Unlock()
@@ -608,7 +617,7 @@ func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 	if err != nil {
 		return err
 	}
-	st, err := t.loadState(ctx, false)
+	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -842,7 +851,7 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
 	}
-	st, err := t.loadState(ctx, false)
+	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return 0, err
 	}

@@ -70,7 +70,7 @@ func (t *Topic) leaseWhat() string { return "DLQ " + t.String() }
 
 // LeaseHolder describes the run holding the DLQ, "" when none does.
 func (t *Topic) LeaseHolder(ctx context.Context) (string, error) {
-	st, err := t.loadState(ctx, false)
+	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return "", err
 	}
@@ -88,7 +88,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
-	st, err := t.loadState(ctx, false)
+	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err := t.writeLease(ctx, "take", h); err != nil {
 		return nil, err
 	}
-	if st, err = t.loadState(ctx, false); err != nil {
+	if st, err = t.loadState(ctx, true); err != nil {
 		return nil, err
 	}
 	cur := currentLease(st.leases, t.now())

@@ -130,9 +130,29 @@ func openTopic(t *testing.T, ctx context.Context, dlt string, opts kafkadlq.Opti
 func readCommitted(t *testing.T, ctx context.Context, topic string) []*kgo.Record {
 	t.Helper()
 	adm := kadm.NewClient(rawClient(t))
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
+	// A commit's markers reach the partitions a moment after the commit
+	// returns: wait until no transaction is open.
+	var ends kadm.ListedOffsets
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		ends, err = adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hw, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if h, ok := hw.Lookup(topic, o.Partition); ok && h.Offset != o.Offset {
+				open = true
+			}
+		})
+		if !open || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	want := map[int32]int64{}
 	parts := map[int32]kgo.Offset{}

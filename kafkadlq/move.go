@@ -115,6 +115,9 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		t.dropTxn(cl)
 		return nil, err
 	}
+	for _, s := range states {
+		results[s.index].DestID = s.rec.DestID
+	}
 	for i := range results {
 		if results[i].Err == nil {
 			results[i].Removed = true
@@ -213,8 +216,11 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		return abort(t.connErr(ctx, "produce to the origin", err))
 	}
 	stateRecs := make([]*kgo.Record, len(states))
-	for i, s := range states {
-		s.rec.DestID = envelope.KafkaID(res[s.record].Record.Partition, res[s.record].Record.Offset)
+	for i := range states {
+		s := &states[i]
+		// Results come in completion order; the records themselves carry
+		// the offsets they were given.
+		s.rec.DestID = envelope.KafkaID(recs[s.record].Partition, recs[s.record].Offset)
 		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
 		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
 	}
@@ -318,9 +324,13 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	if len(recs) == 0 {
 		return results, nil
 	}
-	res := t.produceState(ctx, recs)
-	for j, r := range res {
-		i := idx[j]
+	// Results come in completion order: match them by record.
+	at := make(map[*kgo.Record]int, len(recs))
+	for j, r := range recs {
+		at[r] = idx[j]
+	}
+	for _, r := range t.produceState(ctx, recs) {
+		i := at[r.Record]
 		if r.Err != nil {
 			results[i].Err = t.connErr(ctx, "write the state record of "+items[i].ID, r.Err)
 			continue
