@@ -12,7 +12,7 @@ import (
 // partition header.
 func TestDestPartitionMatchesJava(t *testing.T) {
 	java := []struct {
-		key      string
+		key        string
 		six, three int32
 	}{
 		{"order-1", 4, 1}, {"order-2", 3, 0}, {"k1", 5, 2}, {"k2", 3, 0}, {"k3", 4, 1},
