@@ -185,6 +185,33 @@ func (b *Broker) Restart() error {
 	return nil
 }
 
+// Down stops the broker and keeps its data, so Up can bring it back on
+// the same address (for tests of a broker outage).
+func (b *Broker) Down() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("kafkatest: Down after Stop")
+	}
+	if _, err := runScript(stopTimeout, nil, b.script, "stop", b.dataDir); err != nil {
+		return fmt.Errorf("down: %w", err)
+	}
+	return nil
+}
+
+// Up starts a broker that Down stopped, on the same address and data.
+func (b *Broker) Up() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("kafkatest: Up after Stop")
+	}
+	if err := b.start(); err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	return nil
+}
+
 // Stop stops the broker (SIGTERM, SIGKILL after 30 s) and removes its
 // folder. It is safe to call more than once.
 func (b *Broker) Stop() error {
