@@ -15,37 +15,59 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/kafkatest"
 	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// target is one backend under test: a fresh, empty DLQ per call.
+// target is one backend under test. start brings up its server, if it
+// has one, for the subtest that runs it (and stops it when that subtest
+// ends, so that two Java brokers never run at once) and returns a maker of
+// fresh, empty DLQs.
 type target struct {
 	name  string
-	fresh func(t *testing.T) string
+	start func(t *testing.T) (fresh func(t *testing.T) string)
 }
 
-func targets(t *testing.T) []target {
-	redis := redistest.Start(t)
-	pulsar := pulsartest.Start(t)
+func targets() []target {
 	n := 0
 	return []target{
-		{"dir", func(t *testing.T) string {
-			return "dir:" + filepath.Join(t.TempDir(), "q")
+		{"dir", func(*testing.T) func(t *testing.T) string {
+			return func(t *testing.T) string { return "dir:" + filepath.Join(t.TempDir(), "q") }
 		}},
-		{"redis", func(t *testing.T) string {
-			n++
-			return redis.URL(n%16, "dlq-conformance")
-		}},
-		{"pulsar", func(t *testing.T) string {
-			n++
-			q := url.Values{
-				"topic": {fmt.Sprintf("persistent://public/default/dlq-conformance-%d-%d", time.Now().UnixNano(), n)},
-				"admin": {pulsar.AdminURL()},
+		{"redis", func(t *testing.T) func(t *testing.T) string {
+			redis := redistest.Start(t)
+			return func(t *testing.T) string {
+				n++
+				return redis.URL(n%16, "dlq-conformance")
 			}
-			return pulsar.ServiceURL() + "?" + q.Encode()
+		}},
+		{"pulsar", func(t *testing.T) func(t *testing.T) string {
+			pulsar := pulsartest.Start(t)
+			return func(t *testing.T) string {
+				n++
+				q := url.Values{
+					"topic": {fmt.Sprintf("persistent://public/default/dlq-conformance-%d-%d", time.Now().UnixNano(), n)},
+					"admin": {pulsar.AdminURL()},
+				}
+				return pulsar.ServiceURL() + "?" + q.Encode()
+			}
+		}},
+		{"kafka", func(t *testing.T) func(t *testing.T) string {
+			kafka := kafkatest.Start(t)
+			return func(t *testing.T) string {
+				n++
+				// One partition: records imported within the same
+				// millisecond keep the import order (dead-letter order
+				// merges partitions by timestamp).
+				topic := fmt.Sprintf("dlq-conformance-%d-%d", time.Now().UnixNano(), n)
+				if err := kafkatest.CreateTopic(context.Background(), kafka.Bootstrap(), topic, 1); err != nil {
+					t.Fatal(err)
+				}
+				return "kafka://" + kafka.Bootstrap() + "?topic=" + topic
+			}
 		}},
 	}
 }
@@ -75,9 +97,9 @@ func TestIncidentReadsTheSameOnEveryBackend(t *testing.T) {
 	if n := len(want["list"].([]map[string]any)); n != 284 {
 		t.Fatalf("the incident lists %d entries, want 284", n)
 	}
-	for _, tg := range targets(t) {
+	for _, tg := range targets() {
 		t.Run(tg.name, func(t *testing.T) {
-			src := tg.fresh(t)
+			src := tg.start(t)(t)
 			args := []string{"--source", src, "import"}
 			if tg.name == "dir" {
 				args = append(args, "--init")

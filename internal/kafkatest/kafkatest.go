@@ -26,6 +26,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const (
@@ -226,6 +229,24 @@ func (b *Broker) Stop() error {
 		return fmt.Errorf("stop the Kafka broker (output in %s): %w", b.dataDir, err)
 	}
 	return os.RemoveAll(b.dataDir)
+}
+
+// CreateTopic creates topic with the given partitions (replication 1) on
+// the broker at bootstrap.
+func CreateTopic(ctx context.Context, bootstrap, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: create topic %s: %w", topic, err)
+	}
+	return nil
 }
 
 func checkJava() error {
