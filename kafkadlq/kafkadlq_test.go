@@ -217,3 +217,53 @@ func TestImportHas(t *testing.T) {
 		t.Fatalf("Has(nope) = %v, %v", has, err)
 	}
 }
+
+// TestSASL connects through the broker's SASL_PLAINTEXT listener with each
+// mechanism, the password from the URL, from DLQCTL_KAFKA_PASSWORD and
+// from the profile; a wrong password fails without showing it.
+func TestSASL(t *testing.T) {
+	ctx := ctxFor(t)
+	dlt := freshTopic(t, ".DLT")
+	createTopic(t, ctx, dlt, 1, nil)
+	produceManual(t, ctx, springDeadLetter(dlt, 0, time.Now(), "orders", 0, 1, "k", "E1", `{}`, "timeout"))
+	s := broker.SASL()
+	reg := all.Registry()
+	for _, mech := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
+		t.Run(mech, func(t *testing.T) {
+			cases := map[string]struct {
+				url    string
+				env    map[string]string
+				secret string
+			}{
+				"url":     {url: "kafka://" + s.User + ":" + s.Password + "@" + s.Bootstrap + "?topic=" + dlt + "&sasl=" + mech},
+				"env":     {url: "kafka://" + s.User + "@" + s.Bootstrap + "?topic=" + dlt + "&sasl=" + mech, env: map[string]string{"DLQCTL_KAFKA_PASSWORD": s.Password}},
+				"profile": {url: "kafka://" + s.User + "@" + s.Bootstrap + "?topic=" + dlt + "&sasl=" + mech, secret: s.Password},
+			}
+			for name, c := range cases {
+				opts := backend.OpenOptions{
+					Getenv: func(k string) string { return c.env[k] },
+					Secret: func(k string) string {
+						if k == "kafka_password" {
+							return c.secret
+						}
+						return ""
+					},
+				}
+				src, err := reg.Open(ctx, c.url, opts)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				got := scanAll(t, ctx, src, "")
+				if len(got) != 1 || got[0].EventID != "E1" || strings.Contains(src.String(), s.Password) {
+					t.Fatalf("%s: %s via %s", name, ids(got), src.String())
+				}
+				src.Close()
+			}
+			bad := "kafka://" + s.User + ":wrong-pass-123@" + s.Bootstrap + "?topic=" + dlt + "&sasl=" + mech + "&timeout=5s"
+			_, err := reg.Open(ctx, bad, backend.OpenOptions{Getenv: func(string) string { return "" }, Secret: func(string) string { return "" }})
+			if err == nil || strings.Contains(err.Error(), "wrong-pass-123") {
+				t.Fatalf("wrong password: %v", err)
+			}
+		})
+	}
+}

@@ -7,11 +7,15 @@
 #                             the jar dir
 #   kafka.sh start DATA_DIR   format DATA_DIR and start a broker whose config,
 #                             log dirs, output and PID live in DATA_DIR;
-#                             prints DATA_DIR/env (KAFKA_BOOTSTRAP=host:port)
+#                             prints DATA_DIR/env (KAFKA_BOOTSTRAP=host:port,
+#                             KAFKA_SASL_BOOTSTRAP, KAFKA_SASL_USER,
+#                             KAFKA_SASL_PASSWORD)
 #   kafka.sh stop DATA_DIR    stop it (TERM, then KILL after 30 s)
 #
-# start picks free loopback ports for the client listener and the controller
-# and records them in DATA_DIR/ports; a later start on the same DATA_DIR
+# start picks free loopback ports for the client listener, the controller and
+# a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one test
+# user whose SCRAM credentials the format step writes) and records them in
+# DATA_DIR/ports; a later start on the same DATA_DIR
 # reuses them and its formatted storage, so a restarted broker keeps its
 # address and its data.
 #
@@ -112,26 +116,33 @@ cmd_start() {
     echo "$data/env"
     return
   fi
-  local libs java port cport
+  local libs java port cport sport
   libs=$(cmd_fetch)
   java=$(java_bin)
   if [ -f "$data/ports" ]; then
-    read -r port cport <"$data/ports"
+    read -r port cport sport <"$data/ports"
   else
     port=$(free_port)
     cport=$(free_port)
     while [ "$cport" = "$port" ]; do cport=$(free_port); done
-    echo "$port $cport" >"$data/ports"
+    sport=$(free_port)
+    while [ "$sport" = "$port" ] || [ "$sport" = "$cport" ]; do sport=$(free_port); done
+    echo "$port $cport $sport" >"$data/ports"
   fi
+  local sasl_user=dlqctl-test sasl_pass=dlqctl-test-secret
   cat >"$data/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$sasl_user="$sasl_pass";
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$data/logs
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -166,14 +177,21 @@ PROPS
     local uuid
     uuid=$("$java" "${jvm[@]}" kafka.tools.StorageTool random-uuid 2>>"$data/format.out")
     "$java" "${jvm[@]}" kafka.tools.StorageTool format --standalone -t "$uuid" \
-      -c "$data/server.properties" >>"$data/format.out" 2>&1 ||
+      -c "$data/server.properties" \
+      --add-scram "SCRAM-SHA-256=[name=$sasl_user,password=$sasl_pass]" \
+      --add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_pass]" >>"$data/format.out" 2>&1 ||
       die "formatting $data failed: $(tail -5 "$data/format.out")"
   fi
   : >"$data/kafka.out"
   nohup "$java" "${jvm[@]}" kafka.Kafka "$data/server.properties" >>"$data/kafka.out" 2>&1 &
   local pid=$!
   echo "$pid" >"$data/kafka.pid"
-  echo "KAFKA_BOOTSTRAP=127.0.0.1:$port" >"$data/env"
+  {
+    echo "KAFKA_BOOTSTRAP=127.0.0.1:$port"
+    echo "KAFKA_SASL_BOOTSTRAP=127.0.0.1:$sport"
+    echo "KAFKA_SASL_USER=$sasl_user"
+    echo "KAFKA_SASL_PASSWORD=$sasl_pass"
+  } >"$data/env"
   if [ -n "${KAFKA_WATCH_PID:-}" ]; then
     # Stop the broker once the watched process is gone, so a test binary
     # killed before its cleanup leaves no broker behind.

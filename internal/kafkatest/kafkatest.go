@@ -50,6 +50,7 @@ type Broker struct {
 
 	mu        sync.Mutex
 	bootstrap string
+	sasl      SASL
 	stopped   bool
 }
 
@@ -129,8 +130,9 @@ func (b *Broker) start() error {
 		return fmt.Errorf("start the Kafka broker: %w (script output: %s)", err, out)
 	}
 	b.bootstrap = env["KAFKA_BOOTSTRAP"]
-	if b.bootstrap == "" {
-		return fmt.Errorf("start the Kafka broker: %s lacks KAFKA_BOOTSTRAP", filepath.Join(b.dataDir, "env"))
+	b.sasl = SASL{Bootstrap: env["KAFKA_SASL_BOOTSTRAP"], User: env["KAFKA_SASL_USER"], Password: env["KAFKA_SASL_PASSWORD"]}
+	if b.bootstrap == "" || b.sasl.Bootstrap == "" {
+		return fmt.Errorf("start the Kafka broker: %s lacks KAFKA_BOOTSTRAP or KAFKA_SASL_BOOTSTRAP", filepath.Join(b.dataDir, "env"))
 	}
 	return nil
 }
@@ -140,6 +142,20 @@ func (b *Broker) Bootstrap() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.bootstrap
+}
+
+// SASL is the broker's SASL_PLAINTEXT listener and its one user, known to
+// the PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 mechanisms alike.
+type SASL struct {
+	Bootstrap      string
+	User, Password string
+}
+
+// SASL returns the SASL listener's address and credentials.
+func (b *Broker) SASL() SASL {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sasl
 }
 
 // DataDir holds the broker's config, log dirs and output (kafka.out).
