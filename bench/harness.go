@@ -24,9 +24,10 @@ const (
 	caseRedisRedrive = "redis-redrive"
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
+	caseKafkaStats   = "kafka-stats" // kafka.go
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats}
 
 // Config is one benchmark run.
 type Config struct {
@@ -40,6 +41,7 @@ type Config struct {
 	RedriveN int
 	RateN    int
 	PulsarN  int
+	KafkaN   int // the kafka-stats dead-letter topic's records
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -70,6 +72,7 @@ type Results struct {
 	Redrive    *Redrive     // redis-redrive (redrive.go)
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
+	Kafka      *KafkaStats  // kafka-stats (kafka.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -165,6 +168,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, casePulsarStats) {
 		if err := c.runPulsar(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseKafkaStats) {
+		if err := c.runKafka(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

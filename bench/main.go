@@ -26,6 +26,11 @@
 //	             topic of -pulsar-n messages (default 100,000); alternately a
 //	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)
 //	             and `dlqctl --source pulsar://… stats -o json`.
+//	kafka-stats  a single-node Kafka broker (internal/kafkatest) and a
+//	             Spring Kafka dead-letter topic of -kafka-n records (default
+//	             1,000,000, 4 partitions); alternately a franz-go consume loop
+//	             (kafka_dlt-* headers decoded, SHA-256 of each value) and
+//	             `dlqctl --source kafka://… stats -o json`.
 //
 // It is not part of `go test ./...`; bench_test.go only runs it small.
 package main
@@ -49,6 +54,7 @@ func main() {
 		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
+		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of one extra in-process dlqctl run per throughput case to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
@@ -65,13 +71,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -n must be at least 10")
 		os.Exit(2)
 	}
-	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 {
+	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 || *kafkaN < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -redrive-n and -pulsar-n must be at least 1, -rate-n at least 2")
 		os.Exit(2)
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN,
+		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN, KafkaN: *kafkaN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
+	"github.com/dlqctl/dlqctl/internal/kafkatest"
 	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/internal/workertest"
@@ -82,6 +84,25 @@ func targets() map[string]func(t *testing.T) *server {
 				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders",
 					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
 						"--dlq", key + "-dlq"}}
+			}}
+		},
+		"kafka": func(t *testing.T) *server {
+			b := kafkatest.Start(t)
+			n := 0
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				// One partition for the DLQ: records imported within one
+				// millisecond keep their import order (dead-letter order
+				// merges partitions by timestamp).
+				for _, topic := range []string{base + "-dlq", base + "-orders"} {
+					if err := kafkatest.CreateTopic(context.Background(), b.Bootstrap(), topic, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders",
+					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
+						"--dlq", base + "-dlq"}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {

@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/kafkadlq"
 	"github.com/dlqctl/dlqctl/pulsardlq"
 	"github.com/dlqctl/dlqctl/redisstream"
 )
@@ -16,5 +17,6 @@ func Registry() *backend.Registry {
 	r.Register(dirqueue.Registration())
 	r.Register(redisstream.Registration())
 	r.Register(pulsardlq.Registration())
+	r.Register(kafkadlq.Registration())
 	return r
 }

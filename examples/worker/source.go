@@ -19,6 +19,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -44,6 +45,7 @@ type Message struct {
 	fields map[string]string // redis: the entry's fields as delivered
 	raw    []byte            // dir: the file's bytes
 	pmsg   pulsar.Message    // pulsar: the message as delivered
+	krec   *kgo.Record       // kafka: the record as delivered
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -76,13 +78,15 @@ func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, er
 		return openDirSource(strings.TrimPrefix(raw, "dir:"))
 	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
 		return openRedisSource(ctx, raw, dlq)
+	case strings.HasPrefix(raw, "kafka://"):
+		return openKafkaSource(ctx, raw, dlq)
 	case strings.HasPrefix(raw, "pulsar://"), strings.HasPrefix(raw, "pulsar+ssl://"):
 		return openPulsarSource(ctx, raw, pulsarOptions{
 			DLQ: dlq, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
 			Retry: opts.Retry, Log: stderr,
 		})
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB or dir:PATH", raw)
+	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB or dir:PATH", raw)
 }
 
 // redisSource reads a stream through a consumer group.

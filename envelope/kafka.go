@@ -1,0 +1,363 @@
+package envelope
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Header names that Spring Kafka's DeadLetterPublishingRecoverer writes on
+// a dead letter. The partition is a 4-byte and the offset and timestamp
+// are 8-byte big-endian integers; the rest are UTF-8 strings.
+const (
+	SpringPrefix            = "kafka_dlt-"
+	SpringOriginalTopic     = "kafka_dlt-original-topic"
+	SpringOriginalPartition = "kafka_dlt-original-partition"
+	SpringOriginalOffset    = "kafka_dlt-original-offset"
+	SpringOriginalTimestamp = "kafka_dlt-original-timestamp"
+	SpringOriginalGroup     = "kafka_dlt-original-consumer-group"
+	SpringExceptionFQCN     = "kafka_dlt-exception-fqcn"
+	SpringExceptionMessage  = "kafka_dlt-exception-message"
+)
+
+// Header names of a Kafka Connect dead-letter queue
+// (errors.deadletterqueue.context.headers.enable=true); all strings.
+const (
+	ConnectPrefix           = "__connect.errors."
+	ConnectTopic            = "__connect.errors.topic"
+	ConnectPartition        = "__connect.errors.partition"
+	ConnectOffset           = "__connect.errors.offset"
+	ConnectConnectorName    = "__connect.errors.connector.name"
+	ConnectExceptionClass   = "__connect.errors.exception.class.name"
+	ConnectExceptionMessage = "__connect.errors.exception.message"
+)
+
+// Header names Karafka's DLQ writes; all strings.
+const (
+	KarafkaPrefix        = "source_"
+	KarafkaTopic         = "source_topic"
+	KarafkaPartition     = "source_partition"
+	KarafkaOffset        = "source_offset"
+	KarafkaConsumerGroup = "source_consumer_group"
+)
+
+// KafkaHeader is one record header. Kafka allows a name more than once;
+// the last one wins when decoding, as the newest dead-lettering wrote it.
+type KafkaHeader struct {
+	Key   string
+	Value []byte
+}
+
+// KafkaRecord is what the Kafka backend reads off one DLQ record; it keeps
+// this package free of the Kafka client.
+type KafkaRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []KafkaHeader
+	Timestamp time.Time
+}
+
+// KafkaID is the locator of a record: "partition:offset".
+func KafkaID(partition int32, offset int64) string {
+	return strconv.FormatInt(int64(partition), 10) + ":" + strconv.FormatInt(offset, 10)
+}
+
+// ParseKafkaID parses "partition:offset".
+func ParseKafkaID(id string) (partition int32, offset int64, ok bool) {
+	ps, os, found := strings.Cut(id, ":")
+	if !found {
+		return 0, 0, false
+	}
+	p, err := strconv.ParseInt(ps, 10, 32)
+	if err != nil || p < 0 {
+		return 0, 0, false
+	}
+	o, err := strconv.ParseInt(os, 10, 64)
+	if err != nil || o < 0 {
+		return 0, 0, false
+	}
+	return int32(p), o, true
+}
+
+// DeadLetterHeader reports whether a header was added by dead-lettering
+// (Spring Kafka, Kafka Connect, Karafka) rather than by the original
+// producer: a redrive leaves those behind.
+func DeadLetterHeader(name string) bool {
+	return strings.HasPrefix(name, SpringPrefix) || strings.HasPrefix(name, ConnectPrefix) || strings.HasPrefix(name, KarafkaPrefix)
+}
+
+// ParseKafkaEventIDSource parses --event-id-from for Kafka:
+// header:NAME, json:PATH or key ("" reads the event_id/eventId header).
+func ParseKafkaEventIDSource(s string) (EventIDSource, error) {
+	switch {
+	case s == "":
+		return EventIDSource{Kind: "property"}, nil
+	case s == "key":
+		return EventIDSource{Kind: "key"}, nil
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if ok && name != "" {
+		switch kind {
+		case "header":
+			// A header is what a property is elsewhere.
+			return EventIDSource{Kind: "property", Name: name}, nil
+		case "json":
+			return EventIDSource{Kind: "json", Name: name}, nil
+		}
+	}
+	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want header:NAME, json:PATH or key", s)
+}
+
+// KafkaOrigin is where a dead letter was consumed from, as its
+// dead-lettering headers say. Partition and Offset are -1 when unknown.
+type KafkaOrigin struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Group     string
+}
+
+// OriginOf reads the original topic, partition, offset and group from a
+// record's dead-lettering headers (Spring, then Kafka Connect, then
+// Karafka); a header that does not decode is an error.
+func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
+	o := KafkaOrigin{Partition: -1, Offset: -1}
+	h := lastHeaders(headers)
+	var errs []error
+	str := func(name string) string {
+		v, ok := h[name]
+		if !ok {
+			return ""
+		}
+		if !utf8.Valid(v) {
+			errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", name))
+			return ""
+		}
+		return string(v)
+	}
+	num := func(name string, bits int) int64 {
+		s := str(name)
+		if s == "" {
+			return -1
+		}
+		n, err := strconv.ParseInt(s, 10, bits)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", name, truncateForError(s)))
+			return -1
+		}
+		return n
+	}
+	switch {
+	case h[SpringOriginalTopic] != nil:
+		o.Topic = str(SpringOriginalTopic)
+		o.Group = str(SpringOriginalGroup)
+		if v, ok := h[SpringOriginalPartition]; ok {
+			if len(v) != 4 {
+				errs = append(errs, fmt.Errorf("header %s: want a 4-byte big-endian integer, got %d bytes", SpringOriginalPartition, len(v)))
+			} else {
+				o.Partition = int32(binary.BigEndian.Uint32(v))
+			}
+		}
+		if v, ok := h[SpringOriginalOffset]; ok {
+			if len(v) != 8 {
+				errs = append(errs, fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", SpringOriginalOffset, len(v)))
+			} else {
+				o.Offset = int64(binary.BigEndian.Uint64(v))
+			}
+		}
+	case h[ConnectTopic] != nil:
+		o.Topic = str(ConnectTopic)
+		o.Partition = int32(num(ConnectPartition, 32))
+		o.Offset = num(ConnectOffset, 64)
+	case h[KarafkaTopic] != nil:
+		o.Topic = str(KarafkaTopic)
+		o.Partition = int32(num(KarafkaPartition, 32))
+		o.Offset = num(KarafkaOffset, 64)
+		o.Group = str(KarafkaConsumerGroup)
+	}
+	if o.Partition < -1 {
+		errs = append(errs, fmt.Errorf("original partition %d is negative", o.Partition))
+		o.Partition = -1
+	}
+	if o.Offset < -1 {
+		errs = append(errs, fmt.Errorf("original offset %d is negative", o.Offset))
+		o.Offset = -1
+	}
+	return o, errors.Join(errs...)
+}
+
+func lastHeaders(headers []KafkaHeader) map[string][]byte {
+	m := make(map[string][]byte, len(headers))
+	for _, h := range headers {
+		v := h.Value
+		if v == nil {
+			// A header with a null value is still there; keep it distinct
+			// from an absent one.
+			v = []byte{}
+		}
+		m[h.Key] = v
+	}
+	return m
+}
+
+// FromKafka maps a Kafka DLQ record to the canonical envelope (SPEC §3):
+// the dead-lettering headers of Spring Kafka, Kafka Connect or Karafka give
+// the origin, the error and its class; headers named like envelope fields
+// fill them; the rest become properties. The id is partition:offset, the
+// record key the key, and the record timestamp the dead-letter time unless
+// a header says otherwise. It never fails: what does not decode makes the
+// envelope malformed, with the reason.
+func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
+	e := Envelope{ID: KafkaID(r.Partition, r.Offset), Origin: Origin{Backend: "kafka"}}
+	fields := make(map[string]string, len(r.Headers))
+	dl := map[string][]byte{}
+	var headerErr error
+	for _, h := range r.Headers {
+		if DeadLetterHeader(h.Key) {
+			dl[h.Key] = h.Value
+			continue
+		}
+		if !utf8.ValidString(h.Key) {
+			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", truncateForError(h.Key)))
+			continue
+		}
+		fields[h.Key] = string(h.Value)
+	}
+	kv := newKVReader(fields, names)
+	if headerErr != nil {
+		kv.fail(headerErr)
+	}
+	if !utf8.Valid(r.Key) {
+		kv.fail(errors.New("record key: invalid UTF-8"))
+	}
+	kv.readCommon(&e)
+	kv.setPayload(&e, r.Value)
+	if e.Key == "" {
+		e.Key = string(r.Key)
+	}
+	orig, err := OriginOf(r.Headers)
+	if err != nil {
+		kv.fail(err)
+	}
+	if orig.Topic != "" {
+		e.Origin.Topic = orig.Topic
+	}
+	if orig.Group != "" {
+		e.Origin.Subscription = orig.Group
+	}
+	dls := lastHeaders(headersOf(dl))
+	text := func(name string) string {
+		v, ok := dls[name]
+		if !ok || !utf8.Valid(v) {
+			return ""
+		}
+		return string(v)
+	}
+	if c := text(ConnectConnectorName); c != "" && e.Origin.Consumer == "" {
+		e.Origin.Consumer = c
+	}
+	msg, class := text(SpringExceptionMessage), text(SpringExceptionFQCN)
+	if msg == "" && class == "" {
+		msg, class = text(ConnectExceptionMessage), text(ConnectExceptionClass)
+	}
+	if e.LastError == "" {
+		e.LastError = msg
+		if e.LastError == "" {
+			e.LastError = class
+		}
+	}
+	if e.ErrorClass == "" {
+		e.ErrorClass = class
+	}
+	kv.rest(&e)
+	// The dead-lettering headers stay visible as properties, the binary
+	// ones as decimal numbers.
+	for k, v := range dls {
+		switch k {
+		case SpringOriginalPartition:
+			if orig.Partition >= 0 {
+				setProp(&e, k, strconv.FormatInt(int64(orig.Partition), 10))
+			}
+			continue
+		case SpringOriginalOffset:
+			if orig.Offset >= 0 {
+				setProp(&e, k, strconv.FormatInt(orig.Offset, 10))
+			}
+			continue
+		case SpringOriginalTimestamp:
+			if len(v) != 8 {
+				kv.fail(fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", k, len(v)))
+				continue
+			}
+			ms := int64(binary.BigEndian.Uint64(v))
+			setProp(&e, k, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano))
+			continue
+		}
+		if !utf8.Valid(v) {
+			kv.fail(fmt.Errorf("header %s: invalid UTF-8", truncateForError(k)))
+			continue
+		}
+		setProp(&e, k, string(v))
+	}
+	// Without a dead_lettered_at, the record's timestamp is when it was
+	// dead-lettered — unless dlqctl import wrote it, when it is only the
+	// time of the import.
+	if _, imported := fields[ImportedFromProperty]; e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
+		e.DeadLetteredAt = r.Timestamp.UTC()
+	}
+	if from.Kind != "property" || from.Name != "" || e.EventID == "" {
+		id, err := from.eventID(PulsarMessage{Key: string(r.Key), Properties: fields, Payload: r.Value}, names)
+		if err != nil {
+			kv.fail(kafkaIDError(err))
+		}
+		e.EventID = id
+	}
+	e = kv.finish(e, nil)
+	if e.Malformed != "" {
+		e.Raw = rawHeaders(r)
+	}
+	return e
+}
+
+// kafkaIDError says "header" where the shared event ID reader says
+// "property".
+func kafkaIDError(err error) error {
+	msg := strings.Replace(err.Error(), "no event ID property", "no event ID header", 1)
+	msg = strings.Replace(msg, "no message key", "no record key", 1)
+	return errors.New(msg)
+}
+
+func headersOf(m map[string][]byte) []KafkaHeader {
+	out := make([]KafkaHeader, 0, len(m))
+	for k, v := range m {
+		out = append(out, KafkaHeader{Key: k, Value: v})
+	}
+	return out
+}
+
+// rawHeaders keeps a malformed record's headers, key and value, so that
+// export loses nothing (bytes as base64, as encoding/json writes them).
+func rawHeaders(r KafkaRecord) []byte {
+	type header struct {
+		Key   string `json:"key"`
+		Value []byte `json:"value"`
+	}
+	raw := struct {
+		Headers []header `json:"headers"`
+		Key     []byte   `json:"key"`
+		Value   []byte   `json:"value"`
+	}{Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		raw.Headers = append(raw.Headers, header{Key: strings.ToValidUTF8(h.Key, "\uFFFD"), Value: h.Value})
+	}
+	b, _ := json.Marshal(raw) // strings and bytes always marshal
+	return b
+}

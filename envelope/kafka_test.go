@@ -1,0 +1,259 @@
+package envelope
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+)
+
+func be32(n int32) []byte { b := make([]byte, 4); binary.BigEndian.PutUint32(b, uint32(n)); return b }
+func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, uint64(n)); return b }
+
+// springRecord is a dead letter as Spring Kafka's
+// DeadLetterPublishingRecoverer writes it: the original's own headers
+// first, then the kafka_dlt-* ones.
+func springRecord() KafkaRecord {
+	return KafkaRecord{
+		Topic: "orders.DLT", Partition: 2, Offset: 41,
+		Key:   []byte("order-7"),
+		Value: []byte(`{"orderId":"order-7","amount":3}`),
+		Headers: []KafkaHeader{
+			{Key: "event_id", Value: []byte("E7")},
+			{Key: "tenant", Value: []byte("acme")},
+			{Key: SpringOriginalTopic, Value: []byte("orders")},
+			{Key: SpringOriginalPartition, Value: be32(1)},
+			{Key: SpringOriginalOffset, Value: be64(1234)},
+			{Key: SpringOriginalTimestamp, Value: be64(1764582000000)},
+			{Key: "kafka_dlt-original-timestamp-type", Value: []byte("CreateTime")},
+			{Key: SpringOriginalGroup, Value: []byte("order-workers")},
+			{Key: SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+			{Key: SpringExceptionMessage, Value: []byte("Listener failed; timeout calling payments")},
+		},
+		Timestamp: time.UnixMilli(1764582060000),
+	}
+}
+
+func TestFromKafkaSpring(t *testing.T) {
+	e := FromKafka(springRecord(), EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if e.Malformed != "" {
+		t.Fatalf("malformed: %s", e.Malformed)
+	}
+	if e.ID != "2:41" || e.EventID != "E7" || e.Key != "order-7" {
+		t.Fatalf("id %q event %q key %q", e.ID, e.EventID, e.Key)
+	}
+	if e.Origin != (Origin{Backend: "kafka", Topic: "orders", Subscription: "order-workers"}) {
+		t.Fatalf("origin %+v", e.Origin)
+	}
+	if e.LastError != "Listener failed; timeout calling payments" || !strings.HasSuffix(e.ErrorClass, "ListenerExecutionFailedException") {
+		t.Fatalf("last_error %q error_class %q", e.LastError, e.ErrorClass)
+	}
+	if !e.DeadLetteredAt.Equal(time.UnixMilli(1764582060000)) {
+		t.Fatalf("dead_lettered_at %v", e.DeadLetteredAt)
+	}
+	want := map[string]string{
+		"tenant":                            "acme",
+		SpringOriginalTopic:                 "orders",
+		SpringOriginalPartition:             "1",
+		SpringOriginalOffset:                "1234",
+		SpringOriginalTimestamp:             "2025-12-01T09:40:00Z",
+		"kafka_dlt-original-timestamp-type": "CreateTime",
+		SpringOriginalGroup:                 "order-workers",
+	}
+	for k, v := range want {
+		if e.Properties[k] != v {
+			t.Errorf("property %s = %q, want %q", k, e.Properties[k], v)
+		}
+	}
+	if !e.FingerprintComputed || e.Fingerprint != ComputeFingerprint(e.Payload) || e.PayloadEncoding != EncodingJSON {
+		t.Fatalf("fingerprint %q computed %v encoding %s", e.Fingerprint, e.FingerprintComputed, e.PayloadEncoding)
+	}
+	o, err := OriginOf(springRecord().Headers)
+	if err != nil || o != (KafkaOrigin{Topic: "orders", Partition: 1, Offset: 1234, Group: "order-workers"}) {
+		t.Fatalf("OriginOf = %+v, %v", o, err)
+	}
+}
+
+func TestFromKafkaConnectAndKarafka(t *testing.T) {
+	connect := KafkaRecord{Partition: 0, Offset: 5, Value: []byte("x"), Headers: []KafkaHeader{
+		{Key: "eventId", Value: []byte("C1")},
+		{Key: ConnectTopic, Value: []byte("payments")},
+		{Key: ConnectPartition, Value: []byte("3")},
+		{Key: ConnectOffset, Value: []byte("99")},
+		{Key: ConnectConnectorName, Value: []byte("jdbc-sink")},
+		{Key: ConnectExceptionClass, Value: []byte("org.apache.kafka.connect.errors.DataException")},
+	}}
+	e := FromKafka(connect, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if e.Malformed != "" || e.EventID != "C1" || e.Origin.Topic != "payments" || e.Origin.Consumer != "jdbc-sink" {
+		t.Fatalf("connect: %+v", e)
+	}
+	// No message: the class name is the error.
+	if e.LastError != "org.apache.kafka.connect.errors.DataException" || e.ErrorClass != e.LastError {
+		t.Fatalf("connect error %q class %q", e.LastError, e.ErrorClass)
+	}
+	if o, err := OriginOf(connect.Headers); err != nil || o.Partition != 3 || o.Offset != 99 {
+		t.Fatalf("connect origin %+v %v", o, err)
+	}
+	karafka := KafkaRecord{Partition: 1, Offset: 0, Key: []byte("k"), Value: []byte("v"), Headers: []KafkaHeader{
+		{Key: KarafkaTopic, Value: []byte("events")},
+		{Key: KarafkaPartition, Value: []byte("0")},
+		{Key: KarafkaOffset, Value: []byte("17")},
+		{Key: KarafkaConsumerGroup, Value: []byte("app")},
+	}}
+	e = FromKafka(karafka, EventIDSource{Kind: "key"}, DefaultFieldNames())
+	if e.Malformed != "" || e.EventID != "k" || e.Origin.Topic != "events" || e.Origin.Subscription != "app" {
+		t.Fatalf("karafka: %+v", e)
+	}
+}
+
+func TestFromKafkaMalformed(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(*KafkaRecord)
+		want   string
+	}{
+		"no event id": {func(r *KafkaRecord) { r.Headers = r.Headers[1:] }, "no event ID header"},
+		"short partition": {func(r *KafkaRecord) {
+			r.Headers[3].Value = []byte{0, 1}
+		}, "kafka_dlt-original-partition: want a 4-byte"},
+		"short offset": {func(r *KafkaRecord) {
+			r.Headers[4].Value = []byte("1234")
+		}, "kafka_dlt-original-offset: want an 8-byte"},
+		"binary string header": {func(r *KafkaRecord) {
+			r.Headers[1].Value = []byte{0xff, 0xfe}
+		}, "invalid UTF-8"},
+		"binary key": {func(r *KafkaRecord) { r.Key = []byte{0xc3} }, "record key: invalid UTF-8"},
+		"connect partition not a number": {func(r *KafkaRecord) {
+			r.Headers = []KafkaHeader{{Key: "event_id", Value: []byte("E")}, {Key: ConnectTopic, Value: []byte("t")}, {Key: ConnectPartition, Value: []byte("x")}}
+		}, "__connect.errors.partition: want a whole number"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := springRecord()
+			c.mutate(&r)
+			e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+			if !strings.Contains(e.Malformed, c.want) {
+				t.Fatalf("Malformed = %q, want it to contain %q", e.Malformed, c.want)
+			}
+			if e.ID != "2:41" || len(e.Raw) == 0 {
+				t.Fatalf("malformed entry lost its id %q or raw form", e.ID)
+			}
+			checkEnvelope(t, e, "2:41")
+		})
+	}
+}
+
+func TestFromKafkaEnvelopeHeaders(t *testing.T) {
+	r := KafkaRecord{Partition: 0, Offset: 3, Value: []byte("hello"), Timestamp: time.UnixMilli(1000), Headers: []KafkaHeader{
+		{Key: "event_id", Value: []byte("E1")},
+		{Key: "fingerprint", Value: []byte("sha256:abc")},
+		{Key: "origin_stream", Value: []byte("orders")},
+		{Key: "attempts", Value: []byte("4")},
+		{Key: "last_error", Value: []byte("boom")},
+		{Key: "dead_lettered_at", Value: []byte("2026-11-29T10:05:00Z")},
+		{Key: "redrive_count", Value: []byte("1")},
+		{Key: ImportedFromProperty, Value: []byte("old-1")},
+	}}
+	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if e.Malformed != "" || e.Fingerprint != "sha256:abc" || e.FingerprintComputed || e.Origin.Topic != "orders" ||
+		e.Attempts != 4 || e.LastError != "boom" || e.RedriveCount != 1 || e.DeadLetteredAt.Format(time.RFC3339) != "2026-11-29T10:05:00Z" {
+		t.Fatalf("%+v", e)
+	}
+	r.Headers = r.Headers[:1]
+	r.Headers = append(r.Headers, KafkaHeader{Key: ImportedFromProperty, Value: []byte("old-1")})
+	if e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames()); !e.DeadLetteredAt.IsZero() {
+		t.Fatalf("an imported record's timestamp is not its dead-letter time: %v", e.DeadLetteredAt)
+	}
+}
+
+func TestParseKafkaEventIDSource(t *testing.T) {
+	for in, want := range map[string]EventIDSource{
+		"":             {Kind: "property"},
+		"key":          {Kind: "key"},
+		"header:msgId": {Kind: "property", Name: "msgId"},
+		"json:a.b":     {Kind: "json", Name: "a.b"},
+	} {
+		got, err := ParseKafkaEventIDSource(in)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"property:x", "header:", "nope"} {
+		if _, err := ParseKafkaEventIDSource(bad); err == nil || !strings.Contains(err.Error(), "header:NAME") {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+	if p, o, ok := ParseKafkaID("3:17"); !ok || p != 3 || o != 17 || KafkaID(p, o) != "3:17" {
+		t.Fatal("ParseKafkaID")
+	}
+	for _, bad := range []string{"", "3", "-1:2", "a:b", "1:-4"} {
+		if _, _, ok := ParseKafkaID(bad); ok {
+			t.Errorf("ParseKafkaID(%q) ok", bad)
+		}
+	}
+}
+
+func TestDeadLetterHeader(t *testing.T) {
+	for name, want := range map[string]bool{
+		SpringOriginalOffset: true, ConnectTopic: true, KarafkaTopic: true,
+		"event_id": false, "traceparent": false, "kafka_dltx": false,
+	} {
+		if DeadLetterHeader(name) != want {
+			t.Errorf("%s: want %v", name, want)
+		}
+	}
+}
+
+// fuzzHeaders reads fuzzed headers: lines of name=value, where a value
+// "#N" becomes an N-byte big-endian integer so that Spring's binary
+// headers are reached too.
+func fuzzHeaders(data []byte) []KafkaHeader {
+	var out []KafkaHeader
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		val := []byte(v)
+		switch v {
+		case "#4":
+			val = be32(int32(len(line)))
+		case "#8":
+			val = be64(int64(len(line)) << 33)
+		}
+		out = append(out, KafkaHeader{Key: k, Value: val})
+	}
+	return out
+}
+
+func FuzzFromKafka(f *testing.F) {
+	f.Add(int32(0), int64(1), []byte("k"), []byte(`{"a":1}`), []byte("event_id=E\nkafka_dlt-original-topic=t\nkafka_dlt-original-partition=#4\nkafka_dlt-original-offset=#8"), "", int64(1000))
+	f.Add(int32(3), int64(9), []byte{0xff}, []byte{0, 1}, []byte("__connect.errors.topic=t\n__connect.errors.partition=x"), "key", int64(0))
+	f.Add(int32(1), int64(2), []byte(nil), []byte("v"), []byte("source_topic=t\nsource_offset=-3\neventId=Z"), "json:a", int64(-5))
+	f.Fuzz(func(t *testing.T, partition int32, offset int64, key, value, headers []byte, from string, tsMillis int64) {
+		if partition < 0 {
+			partition = -partition
+			if partition < 0 {
+				partition = 0
+			}
+		}
+		if offset < 0 {
+			offset = 0
+		}
+		src, err := ParseKafkaEventIDSource(from)
+		if err != nil {
+			src = EventIDSource{Kind: "property"}
+		}
+		r := KafkaRecord{Partition: partition, Offset: offset, Key: key, Value: value, Headers: fuzzHeaders(headers)}
+		if tsMillis > 0 {
+			r.Timestamp = time.UnixMilli(tsMillis % (maxPublishMillis + 1))
+		}
+		e := FromKafka(r, src, DefaultFieldNames())
+		if e.Origin.Backend != "kafka" {
+			t.Fatalf("Origin.Backend = %q", e.Origin.Backend)
+		}
+		if _, err := OriginOf(r.Headers); err != nil && e.Malformed == "" {
+			t.Fatalf("headers that do not decode (%v) gave a well-formed envelope", err)
+		}
+		checkEnvelope(t, e, KafkaID(partition, offset))
+	})
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// The Kafka mode consumes ORIGIN as a member of consumer group G, reading
+// read_committed (so a redrive's records are seen only once its
+// transaction commits, and an aborted one never), and dead-letters as
+// Spring Kafka's DeadLetterPublishingRecoverer does:
+//
+//	--source kafka://HOST:PORT[,HOST:PORT…]?topic=ORIGIN&group=G
+//
+// A failed delivery (--fail, or a record without an event ID) is produced
+// to --dlq (default ORIGIN.DLT, Spring's naming), on the partition of the
+// same number, with the record's key, value and headers plus
+// kafka_dlt-original-topic, -original-partition (4-byte big-endian),
+// -original-offset and -original-timestamp (8-byte big-endian),
+// -original-consumer-group, -exception-fqcn and -exception-message; then
+// its offset is committed. The offset is committed only after the inbox
+// transaction (or the dead-letter produce) has, so a crash in between
+// delivers the record again and the inbox absorbs it.
+
+// kafkaExceptionFQCN is what the worker reports as the exception class,
+// as a Spring listener's failure would.
+const kafkaExceptionFQCN = "org.springframework.kafka.listener.ListenerExecutionFailedException"
+
+type kafkaSource struct {
+	cl    *kgo.Client
+	topic string
+	group string
+	dlq   string
+	names envelope.FieldNames
+	buf   []*kgo.Record
+}
+
+func openKafkaSource(ctx context.Context, raw, dlq string) (*kafkaSource, error) {
+	rest := strings.TrimPrefix(raw, "kafka://")
+	hosts, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, usagef("--source: %v", err)
+	}
+	for k := range q {
+		if !slices.Contains([]string{"topic", "group"}, k) {
+			return nil, usagef("--source: unknown parameter %q (known: topic, group)", k)
+		}
+	}
+	s := &kafkaSource{topic: q.Get("topic"), group: q.Get("group"), dlq: dlq, names: envelope.DefaultFieldNames()}
+	if hosts == "" || s.topic == "" || s.group == "" {
+		return nil, usagef("--source: kafka needs kafka://HOST:PORT?topic=ORIGIN&group=G")
+	}
+	if s.dlq == "" {
+		s.dlq = s.topic + ".DLT"
+	}
+	host, _ := os.Hostname()
+	s.cl, err = kgo.NewClient(
+		kgo.SeedBrokers(strings.Split(hosts, ",")...),
+		kgo.ConsumerGroup(s.group),
+		kgo.ConsumeTopics(s.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.FetchMaxWait(pollWait),
+		kgo.ClientID("worker-"+host),
+		// The DLT records go to the partition named on them.
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	if err != nil {
+		return nil, usagef("--source: %v", err)
+	}
+	if err := s.ensureDLT(ctx); err != nil {
+		s.cl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensureDLT creates the DLT with as many partitions as the origin, as
+// Spring's recoverer expects, unless it exists.
+func (s *kafkaSource) ensureDLT(ctx context.Context) error {
+	adm := kadm.NewClient(s.cl)
+	md, err := adm.ListTopics(ctx, s.topic)
+	if err != nil {
+		return fmt.Errorf("kafka: metadata of %s: %w", s.topic, err)
+	}
+	d, ok := md[s.topic]
+	if !ok || d.Err != nil {
+		return fmt.Errorf("kafka: topic %s does not exist", s.topic)
+	}
+	resp, err := adm.CreateTopic(ctx, int32(len(d.Partitions)), -1, nil, s.dlq)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: create %s: %w", s.dlq, err)
+	}
+	return nil
+}
+
+func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
+	for len(s.buf) == 0 {
+		pctx, cancel := context.WithTimeout(ctx, pollWait)
+		fs := s.cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return Message{}, ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = fmt.Errorf("kafka: fetch %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return Message{}, ferr
+		}
+		s.buf = append(s.buf, fs.Records()...)
+		if len(s.buf) == 0 {
+			return Message{}, errIdle
+		}
+	}
+	r := s.buf[0]
+	s.buf = s.buf[1:]
+	hs := make([]envelope.KafkaHeader, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = envelope.KafkaHeader{Key: h.Key, Value: h.Value}
+	}
+	env := envelope.FromKafka(envelope.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, envelope.EventIDSource{Kind: "property"}, s.names)
+	return Message{ID: env.ID, Envelope: env, krec: r}, nil
+}
+
+// Ack commits the record's offset for the group.
+func (s *kafkaSource) Ack(ctx context.Context, m Message) error {
+	if err := s.cl.CommitRecords(ctx, m.krec); err != nil {
+		return fmt.Errorf("kafka: commit %s/%s: %w", s.topic, m.ID, err)
+	}
+	return nil
+}
+
+func be32(n int32) []byte { b := make([]byte, 4); binary.BigEndian.PutUint32(b, uint32(n)); return b }
+func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, uint64(n)); return b }
+
+// DeadLetter produces the record to the DLT with Spring's headers, then
+// commits its offset. Earlier kafka_dlt-* headers (a record dead-lettered
+// before and redriven) are replaced, as Spring does.
+func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+	r := m.krec
+	var hs []kgo.RecordHeader
+	for _, h := range r.Headers {
+		if !strings.HasPrefix(h.Key, envelope.SpringPrefix) {
+			hs = append(hs, h)
+		}
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: envelope.SpringOriginalTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: envelope.SpringOriginalPartition, Value: be32(r.Partition)},
+		kgo.RecordHeader{Key: envelope.SpringOriginalOffset, Value: be64(r.Offset)},
+		kgo.RecordHeader{Key: envelope.SpringOriginalTimestamp, Value: be64(r.Timestamp.UnixMilli())},
+		kgo.RecordHeader{Key: "kafka_dlt-original-timestamp-type", Value: []byte("CreateTime")},
+		kgo.RecordHeader{Key: envelope.SpringOriginalGroup, Value: []byte(s.group)},
+		kgo.RecordHeader{Key: envelope.SpringExceptionFQCN, Value: []byte(kafkaExceptionFQCN)},
+		kgo.RecordHeader{Key: envelope.SpringExceptionMessage, Value: []byte(dl.LastError)},
+	)
+	out := &kgo.Record{Topic: s.dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: dl.At}
+	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
+		return fmt.Errorf("kafka: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+	}
+	return s.Ack(ctx, m)
+}
+
+func (s *kafkaSource) Close() error {
+	s.cl.Close()
+	return nil
+}

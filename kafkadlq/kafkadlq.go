@@ -1,0 +1,889 @@
+// Package kafkadlq is the Apache Kafka backend (kafka://host:port?topic=T):
+// the DLQ is a topic as Spring Kafka, Kafka Connect, Karafka or a
+// dlqctl-style producer writes it.
+//
+// Reading never consumes and never commits a consumer offset: every read
+// assigns partitions directly (no consumer group) and reads
+// read_committed, from each partition's log start to its last stable
+// offset as it was when the read began.
+//
+// Kafka cannot delete one record, so what dlqctl redrove or resolved is
+// recorded in a compacted state topic (default <DLQ>.dlqctl-state, one
+// partition, created on first write), keyed by the DLQ entry's locator
+// "partition:offset". Every read loads it first and leaves those entries
+// out. A redrive writes its records to the origin and its state records
+// in one Kafka transaction, so an entry is either back on its origin and
+// gone from the DLQ, or neither.
+//
+// Order: Scan merges the partitions by record timestamp (then partition,
+// then offset), which is dead-letter order, and never reorders one
+// partition.
+package kafkadlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+var (
+	_ backend.Source       = (*Topic)(nil)
+	_ backend.Importer     = (*Topic)(nil)
+	_ backend.Mover        = (*Topic)(nil)
+	_ backend.Tailer       = (*Topic)(nil)
+	_ backend.Leaser       = (*Topic)(nil)
+	_ backend.LeaseChecker = (*Topic)(nil)
+	_ backend.Extras       = (*Topic)(nil)
+)
+
+// Options are what Open takes besides the URL.
+type Options struct {
+	// Password authenticates with SASL when the URL names a user but no
+	// password (DLQCTL_KAFKA_PASSWORD or the profile's kafka_password).
+	Password string
+	// Fields are the envelope's header names and aliases; nil means
+	// envelope.DefaultFieldNames.
+	Fields envelope.FieldNames
+	// EventIDFrom says where the event ID is (--event-id-from); the zero
+	// value reads the event_id/eventId header.
+	EventIDFrom envelope.EventIDSource
+	// Timeout bounds each request to the brokers (default 30s, or the
+	// URL's timeout=); every call is also bound by its ctx.
+	Timeout time.Duration
+	// TransactionTimeout is how long the broker keeps a redrive's
+	// transaction open when its producer dies (default 20s): a resume
+	// fences it at once, any other reader waits at most this long.
+	TransactionTimeout time.Duration
+	// LeaseTTL is how long a DLQ lease lasts without renewal (default 30s).
+	LeaseTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+const (
+	defaultTimeout     = 30 * time.Second
+	defaultTxnTimeout  = 20 * time.Second
+	defaultLeaseTTL    = 30 * time.Second
+	stateTopicPartNum  = 1
+	mergeHighWater     = 4096 // records buffered per partition before it is paused
+	mergeLowWater      = 512
+	stateIdleTimeout   = 10 * time.Second
+	stableWaitInterval = 100 * time.Millisecond
+)
+
+// Topic is a DLQ held in one Kafka topic.
+type Topic struct {
+	src      sourceURL
+	names    envelope.FieldNames
+	from     envelope.EventIDSource
+	password string
+	timeout  time.Duration
+	txnTTL   time.Duration
+	leaseTTL time.Duration
+	now      func() time.Time
+
+	cl  *kgo.Client // admin requests and plain produces (import, resolve, lease)
+	adm *kadm.Client
+
+	mu sync.Mutex
+	// txn holds the transactional producer of the run in progress, keyed
+	// by its transactional ID.
+	txn      *kgo.Client
+	txnID    string
+	stateUp  bool            // the state topic is known to exist
+	imported map[string]bool // dlqctl_source_id of every entry, read on first need
+}
+
+// Open parses rawURL, connects and checks that the DLQ topic exists. URL
+// mistakes are *backend.ConfigError; no error or String() holds the
+// password.
+func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
+	src, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pw := src.password
+	if pw == "" {
+		pw = opts.Password
+	}
+	t, err := open(ctx, src, pw, opts)
+	if err != nil {
+		return nil, backend.Scrub(err, pw)
+	}
+	return t, nil
+}
+
+func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, error) {
+	names, err := opts.Fields.Complete()
+	if err != nil {
+		return nil, backend.Configf("kafka source %s: %v", src.display(), err)
+	}
+	from := opts.EventIDFrom
+	if from.Kind == "" {
+		from.Kind = "property"
+	}
+	if src.user != "" && pw == "" {
+		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.display(), src.user)
+	}
+	t := &Topic{
+		src: src, names: names, from: from, password: pw,
+		timeout:  orDefault(opts.Timeout, orDefault(src.timeout, defaultTimeout)),
+		txnTTL:   orDefault(opts.TransactionTimeout, defaultTxnTimeout),
+		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
+		now:      opts.Now,
+	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	base, err := t.baseOpts()
+	if err != nil {
+		return nil, err
+	}
+	if t.cl, err = kgo.NewClient(base...); err != nil {
+		return nil, backend.Configf("%s: %v", t, err)
+	}
+	t.adm = kadm.NewClient(t.cl)
+	if _, err := t.partitions(ctx, t.src.topic); err != nil {
+		t.cl.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// baseOpts are the connection options every client of this Topic shares.
+func (t *Topic) baseOpts() ([]kgo.Opt, error) {
+	o := []kgo.Opt{
+		kgo.SeedBrokers(t.src.brokers...),
+		kgo.RetryTimeout(t.timeout),
+		kgo.DialTimeout(10 * time.Second),
+		kgo.ClientID("dlqctl"),
+		// Topics that another dlqctl creates (the state topic) are seen
+		// within a second.
+		kgo.MetadataMinAge(time.Second),
+	}
+	tc, err := t.src.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		o = append(o, kgo.DialTLSConfig(tc))
+	}
+	switch t.src.mechanism {
+	case "plain":
+		o = append(o, kgo.SASL(plain.Auth{User: t.src.user, Pass: t.password}.AsMechanism()))
+	case "scram-sha-256":
+		o = append(o, kgo.SASL(scram.Auth{User: t.src.user, Pass: t.password}.AsSha256Mechanism()))
+	case "scram-sha-512":
+		o = append(o, kgo.SASL(scram.Auth{User: t.src.user, Pass: t.password}.AsSha512Mechanism()))
+	}
+	return o, nil
+}
+
+// String is the source URL; it never holds the password.
+func (t *Topic) String() string { return t.src.display() }
+
+// TopicName is the DLQ topic.
+func (t *Topic) TopicName() string { return t.src.topic }
+
+// StateTopic is the compacted topic recording redriven and resolved entries.
+func (t *Topic) StateTopic() string { return t.src.stateTopic }
+
+// Close closes the clients.
+func (t *Topic) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.txn != nil {
+		t.txn.Close()
+		t.txn = nil
+	}
+	if t.cl != nil {
+		t.cl.Close()
+		t.cl = nil
+	}
+	return nil
+}
+
+// connErr names the source and the step; when ctx has ended, the error
+// wraps ctx.Err() instead of what the client made of it.
+func (t *Topic) connErr(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = ctxErr
+	}
+	return backend.Scrub(fmt.Errorf("%s: %s: %w", t, what, err), t.password)
+}
+
+// partitions is the number of partitions of topic; a topic that does not
+// exist is an error naming it.
+func (t *Topic) partitions(ctx context.Context, topic string) (int, error) {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	md, err := t.adm.ListTopics(rctx, topic)
+	if err != nil {
+		return 0, t.connErr(ctx, "metadata", err)
+	}
+	d, ok := md[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("%s: topic %q does not exist", t, topic)
+	}
+	if d.Err != nil {
+		return 0, t.connErr(ctx, "metadata of "+topic, d.Err)
+	}
+	return len(d.Partitions), nil
+}
+
+// span is the readable range of one partition: [start, end), end being
+// the last stable offset (what read_committed can see).
+type span struct {
+	partition  int32
+	start, end int64
+	hwm        int64
+}
+
+// spans lists each partition's log start, last stable offset and high
+// watermark, in partition order. A topic that does not exist has none
+// (ok false).
+func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	starts, err := t.adm.ListStartOffsets(rctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, t.connErr(ctx, "log start offsets of "+topic, err)
+	}
+	if len(starts[topic]) == 0 {
+		return nil, false, nil
+	}
+	stable, err := t.adm.ListCommittedOffsets(rctx, topic)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, false, t.connErr(ctx, "last stable offsets of "+topic, err)
+	}
+	ends, err := t.adm.ListEndOffsets(rctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, false, t.connErr(ctx, "high watermarks of "+topic, err)
+	}
+	var out []span
+	for p, so := range starts[topic] {
+		lso, _ := stable.Lookup(topic, p)
+		hw, _ := ends.Lookup(topic, p)
+		out = append(out, span{partition: p, start: so.Offset, end: lso.Offset, hwm: hw.Offset})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].partition < out[j].partition })
+	return out, true, nil
+}
+
+// reader is a client that reads the given partitions of topic directly
+// (no group, nothing committed), read_committed, control records kept so
+// that the end of a range is always seen.
+func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) {
+	o, err := t.baseOpts()
+	if err != nil {
+		return nil, err
+	}
+	parts := make(map[int32]kgo.Offset, len(from))
+	for p, off := range from {
+		parts[p] = kgo.NewOffset().At(off)
+	}
+	o = append(o,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	return kgo.NewClient(o...)
+}
+
+// readRange calls fn for every data record of topic in each partition's
+// [from, to) range, partition by partition interleaved as fetched (one
+// partition's records in offset order). fn may return backend.ErrStop.
+func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2]int64, fn func(*kgo.Record) error) error {
+	from := map[int32]int64{}
+	for p, r := range ranges {
+		if r[0] < r[1] {
+			from[p] = r[0]
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	cl, err := t.reader(topic, from)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	left := len(from)
+	done := map[int32]bool{}
+	for left > 0 {
+		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
+		fs := cl.PollFetches(pctx)
+		idle := pctx.Err() != nil && fs.NumRecords() == 0
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fetchErr(fs); err != nil {
+			return t.connErr(ctx, "read "+topic, err)
+		}
+		if idle {
+			// No record within the idle timeout although the range said
+			// there were more: what is left was removed (compaction).
+			return nil
+		}
+		var stop error
+		fs.EachRecord(func(r *kgo.Record) {
+			if stop != nil || done[r.Partition] {
+				return
+			}
+			end := ranges[r.Partition][1]
+			if r.Offset >= end {
+				done[r.Partition] = true
+				left--
+				return
+			}
+			if !r.Attrs.IsControl() {
+				if err := fn(r); err != nil {
+					stop = err
+					return
+				}
+			}
+			if r.Offset >= end-1 {
+				done[r.Partition] = true
+				left--
+			}
+		})
+		if stop != nil {
+			if errors.Is(stop, backend.ErrStop) {
+				return nil
+			}
+			return stop
+		}
+	}
+	return nil
+}
+
+// fetchErr is the first real error of a poll (a closed client or a
+// cancelled context are the caller's to report).
+func fetchErr(fs kgo.Fetches) error {
+	var first error
+	fs.EachError(func(topic string, p int32, err error) {
+		if first == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrClientClosed) {
+			first = fmt.Errorf("partition %d: %w", p, err)
+		}
+	})
+	return first
+}
+
+// Status values of state records.
+const (
+	StatusRedriven = "redriven"
+	StatusResolved = "resolved"
+)
+
+// leaseKey is the state topic key of the DLQ lease record.
+const leaseKey = "dlqctl-lease"
+
+// stateRecord is the value of a state record, keyed by the DLQ entry's
+// locator: what happened to the entry, in which run, and where it went.
+type stateRecord struct {
+	Status      string    `json:"status"`
+	RunID       string    `json:"run_id,omitempty"`
+	Seq         int64     `json:"seq,omitempty"`
+	EventID     string    `json:"event_id,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	Dest        string    `json:"dest,omitempty"`
+	DestID      string    `json:"dest_id,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// state is what the state topic holds: the entries taken out of the DLQ
+// by locator, and the lease records in the order they were written.
+type state struct {
+	done   map[string]stateRecord
+	leases []leaseRecord
+}
+
+// loadState reads the state topic. With stable, it first waits until no
+// transaction is open on it (the last stable offset reaches the high
+// watermark): a commit's markers reach the partition a moment after the
+// commit returns, and what a crashed run's transaction did is settled only
+// once it is committed, or aborted by a resume's fencing or by the broker
+// after the transaction timeout. Every read waits so, as only dlqctl
+// writes there and its transactions last one chunk.
+func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
+	st := state{done: map[string]stateRecord{}}
+	var spans []span
+	for {
+		var ok bool
+		var err error
+		spans, ok, err = t.spans(ctx, t.src.stateTopic)
+		if err != nil || !ok {
+			return st, err
+		}
+		open := false
+		for _, s := range spans {
+			if s.end < s.hwm {
+				open = true
+			}
+		}
+		if !stable || !open {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return st, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+		case <-time.After(stableWaitInterval):
+		}
+	}
+	ranges := map[int32][2]int64{}
+	for _, s := range spans {
+		ranges[s.partition] = [2]int64{s.start, s.end}
+	}
+	err := t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
+		key := string(r.Key)
+		if key == leaseKey {
+			var l leaseRecord
+			if json.Unmarshal(r.Value, &l) == nil {
+				st.leases = append(st.leases, l)
+			}
+			return nil
+		}
+		if r.Value == nil {
+			delete(st.done, key)
+			return nil
+		}
+		var sr stateRecord
+		if err := json.Unmarshal(r.Value, &sr); err != nil {
+			return fmt.Errorf("%s: state topic %s: record %d:%d is not a dlqctl state record: %v", t, t.src.stateTopic, r.Partition, r.Offset, err)
+		}
+		st.done[key] = sr
+		return nil
+	})
+	return st, err
+}
+
+// ensureStateTopic creates the compacted state topic on first write.
+func (t *Topic) ensureStateTopic(ctx context.Context) error {
+	t.mu.Lock()
+	up := t.stateUp
+	t.mu.Unlock()
+	if up {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	cleanup, compactLag := "compact", "0"
+	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
+		"cleanup.policy":        &cleanup,
+		"min.compaction.lag.ms": &compactLag,
+	}, t.src.stateTopic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return t.connErr(ctx, "create the state topic "+t.src.stateTopic, err)
+	}
+	// The client caches metadata: a read before the creation would still
+	// find the topic missing.
+	t.cl.PurgeTopicsFromClient(t.src.stateTopic)
+	t.mu.Lock()
+	t.stateUp = true
+	t.mu.Unlock()
+	return nil
+}
+
+// decode maps a record to an envelope.
+func (t *Topic) decode(r *kgo.Record) envelope.Envelope {
+	return envelope.FromKafka(toKafkaRecord(r), t.from, t.names)
+}
+
+func toKafkaRecord(r *kgo.Record) envelope.KafkaRecord {
+	hs := make([]envelope.KafkaHeader, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = envelope.KafkaHeader{Key: h.Key, Value: h.Value}
+	}
+	return envelope.KafkaRecord{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp,
+	}
+}
+
+// mergeKey orders DLQ records: timestamp, then partition, then offset.
+type mergeKey struct {
+	ts        int64
+	partition int32
+	offset    int64
+}
+
+func (a mergeKey) less(b mergeKey) bool {
+	if a.ts != b.ts {
+		return a.ts < b.ts
+	}
+	if a.partition != b.partition {
+		return a.partition < b.partition
+	}
+	return a.offset < b.offset
+}
+
+func keyOf(r *kgo.Record) mergeKey {
+	return mergeKey{ts: r.Timestamp.UnixMilli(), partition: r.Partition, offset: r.Offset}
+}
+
+// cursor is where a Scan starts: after one entry in merged order
+// ("partition:offset", what list pages with), or from per-partition
+// offsets (a Tail watermark, "@p=offset,p=offset").
+type cursor struct {
+	after   *mergeKey
+	minNext map[int32]int64
+}
+
+const watermarkPrefix = "@"
+
+func (t *Topic) parseCursor(ctx context.Context, s string) (cursor, error) {
+	if s == "" {
+		return cursor{}, nil
+	}
+	if strings.HasPrefix(s, watermarkPrefix) {
+		c := cursor{minNext: map[int32]int64{}}
+		body := strings.TrimPrefix(s, watermarkPrefix)
+		if body == "" {
+			return c, nil
+		}
+		for _, part := range strings.Split(body, ",") {
+			ps, os, ok := strings.Cut(part, "=")
+			p, err1 := strconv.ParseInt(ps, 10, 32)
+			o, err2 := strconv.ParseInt(os, 10, 64)
+			if !ok || err1 != nil || err2 != nil || p < 0 || o < 0 {
+				return c, backend.Configf("%s: cursor %q is not a watermark (@partition=offset,…)", t, s)
+			}
+			c.minNext[int32(p)] = o
+		}
+		return c, nil
+	}
+	p, o, ok := envelope.ParseKafkaID(s)
+	if !ok {
+		return cursor{}, backend.Configf("%s: cursor %q is not a Kafka entry id (partition:offset)", t, s)
+	}
+	k := mergeKey{partition: p, offset: o}
+	r, err := t.fetch(ctx, p, o)
+	switch {
+	case err == nil:
+		k.ts = r.Timestamp.UnixMilli()
+	case errors.Is(err, backend.ErrNotFound):
+		return cursor{}, backend.Configf("%s: cursor %q: no such entry (expired by retention?)", t, s)
+	default:
+		return cursor{}, err
+	}
+	return cursor{after: &k}, nil
+}
+
+// Scan reads the DLQ in dead-letter order — every partition at once,
+// merged by record timestamp, each partition in offset order — leaving out
+// what the state topic records, starting after the cursor `after`. It
+// buffers at most a few thousand records per partition.
+func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	c, err := t.parseCursor(ctx, after)
+	if err != nil {
+		return err
+	}
+	st, err := t.loadState(ctx, true)
+	if err != nil {
+		return err
+	}
+	return t.scanRecords(ctx, c, st, func(r *kgo.Record) error { return fn(t.decode(r)) })
+}
+
+// scanRecords is Scan on raw records.
+func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kgo.Record) error) error {
+	spans, ok, err := t.spans(ctx, t.src.topic)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
+	}
+	ends := map[int32]int64{}
+	from := map[int32]int64{}
+	for _, s := range spans {
+		start := s.start
+		if n, ok := c.minNext[s.partition]; ok && n > start {
+			start = n
+		}
+		if start < s.end {
+			from[s.partition] = start
+			ends[s.partition] = s.end
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	cl, err := t.reader(t.src.topic, from)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	bufs := map[int32][]*kgo.Record{}
+	done := map[int32]bool{}
+	paused := map[int32]bool{}
+	poll := func() error {
+		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
+		fs := cl.PollFetches(pctx)
+		idle := pctx.Err() != nil && fs.NumRecords() == 0
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fetchErr(fs); err != nil {
+			return t.connErr(ctx, "read "+t.src.topic, err)
+		}
+		if idle {
+			// Nothing came although records were due: what is left of
+			// those partitions is gone (compaction, retention).
+			for p := range ends {
+				if len(bufs[p]) == 0 {
+					done[p] = true
+				}
+			}
+			return nil
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := ends[r.Partition]
+			if !ok || done[r.Partition] {
+				return
+			}
+			if r.Offset >= end {
+				done[r.Partition] = true
+				return
+			}
+			if !r.Attrs.IsControl() {
+				bufs[r.Partition] = append(bufs[r.Partition], r)
+			}
+			if r.Offset >= end-1 {
+				done[r.Partition] = true
+			}
+		})
+		var pause []int32
+		for p, b := range bufs {
+			if len(b) >= mergeHighWater && !paused[p] && !done[p] {
+				pause = append(pause, p)
+				paused[p] = true
+			}
+		}
+		if len(pause) > 0 {
+			cl.PauseFetchPartitions(map[string][]int32{t.src.topic: pause})
+		}
+		return nil
+	}
+	for {
+		// Every partition that may still hold records needs its head.
+		need := false
+		for p := range ends {
+			if len(bufs[p]) == 0 && !done[p] {
+				need = true
+				if paused[p] {
+					cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
+					delete(paused, p)
+				}
+			}
+		}
+		if need {
+			if err := poll(); err != nil {
+				return err
+			}
+			continue
+		}
+		var best *kgo.Record
+		for _, b := range bufs {
+			if len(b) > 0 && (best == nil || keyOf(b[0]).less(keyOf(best))) {
+				best = b[0]
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		p := best.Partition
+		bufs[p] = bufs[p][1:]
+		if paused[p] && len(bufs[p]) < mergeLowWater {
+			cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
+			delete(paused, p)
+		}
+		if c.after != nil && !c.after.less(keyOf(best)) {
+			continue
+		}
+		if _, gone := st.done[envelope.KafkaID(p, best.Offset)]; gone {
+			continue
+		}
+		if err := fn(best); err != nil {
+			if errors.Is(err, backend.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// fetch reads the record at partition:offset of the DLQ topic; it is
+// ErrNotFound when that offset is below the log start (retention), at or
+// past the last stable offset, or holds no data record.
+func (t *Topic) fetch(ctx context.Context, p int32, o int64) (*kgo.Record, error) {
+	recs, err := t.fetchMany(ctx, map[int32][]int64{p: {o}})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := recs[envelope.KafkaID(p, o)]
+	if !ok {
+		return nil, fmt.Errorf("entry %s: %w in %s", envelope.KafkaID(p, o), backend.ErrNotFound, t)
+	}
+	return r, nil
+}
+
+// fetchMany reads the DLQ records at the given offsets, by locator; those
+// that are not there are left out.
+func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[string]*kgo.Record, error) {
+	spans, ok, err := t.spans(ctx, t.src.topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*kgo.Record{}
+	if !ok {
+		return out, nil
+	}
+	bySpan := map[int32]span{}
+	for _, s := range spans {
+		bySpan[s.partition] = s
+	}
+	ranges := map[int32][2]int64{}
+	wanted := map[string]bool{}
+	for p, offs := range want {
+		s, ok := bySpan[p]
+		if !ok {
+			continue
+		}
+		lo, hi := int64(-1), int64(-1)
+		for _, o := range offs {
+			if o < s.start || o >= s.end {
+				continue
+			}
+			wanted[envelope.KafkaID(p, o)] = true
+			if lo < 0 || o < lo {
+				lo = o
+			}
+			if o+1 > hi {
+				hi = o + 1
+			}
+		}
+		if lo >= 0 {
+			ranges[p] = [2]int64{lo, hi}
+		}
+	}
+	err = t.readRange(ctx, t.src.topic, ranges, func(r *kgo.Record) error {
+		if id := envelope.KafkaID(r.Partition, r.Offset); wanted[id] {
+			out[id] = r
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Get reads the entry with locator id ("partition:offset"). An entry the
+// state topic records as redriven or resolved, or one that retention
+// removed, is ErrNotFound. Get waits for a transaction that is open on the
+// state topic to end, so that its answer is settled.
+func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
+	p, o, ok := envelope.ParseKafkaID(id)
+	if !ok {
+		return envelope.Envelope{}, fmt.Errorf("%q is not a Kafka entry id (partition:offset): %w in %s", id, backend.ErrNotFound, t)
+	}
+	st, err := t.loadState(ctx, true)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	if _, gone := st.done[id]; gone {
+		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
+	}
+	r, err := t.fetch(ctx, p, o)
+	if err != nil {
+		return envelope.Envelope{}, err
+	}
+	return t.decode(r), nil
+}
+
+// Len is the number of offsets between each partition's log start and
+// last stable offset, less the entries the state topic records there.
+// Control records of a transactional dead-letter producer occupy offsets
+// too and are counted; Scan's count is exact.
+func (t *Topic) Len(ctx context.Context) (int64, error) {
+	spans, ok, err := t.spans(ctx, t.src.topic)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
+	}
+	st, err := t.loadState(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	bySpan := map[int32]span{}
+	for _, s := range spans {
+		n += s.end - s.start
+		bySpan[s.partition] = s
+	}
+	for id := range st.done {
+		p, o, ok := envelope.ParseKafkaID(id)
+		if s, in := bySpan[p]; ok && in && o >= s.start && o < s.end {
+			n--
+		}
+	}
+	return max(n, 0), nil
+}
+
+// Tail is a watermark of every partition's end ("@p=offset,…"): a Scan
+// after it reads only records dead-lettered since, whatever their
+// timestamps.
+func (t *Topic) Tail(ctx context.Context) (string, error) {
+	spans, ok, err := t.spans(ctx, t.src.topic)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
+	}
+	parts := make([]string, 0, len(spans))
+	for _, s := range spans {
+		parts = append(parts, fmt.Sprintf("%d=%d", s.partition, s.end))
+	}
+	return watermarkPrefix + strings.Join(parts, ","), nil
+}

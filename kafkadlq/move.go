@@ -1,0 +1,350 @@
+package kafkadlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Atomic is true: the records put back on the origin and the state
+// records that take the entries out of the DLQ commit in one transaction.
+func (t *Topic) Atomic() bool { return true }
+
+// DefaultDest is the original topic named by the dead-lettering headers.
+func (t *Topic) DefaultDest(origin string) string { return origin }
+
+// TransactionalID is the transactional ID of a run: fixed per run, so a
+// resume fences the producer of a crashed attempt and the broker aborts
+// its open transaction.
+func TransactionalID(runID string) string { return "dlqctl-" + runID }
+
+// txnClient returns the transactional producer of runID, creating it and
+// loading its producer ID, which fences any earlier producer with the same
+// transactional ID and aborts its open transaction.
+func (t *Topic) txnClient(ctx context.Context, runID string) (*kgo.Client, error) {
+	id := TransactionalID(runID)
+	t.mu.Lock()
+	if t.txn != nil && t.txnID == id {
+		cl := t.txn
+		t.mu.Unlock()
+		return cl, nil
+	}
+	if t.txn != nil {
+		t.txn.Close()
+		t.txn = nil
+	}
+	t.mu.Unlock()
+	o, err := t.baseOpts()
+	if err != nil {
+		return nil, err
+	}
+	o = append(o,
+		kgo.TransactionalID(id),
+		kgo.TransactionTimeout(t.txnTTL),
+		// dlqctl picks every partition itself (see destPartition).
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+	)
+	cl, err := kgo.NewClient(o...)
+	if err != nil {
+		return nil, backend.Configf("%s: %v", t, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if _, _, err := cl.ProducerID(rctx); err != nil {
+		cl.Close()
+		return nil, t.connErr(ctx, "initialize the transactional producer "+id, err)
+	}
+	t.mu.Lock()
+	t.txn, t.txnID = cl, id
+	t.mu.Unlock()
+	return cl, nil
+}
+
+// dropTxn forgets a transactional producer after a failure: the next
+// Publish starts a new one with the same ID, which fences this one.
+func (t *Topic) dropTxn(cl *kgo.Client) {
+	t.mu.Lock()
+	if t.txn == cl {
+		t.txn = nil
+	}
+	t.mu.Unlock()
+	cl.Close()
+}
+
+// Publish redrives the chunk in one transaction: each entry's record goes
+// to item.Dest with the same key and value, on the original partition
+// where the headers name one and Dest is the original topic (else the
+// partition Kafka's default partitioner picks for the key), with the
+// original headers less those dead-lettering added (kafka_dlt-*,
+// __connect.errors.*, source_*), redrive_count one higher and dlqctl's
+// markers; then a state record for each; then commit. Each result has
+// Removed set: the commit took the entry out of the DLQ.
+//
+// An entry no longer there (redriven, resolved, expired by retention) is
+// ErrNotFound and one whose fingerprint differs is ErrChanged; neither is
+// sent. An error from Publish itself means the transaction did not
+// commit, or its commit's outcome is unknown; Get then tells which, once
+// the broker has settled it.
+func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
+	if m.RunID == "" {
+		return nil, errors.New("kafka: a redrive needs a run ID (it names the transactional producer)")
+	}
+	if err := t.ensureStateTopic(ctx); err != nil {
+		return nil, err
+	}
+	cl, err := t.txnClient(ctx, m.RunID)
+	if err != nil {
+		return nil, err
+	}
+	results, recs, states, err := t.prepare(ctx, items, m)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return results, nil
+	}
+	if err := t.commit(ctx, cl, recs, states); err != nil {
+		t.dropTxn(cl)
+		return nil, err
+	}
+	for _, s := range states {
+		results[s.index].DestID = s.rec.DestID
+	}
+	for i := range results {
+		if results[i].Err == nil {
+			results[i].Removed = true
+		}
+	}
+	return results, nil
+}
+
+// prepare reads the chunk's DLQ records and builds what the transaction
+// writes; results has one entry per item, DestID filled at commit.
+func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend.Markers) (results []backend.MoveResult, recs []*kgo.Record, states []pendingState, err error) {
+	results = make([]backend.MoveResult, len(items))
+	// The producer is fenced now: the state is settled once no
+	// transaction is open on it.
+	st, err := t.loadState(ctx, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	want := map[int32][]int64{}
+	for _, it := range items {
+		if p, o, ok := envelope.ParseKafkaID(it.ID); ok {
+			want[p] = append(want[p], o)
+		}
+	}
+	found, err := t.fetchMany(ctx, want)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	counts := map[string]int{}
+	for i, it := range items {
+		r, ok := found[it.ID]
+		if _, gone := st.done[it.ID]; gone || !ok {
+			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+			continue
+		}
+		env := t.decode(r)
+		if env.Fingerprint != it.Fingerprint {
+			results[i].Err = fmt.Errorf("entry %s: %w (now %s)", it.ID, backend.ErrChanged, env.Fingerprint)
+			continue
+		}
+		dest := it.Dest
+		if dest == "" {
+			dest = env.Origin.Topic
+		}
+		if dest == "" {
+			results[i].Err = fmt.Errorf("entry %s: no original topic in its headers and no --to", it.ID)
+			continue
+		}
+		n, ok := counts[dest]
+		if !ok {
+			if n, err = t.partitions(ctx, dest); err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, nil, err
+				}
+				results[i].Err = err
+				continue
+			}
+			counts[dest] = n
+		}
+		out := t.redriveRecord(r, it, m, dest)
+		out.Partition = destPartition(r, out, dest, n)
+		recs = append(recs, out)
+		states = append(states, pendingState{index: i, record: len(recs) - 1, rec: stateRecord{
+			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
+			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
+		}, key: it.ID})
+	}
+	return results, recs, states, nil
+}
+
+// pendingState is a state record to write once its origin record's
+// offset is known.
+type pendingState struct {
+	index  int // in the items
+	record int // in the origin records
+	key    string
+	rec    stateRecord
+}
+
+// commit writes the origin records, then the state records naming where
+// each went, in one transaction.
+func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) error {
+	if err := cl.BeginTransaction(); err != nil {
+		return t.connErr(ctx, "begin a transaction", err)
+	}
+	abort := func(cause error) error {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+		defer cancel()
+		if err := cl.AbortBufferedRecords(actx); err == nil {
+			_ = cl.EndTransaction(actx, kgo.TryAbort)
+		}
+		return cause
+	}
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		return abort(t.connErr(ctx, "produce to the origin", err))
+	}
+	stateRecs := make([]*kgo.Record, len(states))
+	for i := range states {
+		s := &states[i]
+		// Results come in completion order; the records themselves carry
+		// the offsets they were given.
+		s.rec.DestID = envelope.KafkaID(recs[s.record].Partition, recs[s.record].Offset)
+		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
+		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
+	}
+	if err := cl.ProduceSync(ctx, stateRecs...).FirstErr(); err != nil {
+		return abort(t.connErr(ctx, "write the state records", err))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// The commit may or may not have reached the coordinator.
+		return t.connErr(ctx, "commit", err)
+	}
+	return nil
+}
+
+// redriveRecord is the record to put back: same key and value, original
+// headers without the dead-lettering ones, and the markers.
+func (t *Topic) redriveRecord(src *kgo.Record, it backend.MoveItem, m backend.Markers, dest string) *kgo.Record {
+	rcNames := t.names[envelope.FieldRedriveCount]
+	count := 0
+	var hs []kgo.RecordHeader
+	for _, h := range src.Headers {
+		switch {
+		case envelope.DeadLetterHeader(h.Key):
+			continue
+		case h.Key == backend.MarkerRunID || h.Key == backend.MarkerSeq || h.Key == backend.MarkerRedrivenFrom:
+			continue
+		case contains(rcNames, h.Key):
+			if n, err := strconv.Atoi(string(h.Value)); err == nil && n > count {
+				count = n
+			}
+			continue
+		}
+		hs = append(hs, h)
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: rcNames[0], Value: []byte(strconv.Itoa(count + 1))},
+		kgo.RecordHeader{Key: backend.MarkerRunID, Value: []byte(m.RunID)},
+		kgo.RecordHeader{Key: backend.MarkerSeq, Value: []byte(strconv.FormatInt(it.Seq, 10))},
+		kgo.RecordHeader{Key: backend.MarkerRedrivenFrom, Value: []byte(t.src.topic + "/" + it.ID)},
+	)
+	return &kgo.Record{Topic: dest, Key: src.Key, Value: src.Value, Headers: hs}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// destPartition is the original partition when the headers name one on
+// this topic, else the partition the Java client's default partitioner
+// picks: murmur2 of the key, high bit masked, modulo the partition count
+// (franz-go's StickyKeyPartitioner with a nil hasher is that). A record
+// without a key and without an original partition goes to partition 0:
+// it has no order to keep.
+func destPartition(src, out *kgo.Record, dest string, n int) int32 {
+	if o, err := envelope.OriginOf(toKafkaRecord(src).Headers); err == nil && o.Topic == dest && o.Partition >= 0 && int(o.Partition) < n {
+		return o.Partition
+	}
+	if out.Key == nil || n <= 0 {
+		return 0
+	}
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(dest).Partition(out, n))
+}
+
+// Remove resolves each entry still in the DLQ by writing its state record
+// (Kafka cannot delete one record); others are ErrNotFound.
+func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend.MoveResult, error) {
+	if err := t.ensureStateTopic(ctx); err != nil {
+		return nil, err
+	}
+	st, err := t.loadState(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32][]int64{}
+	for _, it := range items {
+		if p, o, ok := envelope.ParseKafkaID(it.ID); ok {
+			want[p] = append(want[p], o)
+		}
+	}
+	found, err := t.fetchMany(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]backend.MoveResult, len(items))
+	var recs []*kgo.Record
+	var idx []int
+	for i, it := range items {
+		_, gone := st.done[it.ID]
+		if _, ok := found[it.ID]; gone || !ok {
+			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+			continue
+		}
+		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC()})
+		recs = append(recs, &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(it.ID), Value: v})
+		idx = append(idx, i)
+	}
+	if len(recs) == 0 {
+		return results, nil
+	}
+	// Results come in completion order: match them by record.
+	at := make(map[*kgo.Record]int, len(recs))
+	for j, r := range recs {
+		at[r] = idx[j]
+	}
+	for _, r := range t.produceState(ctx, recs) {
+		i := at[r.Record]
+		if r.Err != nil {
+			results[i].Err = t.connErr(ctx, "write the state record of "+items[i].ID, r.Err)
+			continue
+		}
+		results[i].Removed = true
+	}
+	return results, nil
+}
+
+// produceState writes records to the state topic with the plain
+// (idempotent, acks=all) producer.
+func (t *Topic) produceState(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
+	for _, r := range recs {
+		r.Topic, r.Partition = t.src.stateTopic, 0
+	}
+	return t.cl.ProduceSync(ctx, recs...)
+}

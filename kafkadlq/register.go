@@ -1,0 +1,51 @@
+package kafkadlq
+
+import (
+	"context"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Registration describes Apache Kafka to the command layer.
+func Registration() backend.Registration {
+	return backend.Registration{
+		Name:    "kafka",
+		Schemes: []string{"kafka", "kafkas"},
+		Usage:   "kafka://[user:pass@]host:port[,host:port…]?topic=DLQ (kafkas:// for TLS)",
+		Summary: "a dead-letter topic (Spring Kafka, Kafka Connect, Karafka); redriven and resolved entries are recorded in a compacted state topic",
+		Env: []backend.EnvVar{
+			{Name: "DLQCTL_KAFKA_PASSWORD", Help: "SASL password when the URL names a user without one"},
+		},
+		Capabilities: backend.Capabilities{
+			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Lease: true,
+		},
+		Parse: func(raw string) (backend.Parsed, error) {
+			u, err := parseURL(raw)
+			if err != nil {
+				return backend.Parsed{}, err
+			}
+			var secrets []string
+			if u.password != "" {
+				secrets = append(secrets, u.password)
+			}
+			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
+		},
+		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+			from, err := envelope.ParseKafkaEventIDSource(o.EventIDFrom)
+			if err != nil {
+				return nil, &backend.ConfigError{Err: err}
+			}
+			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from})
+		},
+		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+	}
+}
+
+// password is DLQCTL_KAFKA_PASSWORD, else the profile's kafka_password.
+func password(o backend.OpenOptions) string {
+	if pw := o.Env("DLQCTL_KAFKA_PASSWORD"); pw != "" {
+		return pw
+	}
+	return o.ProfileSecret("kafka_password")
+}
