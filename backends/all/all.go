@@ -7,6 +7,7 @@ import (
 	"github.com/dlqctl/dlqctl/dirqueue"
 	"github.com/dlqctl/dlqctl/pulsardlq"
 	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/sqsdlq"
 )
 
 // Registry returns a registry holding every backend, in the order help
@@ -16,5 +17,6 @@ func Registry() *backend.Registry {
 	r.Register(dirqueue.Registration())
 	r.Register(redisstream.Registration())
 	r.Register(pulsardlq.Registration())
+	r.Register(sqsdlq.Registration())
 	return r
 }
