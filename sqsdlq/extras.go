@@ -37,6 +37,8 @@ type SQSExtras struct {
 	FIFO  bool   `json:"fifo"`
 	// Approximate counts as SQS reports them.
 	Counts
+	// RetentionSeconds is the DLQ's MessageRetentionPeriod, 0 when the
+	// server reports none (ElasticMQ keeps messages forever).
 	RetentionSeconds int64 `json:"retention_seconds"`
 	// OldestExpiresAt is when SQS deletes the oldest message seen by the
 	// last scan: its SentTimestamp plus the DLQ's retention period (SQS
@@ -62,13 +64,7 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	q.mu.Lock()
 	oldest := q.oldestSent
 	q.mu.Unlock()
-	if !oldest.IsZero() && x.RetentionSeconds > 0 {
-		exp := oldest.Add(time.Duration(x.RetentionSeconds) * time.Second)
-		x.OldestExpiresAt = exp.UTC().Format(time.RFC3339)
-		if left := exp.Sub(q.now()); left < 24*time.Hour {
-			x.Warnings = append(x.Warnings, fmt.Sprintf("the oldest message expires in %s (at %s): SQS deletes it then, redriven or not", left.Round(time.Minute), x.OldestExpiresAt))
-		}
-	}
+	x.OldestExpiresAt, x.Warnings = expiry(oldest, time.Duration(x.RetentionSeconds)*time.Second, q.now())
 	sources, err := q.sources(ctx)
 	if err != nil {
 		x.Warnings = append(x.Warnings, "source queues: "+err.Error())
@@ -77,7 +73,11 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	rows := [][2]string{
 		{"queue", x.Queue + fifoNote(x.FIFO)},
 		{"messages", fmt.Sprintf("%d visible, %d in flight, %d delayed (approximate)", c.Visible, c.InFlight, c.Delayed)},
-		{"retention", (time.Duration(x.RetentionSeconds) * time.Second).String()},
+	}
+	if x.RetentionSeconds > 0 {
+		rows = append(rows, [2]string{"retention", (time.Duration(x.RetentionSeconds) * time.Second).String()})
+	} else {
+		rows = append(rows, [2]string{"retention", "not reported by the server"})
 	}
 	if x.OldestExpiresAt != "" {
 		rows = append(rows, [2]string{"oldest expires", x.OldestExpiresAt})
@@ -89,6 +89,24 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 		rows = append(rows, [2]string{"warning", w})
 	}
 	return backend.ExtraStats{JSON: x, Title: "SQS dead-letter queue", Rows: rows}, nil
+}
+
+// expiry is when SQS deletes the oldest message (sent at oldest, kept for
+// retention) and a warning when that is within a day of now. Nothing is
+// known without both.
+func expiry(oldest time.Time, retention time.Duration, now time.Time) (string, []string) {
+	if oldest.IsZero() || retention <= 0 {
+		return "", nil
+	}
+	exp := oldest.Add(retention).UTC()
+	at := exp.Format(time.RFC3339)
+	if left := exp.Sub(now); left < 24*time.Hour {
+		if left < 0 {
+			left = 0
+		}
+		return at, []string{fmt.Sprintf("the oldest message expires in %s (at %s): SQS deletes it then, redriven or not", left.Round(time.Minute), at)}
+	}
+	return at, nil
 }
 
 func fifoNote(fifo bool) string {
