@@ -32,7 +32,7 @@ func TestParseURL(t *testing.T) {
 		"sqs://q?colour=red":                                          "unknown query parameter",
 		"sqs://q?receivers=0":                                         "receivers",
 		"sqs://q?endpoint=ftp://x":                                    "endpoint",
-		"sqs://bad!name":                                              "not a valid URL",
+		"sqs://bad!name":                                              "is not an SQS queue name",
 		"sqs://q/extra":                                               "unexpected path",
 		"sqs://q?account=12":                                          "account",
 	} {
