@@ -1,7 +1,8 @@
 // Command worker is the reference idempotent consumer that dlqctl
 // reconciles against: it reads a Redis stream through a consumer group, a
 // Pulsar topic through a Shared subscription (dead-lettering through the
-// client's DLQPolicy, see pulsar.go), or a directory queue's inbox,
+// client's DLQPolicy, see pulsar.go), an SQS queue (dead-lettering through
+// the queue's redrive policy, see sqs.go), or a directory queue's inbox,
 // records every delivery in an inbox table and
 // applies the business effect in the same database transaction, and acks
 // only after that transaction has committed. docs/consumer-contract.md says
@@ -39,7 +40,7 @@ const defaultFailError = "worker: injected failure"
 
 // Options is everything the worker is told on the command line.
 type Options struct {
-	Source string // redis://…, pulsar://… or dir:PATH
+	Source string // redis://…, pulsar://…, sqs://… or dir:PATH
 	DLQ    string // redis: the DLQ stream key ("" means <origin>-dlq); pulsar: the DLQ topic ("" means <origin>-<sub>-DLQ)
 	Inbox  string // sqlite:PATH or postgres://…
 
@@ -164,7 +165,7 @@ table and its effect applied in one transaction; the ack follows the commit.
 	case fs.NArg() > 0:
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
-		return opts, errors.New("--source is required (redis://…, pulsar://… or dir:PATH)")
+		return opts, errors.New("--source is required (redis://…, pulsar://…, sqs://… or dir:PATH)")
 	case opts.Inbox == "":
 		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")
 	case opts.UntilIdle < 0:
