@@ -21,12 +21,15 @@ import (
 )
 
 // moveVisibility is how long a Publish keeps the planned messages
-// invisible for the Remove that follows it; a receipt handle older than
-// moveVisibility minus receiptMargin is not trusted and the message is
-// received again.
+// invisible for the Remove that follows it (in the same chunk, within
+// seconds); a receipt handle older than moveVisibility minus
+// receiptMargin is not trusted and the message is received again. It is
+// short because a run killed between the two leaves its messages
+// invisible that long, and its resume waits for them (see take).
 const (
-	moveVisibility = 5 * time.Minute
-	receiptMargin  = 30 * time.Second
+	moveVisibility = 20 * time.Second
+	receiptMargin  = 5 * time.Second
+	inFlightPoll   = time.Second
 )
 
 // Atomic is false: SendMessageBatch to the destination and
@@ -60,29 +63,61 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 	for _, id := range missing {
 		want[id] = true
 	}
-	msgs, err := q.receiveAll(ctx, moveVisibility, func(seen map[string]received) bool {
-		for id := range want {
-			if _, ok := seen[id]; !ok {
-				return false
+	// A planned message that is in flight (received by another reader, or
+	// by a run killed before it deleted it) is not gone: wait for its
+	// visibility to run out, up to moveVisibility and a margin, before
+	// calling it not found.
+	deadline := q.now().Add(moveVisibility + receiptMargin)
+	taken := 0 // received by this call, in flight now but not in q.held yet
+	for {
+		msgs, err := q.receiveAll(ctx, moveVisibility, func(seen map[string]received) bool {
+			for id := range want {
+				if _, ok := seen[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		var others []received
+		for _, r := range msgs {
+			if want[r.id()] {
+				got[r.id()] = r
+				delete(want, r.id())
+				taken++
+			} else {
+				others = append(others, r)
 			}
 		}
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
-	var others []received
-	for _, r := range msgs {
-		if want[r.id()] {
-			got[r.id()] = r
-		} else {
-			others = append(others, r)
+		if err := q.release(ctx, others); err != nil {
+			return nil, err
+		}
+		if len(want) == 0 {
+			return got, nil
+		}
+		c, _, err := q.counts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		own := int64(len(q.held))
+		q.mu.Unlock()
+		if c.InFlight <= own+int64(taken) {
+			return got, nil // the missing ones are not in the DLQ
+		}
+		if !q.now().Before(deadline) {
+			return nil, fmt.Errorf("%s: %d planned messages are not visible while %d messages are in flight in the DLQ "+
+				"(another reader, or a run killed before it deleted them, holds them): try again once their visibility timeout has run out",
+				q, len(want), c.InFlight)
+		}
+		select {
+		case <-time.After(inFlightPoll):
+		case <-ctx.Done():
+			return nil, q.wrap(ctx, "wait for in-flight messages", ctx.Err())
 		}
 	}
-	if err := q.release(ctx, others); err != nil {
-		return nil, err
-	}
-	return got, nil
 }
 
 // Publish sends each item's message to item.Dest with SendMessageBatch,

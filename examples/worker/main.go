@@ -136,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C] or dir:PATH")
+	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C], sqs://QUEUE?region=R[&endpoint=URL] or dir:PATH")
 	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); dir: ignored, always PATH/error")
 	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message")
 	fs.DurationVar(&opts.RedeliveryDelay, "redelivery-delay", opts.RedeliveryDelay, "pulsar: delay before a nacked (or retried) message is delivered again")
