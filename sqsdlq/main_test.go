@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/internal/sqstest"
 	"github.com/dlqctl/dlqctl/sqsdlq"
 )
@@ -22,15 +26,26 @@ import (
 // TestMain; tests keep apart by queue name.
 var server *sqstest.Server
 
+// TestMain also makes this test binary the dlqctl command (through
+// testscript's PATH entry), so that the end-to-end tests run the real
+// command against the package's one server.
 func TestMain(m *testing.M) {
+	testscript.Main(withServer{m}, map[string]func(){
+		"dlqctl": func() { os.Exit(cmd.MainWith(dlqctlFactory())) },
+	})
+}
+
+type withServer struct{ m *testing.M }
+
+func (w withServer) Run() int {
 	s, err := sqstest.StartProcess()
 	if err != nil {
 		// Never skip: a missing server must not pass for a green suite.
 		fmt.Fprintf(os.Stderr, "sqsdlq tests need ElasticMQ: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	server = s
-	code := m.Run()
+	code := w.m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "server log tail:\n%s\n", s.LogTail(30))
 	}
@@ -40,7 +55,29 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
+}
+
+// dlqctlFactory is the production factory plus a crash hook: with
+// DLQCTL_TEST_CRASH=STEP:N the process kills itself with SIGKILL right
+// after the Nth journal step of that type, as a real crash there would.
+func dlqctlFactory() *cmd.Factory {
+	f := &cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}
+	step, nth, ok := strings.Cut(os.Getenv("DLQCTL_TEST_CRASH"), ":")
+	n, err := strconv.Atoi(nth)
+	if ok && err == nil && n > 0 {
+		seen := 0
+		f.CrashHook = func(s string) {
+			if s != step {
+				return
+			}
+			if seen++; seen == n {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		}
+	}
+	return f
 }
 
 var queueSeq atomic.Int64
@@ -61,7 +98,7 @@ type pair struct {
 
 // freshName is a new queue name for the test (fifo adds .fifo).
 func freshName(t *testing.T, suffix string) string {
-	n := strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
+	n := regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(t.Name()), "-")
 	if len(n) > 50 {
 		n = n[:50]
 	}
