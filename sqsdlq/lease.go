@@ -21,7 +21,7 @@ import (
 // winner's tag on reading back and gives up. That holds while the settle
 // delay (lease_settle, default 2 s) is longer than the time between one
 // run reading the tag free and writing it, plus the time a tag write takes
-// to be seen by other readers; docs/backends.md says so.
+// to be seen by other readers; docs/sqs.md says so.
 const (
 	// LeaseTag is the tag key holding the lease.
 	LeaseTag = "dlqctl-lease"

@@ -6,7 +6,7 @@
 // receivers in parallel) with a visibility timeout sized to the scan,
 // hands them over in dead-letter order, and then makes all of them
 // visible again (ChangeMessageVisibility 0, in batches of 10). It never
-// deletes. What that costs is in docs/backends.md: while a scan runs the
+// deletes. What that costs is in docs/sqs.md: while a scan runs the
 // messages are invisible to every other reader of the DLQ, and each scan
 // raises every message's receive count on the DLQ by one.
 //
@@ -295,19 +295,33 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 		seen  = map[string]received{}
 		stop  bool
 		first error
+		// inflight counts receive calls under way.
+		inflight int
 		wg    sync.WaitGroup
 	)
 	// Receivers stop between calls and a call in flight is never
 	// cancelled: messages it was handed would otherwise stay invisible with
 	// nobody holding their receipt handles.
 	rctx := context.WithoutCancel(ctx)
+	// Receivers short-poll. An empty short poll ends a receiver once as
+	// many messages are in hand as were visible when it began; before
+	// that, it may only have missed the SQS servers holding the rest, so
+	// the receiver long-polls (1 s, which asks every server) and ends only
+	// when that is empty too.
+	c, _, err := q.counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	expect := c.Visible
 	for range q.src.receivers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			wait := int32(0)
 			for {
 				mu.Lock()
 				halt := stop
+				inflight++
 				mu.Unlock()
 				if halt || ctx.Err() != nil {
 					return
@@ -317,12 +331,13 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 					QueueUrl:                    aws.String(q.url),
 					MaxNumberOfMessages:         10,
 					VisibilityTimeout:           int32(vis / time.Second),
-					WaitTimeSeconds:             1,
+					WaitTimeSeconds:             wait,
 					MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 					MessageAttributeNames:       []string{"All"},
 				})
 				cancel()
 				mu.Lock()
+				inflight--
 				if err != nil {
 					if first == nil {
 						first = err
@@ -332,9 +347,22 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 					return
 				}
 				if len(out.Messages) == 0 {
+					short := wait == 0 && int64(len(seen)) < expect
+					others := inflight > 0
 					mu.Unlock()
-					return
+					switch {
+					case short && others:
+						// The rest may be what the other receivers' calls
+						// are being handed right now: look again after them.
+						time.Sleep(10 * time.Millisecond)
+					case short:
+						wait = 1
+					default:
+						return
+					}
+					continue
 				}
+				wait = 0
 				at := q.now()
 				for _, m := range out.Messages {
 					seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
@@ -351,7 +379,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 	for _, r := range seen {
 		all = append(all, r)
 	}
-	err := first
+	err = first
 	if err == nil {
 		err = ctx.Err()
 	}
