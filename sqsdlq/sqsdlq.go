@@ -297,7 +297,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 		first error
 		// inflight counts receive calls under way.
 		inflight int
-		wg    sync.WaitGroup
+		wg       sync.WaitGroup
 	)
 	// Receivers stop between calls and a call in flight is never
 	// cancelled: messages it was handed would otherwise stay invisible with
