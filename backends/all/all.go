@@ -8,6 +8,7 @@ import (
 	"github.com/dlqctl/dlqctl/kafkadlq"
 	"github.com/dlqctl/dlqctl/pulsardlq"
 	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/sqsdlq"
 )
 
 // Registry returns a registry holding every backend, in the order help
@@ -18,5 +19,6 @@ func Registry() *backend.Registry {
 	r.Register(redisstream.Registration())
 	r.Register(pulsardlq.Registration())
 	r.Register(kafkadlq.Registration())
+	r.Register(sqsdlq.Registration())
 	return r
 }

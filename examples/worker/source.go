@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,6 +47,7 @@ type Message struct {
 	raw    []byte            // dir: the file's bytes
 	pmsg   pulsar.Message    // pulsar: the message as delivered
 	krec   *kgo.Record       // kafka: the record as delivered
+	smsg   types.Message     // sqs: the message as received
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -85,8 +87,10 @@ func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, er
 			DLQ: dlq, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
 			Retry: opts.Retry, Log: stderr,
 		})
+	case strings.HasPrefix(raw, "sqs://"):
+		return openSQSSource(ctx, raw)
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB or dir:PATH", raw)
+	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL or dir:PATH", raw)
 }
 
 // redisSource reads a stream through a consumer group.

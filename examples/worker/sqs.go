@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// sqsSource reads an SQS queue as a production consumer does: receive,
+// process, delete. A failed delivery is handed back (visibility 0) and
+// never deleted, so that the queue's own redrive policy dead-letters it
+// once it has been received maxReceiveCount times, as in production: SQS
+// cannot carry a last_error onto the dead letter, so --fail-error does
+// not reach the DLQ here.
+type sqsSource struct {
+	c     *sqs.Client
+	url   string
+	names envelope.FieldNames
+	buf   []types.Message
+}
+
+// openSQSSource opens sqs://QUEUE?region=R[&endpoint=URL]; credentials
+// come from the standard AWS chain.
+func openSQSSource(ctx context.Context, raw string) (*sqsSource, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, usagef("--source %q: want sqs://QUEUE?region=R[&endpoint=URL]", raw)
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains([]string{"region", "endpoint"}, k) {
+			return nil, usagef("--source: unknown parameter %q (known: region, endpoint)", k)
+		}
+	}
+	var lo []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		lo = append(lo, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return nil, fmt.Errorf("sqs: AWS configuration: %w", err)
+	}
+	c := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if e := q.Get("endpoint"); e != "" {
+			o.BaseEndpoint = aws.String(e)
+		}
+	})
+	out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(u.Host)})
+	if err != nil {
+		return nil, fmt.Errorf("sqs: find queue %s: %w", u.Host, err)
+	}
+	return &sqsSource{c: c, url: aws.ToString(out.QueueUrl), names: envelope.DefaultFieldNames()}, nil
+}
+
+func (s *sqsSource) Next(ctx context.Context) (Message, error) {
+	if len(s.buf) == 0 {
+		out, err := s.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(s.url), MaxNumberOfMessages: readCount,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Message{}, ctx.Err()
+			}
+			return Message{}, fmt.Errorf("sqs: receive from %s: %w", s.url, err)
+		}
+		if len(out.Messages) == 0 {
+			select {
+			case <-time.After(pollWait):
+			case <-ctx.Done():
+				return Message{}, ctx.Err()
+			}
+			return Message{}, errIdle
+		}
+		s.buf = out.Messages
+	}
+	m := s.buf[0]
+	s.buf = s.buf[1:]
+	sm := envelope.SQSMessage{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Attributes: m.Attributes, MessageAttributes: map[string]string{}}
+	for k, v := range m.MessageAttributes {
+		if strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
+			continue
+		}
+		sm.MessageAttributes[k] = aws.ToString(v.StringValue)
+	}
+	e := envelope.FromSQS(sm, envelope.EventIDSource{Kind: "attribute"}, s.names)
+	return Message{ID: sm.ID, Envelope: e, smsg: m}, nil
+}
+
+func (s *sqsSource) Ack(ctx context.Context, m Message) error {
+	if _, err := s.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle}); err != nil {
+		return fmt.Errorf("sqs: delete %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// DeadLetter hands the message back at once; the queue's redrive policy
+// moves it to the DLQ after maxReceiveCount receives.
+func (s *sqsSource) DeadLetter(ctx context.Context, m Message, _ DeadLetter) error {
+	_, err := s.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle, VisibilityTimeout: 0})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sqs: hand back %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+func (s *sqsSource) Close() error { return nil }

@@ -1,0 +1,222 @@
+package sqsdlq
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// The DLQ lease on SQS is a queue tag. SQS has no compare-and-set, so a
+// run writes the tag and reads it back after a settle delay: of runs that
+// start together, the last writer wins and every other one finds the
+// winner's tag on reading back and gives up. That holds while the settle
+// delay (lease_settle, default 2 s) is longer than the time between one
+// run reading the tag free and writing it, plus the time a tag write takes
+// to be seen by other readers; docs/sqs.md says so.
+const (
+	// LeaseTag is the tag key holding the lease.
+	LeaseTag = "dlqctl-lease"
+	// leaseTTL is how long a lease lasts without renewal: a run killed
+	// with -9 leaves a tag that another run may take after this.
+	leaseTTL   = 2 * time.Minute
+	leaseRenew = 30 * time.Second
+)
+
+// leaseValue is the tag's value: run ID, PID, host, start and expiry
+// (Unix seconds), separated by "|" (run IDs and host names hold none).
+type leaseValue struct {
+	holder  backend.LeaseHolder
+	expires time.Time
+}
+
+func (v leaseValue) String() string {
+	h := v.holder
+	return strings.Join([]string{h.RunID, strconv.Itoa(h.PID), h.Host, strconv.FormatInt(h.Since.Unix(), 10), strconv.FormatInt(v.expires.Unix(), 10)}, "|")
+}
+
+func parseLease(s string) (leaseValue, bool) {
+	p := strings.Split(s, "|")
+	if len(p) != 5 || p[0] == "" {
+		return leaseValue{}, false
+	}
+	pid, err1 := strconv.Atoi(p[1])
+	since, err2 := strconv.ParseInt(p[3], 10, 64)
+	exp, err3 := strconv.ParseInt(p[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return leaseValue{}, false
+	}
+	return leaseValue{holder: backend.LeaseHolder{RunID: p[0], PID: pid, Host: p[2], Since: time.Unix(since, 0).UTC()}, expires: time.Unix(exp, 0)}, true
+}
+
+func (q *Queue) readLease(ctx context.Context) (leaseValue, bool, error) {
+	out, err := q.c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(q.url)})
+	if err != nil {
+		return leaseValue{}, false, q.wrap(ctx, "read the lease tag", err)
+	}
+	raw, ok := out.Tags[LeaseTag]
+	if !ok {
+		return leaseValue{}, false, nil
+	}
+	v, ok := parseLease(raw)
+	if !ok {
+		// Unreadable: nobody can renew it, so it counts as expired.
+		return leaseValue{}, false, nil
+	}
+	return v, true, nil
+}
+
+func (q *Queue) writeLease(ctx context.Context, v leaseValue) error {
+	_, err := q.c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(q.url), Tags: map[string]string{LeaseTag: v.String()}})
+	if err != nil {
+		return q.wrap(ctx, "write the lease tag", err)
+	}
+	return nil
+}
+
+func (q *Queue) busy(v leaseValue) error {
+	return &backend.BusyError{What: "DLQ " + q.String(), Holder: v.holder.String() + ", lease until " + v.expires.UTC().Format(time.RFC3339)}
+}
+
+// Lease takes the DLQ for h.RunID: it refuses at once when another run's
+// unexpired tag is there, else writes its own, waits lease_settle and
+// reads the tag back; finding another run's there, it refuses. A lease of
+// the same run ID (a crashed run being resumed) is taken over.
+func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
+	if h.RunID == "" || strings.Contains(h.RunID, "|") {
+		return nil, fmt.Errorf("%s: lease: bad run ID %q", q, h.RunID)
+	}
+	if h.PID == 0 {
+		h.PID = os.Getpid()
+	}
+	if h.Host == "" {
+		h.Host, _ = os.Hostname()
+	}
+	h.Host = strings.ReplaceAll(h.Host, "|", "_")
+	if h.Since.IsZero() {
+		h.Since = q.now()
+	}
+	h.Since = time.Unix(h.Since.Unix(), 0).UTC() // as the tag keeps it
+	cur, ok, err := q.readLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok && cur.holder.RunID != h.RunID && q.now().Before(cur.expires) {
+		return nil, q.busy(cur)
+	}
+	mine := leaseValue{holder: h, expires: q.now().Add(leaseTTL)}
+	if err := q.writeLease(ctx, mine); err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(q.src.leaseSettle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	back, ok, err := q.readLease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !sameHolder(back.holder, h) {
+		if ok {
+			return nil, q.busy(back)
+		}
+		return nil, &backend.BusyError{What: "DLQ " + q.String(), Holder: "another run (the lease tag changed while it was being taken)"}
+	}
+	l := &lease{q: q, v: mine, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go l.renew()
+	return l, nil
+}
+
+// LeaseHolder describes the run holding an unexpired lease, "" for none.
+func (q *Queue) LeaseHolder(ctx context.Context) (string, error) {
+	v, ok, err := q.readLease(ctx)
+	if err != nil || !ok || !q.now().Before(v.expires) {
+		return "", err
+	}
+	return v.holder.String(), nil
+}
+
+type lease struct {
+	q        *Queue
+	mu       sync.Mutex
+	v        leaseValue
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+func (l *lease) Lost() <-chan struct{} { return l.lost }
+
+// renew rewrites the tag with a new expiry every leaseRenew, after
+// checking that it still holds it; a tag that is another run's, or a
+// renewal that fails until the lease has expired, closes Lost.
+func (l *lease) renew() {
+	defer close(l.done)
+	t := time.NewTicker(leaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), leaseRenew)
+		cur, ok, err := l.q.readLease(ctx)
+		l.mu.Lock()
+		v := l.v
+		l.mu.Unlock()
+		switch {
+		case err == nil && (!ok || !sameHolder(cur.holder, v.holder)):
+			l.lostOnce.Do(func() { close(l.lost) })
+			cancel()
+			return
+		case err == nil:
+			next := leaseValue{holder: v.holder, expires: l.q.now().Add(leaseTTL)}
+			if err = l.q.writeLease(ctx, next); err == nil {
+				l.mu.Lock()
+				l.v = next
+				l.mu.Unlock()
+			}
+		}
+		cancel()
+		if err != nil && !l.q.now().Before(v.expires) {
+			l.lostOnce.Do(func() { close(l.lost) })
+			return
+		}
+	}
+}
+
+// Release stops renewing and removes the tag if it is still this run's.
+func (l *lease) Release(ctx context.Context) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
+	cur, ok, err := l.q.readLease(ctx)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	v := l.v
+	l.mu.Unlock()
+	if !ok || !sameHolder(cur.holder, v.holder) {
+		return nil
+	}
+	if _, err := l.q.c.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: aws.String(l.q.url), TagKeys: []string{LeaseTag}}); err != nil {
+		return l.q.wrap(ctx, "remove the lease tag", err)
+	}
+	return nil
+}
+
+func sameHolder(a, b backend.LeaseHolder) bool {
+	return a.RunID == b.RunID && a.PID == b.PID && a.Host == b.Host && a.Since.Unix() == b.Since.Unix()
+}

@@ -1,0 +1,91 @@
+package sqsdlq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// TestLease: a second run is refused with a BusyError naming the holder,
+// the same run ID takes the lease over (a resume after kill -9), and after
+// Release another run can take it.
+func TestLease(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	a := open(t, ctx, p, "lease_settle=200ms")
+	b := open(t, ctx, p, "lease_settle=200ms")
+	since := time.Now()
+	la, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a", PID: 101, Host: "host-a", Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-b", PID: 202, Host: "host-b"})
+	var be *backend.BusyError
+	if !errors.As(err, &be) || !errors.Is(err, backend.ErrBusy) || !strings.Contains(be.Holder, "run-a") || !strings.Contains(be.Holder, "host-a") {
+		t.Fatalf("second run: %v, want a BusyError naming run-a", err)
+	}
+	if h, err := b.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run-a") {
+		t.Fatalf("LeaseHolder = %q, %v", h, err)
+	}
+	// The same run, restarted (another PID), takes over.
+	la2, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-a", PID: 303, Host: "host-a"})
+	if err != nil {
+		t.Fatalf("same run ID: %v", err)
+	}
+	// The old holder's Release leaves the new holder's tag alone.
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := a.LeaseHolder(ctx); !strings.Contains(h, "pid 303") {
+		t.Fatalf("after the old holder's release the lease is %q, want pid 303's", h)
+	}
+	if err := la2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := a.LeaseHolder(ctx); h != "" {
+		t.Fatalf("after release LeaseHolder = %q", h)
+	}
+	lb, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-b", PID: 202, Host: "host-b"})
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	lb.Release(ctx)
+}
+
+// TestLeaseRace: runs that take the lease at the same time: exactly one
+// wins, every other is refused.
+func TestLeaseRace(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	const runs = 4
+	type result struct {
+		l   backend.Lease
+		err error
+	}
+	out := make(chan result, runs)
+	for i := range runs {
+		q := open(t, ctx, p, "lease_settle=500ms")
+		go func() {
+			l, err := q.Lease(ctx, backend.LeaseHolder{RunID: "race-" + string(rune('a'+i)), PID: 1000 + i, Host: "h"})
+			out <- result{l, err}
+		}()
+	}
+	won := 0
+	for range runs {
+		r := <-out
+		switch {
+		case r.err == nil:
+			won++
+			defer r.l.Release(context.Background())
+		case !errors.Is(r.err, backend.ErrBusy):
+			t.Fatalf("unexpected error: %v", r.err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d runs hold the lease, want exactly 1", won)
+	}
+}

@@ -1,0 +1,510 @@
+package sqsdlq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// moveVisibility is how long a Publish keeps the planned messages
+// invisible for the Remove that follows it (in the same chunk, within
+// seconds); a receipt handle older than moveVisibility minus
+// receiptMargin is not trusted and the message is received again. It is
+// short because a run killed between the two leaves its messages
+// invisible that long, and its resume waits for them (see take).
+const (
+	moveVisibility = 20 * time.Second
+	receiptMargin  = 5 * time.Second
+	inFlightPoll   = time.Second
+)
+
+// Atomic is false: SendMessageBatch to the destination and
+// DeleteMessageBatch on the DLQ are two steps; the journal covers the gap.
+func (q *Queue) Atomic() bool { return false }
+
+// DefaultDest is the origin queue's name (from DeadLetterQueueSourceArn).
+func (q *Queue) DefaultDest(origin string) string { return origin }
+
+// take receives until every id is in hand (or the DLQ is exhausted) and
+// returns them by MessageId; all other messages it received are released
+// before it returns. Messages already held by an earlier Publish whose
+// receipt handle is still fresh are taken from there.
+func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, error) {
+	got := map[string]received{}
+	var missing []string
+	now := q.now()
+	q.mu.Lock()
+	for _, id := range ids {
+		if r, ok := q.held[id]; ok && now.Sub(r.at) < r.vis-receiptMargin {
+			got[id] = r
+			continue
+		}
+		missing = append(missing, id)
+	}
+	q.mu.Unlock()
+	if len(missing) == 0 {
+		return got, nil
+	}
+	want := map[string]bool{}
+	for _, id := range missing {
+		want[id] = true
+	}
+	// A planned message that is in flight (received by another reader, or
+	// by a run killed before it deleted it) is not gone: wait for its
+	// visibility to run out, up to moveVisibility and a margin, before
+	// calling it not found.
+	deadline := q.now().Add(moveVisibility + receiptMargin)
+	taken := 0 // received by this call, in flight now but not in q.held yet
+	for {
+		msgs, err := q.receiveAll(ctx, moveVisibility, func(seen map[string]received) bool {
+			for id := range want {
+				if _, ok := seen[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		var others []received
+		for _, r := range msgs {
+			if want[r.id()] {
+				got[r.id()] = r
+				delete(want, r.id())
+				taken++
+			} else {
+				others = append(others, r)
+			}
+		}
+		if err := q.release(ctx, others); err != nil {
+			return nil, err
+		}
+		if len(want) == 0 {
+			return got, nil
+		}
+		c, _, err := q.counts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		own := int64(len(q.held))
+		q.mu.Unlock()
+		if c.InFlight <= own+int64(taken) {
+			return got, nil // the missing ones are not in the DLQ
+		}
+		if !q.now().Before(deadline) {
+			return nil, fmt.Errorf("%s: %d planned messages are not visible while %d messages are in flight in the DLQ "+
+				"(another reader, or a run killed before it deleted them, holds them): try again once their visibility timeout has run out",
+				q, len(want), c.InFlight)
+		}
+		select {
+		case <-time.After(inFlightPoll):
+		case <-ctx.Done():
+			return nil, q.wrap(ctx, "wait for in-flight messages", ctx.Err())
+		}
+	}
+}
+
+// Publish sends each item's message to item.Dest with SendMessageBatch,
+// 10 at a time, in order: the body and message attributes unchanged, with
+// redrive_count one higher and the markers dlqctl_run_id, dlqctl_seq and
+// dlqctl_redriven_from (see markAttributes for SQS's 10-attribute limit);
+// dlqctl_source_id, the import bookkeeping of this DLQ, is dropped. A FIFO
+// destination gets the message's MessageGroupId (else its key, else its
+// event ID) and a MessageDeduplicationId derived from event ID and
+// fingerprint, so that a resend within SQS's 5-minute deduplication window
+// is dropped. The planned messages stay received (invisible) for Remove.
+//
+// Per item, nothing is sent and Err is set when: the message is not in the
+// DLQ (ErrNotFound); its fingerprint is not the planned one (ErrChanged);
+// it has no destination; or the destination refused it, or an earlier item
+// for the same destination (so that later entries never overtake it). A
+// failed call (connection lost, server error after the SDK's retries)
+// returns an error: the outcome of every item is then unknown.
+func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
+	results := make([]backend.MoveResult, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	got, err := q.take(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	maps.Copy(q.held, got)
+	q.mu.Unlock()
+	type pending struct {
+		i     int
+		entry types.SendMessageBatchRequestEntry
+	}
+	byDest := map[string][]pending{}
+	var dests []string
+	for i, it := range items {
+		r, ok := got[it.ID]
+		if !ok {
+			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
+			continue
+		}
+		env := q.decode(ctx, r.msg)
+		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
+			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
+			continue
+		}
+		if it.Dest == "" {
+			results[i].Err = fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID)
+			continue
+		}
+		dest, err := q.destURL(ctx, it.Dest, r.msg)
+		if err != nil {
+			var ce *backend.ConfigError
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			continue
+		}
+		entry := types.SendMessageBatchRequestEntry{
+			Id:                aws.String(strconv.Itoa(i)),
+			MessageBody:       r.msg.Body,
+			MessageAttributes: q.markAttributes(r.msg, it, m),
+		}
+		if isFIFO(dest) {
+			group := r.msg.Attributes[envelope.SQSMessageGroupID]
+			if group == "" {
+				group = env.Key
+			}
+			if group == "" {
+				group = env.EventID
+			}
+			entry.MessageGroupId = aws.String(group)
+			entry.MessageDeduplicationId = aws.String(dedupID("redrive", env.EventID, env.Fingerprint))
+		}
+		if _, ok := byDest[dest]; !ok {
+			dests = append(dests, dest)
+		}
+		byDest[dest] = append(byDest[dest], pending{i, entry})
+	}
+	for _, dest := range dests {
+		var refused error
+		list := byDest[dest]
+		for j := 0; j < len(list); j += 10 {
+			part := list[j:min(j+10, len(list))]
+			if refused != nil {
+				for _, p := range part {
+					results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
+				}
+				continue
+			}
+			entries := make([]types.SendMessageBatchRequestEntry, len(part))
+			for k, p := range part {
+				entries[k] = p.entry
+			}
+			out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
+			if err != nil {
+				if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "AccessDenied", "AccessDeniedException",
+					"BatchRequestTooLong", "InvalidParameterValue", "UnsupportedOperation", "KmsAccessDenied", "KmsDisabled") {
+					refused = err
+					for _, p := range part {
+						results[p.i].Err = fmt.Errorf("move %s: %s: %v", items[p.i].ID, items[p.i].Dest, err)
+					}
+					continue
+				}
+				return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
+			}
+			for _, ok := range out.Successful {
+				if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i >= 0 && i < len(results) {
+					results[i].DestID = aws.ToString(ok.MessageId)
+				}
+			}
+			for _, f := range out.Failed {
+				i, err := strconv.Atoi(aws.ToString(f.Id))
+				if err != nil || i < 0 || i >= len(results) {
+					continue
+				}
+				ferr := fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+				if !f.SenderFault {
+					// A server-side failure of one entry: SQS did not take it.
+					ferr = fmt.Errorf("%w (server side; retry with --retry-failed)", ferr)
+				}
+				results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+				if refused == nil {
+					refused = ferr
+				}
+			}
+			if refused != nil {
+				// Entries of this call after the refused one were already
+				// sent; later calls are not.
+				continue
+			}
+		}
+	}
+	// What failed is no longer held for a Remove: give it back now.
+	var back []received
+	q.mu.Lock()
+	for i, it := range items {
+		if results[i].Err != nil {
+			if r, ok := q.held[it.ID]; ok {
+				back = append(back, r)
+				delete(q.held, it.ID)
+			}
+		}
+	}
+	q.mu.Unlock()
+	if err := q.release(ctx, back); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// markAttributes are the message attributes of the redriven message.
+//
+// SQS allows 10 message attributes. The markers (redrive_count,
+// dlqctl_run_id, dlqctl_seq, dlqctl_redriven_from) are written as their own
+// attributes when they fit; else all of them go into the one
+// dlqctl_fields attribute (a JSON object dlqctl reads back as attributes;
+// an existing one is extended); when the message has 10 attributes of its
+// own already, none but an existing redrive_count attribute (raised in
+// place) is written, and the journal alone records the run.
+func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers) map[string]types.MessageAttributeValue {
+	attrs := maps.Clone(m.MessageAttributes)
+	if attrs == nil {
+		attrs = map[string]types.MessageAttributeValue{}
+	}
+	delete(attrs, envelope.ImportedFromProperty)
+	var packed map[string]string
+	if p, ok := attrs[envelope.SQSPackedFields]; ok && p.StringValue != nil {
+		_ = json.Unmarshal([]byte(*p.StringValue), &packed) // unreadable: treated as empty and left as it is
+	}
+	rcName, count, inPlace := q.names[envelope.FieldRedriveCount][0], 0, false
+	for _, n := range q.names[envelope.FieldRedriveCount] {
+		if v, ok := attrs[n]; ok && v.StringValue != nil {
+			rcName, inPlace = n, true
+			count, _ = strconv.Atoi(*v.StringValue) // unreadable counts as 0
+			break
+		}
+		if v, ok := packed[n]; ok {
+			rcName = n
+			count, _ = strconv.Atoi(v)
+			break
+		}
+	}
+	marks := [][2]string{
+		{backend.MarkerRunID, mk.RunID},
+		{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
+		{backend.MarkerRedrivenFrom, it.ID},
+	}
+	rc := strconv.Itoa(count + 1)
+	if inPlace {
+		attrs[rcName] = strAttr(rc)
+	} else {
+		marks = append([][2]string{{rcName, rc}}, marks...)
+	}
+	free := maxAttributes - len(attrs)
+	switch {
+	case free >= len(marks):
+		for _, mk := range marks {
+			attrs[mk[0]] = strAttr(mk[1])
+		}
+	case free >= 1 || packed != nil:
+		if packed == nil {
+			packed = map[string]string{}
+		}
+		for _, mk := range marks {
+			packed[mk[0]] = mk[1]
+		}
+		b, _ := json.Marshal(packed) // a map of strings always marshals
+		attrs[envelope.SQSPackedFields] = strAttr(string(b))
+	}
+	return attrs
+}
+
+// dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for
+// one event: the same event ID and fingerprint give the same ID.
+func dedupID(kind, eventID, fingerprint string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + eventID + "\x00" + strings.ToLower(fingerprint)))
+	return "dlqctl-" + hex.EncodeToString(h[:])
+}
+
+func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
+
+// destURL resolves a destination given as a queue URL, an ARN or a queue
+// name. A bare name is looked up in the account of the message's source
+// queue when it names that queue, else in the DLQ's account.
+func (q *Queue) destURL(ctx context.Context, dest string, m types.Message) (string, error) {
+	q.mu.Lock()
+	u, ok := q.destURLs[dest]
+	q.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	var name, account string
+	switch {
+	case strings.HasPrefix(dest, "https://") || strings.HasPrefix(dest, "http://"):
+		u = dest
+	case strings.HasPrefix(dest, "arn:"):
+		name, account = envelope.SQSQueueName(dest), arnAccount(dest)
+		if name == "" {
+			return "", backend.Configf("destination %q is not an SQS queue ARN", dest)
+		}
+	default:
+		name = dest
+		if src := m.Attributes[envelope.SQSDeadLetterSourceArn]; envelope.SQSQueueName(src) == dest {
+			account = arnAccount(src)
+		} else {
+			account = q.src.account
+		}
+	}
+	if u == "" {
+		if !validQueueName(name) {
+			return "", backend.Configf("destination %q is not an SQS queue name, URL or ARN", dest)
+		}
+		in := &sqs.GetQueueUrlInput{QueueName: aws.String(name)}
+		if account != "" && account != arnAccount(q.arn) {
+			in.QueueOwnerAWSAccountId = aws.String(account)
+		}
+		out, err := q.c.GetQueueUrl(ctx, in)
+		if err != nil {
+			if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue") {
+				return "", backend.Configf("destination queue %q does not exist", dest)
+			}
+			return "", q.wrap(ctx, "find the destination queue "+dest, err)
+		}
+		u = aws.ToString(out.QueueUrl)
+	}
+	q.mu.Lock()
+	q.destURLs[dest] = u
+	q.mu.Unlock()
+	return u, nil
+}
+
+func arnAccount(arn string) string {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 {
+		return ""
+	}
+	return parts[4]
+}
+
+// Remove deletes each item's message from the DLQ with DeleteMessageBatch,
+// using the receipt handle its Publish received, or, when there is none or
+// it may have expired, one from receiving it again. A message that is not
+// in the DLQ any more gets ErrNotFound. A receipt handle SQS no longer
+// accepts makes Remove receive the message again and retry once.
+func (q *Queue) Remove(ctx context.Context, items []backend.MoveItem) ([]backend.MoveResult, error) {
+	results := make([]backend.MoveResult, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		var todo []string
+		for i, it := range items {
+			if !results[i].Removed && (attempt == 0 || results[i].Err == errStaleReceipt) {
+				todo = append(todo, it.ID)
+				results[i].Err = nil
+			}
+		}
+		if len(todo) == 0 {
+			break
+		}
+		if attempt > 0 {
+			q.mu.Lock()
+			for _, id := range todo {
+				delete(q.held, id)
+			}
+			q.mu.Unlock()
+		}
+		got, err := q.take(ctx, todo)
+		if err != nil {
+			return nil, err
+		}
+		stale, err := q.delete(ctx, got)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range items {
+			if results[i].Removed || !contains(todo, it.ID) {
+				continue
+			}
+			switch _, ok := got[it.ID]; {
+			case !ok:
+				results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
+			case stale[it.ID]:
+				results[i].Err = errStaleReceipt
+			default:
+				results[i].Removed = true
+			}
+		}
+	}
+	for i := range results {
+		if results[i].Err == errStaleReceipt {
+			results[i].Err = fmt.Errorf("message %s: SQS refused its receipt handle twice; it stays in the DLQ", items[i].ID)
+		}
+	}
+	q.mu.Lock()
+	for _, id := range ids {
+		delete(q.held, id)
+	}
+	q.mu.Unlock()
+	return results, nil
+}
+
+var errStaleReceipt = errors.New("stale receipt handle")
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// delete deletes msgs, 10 per call, and returns the MessageIds whose
+// receipt handle SQS refused as invalid.
+func (q *Queue) delete(ctx context.Context, msgs map[string]received) (map[string]bool, error) {
+	stale := map[string]bool{}
+	list := make([]received, 0, len(msgs))
+	for _, r := range msgs {
+		list = append(list, r)
+	}
+	for i := 0; i < len(list); i += 10 {
+		part := list[i:min(i+10, len(list))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(part))
+		for j, r := range part {
+			entries[j] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: r.msg.ReceiptHandle}
+		}
+		out, err := q.c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+		if err != nil {
+			return nil, q.wrap(ctx, "delete from the DLQ", err)
+		}
+		for _, f := range out.Failed {
+			j, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || j < 0 || j >= len(part) {
+				continue
+			}
+			if staleReceipt(aws.ToString(f.Code)) {
+				stale[part[j].id()] = true
+				continue
+			}
+			return nil, q.wrap(ctx, "delete "+part[j].id()+" from the DLQ", fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return stale, nil
+}

@@ -1,0 +1,61 @@
+package sqsdlq
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseURL(t *testing.T) {
+	u, err := parseURL("sqs://orders_DLQ.fifo?region=eu-west-1&endpoint=http://127.0.0.1:9324/&receivers=8&account=123456789012&lease_settle=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.queue != "orders_DLQ.fifo" || u.region != "eu-west-1" || u.endpoint != "http://127.0.0.1:9324" || u.receivers != 8 || u.account != "123456789012" || u.leaseSettle != 5*time.Second {
+		t.Fatalf("%+v", u)
+	}
+	u, err = parseURL("https://sqs.us-east-2.amazonaws.com/123456789012/orders-dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.queue != "orders-dlq" || u.region != "us-east-2" || u.account != "123456789012" || u.queueURL != "https://sqs.us-east-2.amazonaws.com/123456789012/orders-dlq" {
+		t.Fatalf("%+v", u)
+	}
+	if u, err := parseURL("https://eu-west-1.queue.amazonaws.com/123456789012/q"); err != nil || u.region != "eu-west-1" {
+		t.Fatalf("legacy host: %+v %v", u, err)
+	}
+	for raw, want := range map[string]string{
+		"https://example.com/123456789012/q":                          "no SQS host",
+		"https://sqs.us-east-1.amazonaws.com/q":                       "ACCOUNT/QUEUE",
+		"https://sqs.us-east-1.amazonaws.com/123456789012/q?region=x": "does not go with a queue URL",
+		"sqs://user:hunter2@q":                                        "user info",
+		"sqs://q?colour=red":                                          "unknown query parameter",
+		"sqs://q?receivers=0":                                         "receivers",
+		"sqs://q?endpoint=ftp://x":                                    "endpoint",
+		"sqs://bad!name":                                              "is not an SQS queue name",
+		"sqs://q/extra":                                               "unexpected path",
+		"sqs://q?account=12":                                          "account",
+	} {
+		_, err := parseURL(raw)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseURL(%q) = %v, want an error containing %q", raw, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at, warn := expiry(now.Add(-4*24*time.Hour+2*time.Hour), 4*24*time.Hour, now)
+	if at != "2026-12-01T14:00:00Z" || len(warn) != 1 || !strings.Contains(warn[0], "expires in 2h0m0s") {
+		t.Fatalf("at %q warn %q", at, warn)
+	}
+	if at, warn := expiry(now.Add(-time.Hour), 4*24*time.Hour, now); at == "" || warn != nil {
+		t.Fatalf("far off: at %q warn %q", at, warn)
+	}
+	if at, warn := expiry(now, 0, now); at != "" || warn != nil {
+		t.Fatalf("no retention: at %q warn %q", at, warn)
+	}
+}
