@@ -26,7 +26,7 @@ const (
 	casePulsarStats  = "pulsar-stats"
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -70,6 +70,7 @@ type Results struct {
 	Redrive    *Redrive     // redis-redrive (redrive.go)
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
+	UI         *UIResult    // redis-ui (ui.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -165,6 +166,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, casePulsarStats) {
 		if err := c.runPulsar(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedisUI) {
+		if err := c.runUI(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}
