@@ -56,6 +56,7 @@ It needs a terminal; scripts read the same data with "dlqctl list",
 	o.plan.register(c)
 	// The browser pages by itself; --limit stays out of its help.
 	_ = c.Flags().MarkHidden("limit")
+	c.Flags().Lookup("reason").Usage = "the reason p starts its prompt with (kept in the plan and the journal)"
 	c.Flags().StringVar(&o.planDir, "plan-dir", ".", "directory for the plans that p writes")
 	c.Flags().StringSliceVar(&o.redact, "redact", nil, "more payload fields to hide: a key (anywhere) or a dotted path from the root")
 	return c

@@ -216,7 +216,7 @@ func TestUIFilterAndNoColor(t *testing.T) {
 	s.press("\t\torders\r")
 	s.waitFor("filter: origin=orders", "scan complete: 284 entries read, 102 selected in 6 categories", "52")
 	s.press("?")
-	s.waitFor("reload", "plan a redrive of what is shown", "quit")
+	s.waitFor("reload", "plan a redrive", "quit")
 	s.press("q")
 	if code := waitExit(t, s, done); code != 0 {
 		t.Fatalf("exit %d, want 0", code)

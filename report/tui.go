@@ -4,7 +4,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/textinput"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -62,14 +61,76 @@ func (t TUI) StyleInput(m *textinput.Model) {
 	m.Cursor.TextStyle = t.style()
 }
 
-// StyleHelp gives the key help this terminal's styles.
-func (t TUI) StyleHelp(m *help.Model) {
-	key := t.style().Bold(true)
-	desc := t.style().Faint(true)
-	m.Styles = help.Styles{
-		Ellipsis: desc, ShortKey: key, ShortDesc: desc, ShortSeparator: desc,
-		FullKey: key, FullDesc: desc, FullSeparator: desc,
+// KeyHint is one key and what it does, for the key help.
+type KeyHint struct{ Key, Desc string }
+
+// KeyLine is the one-line key help: as many hints as fit in width, then
+// "…" (bubbles/help can overflow the width by one item, so it is drawn
+// here).
+func (t TUI) KeyLine(hints []KeyHint, width int) string {
+	const sep = " • "
+	key, desc := t.style().Bold(true), t.style().Faint(true)
+	var b strings.Builder
+	used := 0
+	for i, h := range hints {
+		w := lipgloss.Width(h.Key) + 1 + lipgloss.Width(h.Desc)
+		if i > 0 {
+			w += len([]rune(sep))
+		}
+		rest := 0
+		if i < len(hints)-1 {
+			rest = 2 // room for " …" if more would follow
+		}
+		if used+w+rest > width {
+			if used+2 <= width {
+				b.WriteString(desc.Render(" …"))
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteString(desc.Render(sep))
+		}
+		b.WriteString(key.Render(h.Key) + " " + desc.Render(h.Desc))
+		used += w
 	}
+	return b.String()
+}
+
+// KeyColumns is the full key help (`?`): one column per group, as many
+// columns as fit in width.
+func (t TUI) KeyColumns(groups [][]KeyHint, width int) []string {
+	key, desc := t.style().Bold(true), t.style().Faint(true)
+	var lines []string
+	used := 0
+	for _, g := range groups {
+		kw, dw := 0, 0
+		for _, h := range g {
+			kw, dw = max(kw, lipgloss.Width(h.Key)), max(dw, lipgloss.Width(h.Desc))
+		}
+		colWidth := kw + 1 + dw
+		gap := 0
+		if used > 0 {
+			gap = 4
+		}
+		if used+gap+colWidth > width {
+			break
+		}
+		for i, h := range g {
+			for len(lines) <= i {
+				lines = append(lines, strings.Repeat(" ", used))
+			}
+			cur := lipgloss.Width(lines[i])
+			lines[i] += strings.Repeat(" ", used+gap-cur) + key.Render(padRight(h.Key, kw)) + " " + desc.Render(padRight(h.Desc, dw))
+		}
+		for i := len(g); i < len(lines); i++ {
+			lines[i] += strings.Repeat(" ", used+gap+colWidth-lipgloss.Width(lines[i]))
+		}
+		used += gap + colWidth
+	}
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return lines
 }
 
 // TUIColumn is one column of a TUI list.

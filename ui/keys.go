@@ -23,7 +23,7 @@ func newKeyMap() keyMap {
 		Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "keys")),
 		Filter:   key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Reload:   key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reload")),
-		Plan:     key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan a redrive of what is shown")),
+		Plan:     key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "plan a redrive")),
 		Reveal:   key.NewBinding(key.WithKeys("v"), key.WithHelp("v", "reveal/hide personal data")),
 		NextPage: key.NewBinding(key.WithKeys("]", "n"), key.WithHelp("]", "next page")),
 		PrevPage: key.NewBinding(key.WithKeys("[", "N"), key.WithHelp("[", "previous page")),

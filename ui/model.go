@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
@@ -105,7 +104,6 @@ type Model struct {
 	deps Deps
 	src  *oneAtATime
 	keys keyMap
-	help help.Model
 
 	width, height int
 	screen        screen
@@ -167,10 +165,9 @@ func New(ctx context.Context, d Deps) *Model {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	m := &Model{ctx: ctx, deps: d, keys: newKeyMap(), help: help.New(), width: 80, height: 24, filter: d.Filter, total: -1}
+	m := &Model{ctx: ctx, deps: d, keys: newKeyMap(), width: 80, height: 24, filter: d.Filter, total: -1}
 	m.src = newOneAtATime(d.Walker.Source)
 	m.deps.Walker.Source = m.src
-	d.Styles.StyleHelp(&m.help)
 	return m
 }
 
@@ -288,7 +285,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		m.help.Width = msg.Width
 		m.envLines = nil
 		return m, nil
 	case scanEnvelope:

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
+
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
@@ -33,7 +35,19 @@ func (m *Model) bodyHeight() int {
 func (m *Model) listHeight() int { return max(m.bodyHeight()-1, 1) }
 
 func (m *Model) fullHelpLines() []string {
-	return strings.Split(m.help.FullHelpView(helpKeys{m.keys, m.screen}.FullHelp()), "\n")
+	var groups [][]report.KeyHint
+	for _, g := range (helpKeys{m.keys, m.screen}).FullHelp() {
+		groups = append(groups, hints(g))
+	}
+	return m.deps.Styles.KeyColumns(groups, m.width)
+}
+
+func hints(bs []key.Binding) []report.KeyHint {
+	out := make([]report.KeyHint, len(bs))
+	for i, b := range bs {
+		out[i] = report.KeyHint{Key: b.Help().Key, Desc: b.Help().Desc}
+	}
+	return out
 }
 
 // View draws the screen. Every line fits the terminal's width.
@@ -92,7 +106,7 @@ func (m *Model) View() string {
 		b.WriteString(strings.Join(m.fullHelpLines(), "\n"))
 		b.WriteByte('\n')
 	}
-	b.WriteString(m.help.ShortHelpView(helpKeys{m.keys, m.screen}.ShortHelp()))
+	b.WriteString(m.deps.Styles.KeyLine(hints(helpKeys{m.keys, m.screen}.ShortHelp()), m.width))
 	return b.String()
 }
 
