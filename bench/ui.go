@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,22 +103,61 @@ func (c Config) runUI(ctx context.Context, d *dlqctl, now time.Time, res *Result
 var uiEscapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]`)
 
 // ptyWatch keeps what a program drew on a pty and says when a text first
-// appeared.
+// appeared. It answers the two queries a terminal answers (background
+// colour, cursor position) the way a terminal does: bubbletea v1 asks for
+// the background colour when the program starts (through termenv), and a
+// pty nobody answers would cost termenv's 5 s timeout, which no terminal
+// makes anyone wait.
 type ptyWatch struct {
-	mu   sync.Mutex
-	raw  bytes.Buffer
-	mark int
-	done chan struct{}
+	mu      sync.Mutex
+	raw     bytes.Buffer
+	mark    int
+	scanned int // raw offset up to which queries were looked for
+	done    chan struct{}
 }
 
-func (p *ptyWatch) copyFrom(r io.Reader) {
+var terminalAnswers = []struct{ query, answer string }{
+	{"\x1b]11;?", "\x1b]11;rgb:0000/0000/0000\x1b\\"},
+	{"\x1b[6n", "\x1b[1;1R"},
+}
+
+func (p *ptyWatch) copyFrom(rw io.ReadWriter) {
 	defer close(p.done)
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := r.Read(buf)
+		n, err := rw.Read(buf)
 		p.mu.Lock()
 		p.raw.Write(buf[:n])
+		// Queries may straddle two reads: look again from a little before
+		// where the last look ended.
+		from := max(p.scanned-8, 0)
+		seen := p.raw.String()[from:]
+		p.scanned = p.raw.Len()
 		p.mu.Unlock()
+		type hit struct {
+			at     int
+			answer string
+		}
+		var hits []hit
+		for _, q := range terminalAnswers {
+			for i := 0; ; {
+				j := strings.Index(seen[i:], q.query)
+				if j < 0 {
+					break
+				}
+				// A query that ended before this read was answered already.
+				if from+i+j+len(q.query) > p.scanned-n {
+					hits = append(hits, hit{i + j, q.answer})
+				}
+				i += j + len(q.query)
+			}
+		}
+		// In the order asked: termenv reads the colour answer, then the
+		// cursor position.
+		slices.SortFunc(hits, func(a, b hit) int { return a.at - b.at })
+		for _, h := range hits {
+			_, _ = io.WriteString(rw, h.answer)
+		}
 		if err != nil {
 			return
 		}

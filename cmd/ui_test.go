@@ -71,6 +71,21 @@ func (s *ptyScreen) waitFor(want ...string) {
 	}
 }
 
+// drew says whether the raw bytes seq reached the terminal since the last
+// press, allowing the pty a moment to pass on the last bytes written.
+func (s *ptyScreen) drew(seq string) bool {
+	for range 50 {
+		s.mu.Lock()
+		ok := strings.Contains(s.raw.String()[s.mark:], seq)
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
 // press types keys, after marking the screen so that the next waitFor
 // looks only at what they made it draw.
 func (s *ptyScreen) press(keys string) {
@@ -90,6 +105,13 @@ func (s *ptyScreen) press(keys string) {
 
 // startUI runs `dlqctl ARGS` in-process with a real pty as its terminal.
 func startUI(t *testing.T, cols, rows uint16, env map[string]string, args ...string) (*ptyScreen, <-chan int) {
+	s, done, _ := startUICancel(t, cols, rows, env, args...)
+	return s, done
+}
+
+// startUICancel is startUI that also returns the command's context's
+// cancel, which is what SIGINT or SIGTERM does to a real process.
+func startUICancel(t *testing.T, cols, rows uint16, env map[string]string, args ...string) (*ptyScreen, <-chan int, context.CancelFunc) {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -107,7 +129,7 @@ func startUI(t *testing.T, cols, rows uint16, env map[string]string, args ...str
 	t.Cleanup(cancel)
 	done := make(chan int, 1)
 	go func() { done <- Execute(ctx, f, args) }()
-	return s, done
+	return s, done, cancel
 }
 
 func waitExit(t *testing.T, s *ptyScreen, done <-chan int) int {
@@ -156,6 +178,9 @@ func TestUIOnAPty(t *testing.T) {
 	s.press("q")
 	if code := waitExit(t, s, done); code != 0 {
 		t.Fatalf("exit %d, want 0; screen:\n%s", code, s.text())
+	}
+	if !s.drew("\x1b[?1049l") {
+		t.Error("q left the terminal on the alternate screen")
 	}
 
 	plans, _ := filepath.Glob(filepath.Join(planDir, "*.plan.json"))
@@ -226,6 +251,22 @@ func TestUIFilterAndNoColor(t *testing.T) {
 	s.mu.Unlock()
 	if m := regexp.MustCompile(`\x1b\[[0-9;]*m`).FindString(raw); m != "" && m != "\x1b[0m" && m != "\x1b[m" {
 		t.Errorf("NO_COLOR: the screen has the style escape %q", m)
+	}
+}
+
+// TestUIInterrupted: a signal (the context ending) stops the browser with
+// exit 130 and gives the terminal back.
+func TestUIInterrupted(t *testing.T) {
+	s, done, cancel := startUICancel(t, 80, 24, nil, "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
+	s.waitFor("scan complete: 284 entries read")
+	s.press("\r")
+	s.waitFor("page 1 · entries 1–8")
+	cancel()
+	if code := waitExit(t, s, done); code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d", code, ExitInterrupted)
+	}
+	if !s.drew("\x1b[?1049l") {
+		t.Error("the terminal was left on the alternate screen")
 	}
 }
 
