@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,6 +252,30 @@ func TestUIFilterAndNoColor(t *testing.T) {
 	s.mu.Unlock()
 	if m := regexp.MustCompile(`\x1b\[[0-9;]*m`).FindString(raw); m != "" && m != "\x1b[0m" && m != "\x1b[m" {
 		t.Errorf("NO_COLOR: the screen has the style escape %q", m)
+	}
+}
+
+// TestUIFollowsAResize: the example errors are cut to fit 60 columns, and
+// drawn whole once the terminal is widened.
+func TestUIFollowsAResize(t *testing.T) {
+	s, done, _ := startUICancel(t, 60, 24, nil, "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
+	s.waitFor("scan complete")
+	if strings.Contains(s.text(), "disconnect/reset before headers") {
+		t.Fatal("a whole example error was drawn on 60 columns")
+	}
+	if err := pty.Setsize(s.ptmx, &pty.Winsize{Cols: 160, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel signals the pty's foreground process group, which an
+	// in-process test is not; the signal is sent to the test itself.
+	s.press("")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGWINCH); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("psp: 503 Service Unavailable: upstream connect error or disconnect/reset before headers")
+	s.press("q")
+	if code := waitExit(t, s, done); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
 	}
 }
 
