@@ -220,7 +220,6 @@ type pageMsg struct {
 	items []inspect.Item
 	next  string
 	err   error
-	took  time.Duration
 }
 
 func (m *Model) loadPage() tea.Cmd {
@@ -246,13 +245,12 @@ func (m *Model) loadPage() tea.Cmd {
 	m.cancelPage = cancel
 	w, conflicts, after, gen := m.walker, m.conflicts, m.after, m.pageGen
 	return func() tea.Msg {
-		start := time.Now()
 		var items []inspect.Item
 		next, err := w.Walk(ctx, conflicts, sel, after, func(it inspect.Item) error {
 			items = append(items, it)
 			return nil
 		})
-		return pageMsg{gen: gen, items: items, next: next, err: err, took: time.Since(start)}
+		return pageMsg{gen: gen, items: items, next: next, err: err}
 	}
 }
 
@@ -294,7 +292,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.loading = false
-		m.items, m.next, m.pageErr, m.pageTook = msg.items, msg.next, msg.err, msg.took
+		m.items, m.next, m.pageErr = msg.items, msg.next, msg.err
 		m.entCursor = clamp(m.entCursor, 0, max(len(m.items)-1, 0))
 		return m, nil
 	case getMsg:
@@ -393,7 +391,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case screenEntries:
 		switch {
 		case key.Matches(msg, k.Back):
-			m.screen = screenCategories
+			m.screen, m.waiting, m.loading = screenCategories, false, false
 			if m.cancelPage != nil {
 				m.cancelPage()
 			}

@@ -234,3 +234,46 @@ func TestQuit(t *testing.T) {
 		t.Error("q does not quit")
 	}
 }
+
+// TestPlanOfWhatIsShown: p plans the filter and, on the entries screen,
+// the open category; the status names the file and the next command.
+func TestPlanOfWhatIsShown(t *testing.T) {
+	type call struct {
+		f        Filter
+		category string
+		reason   string
+	}
+	var calls []call
+	m := testModel(t)
+	m.deps.Plan = func(_ context.Context, f Filter, category, reason string) (PlanResult, error) {
+		calls = append(calls, call{f, category, reason})
+		return PlanResult{Path: "redrive-x.plan.json", Entries: 3, Excluded: 1, Next: "dlqctl redrive approve redrive-x.plan.json"}, nil
+	}
+	m.filter = Filter{Origins: []string{"orders"}}
+	scanned(m, 4, true, catRow{Name: "transient", Disposition: "redrive", Count: 4})
+	plan := func(reason string) {
+		t.Helper()
+		// The prompt starts with the last reason given; ctrl+u clears it.
+		keys(m, runes("p"), tea.KeyMsg{Type: tea.KeyCtrlU}, runes(reason))
+		_, cmd := m.Update(enter)
+		if cmd == nil {
+			t.Fatal("enter on the reason made no plan")
+		}
+		if !strings.Contains(m.View(), "planning…") {
+			t.Errorf("no planning… while the plan is made:\n%s", m.View())
+		}
+		m.Update(cmd())
+	}
+	plan("psp back")
+	keys(m, enter)
+	plan("only transient")
+	want := []call{{Filter{Origins: []string{"orders"}}, "", "psp back"}, {Filter{Origins: []string{"orders"}}, "transient", "only transient"}}
+	if len(calls) != 2 || calls[0].category != want[0].category || calls[1].category != want[1].category ||
+		calls[0].reason != want[0].reason || calls[1].reason != want[1].reason || calls[1].f.Origins[0] != "orders" {
+		t.Fatalf("plans made: %+v, want %+v", calls, want)
+	}
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
+	if v := m.View(); !strings.Contains(v, "plan written: 3 entries, 1 left out: redrive-x.plan.json. Next: dlqctl redrive approve redrive-x.plan.json") {
+		t.Errorf("the status does not say what was written and what is next:\n%s", v)
+	}
+}
