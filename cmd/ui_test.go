@@ -14,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -252,6 +253,62 @@ func TestUIFilterAndNoColor(t *testing.T) {
 	s.mu.Unlock()
 	if m := regexp.MustCompile(`\x1b\[[0-9;]*m`).FindString(raw); m != "" && m != "\x1b[0m" && m != "\x1b[m" {
 		t.Errorf("NO_COLOR: the screen has the style escape %q", m)
+	}
+}
+
+// TestUIOnRedis browses the sample incident imported into a real Redis
+// stream: the same counts, pages by stream-ID cursors, an envelope read
+// again with r (Get), and a plan equal to redrive plan's on that stream.
+func TestUIOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	dump := filepath.Join(t.TempDir(), "incident.ndjson")
+	if _, stderr, code := run(t, nil, "--source", incidentSource(t), "export", "--out", dump); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	source := srv.URL(0, "orders-dlq")
+	if _, stderr, code := run(t, nil, "--source", source, "import", dump); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	planDir := t.TempDir()
+	s, done := startUI(t, 100, 30, nil, "--source", source, "ui", "--plan-dir", planDir, "--reason", "psp is back up")
+	s.waitFor("scan complete: 284 entries read, 284 selected in 8 categories")
+	s.waitFor("transient", "125", "missing-reference", "34")
+	s.press("jjjjjj\r")
+	s.waitFor("categories › transient", "page 1 · entries 1–50 · ] next page")
+	s.press("]")
+	s.waitFor("page 2 · entries 51–100 · ] next page · [ previous")
+	s.press("]")
+	s.waitFor("page 3 · entries 101–125")
+	s.press("\r")
+	s.waitFor("transient → redrive", "(match)")
+	s.press("r")
+	s.waitFor("read again from the DLQ at 12:00:00")
+	s.press("\x1b[")
+	s.waitFor("page 2 · entries 51–100")
+	s.press("p\r")
+	s.waitFor("written", "125 entries")
+	s.press("q")
+	if code := waitExit(t, s, done); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	plans, _ := filepath.Glob(filepath.Join(planDir, "*.plan.json"))
+	if len(plans) != 1 {
+		t.Fatalf("plans written: %v, want one", plans)
+	}
+	got, err := redrive.ReadPlan(plans[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := filepath.Join(t.TempDir(), "ref.plan.json")
+	if _, stderr, code := run(t, nil, "--source", source, "redrive", "plan", "--category", "transient", "--reason", "psp is back up", "--out", ref); code != 0 {
+		t.Fatalf("redrive plan: exit %d: %s", code, stderr)
+	}
+	want, err := redrive.ReadPlan(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source != want.Source || !slices.Equal(ids(got.Entries), ids(want.Entries)) || len(got.Excluded) != len(want.Excluded) {
+		t.Errorf("ui plan (%s) %d entries, %d left out; redrive plan (%s) %d, %d", got.Source, len(got.Entries), len(got.Excluded), want.Source, len(want.Entries), len(want.Excluded))
 	}
 }
 

@@ -144,7 +144,8 @@ type Model struct {
 	reveal   bool
 	envTop   int
 	envErr   error
-	envLines []string // laid out once per envelope, width and reveal
+	envRead  time.Time // when r last read it again
+	envLines []string  // laid out once per envelope, width and reveal
 
 	// prompts
 	mode     inputMode
@@ -299,7 +300,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.screen == screenEnvelope && msg.id == m.item.Envelope.ID {
 			m.envErr = msg.err
 			if msg.err == nil {
-				m.item = msg.item
+				m.item, m.envRead = msg.item, m.deps.Now()
 			}
 			m.envLines = nil
 		}
@@ -399,7 +400,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			if len(m.items) == 0 || m.loading {
 				return nil
 			}
-			m.item, m.reveal, m.envTop, m.envErr, m.envLines = m.items[m.entCursor], false, 0, nil, nil
+			m.item, m.reveal, m.envTop, m.envErr, m.envLines, m.envRead = m.items[m.entCursor], false, 0, nil, nil, time.Time{}
 			m.screen = screenEnvelope
 		case key.Matches(msg, k.NextPage):
 			if m.next != "" && !m.loading {

@@ -163,7 +163,11 @@ func (m *Model) statusLine() string {
 	if m.envErr != nil {
 		return st.Bad(report.TUILine("reload failed: "+m.envErr.Error(), w))
 	}
-	return st.Dim(report.TUILine("v reveals personal data in the payload, esc goes back", w))
+	text := "v reveals personal data in the payload, esc goes back"
+	if !m.envRead.IsZero() {
+		text = "read again from the DLQ at " + m.envRead.UTC().Format("15:04:05") + " · " + text
+	}
+	return st.Dim(report.TUILine(text, w))
 }
 
 func (m *Model) progressLine() string {
