@@ -149,6 +149,11 @@ func waitExit(t *testing.T, s *ptyScreen, done <-chan int) int {
 // pty: the categories with their counts, a category's entries, one
 // envelope with its payload redacted and revealed, a plan written, q.
 func TestUIOnAPty(t *testing.T) {
+	// A colour terminal, so that the NO_COLOR test below is not passing
+	// only because the test's environment has no TERM.
+	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("NO_COLOR", "")
+	os.Unsetenv("NO_COLOR")
 	planDir := t.TempDir()
 	s, done := startUI(t, 80, 24, nil, "--source", incidentSource(t), "ui", "--plan-dir", planDir)
 
@@ -183,6 +188,12 @@ func TestUIOnAPty(t *testing.T) {
 	}
 	if !s.drew("\x1b[?1049l") {
 		t.Error("q left the terminal on the alternate screen")
+	}
+	s.mu.Lock()
+	colour := regexp.MustCompile(`\x1b\[[0-9;]*3[0-7]m`).MatchString(s.raw.String())
+	s.mu.Unlock()
+	if !colour {
+		t.Error("no colour was drawn on a colour terminal")
 	}
 
 	plans, _ := filepath.Glob(filepath.Join(planDir, "*.plan.json"))
@@ -236,6 +247,7 @@ func ids(es []redrive.Entry) []string {
 // TestUIFilterAndNoColor filters by origin on a colourless terminal:
 // counts follow the filter and no colour escape is drawn.
 func TestUIFilterAndNoColor(t *testing.T) {
+	t.Setenv("TERM", "xterm-256color")
 	s, done := startUI(t, 80, 30, map[string]string{"NO_COLOR": "1"}, "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
 	s.waitFor("scan complete: 284 entries read")
 	s.press("/")
