@@ -35,11 +35,11 @@ hidden until v reveals it. Esc goes back, q quits, ? lists the keys.
 selector flags below set where it starts. r reads the DLQ again.
 
 p makes a redrive plan of what is shown (every category on the first
-screen, the open category on the entries screen) with the same planner as
-"dlqctl redrive plan": only redrive-disposition entries, per-key order held,
-quarantined ones left out, each exclusion recorded. It asks for the reason,
-writes the plan file into --plan-dir and names the next command. The
-browser never approves, applies or deletes anything.
+screen, the open category on the entries screen) with the same planner and
+plan flags as "dlqctl redrive plan", so its rules on dispositions, per-key
+order and quarantined entries apply, and each exclusion is recorded. It
+asks for the reason, writes the plan file into --plan-dir and names the
+next command. The browser never approves, applies or deletes anything.
 
 It needs a terminal; scripts read the same data with "dlqctl list",
 "categorize" and "show".`,
