@@ -169,18 +169,25 @@ func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, wid
 	}
 	// Shrink the widest free-text column a column at a time: the error
 	// text goes before the origin, and identifiers never do.
-	for total() > width {
-		best := -1
-		for i, c := range cols {
-			floor := max(c.Min, 1)
-			if !c.Keep && widths[i] > floor && (best < 0 || widths[i] > widths[best]) {
-				best = i
+	// Min is a floor only while the identifiers fit: below it, free text
+	// goes down to one column before anything else.
+	for _, useMin := range []bool{true, false} {
+		for total() > width {
+			best := -1
+			for i, c := range cols {
+				floor := 1
+				if useMin {
+					floor = max(c.Min, 1)
+				}
+				if !c.Keep && widths[i] > floor && (best < 0 || widths[i] > widths[best]) {
+					best = i
+				}
 			}
+			if best < 0 {
+				break
+			}
+			widths[best]--
 		}
-		if best < 0 {
-			break
-		}
-		widths[best]--
 	}
 	cell := func(s string, i int) string {
 		s = Truncate(s, widths[i])
@@ -198,7 +205,9 @@ func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, wid
 			}
 			parts[i] = cell(v, i)
 		}
-		return strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " ")
+		// Identifiers wider than the terminal itself are cut at its edge
+		// rather than wrapped into the next row.
+		return Truncate(strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "), width-marker)
 	}
 	var b strings.Builder
 	head := make([]string, len(cols))

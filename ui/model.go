@@ -321,6 +321,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.mode != inputNone {
 			return m, m.updateInput(msg)
 		}
+		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+			// Keys typed faster than the terminal is read arrive as one
+			// message ("jj"); each is still a key press.
+			var cmds []tea.Cmd
+			for _, r := range msg.Runes {
+				cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+				if m.mode != inputNone {
+					break // a key that opened a prompt; the rest is not keys
+				}
+			}
+			return m, tea.Batch(cmds...)
+		}
 		return m, m.onKey(msg)
 	}
 	return m, nil

@@ -277,3 +277,13 @@ func TestPlanOfWhatIsShown(t *testing.T) {
 		t.Errorf("the status does not say what was written and what is next:\n%s", v)
 	}
 }
+
+// TestKeysReadTogether: "jj" read in one go moves the cursor twice.
+func TestKeysReadTogether(t *testing.T) {
+	m := testModel(t)
+	scanned(m, 3, true, catRow{Name: "a", Count: 1}, catRow{Name: "b", Count: 1}, catRow{Name: "c", Count: 1})
+	keys(m, runes("jj"))
+	if m.catCursor != 2 {
+		t.Errorf("cursor at %d after jj, want 2", m.catCursor)
+	}
+}
