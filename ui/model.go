@@ -515,21 +515,33 @@ func (m *Model) openReason() {
 }
 
 func (m *Model) updateInput(msg tea.KeyMsg) tea.Cmd {
-	switch msg.String() {
-	case "esc":
+	// By type, not by name: typed text that reads "up" or "enter" is text.
+	switch msg.Type {
+	case tea.KeyEsc:
 		m.mode, m.inputs = inputNone, nil
 		return nil
-	case "tab", "down":
+	case tea.KeyTab, tea.KeyDown:
 		m.setFocus(m.focus + 1)
 		return nil
-	case "shift+tab", "up":
+	case tea.KeyShiftTab, tea.KeyUp:
 		m.setFocus(m.focus - 1)
 		return nil
-	case "enter":
+	case tea.KeyEnter:
 		if m.mode == inputFilter {
 			return m.applyFilter()
 		}
 		return m.submitPlan()
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 {
+		// One rune at a time: bubbles matches its key bindings by name, so
+		// the text "up" read in one go would be taken for the up arrow.
+		var cmds []tea.Cmd
+		for _, r := range msg.Runes {
+			var cmd tea.Cmd
+			m.inputs[m.focus], cmd = m.inputs[m.focus].Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			cmds = append(cmds, cmd)
+		}
+		return tea.Batch(cmds...)
 	}
 	var cmd tea.Cmd
 	m.inputs[m.focus], cmd = m.inputs[m.focus].Update(msg)

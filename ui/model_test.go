@@ -287,3 +287,14 @@ func TestKeysReadTogether(t *testing.T) {
 		t.Errorf("cursor at %d after jj, want 2", m.catCursor)
 	}
 }
+
+// TestTypedTextIsNotAKey: "up" typed in one read into the reason is text,
+// not the up arrow.
+func TestTypedTextIsNotAKey(t *testing.T) {
+	m := testModel(t)
+	scanned(m, 1, true, catRow{Name: "transient", Count: 1})
+	keys(m, runes("p"), runes("back "), runes("up"))
+	if got := m.inputs[0].Value(); got != "back up" {
+		t.Errorf("reason %q, want %q", got, "back up")
+	}
+}
