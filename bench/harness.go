@@ -27,7 +27,7 @@ const (
 	caseKafkaStats   = "kafka-stats" // kafka.go
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -73,6 +73,7 @@ type Results struct {
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
 	Kafka      *KafkaStats  // kafka-stats (kafka.go)
+	UI         *UIResult    // redis-ui (ui.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -173,6 +174,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseKafkaStats) {
 		if err := c.runKafka(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedisUI) {
+		if err := c.runUI(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -22,6 +22,10 @@
 //	             -rate-n entries (default 2,000): achieved rate and the
 //	             largest count in any one-second window, from the
 //	             destination's stream IDs.
+//	redis-ui     `dlqctl ui` on a pty over a DLQ stream of N entries: time
+//	             to the first frame, to the first counts, to the end of the
+//	             scan, and to a category's first page, against `dlqctl list
+//	             --category permission --limit 50` on the same stream (ui.go).
 //	pulsar-stats a standalone Pulsar broker (internal/pulsartest) and a DLQ
 //	             topic of -pulsar-n messages (default 100,000); alternately a
 //	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)

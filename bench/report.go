@@ -111,6 +111,9 @@ func (res *Results) Write(w io.Writer) {
 	if k := res.Kafka; k != nil {
 		k.write(w)
 	}
+	if u := res.UI; u != nil {
+		u.write(w)
+	}
 	if len(res.Profiles) > 0 {
 		fmt.Fprintf(w, "\nProfiles of one extra in-process dlqctl run: %s\n", strings.Join(res.Profiles, ", "))
 	}

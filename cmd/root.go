@@ -167,6 +167,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newResolveCmd(f),
 		newReconcileCmd(f),
 		newQuarantineCmd(f),
+		newUICmd(f),
 		newVersionCmd(f),
 		newDocsCmd(f, root),
 	)

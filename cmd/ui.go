@@ -1,0 +1,154 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/inspect"
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+	"github.com/dlqctl/dlqctl/ui"
+)
+
+type uiOptions struct {
+	plan    planFlags
+	planDir string
+	redact  []string
+}
+
+func newUICmd(f *Factory) *cobra.Command {
+	o := &uiOptions{plan: planFlags{kind: redrive.KindRedrive}}
+	c := &cobra.Command{
+		Use:   "ui",
+		Short: "Browse the DLQ interactively: categories, their entries, one envelope; plan a redrive of what is shown",
+		Long: `Browse a DLQ on the terminal: the categories (count, oldest age, an example
+error) fill in while the DLQ is read; Enter opens a category's entries, a
+page at a time, and then one envelope with its fingerprint check, the rule
+that chose its category, its properties and its payload, personal data
+hidden until v reveals it. Esc goes back, q quits, ? lists the keys.
+
+/ filters every screen by error regex, event ID, origin and owner; the
+selector flags below set where it starts. r reads the DLQ again.
+
+p makes a redrive plan of what is shown (every category on the first
+screen, the open category on the entries screen) with the same planner and
+plan flags as "dlqctl redrive plan", so its rules on dispositions, per-key
+order and quarantined entries apply, and each exclusion is recorded. It
+asks for the reason, writes the plan file into --plan-dir and names the
+next command. The browser never approves, applies or deletes anything.
+
+It needs a terminal; scripts read the same data with "dlqctl list",
+"categorize" and "show".`,
+		Example: `  dlqctl --source dir:testdata/incident ui
+  dlqctl --source 'redis://localhost:6379/0?stream=orders.dlq' ui --origin orders --rate 20`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if c.Flags().Changed("limit") {
+				return usageErrorf("--limit: the browser reads a page at a time by itself; --max caps a plan")
+			}
+			return runUI(c.Context(), f, o)
+		},
+	}
+	o.plan.register(c)
+	// The browser pages by itself; --limit stays out of its help.
+	_ = c.Flags().MarkHidden("limit")
+	c.Flags().Lookup("reason").Usage = "the reason p starts its prompt with (kept in the plan and the journal)"
+	c.Flags().StringVar(&o.planDir, "plan-dir", ".", "directory for the plans that p writes")
+	c.Flags().StringSliceVar(&o.redact, "redact", nil, "more payload fields to hide: a key (anywhere) or a dotted path from the root")
+	return c
+}
+
+func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
+	if !f.IO.OutTTY || !f.IO.InTTY {
+		return usageErrorf("ui needs a terminal (stdin and stdout); from a script or a pipe use dlqctl list (or categorize, show)")
+	}
+	if _, err := o.plan.sel.selector(); err != nil {
+		return err
+	}
+	if _, err := parseRamp(o.plan.ramp); err != nil {
+		return err
+	}
+	if st, err := os.Stat(o.planDir); err != nil || !st.IsDir() {
+		return usageErrorf("--plan-dir %q: not a directory", o.planDir)
+	}
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	if err := checkCategories(o.plan.sel.categories, s.walker.Classifier.Disposition); err != nil {
+		return err
+	}
+	selectFor := func(flt ui.Filter, category string) selectorFlags {
+		sf := o.plan.sel
+		sf.errorRegex, sf.eventIDs, sf.origins, sf.owners = flt.Error, flt.EventIDs, flt.Origins, flt.Owners
+		if category != "" {
+			sf.categories = []string{category}
+		}
+		return sf
+	}
+	deps := ui.Deps{
+		Walker: s.walker,
+		Selector: func(flt ui.Filter, category string) (inspect.Selector, error) {
+			sf := selectFor(flt, category)
+			return sf.selector()
+		},
+		Plan: func(ctx context.Context, flt ui.Filter, category, reason string) (ui.PlanResult, error) {
+			p := o.plan
+			p.sel, p.reason = selectFor(flt, category), reason
+			// A plan is made when p is pressed, not when the browser
+			// started: its planned_at and its age selectors read the clock
+			// now.
+			f.started = f.Now().UTC()
+			s.walker.Now = f.started
+			plan, err := f.makePlan(ctx, s, &p)
+			if err != nil {
+				return ui.PlanResult{}, err
+			}
+			path, err := newPlanPath(o.planDir, plan)
+			if err != nil {
+				return ui.PlanResult{}, err
+			}
+			if err := redrive.WritePlan(path, plan); err != nil {
+				return ui.PlanResult{}, fmt.Errorf("write plan: %w", err)
+			}
+			return ui.PlanResult{
+				Path: path, Entries: len(plan.Entries), Excluded: len(plan.Excluded),
+				Next: fmt.Sprintf("dlqctl redrive show %s, then dlqctl redrive approve %s", path, path),
+			}, nil
+		},
+		Filter: ui.Filter{
+			Error: o.plan.sel.errorRegex, EventIDs: o.plan.sel.eventIDs,
+			Origins: o.plan.sel.origins, Owners: o.plan.sel.owners,
+		},
+		Reason:   o.plan.reason,
+		Source:   s.src.String(),
+		Styles:   report.NewTUI(f.IO.Out, f.noColor),
+		Redactor: inspect.NewRedactor(o.redact),
+		PageSize: 50,
+		Now:      f.Now,
+	}
+	return ui.Run(ctx, deps, f.IO.In, f.IO.Out)
+}
+
+// newPlanPath names a plan after the time it was made, like the one-step
+// redrive does, and never over an existing file: two plans made in the same
+// second both stay.
+func newPlanPath(dir string, p *redrive.Plan) (string, error) {
+	base := "redrive-" + p.PlannedAt.UTC().Format("20060102T150405Z")
+	for i := 1; i < 100; i++ {
+		name := base + ".plan.json"
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d.plan.json", base, i)
+		}
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%s: too many plans named %s-*", dir, base)
+}

@@ -1,0 +1,252 @@
+package report
+
+import (
+	"io"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+// TUI draws the pieces of the interactive browser (dlqctl ui). The ui
+// package builds the screens and hands plain strings here, so that styling
+// stays in this package like every other output of dlqctl.
+type TUI struct {
+	re      *lipgloss.Renderer
+	noColor bool
+}
+
+// NewTUI draws for the terminal w. With noColor (--no-color, NO_COLOR) no
+// style emits an escape sequence: selection and emphasis are then carried
+// by characters alone (a "›" marker), never by colour or reverse video.
+func NewTUI(w io.Writer, noColor bool) TUI {
+	re := lipgloss.NewRenderer(w)
+	if noColor {
+		re.SetColorProfile(termenv.Ascii)
+	}
+	return TUI{re: re, noColor: noColor}
+}
+
+func (t TUI) style() lipgloss.Style { return t.re.NewStyle() }
+
+// Title is a screen's heading.
+func (t TUI) Title(s string) string {
+	return t.style().Bold(true).Foreground(lipgloss.Color("6")).Render(s)
+}
+
+// Dim is secondary text: the progress line, hints.
+func (t TUI) Dim(s string) string { return t.style().Faint(true).Render(s) }
+
+// Bad is an error or a warning.
+func (t TUI) Bad(s string) string {
+	return t.style().Bold(true).Foreground(lipgloss.Color("1")).Render(s)
+}
+
+// Good is a completed action (a plan written).
+func (t TUI) Good(s string) string { return t.style().Foreground(lipgloss.Color("2")).Render(s) }
+
+// Label is a field name in the envelope screen.
+func (t TUI) Label(s string) string { return t.style().Bold(true).Render(s) }
+
+// StyleInput gives a text input this terminal's styles (the bubbles
+// defaults draw on lipgloss's process-wide renderer, which knows nothing
+// of --no-color).
+func (t TUI) StyleInput(m *textinput.Model) {
+	m.PromptStyle = t.style().Bold(true)
+	m.TextStyle = t.style()
+	m.PlaceholderStyle = t.style().Faint(true)
+	m.CompletionStyle = t.style().Faint(true)
+	m.Cursor.Style = t.style()
+	m.Cursor.TextStyle = t.style()
+}
+
+// KeyHint is one key and what it does, for the key help.
+type KeyHint struct{ Key, Desc string }
+
+// KeyLine is the one-line key help: as many hints as fit in width, then
+// "…" (bubbles/help can overflow the width by one item, so it is drawn
+// here).
+func (t TUI) KeyLine(hints []KeyHint, width int) string {
+	const sep = " • "
+	key, desc := t.style().Bold(true), t.style().Faint(true)
+	var b strings.Builder
+	used := 0
+	for i, h := range hints {
+		w := lipgloss.Width(h.Key) + 1 + lipgloss.Width(h.Desc)
+		if i > 0 {
+			w += len([]rune(sep))
+		}
+		rest := 0
+		if i < len(hints)-1 {
+			rest = 2 // room for " …" if more would follow
+		}
+		if used+w+rest > width {
+			if used+2 <= width {
+				b.WriteString(desc.Render(" …"))
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteString(desc.Render(sep))
+		}
+		b.WriteString(key.Render(h.Key) + " " + desc.Render(h.Desc))
+		used += w
+	}
+	return b.String()
+}
+
+// KeyColumns is the full key help (`?`): one column per group, as many
+// columns as fit in width.
+func (t TUI) KeyColumns(groups [][]KeyHint, width int) []string {
+	key, desc := t.style().Bold(true), t.style().Faint(true)
+	var lines []string
+	used := 0
+	for _, g := range groups {
+		kw, dw := 0, 0
+		for _, h := range g {
+			kw, dw = max(kw, lipgloss.Width(h.Key)), max(dw, lipgloss.Width(h.Desc))
+		}
+		colWidth := kw + 1 + dw
+		gap := 0
+		if used > 0 {
+			gap = 4
+		}
+		if used+gap+colWidth > width {
+			break
+		}
+		for i, h := range g {
+			for len(lines) <= i {
+				lines = append(lines, strings.Repeat(" ", used))
+			}
+			cur := lipgloss.Width(lines[i])
+			lines[i] += strings.Repeat(" ", used+gap-cur) + key.Render(padRight(h.Key, kw)) + " " + desc.Render(padRight(h.Desc, dw))
+		}
+		for i := len(g); i < len(lines); i++ {
+			lines[i] += strings.Repeat(" ", used+gap+colWidth-lipgloss.Width(lines[i]))
+		}
+		used += gap + colWidth
+	}
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return lines
+}
+
+// TUIColumn is one column of a TUI list.
+type TUIColumn struct {
+	Name  string
+	Right bool
+	// Keep marks an identifier (id, event ID, category, disposition):
+	// never cut. Free text shrinks first, down to Min columns.
+	Keep bool
+	Min  int
+}
+
+// TUIList draws rows[top:top+height] of a list in width columns, the row
+// at cursor marked. Widths follow the rows given (one page), so a page of
+// short IDs leaves more room for the error text.
+func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, width int) string {
+	const marker, gap = 2, 2
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		widths[i] = lipgloss.Width(c.Name)
+	}
+	for _, r := range rows {
+		for i := range cols {
+			if i < len(r) {
+				// Capped, so that a huge error text costs no more than a long one.
+				widths[i] = max(widths[i], lipgloss.Width(Truncate(r[i], width)))
+			}
+		}
+	}
+	total := func() int {
+		n := marker
+		for _, w := range widths {
+			n += w
+		}
+		return n + gap*(len(widths)-1)
+	}
+	// Shrink the widest free-text column a column at a time: the error
+	// text goes before the origin, and identifiers never do.
+	// Min is a floor only while the identifiers fit: below it, free text
+	// goes down to one column before anything else.
+	for _, useMin := range []bool{true, false} {
+		for total() > width {
+			best := -1
+			for i, c := range cols {
+				floor := 1
+				if useMin {
+					floor = max(c.Min, 1)
+				}
+				if !c.Keep && widths[i] > floor && (best < 0 || widths[i] > widths[best]) {
+					best = i
+				}
+			}
+			if best < 0 {
+				break
+			}
+			widths[best]--
+		}
+	}
+	cell := func(s string, i int) string {
+		s = Truncate(s, widths[i])
+		if cols[i].Right {
+			return strings.Repeat(" ", widths[i]-lipgloss.Width(s)) + s
+		}
+		return padRight(s, widths[i])
+	}
+	line := func(r []string) string {
+		parts := make([]string, len(cols))
+		for i := range cols {
+			v := ""
+			if i < len(r) {
+				v = r[i]
+			}
+			parts[i] = cell(v, i)
+		}
+		// Identifiers wider than the terminal itself are cut at its edge
+		// rather than wrapped into the next row.
+		return Truncate(strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "), width-marker)
+	}
+	var b strings.Builder
+	head := make([]string, len(cols))
+	for i, c := range cols {
+		head[i] = strings.ToUpper(c.Name)
+	}
+	b.WriteString("  " + t.style().Bold(true).Render(line(head)))
+	end := min(len(rows), top+height)
+	for i := top; i < end; i++ {
+		b.WriteByte('\n')
+		l := line(rows[i])
+		if i == cursor {
+			b.WriteString("› " + t.style().Reverse(!t.noColor).Render(l))
+			continue
+		}
+		b.WriteString("  " + l)
+	}
+	return b.String()
+}
+
+// TUILine cuts a line of plain text to width columns; the ui calls it on
+// every free-text line before styling it, so nothing wraps on 80 columns.
+func TUILine(s string, width int) string { return Truncate(s, width) }
+
+// TUIWrap word-wraps plain text to width columns, control characters made
+// harmless first: an envelope's text comes from whoever wrote to the DLQ,
+// and must not drive the terminal.
+func TUIWrap(s string, width int) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		line = Truncate(line, 0)
+		if width <= 0 || lipgloss.Width(line) <= width {
+			out = append(out, line)
+			continue
+		}
+		wrapped := lipgloss.NewStyle().Width(width).Render(line)
+		for _, w := range strings.Split(wrapped, "\n") {
+			out = append(out, strings.TrimRight(w, " "))
+		}
+	}
+	return out
+}
