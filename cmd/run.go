@@ -207,7 +207,7 @@ resumed unless --past-gate says the cause was dealt with.`,
 }
 
 func runResume(ctx context.Context, f *Factory, path string, o *resumeOptions) error {
-	unlock, err := f.lockJournal(path, "")
+	unlock, err := f.lockExistingJournal(path)
 	if err != nil {
 		return err
 	}
