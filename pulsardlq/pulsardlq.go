@@ -90,8 +90,8 @@ type Topic struct {
 	// partitions is the DLQ topic's partition count (0: not partitioned).
 	partitions int
 	// missing: the topic did not exist when the Topic was opened.
-	missing bool
-	importer   pulsar.Producer
+	missing  bool
+	importer pulsar.Producer
 	// producers are the redrive producers, by run producer name and
 	// destination topic.
 	producers map[[2]string]redriveProducer
