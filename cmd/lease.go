@@ -34,6 +34,16 @@ func (f *Factory) lockJournal(path, runID string) (func(), error) {
 	return func() { _ = l.Unlock() }, nil
 }
 
+// lockExistingJournal is lockJournal for a resume: a journal that is not
+// there is left for the journal reader to report (with its usage error),
+// rather than leaving a stray lock file behind.
+func (f *Factory) lockExistingJournal(path string) (func(), error) {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	return f.lockJournal(path, "")
+}
+
 // leaseDLQ takes the DLQ lease for runID with the backend's own primitive.
 // The returned context ends when the lease is lost (it could not be
 // renewed and another run may hold it now), so that the run stops at the

@@ -368,7 +368,7 @@ func (f *Factory) confirm(ctx context.Context, yes bool, prompt string) error {
 }
 
 func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) error {
-	unlock, err := f.lockJournal(path, "")
+	unlock, err := f.lockExistingJournal(path)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 func newStatsCmd(f *Factory) *cobra.Command {
 	allowMissing := false
+	sel := &selectorFlags{}
 	c := &cobra.Command{
 		Use:   "stats",
 		Short: "Totals, ages and counts by category, origin, disposition and owner",
@@ -23,9 +24,10 @@ delivery counts, lag).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing = allowMissing
-			return runStats(c.Context(), f)
+			return runStats(c.Context(), f, sel)
 		},
 	}
+	sel.register(c.Flags(), 0)
 	c.Flags().BoolVar(&allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
 	return c
 }
@@ -59,7 +61,11 @@ type AgeBucketDoc struct {
 
 func seconds(d time.Duration) int64 { return int64(d / time.Second) }
 
-func runStats(ctx context.Context, f *Factory) error {
+func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
+	sel, err := sf.selector()
+	if err != nil {
+		return err
+	}
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
@@ -68,7 +74,10 @@ func runStats(ctx context.Context, f *Factory) error {
 	if err := refuseMissing(s.src, f.allowMissing); err != nil {
 		return err
 	}
-	sum, err := s.walker.Summarize(ctx)
+	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+		return err
+	}
+	sum, err := s.walker.SummarizeSelected(ctx, sel)
 	if err != nil {
 		return err
 	}

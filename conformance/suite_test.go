@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/cmd"
@@ -22,6 +26,7 @@ import (
 	"github.com/dlqctl/dlqctl/internal/kafkatest"
 	"github.com/dlqctl/dlqctl/internal/pulsartest"
 	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/internal/sqstest"
 	"github.com/dlqctl/dlqctl/internal/workertest"
 )
 
@@ -45,6 +50,12 @@ type server struct {
 	fresh func(t *testing.T) fixture
 	// down and up, when set, take the server down and bring it back.
 	down, up func() error
+	// missing, when set, names a DLQ that does not exist (where fresh
+	// creates its DLQ up front); else a fresh, never-written one is used.
+	missing func(t *testing.T) string
+	// unordered: the backend keeps no order among entries written within
+	// one millisecond, so a read-back compares its list as a set (SQS).
+	unordered bool
 	// outage is added to the source URL's query in the restart case, so
 	// that the client gives up on a server that is down instead of riding
 	// it out (Pulsar: ?timeout=).
@@ -89,7 +100,9 @@ func targets() map[string]func(t *testing.T) *server {
 		"kafka": func(t *testing.T) *server {
 			b := kafkatest.Start(t)
 			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", fresh: func(t *testing.T) fixture {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", missing: func(t *testing.T) string {
+				return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
+			}, fresh: func(t *testing.T) fixture {
 				n++
 				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
 				// One partition for the DLQ: records imported within one
@@ -103,6 +116,43 @@ func targets() map[string]func(t *testing.T) *server {
 				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders",
 					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
 						"--dlq", base + "-dlq"}}
+			}}
+		},
+		"sqs": func(t *testing.T) *server {
+			srv := sqstest.Start(t)
+			for _, kv := range sqstest.Env() {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			c := srv.Client()
+			url := func(queue string) string {
+				return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + srv.Endpoint()
+			}
+			n := 0
+			return &server{down: srv.Kill, up: srv.Resume, unordered: true, missing: func(t *testing.T) string {
+				return url(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
+			}, fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				ctx := context.Background()
+				dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(base + "-dlq")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
+					AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The origin dead-letters into the DLQ after two receives, as
+				// production's redrive policy does; visibility 0 gives a
+				// failed message back at once.
+				policy := fmt.Sprintf(`{"deadLetterTargetArn":"%s","maxReceiveCount":"2"}`, attrs.Attributes["QueueArn"])
+				if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(base + "-orders"),
+					Attributes: map[string]string{"VisibilityTimeout": "0", "RedrivePolicy": policy}}); err != nil {
+					t.Fatal(err)
+				}
+				return fixture{source: url(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", url(base + "-orders")}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {
@@ -158,12 +208,17 @@ func TestConformance(t *testing.T) {
 // job's URL) is a usage error naming it, never a green check; with
 // --allow-missing it reads as empty on purpose.
 func caseMissingDLQ(t *testing.T, srv *server) {
-	fx := srv.fresh(t)
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, "check", "--max-total", "0")
+	var source string
+	if srv.missing != nil {
+		source = srv.missing(t)
+	} else {
+		source = srv.fresh(t).source
+	}
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0")
 	if code != 2 || !strings.Contains(out, "does not exist") {
 		t.Errorf("check on a DLQ that does not exist: exit %d, want 2 saying so\n%s", code, out)
 	}
-	code, out = proc(t, t.TempDir(), nil, nil, "--source", fx.source, "check", "--max-total", "0", "--allow-missing")
+	code, out = proc(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0", "--allow-missing")
 	if code != 0 {
 		t.Errorf("check --allow-missing on a DLQ that does not exist: exit %d, want 0\n%s", code, out)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -70,10 +69,8 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 // the lock for an instant and lets it go again.
 func (q *Queue) LeaseHolder(ctx context.Context) (string, error) {
 	path := filepath.Join(q.root, leaseFile)
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil // never leased
-	}
+	// Opened as Lease opens it: never through a symlink planted there.
+	f, err := filelock.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("%s: lease: %w", q, err)
 	}

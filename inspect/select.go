@@ -33,6 +33,13 @@ type Selector struct {
 	Limit int
 }
 
+// IsZero says whether s picks every entry.
+func (s Selector) IsZero() bool {
+	return len(s.Categories) == 0 && len(s.Dispositions) == 0 && len(s.Origins) == 0 && s.Error == nil &&
+		len(s.EventIDs) == 0 && len(s.Owners) == 0 && !s.Overdue && s.OlderThan == 0 && s.NewerThan == 0 &&
+		s.MinAttempts == 0 && s.Limit == 0
+}
+
 // Match reports whether an entry with its classification is selected.
 func (s Selector) Match(e envelope.Envelope, c envelope.Classification, now time.Time) bool {
 	if len(s.Categories) > 0 && !contains(s.Categories, c.Category) {

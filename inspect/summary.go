@@ -65,15 +65,22 @@ func ageBuckets() []AgeBucket {
 // conflict, a second time so that their entries count as conflicts. A DLQ
 // without conflicts, the common case, costs one pass.
 func (w Walker) Summarize(ctx context.Context) (Summary, error) {
+	return w.SummarizeSelected(ctx, Selector{})
+}
+
+// SummarizeSelected is Summarize over the entries sel picks (stats with
+// selectors). Conflicts are still found over the whole DLQ, since a
+// conflict is between entries that sel may split.
+func (w Walker) SummarizeSelected(ctx context.Context, sel Selector) (Summary, error) {
 	tracker := envelope.NewConflictTracker()
-	s, err := w.summarize(ctx, tracker, true)
+	s, err := w.summarize(ctx, tracker, true, sel)
 	if err != nil || tracker.ConflictCount() == 0 {
 		return s, err
 	}
-	return w.summarize(ctx, tracker, false)
+	return w.summarize(ctx, tracker, false, sel)
 }
 
-func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker, track bool) (Summary, error) {
+func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker, track bool, sel Selector) (Summary, error) {
 	s := Summary{
 		ByCategory: map[string]int{}, ByOrigin: map[string]int{}, ByDisposition: map[string]int{},
 		ByOwner: map[string]int{}, AgeBuckets: ageBuckets(),
@@ -82,15 +89,26 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	cats := map[string]*CategorySummary{}
 	conflictIDs := map[string]struct{}{}
 	memo := w.Classifier.Memo()
+	// With selectors, unique events are counted over what they pick.
+	var selected *envelope.ConflictTracker
+	if !sel.IsZero() {
+		selected = envelope.NewConflictTracker()
+	}
 	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
 		if track {
 			tracker.Add(e)
 		}
 		conflict := !track && tracker.IsConflict(e.EventID)
+		c := memo.Classify(e, conflict)
+		if !sel.Match(e, c, w.Now) || (sel.Limit > 0 && s.Total == sel.Limit) {
+			return nil // still read to the end: the conflict tracker needs every entry
+		}
+		if selected != nil {
+			selected.Add(e)
+		}
 		if conflict {
 			conflictIDs[e.EventID] = struct{}{}
 		}
-		c := memo.Classify(e, conflict)
 		age := Age(e, w.Now)
 		s.Total++
 		s.ByCategory[c.Category]++
@@ -141,6 +159,9 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		return s, err
 	}
 	s.UniqueEvents = tracker.Unique()
+	if selected != nil {
+		s.UniqueEvents = selected.Unique()
+	}
 	// The tracker knows hashes; the IDs are the ones the second pass met.
 	s.Conflicts = make([]string, 0, len(conflictIDs))
 	for id := range conflictIDs {

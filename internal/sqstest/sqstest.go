@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dlqctl/dlqctl/internal/testproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,7 @@ type Server struct {
 // test when the server cannot be fetched or started.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testproc.SkipJavaServerInShort(t, "ElasticMQ")
 	s, err := StartProcess()
 	if err != nil {
 		t.Fatalf("sqstest: %v", err)
