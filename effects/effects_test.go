@@ -471,7 +471,7 @@ func TestExecErrors(t *testing.T) {
 		}
 	})
 	t.Run("reads stdin", func(t *testing.T) {
-		p := open(t, `exec:while read -r line; do id=${line#*'"event_id":"'}; id=${id%%'"'*}; printf '{"event_id":"%s","attempts":2,"effects":1}\n' "$id"; done`, Options{})
+		p := open(t, `exec:while read -r id; do printf '{"event_id":"%s","attempts":2,"effects":1}\n' "$id"; done`, Options{})
 		got, err := p.Records(ctx, []string{"A", "B"})
 		if err != nil || len(got) != 2 || got["B"].Attempts != 2 {
 			t.Errorf("got %v, %v", got, err)
@@ -501,10 +501,29 @@ func TestExecErrors(t *testing.T) {
 			t.Errorf("err = %v, want the timeout", err)
 		}
 	})
-	t.Run("line break in an event ID", func(t *testing.T) {
+	t.Run("line break in an event ID, one a line", func(t *testing.T) {
+		// One-a-line input cannot carry it: the batch fails, naming the
+		// NDJSON framing, instead of the ID arriving as two.
+		p := open(t, "exec:cat", Options{})
+		_, err := p.Records(ctx, []string{"E1\nE2", "E3"})
+		if err == nil || !strings.Contains(err.Error(), "exec+ndjson:") {
+			t.Fatalf("err = %v, want a refusal naming exec+ndjson:", err)
+		}
+	})
+	t.Run("stdin is one ID a line", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "in")
+		p := open(t, "exec:cat > "+out, Options{})
+		if _, err := p.Records(ctx, []string{"E1", `q"uote`}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(out); string(b) != "E1\nq\"uote\n" {
+			t.Errorf("stdin = %q", b)
+		}
+	})
+	t.Run("line break in an event ID, NDJSON", func(t *testing.T) {
 		// NDJSON both ways: the ID travels as a JSON string, and the
 		// command's echo of it comes back as the same ID.
-		p := open(t, "exec:cat", Options{})
+		p := open(t, "exec+ndjson:cat", Options{})
 		got, err := p.Records(ctx, []string{"E1\nE2", "E3"})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("got %v, %v; want both IDs back", got, err)
@@ -513,9 +532,9 @@ func TestExecErrors(t *testing.T) {
 			t.Errorf("the ID with a line break did not come back whole: %v", got)
 		}
 	})
-	t.Run("stdin is NDJSON", func(t *testing.T) {
+	t.Run("stdin is NDJSON with exec+ndjson:", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "in")
-		p := open(t, "exec:cat > "+out, Options{})
+		p := open(t, "exec+ndjson:cat > "+out, Options{})
 		if _, err := p.Records(ctx, []string{"E1", `q"uote`}); err != nil {
 			t.Fatal(err)
 		}

@@ -99,17 +99,20 @@ func scrubbedEnv(env []string) []string {
 }
 
 // execProbe runs a consumer-side command once per batch: `sh -c COMMAND`,
-// event IDs on stdin one a line, one NDJSON record a line on stdout.
+// event IDs on stdin one a line (exec:) or one {"event_id":…} object a
+// line (exec+ndjson:), one NDJSON record a line on stdout.
 type execProbe struct {
+	// ndjson frames stdin as NDJSON, so that an ID may hold a line break.
+	ndjson  bool
 	command string
 	display string
 	timeout time.Duration
 	environ func() []string
 }
 
-func openExec(command string, opts Options) (*execProbe, error) {
+func openExec(command string, ndjson bool, opts Options) (*execProbe, error) {
 	if strings.TrimSpace(command) == "" {
-		return nil, backend.Configf("effects exec: no command (want exec:COMMAND)")
+		return nil, backend.Configf("effects exec: no command (want exec:COMMAND or exec+ndjson:COMMAND)")
 	}
 	if _, err := exec.LookPath("sh"); err != nil {
 		return nil, fmt.Errorf("effects exec: %w", err)
@@ -118,7 +121,11 @@ func openExec(command string, opts Options) (*execProbe, error) {
 	if environ == nil {
 		environ = os.Environ
 	}
-	return &execProbe{command: command, display: "exec:" + redactCommand(command), timeout: opts.Timeout, environ: environ}, nil
+	scheme := "exec:"
+	if ndjson {
+		scheme = "exec+ndjson:"
+	}
+	return &execProbe{ndjson: ndjson, command: command, display: scheme + redactCommand(command), timeout: opts.Timeout, environ: environ}, nil
 }
 
 // userinfoPassword finds the password of URLs written inside a command,
@@ -129,16 +136,22 @@ func redactCommand(command string) string {
 	return userinfoPassword.ReplaceAllString(command, "$1:"+redacted+"@")
 }
 
-// Records runs the command once for the whole batch.
-func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
-	if len(ids) == 0 {
-		return res.got, nil
-	}
-	// NDJSON in: one {"event_id":…} a line. As a JSON string an ID may
-	// hold any byte, a line break included, without breaking the framing.
+// stdin frames the batch's IDs. exec: writes one a line, as plain text;
+// an ID holding a line break cannot travel so, and fails the batch rather
+// than arrive as two IDs. exec+ndjson: writes one {"event_id":…} a line:
+// as a JSON string an ID may hold any byte.
+func (p *execProbe) stdin(ids []string) (*bytes.Buffer, error) {
 	var stdin bytes.Buffer
+	if !p.ndjson {
+		for _, id := range ids {
+			if strings.ContainsAny(id, "\r\n") {
+				return nil, fmt.Errorf("%s: event ID %q holds a line break, which one-a-line input cannot carry: use exec+ndjson:COMMAND, whose stdin is one {\"event_id\":…} a line", p, id)
+			}
+			stdin.WriteString(id)
+			stdin.WriteByte('\n')
+		}
+		return &stdin, nil
+	}
 	enc := json.NewEncoder(&stdin)
 	enc.SetEscapeHTML(false)
 	for _, id := range ids {
@@ -148,10 +161,24 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 			return nil, fmt.Errorf("%s: event ID %q: %w", p, id, err)
 		}
 	}
+	return &stdin, nil
+}
+
+// Records runs the command once for the whole batch.
+func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
+	ids := batch(eventIDs)
+	res := newResults(ids)
+	if len(ids) == 0 {
+		return res.got, nil
+	}
+	stdin, err := p.stdin(ids)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", p.command)
-	cmd.Stdin = &stdin
+	cmd.Stdin = stdin
 	cmd.Env = scrubbedEnv(p.environ())
 	stdout := &boundedBuffer{max: execMaxStdout, over: cancel}
 	stderr := &boundedBuffer{max: 4 * execStderrMax, discard: true}
@@ -159,7 +186,7 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 	cmd.Stderr = stderr
 	cmd.WaitDelay = execWaitDelay
 	killGroup(cmd)
-	err := cmd.Run()
+	err = cmd.Run()
 	switch {
 	case stdout.overflowed:
 		return nil, fmt.Errorf("%s: %w%s", p, errStdoutTooLong, p.stderr(stderr))

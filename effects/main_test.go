@@ -177,11 +177,8 @@ func loadExec(t *testing.T, state []Record) (rawURL, counter string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// stdin is NDJSON: each line is {"event_id":…}
-		in, _ := json.Marshal(struct {
-			EventID string `json:"event_id"`
-		}{r.EventID})
-		fmt.Fprintf(&b, "    %s) printf '%%s\\n' %s ;;\n", shellQuote(string(in)), shellQuote(string(line)))
+		// stdin is one event ID a line
+		fmt.Fprintf(&b, "    %s) printf '%%s\\n' %s ;;\n", shellQuote(r.EventID), shellQuote(string(line)))
 	}
 	b.WriteString("  esac\ndone\n")
 	script := filepath.Join(dir, "effects.sh")

@@ -22,7 +22,7 @@ const DefaultTable = "inbox"
 const DefaultTimeout = 30 * time.Second
 
 // Supported lists the --effects URL forms, for help texts and errors.
-const Supported = "sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, exec:COMMAND, http://…, https://…"
+const Supported = "sqlite:PATH, postgres://…, postgresql://…, redis://…, rediss://…, exec:COMMAND, exec+ndjson:COMMAND, http://…, https://…"
 
 // redacted replaces a password or token wherever a probe is shown.
 const redacted = backend.Redacted
@@ -73,7 +73,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
 	}
 	scheme := schemeOf(rawURL)
 	switch scheme {
-	case "sqlite", "postgres", "postgresql", "redis", "rediss", "exec", "http", "https":
+	case "sqlite", "postgres", "postgresql", "redis", "rediss", "exec", "exec+ndjson", "http", "https":
 	case "":
 		return nil, backend.Configf("effects %q: no scheme (supported: %s)", backend.RedactUserinfo(rawURL), Supported)
 	default:
@@ -97,7 +97,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
 	case "redis", "rediss":
 		p, err = openRedis(ctx, rawURL, opts)
 	case "exec":
-		p, err = openExec(rawURL[len("exec:"):], opts)
+		p, err = openExec(rawURL[len("exec:"):], false, opts)
+	case "exec+ndjson":
+		p, err = openExec(rawURL[len("exec+ndjson:"):], true, opts)
 	case "http", "https":
 		p, err = openHTTP(rawURL, opts)
 	}
