@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
@@ -72,12 +73,20 @@ func (f *Factory) leaseDLQ(ctx context.Context, src backend.Source, runID string
 	release := func() {
 		close(stop)
 		cancel(nil)
-		if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+		// Bounded: with the server down, releasing could wait forever, and
+		// a lease left behind expires by itself (or is taken over by this
+		// run's resume).
+		rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
+		defer cancelRelease()
+		if err := lease.Release(rctx); err != nil {
 			fmt.Fprintf(f.IO.ErrOut, "dlqctl: %v\n", err)
 		}
 	}
 	return lctx, release, nil
 }
+
+// leaseReleaseTimeout bounds giving a lease back at the end of a run.
+const leaseReleaseTimeout = 10 * time.Second
 
 // refuseWhileLeased is import's guard: it writes into the DLQ, and a run
 // that holds the DLQ may already have moved the entries being brought

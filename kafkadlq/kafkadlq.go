@@ -88,7 +88,9 @@ const (
 
 // Topic is a DLQ held in one Kafka topic.
 type Topic struct {
-	src      sourceURL
+	src sourceURL
+	// missing: the DLQ topic did not exist when the Topic was opened.
+	missing  bool
 	names    envelope.FieldNames
 	from     envelope.EventIDSource
 	password string
@@ -159,10 +161,29 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 	}
 	t.adm = kadm.NewClient(t.cl)
 	if _, err := t.partitions(ctx, t.src.topic); err != nil {
-		t.cl.Close()
-		return nil, err
+		if !errors.Is(err, errNoTopic) {
+			t.cl.Close()
+			return nil, err
+		}
+		// A DLQ topic that does not exist reads as empty, and says so:
+		// check and stats refuse it unless --allow-missing.
+		t.missing = true
 	}
 	return t, nil
+}
+
+// errNoTopic: the topic does not exist.
+var errNoTopic = errors.New("does not exist")
+
+// Missing says whether the DLQ topic did not exist when it was opened.
+func (t *Topic) Missing() bool { return t.missing }
+
+// Notice names a DLQ topic that does not exist (backend.Noticer).
+func (t *Topic) Notice() string {
+	if !t.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: topic %q does not exist: it reads as empty", t, t.src.topic)
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -245,7 +266,7 @@ func (t *Topic) partitions(ctx context.Context, topic string) (int, error) {
 	}
 	d, ok := md[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("%s: topic %q does not exist", t, topic)
+		return 0, fmt.Errorf("%s: topic %q %w", t, topic, errNoTopic)
 	}
 	if d.Err != nil {
 		return 0, t.connErr(ctx, "metadata of "+topic, d.Err)
@@ -631,6 +652,9 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		return err
 	}
 	if !ok {
+		if t.missing {
+			return nil
+		}
 		return fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
 	}
 	ends := map[int32]int64{}
@@ -849,6 +873,9 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if !ok {
+		if t.missing {
+			return 0, nil
+		}
 		return 0, fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
 	}
 	st, err := t.loadState(ctx, true)
@@ -879,6 +906,9 @@ func (t *Topic) Tail(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if !ok {
+		if t.missing {
+			return "", nil
+		}
 		return "", fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
 	}
 	parts := make([]string, 0, len(spans))

@@ -69,10 +69,19 @@ func TestURLAndRegistration(t *testing.T) {
 
 func TestOpenMissingTopicAndBadPassword(t *testing.T) {
 	ctx := ctxFor(t)
-	_, err := kafkadlq.Open(ctx, "kafka://"+broker.Bootstrap()+"?topic=does-not-exist-"+freshTopic(t, ""), kafkadlq.Options{})
-	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+	// A DLQ topic that does not exist opens, reads as empty and says so
+	// (check and stats refuse it unless --allow-missing).
+	missing, err := kafkadlq.Open(ctx, "kafka://"+broker.Bootstrap()+"?topic=does-not-exist-"+freshTopic(t, ""), kafkadlq.Options{})
+	if err != nil {
 		t.Fatalf("open missing topic: %v", err)
 	}
+	if !missing.Missing() || !strings.Contains(missing.Notice(), "does not exist") {
+		t.Errorf("missing topic: Missing %v, Notice %q", missing.Missing(), missing.Notice())
+	}
+	if n, err := missing.Len(ctx); err != nil || n != 0 {
+		t.Errorf("missing topic: Len %d, %v; want 0", n, err)
+	}
+	missing.Close()
 	_, err = kafkadlq.Open(ctx, "kafka://bob@"+broker.Bootstrap()+"?topic=x", kafkadlq.Options{})
 	var ce *backend.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "no password") {

@@ -342,9 +342,25 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 
 // produceState writes records to the state topic with the plain
 // (idempotent, acks=all) producer.
+//
+// The idempotent producer keeps retrying a record it may have sent, past
+// the context's end, while the broker is down; so the wait is bounded by
+// ctx here: on its end every record fails with ctx's error, and their
+// outcome is unknown, as with any lost reply.
 func (t *Topic) produceState(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
 	for _, r := range recs {
 		r.Topic, r.Partition = t.src.stateTopic, 0
 	}
-	return t.cl.ProduceSync(ctx, recs...)
+	done := make(chan kgo.ProduceResults, 1)
+	go func() { done <- t.cl.ProduceSync(ctx, recs...) }()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+		res := make(kgo.ProduceResults, len(recs))
+		for i, r := range recs {
+			res[i] = kgo.ProduceResult{Record: r, Err: ctx.Err()}
+		}
+		return res
+	}
 }
