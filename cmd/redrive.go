@@ -354,6 +354,9 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
 func readPlanFor(path, kind string) (*redrive.Plan, error) {
+	if err := wantPlan(path, kind); err != nil {
+		return nil, err
+	}
 	plan, err := redrive.ReadPlan(path)
 	if err != nil {
 		return nil, withCode(ExitApproval, err)

@@ -160,6 +160,9 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 		Short: "Where a run stands: batches, moved, verdicts, the gate that stopped it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := wantJournal(args[0], kind); err != nil {
+				return err
+			}
 			recs, err := redrive.ReadJournal(args[0])
 			if err != nil {
 				return usageErrorf("%v", err)
@@ -196,6 +199,9 @@ identity (Pulsar) and journaled as ambiguous. A run halted by a gate is not
 resumed unless --past-gate says the cause was dealt with.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := wantJournal(args[0], kind); err != nil {
+				return err
+			}
 			return runResume(c.Context(), f, args[0], o)
 		},
 	}

@@ -28,13 +28,15 @@ delivery counts, lag).`,
 
 // StatsDoc is dlqctl.stats/v1.
 type StatsDoc struct {
-	Schema           string         `json:"schema"`
+	Schema string `json:"schema"`
+	// AsOf is when the DLQ was read: ages are measured from it.
+	AsOf             time.Time      `json:"as_of"`
 	Source           string         `json:"source"`
 	Total            int            `json:"total"`
 	UniqueEvents     int            `json:"unique_events"`
-	OldestAgeSeconds int64          `json:"oldest_age_seconds"`
-	AgeP50Seconds    int64          `json:"age_p50_seconds"`
-	AgeP95Seconds    int64          `json:"age_p95_seconds"`
+	OldestAgeSeconds *int64         `json:"oldest_age_seconds"`
+	AgeP50Seconds    *int64         `json:"age_p50_seconds"`
+	AgeP95Seconds    *int64         `json:"age_p95_seconds"`
 	ByCategory       map[string]int `json:"by_category"`
 	ByOrigin         map[string]int `json:"by_origin"`
 	ByDisposition    map[string]int `json:"by_disposition"`
@@ -55,6 +57,15 @@ type AgeBucketDoc struct {
 
 func seconds(d time.Duration) int64 { return int64(d / time.Second) }
 
+// knownSeconds is d in whole seconds, or nil (JSON null) when not known.
+func knownSeconds(d time.Duration, known bool) *int64 {
+	if !known {
+		return nil
+	}
+	s := seconds(d)
+	return &s
+}
+
 func runStats(ctx context.Context, f *Factory) error {
 	s, err := f.openSession(ctx)
 	if err != nil {
@@ -66,9 +77,11 @@ func runStats(ctx context.Context, f *Factory) error {
 		return err
 	}
 	doc := StatsDoc{
-		Schema: "dlqctl.stats/v1", Source: s.src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
-		OldestAgeSeconds: seconds(sum.OldestAge), AgeP50Seconds: seconds(sum.AgeP50), AgeP95Seconds: seconds(sum.AgeP95),
-		ByCategory: sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
+		Schema: "dlqctl.stats/v1", AsOf: s.walker.Now.UTC(), Source: s.src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
+		OldestAgeSeconds: knownSeconds(sum.OldestAge, sum.AgesKnown > 0),
+		AgeP50Seconds:    knownSeconds(sum.AgeP50, sum.AgesKnown > 0),
+		AgeP95Seconds:    knownSeconds(sum.AgeP95, sum.AgesKnown > 0),
+		ByCategory:       sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
 		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
 	}
 	for _, b := range sum.AgeBuckets {
@@ -94,9 +107,10 @@ func runStats(ctx context.Context, f *Factory) error {
 	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
 		{Key: "total", Value: doc.Total},
 		{Key: "unique events", Value: doc.UniqueEvents},
-		{Key: "oldest", Value: report.Age(sum.OldestAge)},
-		{Key: "age p50", Value: report.Age(sum.AgeP50)},
-		{Key: "age p95", Value: report.Age(sum.AgeP95)},
+		{Key: "as of", Value: doc.AsOf},
+		{Key: "oldest", Value: report.AgeSeconds(doc.OldestAgeSeconds)},
+		{Key: "age p50", Value: report.AgeSeconds(doc.AgeP50Seconds)},
+		{Key: "age p95", Value: report.AgeSeconds(doc.AgeP95Seconds)},
 		{Key: "overdue", Value: doc.Overdue},
 		{Key: "conflicts", Value: fmt.Sprintf("%d %s", doc.Conflicts, joinOr(doc.ConflictEventIDs, ""))},
 		{Key: "malformed", Value: doc.Malformed},
@@ -146,7 +160,11 @@ func section(f *Factory) {
 
 func writeCounts(f *Factory, title, col string, counts map[string]int, ro report.Options) error {
 	section(f)
-	t := report.Table{Title: title, Columns: []report.Column{{Name: col, MaxWidth: 40}, {Name: "count", Right: true}}}
+	c := report.Column{Name: col, Kind: report.Key}
+	if col == "disposition" {
+		c.Tone = report.DispositionTone
+	}
+	t := report.Table{Title: title, Columns: []report.Column{c, {Name: "count", Right: true}}}
 	for _, k := range sortedByCount(counts) {
 		name := k
 		if name == "" {
