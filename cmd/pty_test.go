@@ -1,0 +1,123 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/creack/pty"
+	"golang.org/x/term"
+)
+
+// onTerminal runs one command line with stdout and stderr on a real
+// pseudo-terminal of the given width, as an operator's terminal would be,
+// and returns what the terminal received.
+func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (string, int) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pty: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: 60}); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := term.GetSize(int(tty.Fd()))
+	if err != nil || w != cols {
+		t.Fatalf("pty width = %d, %v; want %d", w, err, cols)
+	}
+	var screen bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
+		close(done)
+	}()
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w}
+	f := &Factory{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
+	code := Execute(context.Background(), f, args)
+	tty.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pty did not drain")
+	}
+	// The terminal turns \n into \r\n.
+	return strings.ReplaceAll(screen.String(), "\r\n", "\n"), code
+}
+
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
+
+// TestEightyColumnsKeepIDsWhole draws list and categorize on an 80-column
+// terminal, checks that every line fits, and copies an ID from the screen
+// into show, which must find it.
+func TestEightyColumnsKeepIDsWhole(t *testing.T) {
+	src := incidentSource(t)
+	screen, code := onTerminal(t, 80, nil, "--source", src, "list", "--limit", "8")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	var ids []string
+	rowID := regexp.MustCompile(`^│ (\S+) +│ (\S*) +│`)
+	for _, line := range strings.Split(ansiEscape.ReplaceAllString(screen, ""), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
+		}
+		if m := rowID.FindStringSubmatch(line); m != nil && m[1] != "ID" {
+			if strings.Contains(m[1], "…") || strings.Contains(m[2], "…") {
+				t.Errorf("an ID was cut: %q", line)
+			}
+			ids = append(ids, m[1])
+		}
+	}
+	if len(ids) != 8 {
+		t.Fatalf("found %d rows with an ID on the screen, want 8:\n%s", len(ids), screen)
+	}
+	out, errOut, code := run(t, nil, "--source", src, "show", ids[3])
+	if code != 0 || !strings.Contains(out, ids[3]) {
+		t.Fatalf("show %s (copied from the screen): exit %d\n%s%s", ids[3], code, out, errOut)
+	}
+
+	screen, code = onTerminal(t, 80, nil, "--source", src, "categorize")
+	if code != 0 {
+		t.Fatalf("categorize exit %d:\n%s", code, screen)
+	}
+	plain := ansiEscape.ReplaceAllString(screen, "")
+	for _, want := range []string{"│ missing-reference │", "│ fix-then-redrive │"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("categorize at 80 columns lacks %q:\n%s", want, plain)
+		}
+	}
+	for _, line := range strings.Split(plain, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("categorize line is %d columns wide: %q", w, line)
+		}
+	}
+}
+
+// TestColourObeysNoColor checks the real terminal path: dispositions are
+// coloured, and a non-empty NO_COLOR or --no-color removes every escape.
+func TestColourObeysNoColor(t *testing.T) {
+	src := incidentSource(t)
+	// lipgloss reads TERM from the process environment.
+	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("NO_COLOR", "")
+	screen, _ := onTerminal(t, 120, nil, "--source", src, "categorize")
+	if !strings.Contains(screen, "\x1b[32m") {
+		t.Fatalf("the redrive disposition is not green on a colour terminal: %q", screen)
+	}
+	for _, args := range [][]string{{"--no-color"}, {}} {
+		e := map[string]string{"NO_COLOR": "1"}
+		if len(args) > 0 {
+			e = nil
+		}
+		screen, _ := onTerminal(t, 120, e, append([]string{"--source", src, "categorize"}, args...)...)
+		if strings.Contains(screen, "\x1b[") {
+			t.Errorf("%v %v: escapes on the screen: %q", e, args, screen)
+		}
+	}
+}
