@@ -118,6 +118,8 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	doc.OK = len(doc.Violations) == 0
 	ro := f.reportOptions()
 	switch ro.Format {
+	case report.FormatOpenMetrics:
+		err = report.WriteOpenMetrics(f.IO.Out, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
 	case report.FormatJSON:
 		err = report.WriteJSON(f.IO.Out, doc)
 	case report.FormatNDJSON:

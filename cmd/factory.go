@@ -117,6 +117,9 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		f.IO.Out = &jq.buf
 		c.SetOut(f.IO.Out)
 	}
+	if f.format == report.FormatOpenMetrics && c.Name() != "stats" && c.Name() != "check" {
+		return usageErrorf("-o openmetrics is for stats and check only; %s takes table, wide, json, ndjson or markdown", c.Name())
+	}
 	f.source = firstNonEmpty(g.Source, f.Getenv("DLQCTL_SOURCE"), f.profile.Source)
 	// NO_COLOR counts only when non-empty (no-color.org).
 	f.noColor = g.NoColor || f.Getenv("NO_COLOR") != ""

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -66,6 +67,22 @@ func knownSeconds(d time.Duration, known bool) *int64 {
 	return &s
 }
 
+// statsDoc is dlqctl.stats/v1 from a summary read at now.
+func statsDoc(src backend.Source, sum inspect.Summary, now time.Time) StatsDoc {
+	doc := StatsDoc{
+		Schema: "dlqctl.stats/v1", AsOf: now.UTC(), Source: src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
+		OldestAgeSeconds: knownSeconds(sum.OldestAge, sum.AgesKnown > 0),
+		AgeP50Seconds:    knownSeconds(sum.AgeP50, sum.AgesKnown > 0),
+		AgeP95Seconds:    knownSeconds(sum.AgeP95, sum.AgesKnown > 0),
+		ByCategory:       sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
+		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
+	}
+	for _, b := range sum.AgeBuckets {
+		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
+	}
+	return doc
+}
+
 func runStats(ctx context.Context, f *Factory) error {
 	s, err := f.openSession(ctx)
 	if err != nil {
@@ -76,16 +93,9 @@ func runStats(ctx context.Context, f *Factory) error {
 	if err != nil {
 		return err
 	}
-	doc := StatsDoc{
-		Schema: "dlqctl.stats/v1", AsOf: s.walker.Now.UTC(), Source: s.src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
-		OldestAgeSeconds: knownSeconds(sum.OldestAge, sum.AgesKnown > 0),
-		AgeP50Seconds:    knownSeconds(sum.AgeP50, sum.AgesKnown > 0),
-		AgeP95Seconds:    knownSeconds(sum.AgeP95, sum.AgesKnown > 0),
-		ByCategory:       sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
-		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
-	}
-	for _, b := range sum.AgeBuckets {
-		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
+	doc := statsDoc(s.src, sum, s.walker.Now)
+	if f.format == report.FormatOpenMetrics {
+		return report.WriteOpenMetrics(f.IO.Out, statsGauges(doc))
 	}
 	var extra *backend.ExtraStats
 	if ex, ok := s.src.(backend.Extras); ok {
