@@ -175,7 +175,7 @@ func TestMoveDocumentsMatchTheDocs(t *testing.T) {
 	}
 	src := "dir:" + root
 	plan := filepath.Join(root, "p.json")
-	env := map[string]string{"DLQCTL_APPROVAL_KEY": "k"}
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "test-approval-key-0123456789abcdef"}
 	docs := documented(t)
 	check := func(schema, out string) {
 		t.Helper()

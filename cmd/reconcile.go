@@ -107,13 +107,13 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	case report.FormatNDJSON:
 		return report.WriteNDJSON(f.IO.Out, doc)
 	}
+	if err := writeBatches(f.IO.Out, doc.Batches, ro); err != nil {
+		return err
+	}
 	for _, b := range doc.Batches {
-		fmt.Fprintln(f.IO.Out)
-		if err := report.WriteTable(f.IO.Out, batchTable(b), ro); err != nil {
-			return err
-		}
 		if o.events {
-			t := report.Table{Columns: []report.Column{{Name: "event id"}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict"}}}
+			fmt.Fprintln(f.IO.Out)
+			t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
 			for _, e := range b.Events {
 				t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
 			}

@@ -260,7 +260,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
 	c.Flags().StringVar(&one.plan.out, "out", "", "where to keep the plan (default: "+kind+"-TIME.plan.json here)")
-	c.AddCommand(newPlanCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind), newStatusCmd(f, kind), newResumeCmd(f, kind))
+	c.AddCommand(newPlanCmd(f, kind), newPlanShowCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind), newStatusCmd(f, kind), newResumeCmd(f, kind))
 	return c
 }
 
@@ -326,18 +326,21 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if o.ttl <= 0 {
 		return usageErrorf("--ttl must be positive")
 	}
-	key, err := f.approvalKey(o.keyFile)
-	if err != nil {
-		return err
-	}
-	if len(key) == 0 {
-		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file")
-	}
 	plan, err := readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}
+	key, err := f.approvalKey(o.keyFile)
+	if err != nil {
+		return err
+	}
+	if err := checkApprovalKey(key); err != nil {
+		return err
+	}
 	by := f.identity(o.by)
+	if err := f.reviewBeforeApproval(plan, path, by); err != nil {
+		return err
+	}
 	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
 		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
 	}
@@ -486,7 +489,7 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 	if !ok {
 		return nil, nil, usageErrorf("%s: this backend cannot move entries", src)
 	}
-	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(), Crash: f.CrashHook}
+	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(plan), Crash: f.CrashHook}
 	closeFn := func() {}
 	if plan.Kind == redrive.KindRedrive {
 		if plan.Params.Rate > 0 {
@@ -514,8 +517,11 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 
 // finishRun runs the engine and turns the outcome into output and an exit code.
 func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string) error {
+	if v, ok := eng.Observer.(*runView); ok {
+		v.begin(st)
+	}
 	runErr := eng.Run(ctx, st)
-	doc := runDoc(st, journalPath)
+	doc := f.liveRunDoc(st, journalPath)
 	if err := f.printRun(doc); err != nil {
 		return err
 	}
