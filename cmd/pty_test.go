@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,6 +120,56 @@ func TestColourObeysNoColor(t *testing.T) {
 		screen, _ := onTerminal(t, 120, e, append([]string{"--source", src, "categorize"}, args...)...)
 		if strings.Contains(screen, "\x1b[") {
 			t.Errorf("%v %v: escapes on the screen: %q", e, args, screen)
+		}
+	}
+}
+
+// TestRunOnEightyColumns applies a small plan on an 80-column terminal: the
+// progress bar shows the batch and position, and the batch table and the
+// summary fit.
+func TestRunOnEightyColumns(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	files, _ := filepath.Glob("../testdata/incident/error/*.json")
+	for _, f := range files[:60] {
+		b, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(root, "error", filepath.Base(f)), b, 0o644)
+	}
+	src := "dir:" + root
+	plan := filepath.Join(root, "p.json")
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "test-approval-key-0123456789abcdef"}
+	if _, errOut, code := run(t, env, "--source", src, "redrive", "plan", "--category", "transient", "--max", "12",
+		"--ramp", "5", "--settle", "0s", "--reason", "r", "--out", plan); code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	if _, errOut, code := run(t, env, "redrive", "approve", plan, "--by", "bob"); code != 0 {
+		t.Fatalf("approve: %s", errOut)
+	}
+	screen, code := onTerminal(t, 80, env, "--source", src, "--no-color", "redrive", "apply", plan)
+	if code != 0 {
+		t.Fatalf("apply exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"batch 1 [", "batch 3 [", "12/12", "BATCH  SIZE  MOVED", "Redrive complete! 12 moved, 0 remaining"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%q", want, screen)
+		}
+	}
+	// The batch table: from its header to the blank line after it. (Log
+	// lines with a long temporary path may wrap; the table must not.)
+	inTable := false
+	for _, line := range strings.Split(screen, "\n") {
+		// What the terminal shows of a line is what follows its last \r.
+		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
+		if strings.HasPrefix(shown, "BATCH") {
+			inTable = true
+		}
+		if shown == "" {
+			inTable = false
+		}
+		if w := lipgloss.Width(shown); inTable && w > 80 {
+			t.Errorf("batch table line is %d columns wide: %q", w, shown)
 		}
 	}
 }
