@@ -19,7 +19,7 @@ func newCategorizeCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "categorize",
 		Short: "Per category: disposition, count, oldest age, an example error and sample ids",
-		Long: `Group the DLQ by category (SPEC §4 rules, or --rules FILE) and say what to
+		Long: `Group the DLQ by category (the built-in rules, or --rules FILE) and say what to
 do with each: redrive, fix-then-redrive, investigate, resolve or quarantine.
 --explain adds which rules put entries in each category.`,
 		Args: cobra.NoArgs,

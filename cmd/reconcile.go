@@ -23,7 +23,8 @@ func newReconcileCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Per-event and per-batch verdicts now: delivery attempts against effects",
-		Long: `Give the verdicts of SPEC §6 on demand: for every batch of a run's journal
+		Long: `Give the reconciliation verdicts (applied, absorbed-duplicate, re-dead-lettered,
+pending, duplicate-effect, conflict) on demand: for every batch of a run's journal
 (--journal), or for the events named with --event-id. One effects round trip
 per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
 		Example: `  dlqctl reconcile --journal plan.journal --source redis://127.0.0.1:6379/0?stream=dlq

@@ -182,6 +182,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	)
 	root.InitDefaultCompletionCmd()
 	registerCompletions(f, root)
+	addExamples(root)
 	usageArgs(root)
 	return root
 }
