@@ -177,6 +177,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newResolveCmd(f),
 		newReconcileCmd(f),
 		newQuarantineCmd(f),
+		newDoctorCmd(f),
 		newVersionCmd(f),
 		newDocsCmd(f, root),
 	)
