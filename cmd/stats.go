@@ -13,18 +13,30 @@ import (
 )
 
 func newStatsCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	w := &watchOptions{}
+	c := &cobra.Command{
 		Use:   "stats",
 		Short: "Totals, ages and counts by category, origin, disposition and owner",
 		Long: `Read the whole DLQ once and report its size, age percentiles, counts by
 category, origin, disposition and owner, conflicts and malformed entries.
 On Redis it adds the origin streams' consumer groups (pending, oldest idle,
-delivery counts, lag).`,
+delivery counts, lag).
+
+--watch redraws every --interval with the change since the last draw, the
+growth per minute, and a timeline of dead letters per interval, which shows
+when an incident started. Ctrl-C stops it (exit 0).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if w.watch {
+				return runWatch(c.Context(), f, w)
+			}
 			return runStats(c.Context(), f)
 		},
 	}
+	c.Flags().BoolVar(&w.watch, "watch", false, "redraw every --interval until Ctrl-C")
+	c.Flags().DurationVar(&w.interval, "interval", 10*time.Second, "with --watch: time between draws")
+	c.Flags().IntVar(&w.count, "count", 0, "with --watch: stop after N draws (0: until Ctrl-C)")
+	return c
 }
 
 // StatsDoc is dlqctl.stats/v1.
@@ -48,6 +60,8 @@ type StatsDoc struct {
 	Malformed        int            `json:"malformed"`
 	AgeHistogram     []AgeBucketDoc `json:"age_histogram"`
 	Backend          any            `json:"backend,omitempty"`
+	// Watch is set by --watch only.
+	Watch *WatchDoc `json:"watch,omitempty"`
 }
 
 // AgeBucketDoc is one bucket of the age histogram.
