@@ -519,6 +519,7 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string) error {
 	if v, ok := eng.Observer.(*runView); ok {
 		v.begin(st)
+		v.watch(eng, time.Duration(st.Plan.Params.Settle))
 	}
 	runErr := eng.Run(ctx, st)
 	doc := f.liveRunDoc(st, journalPath)

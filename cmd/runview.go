@@ -1,11 +1,13 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -31,6 +33,11 @@ type runView struct {
 	// resolve engine counts progress from the start of each batch.
 	batchBase int
 	pos       int
+
+	// The settle countdown of the batch in flight.
+	settle      time.Duration
+	settleStart time.Time
+	seen, of    int
 }
 
 func (f *Factory) runObserver(plan *redrive.Plan) redrive.Observer {
@@ -52,6 +59,7 @@ func (v *runView) begin(st *redrive.State) {
 }
 
 func (v *runView) Progress(done, total int) {
+	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
 	if v.began.IsZero() {
 		v.began = v.f.Now()
 	}
@@ -85,6 +93,7 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 	}
 	v.nextBatch = b.Index + 1
 	v.batchBase += b.Size
+	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
 	ro := v.f.reportOptions()
 	if v.out != v.f.IO.Out {
 		ro.TTY, ro.Format = v.f.IO.ErrTTY, report.FormatTable
@@ -305,4 +314,60 @@ func (f *Factory) printRun(d RunDoc) error {
 		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
 	}
 	return report.WriteFields(f.IO.Out, "", fields, ro)
+}
+
+// settleProbe passes the engine's effects lookups through, remembering how
+// many of the batch's events had an effect, for the settle countdown.
+type settleProbe struct {
+	effects.Probe
+	v *runView
+}
+
+func (p settleProbe) Records(ctx context.Context, ids []string) (map[string]effects.Record, error) {
+	recs, err := p.Probe.Records(ctx, ids)
+	if err == nil {
+		seen := 0
+		for _, id := range ids {
+			if recs[id].Effects > 0 {
+				seen++
+			}
+		}
+		p.v.seen, p.v.of = seen, len(ids)
+	}
+	return recs, err
+}
+
+// watch wraps the engine's effects probe and poll sleep, so that while a
+// batch settles the bar counts down the --settle time left and shows the
+// effects seen so far.
+func (v *runView) watch(eng *redrive.Engine, settle time.Duration) {
+	v.settle = settle
+	if eng.Probe != nil {
+		eng.Probe = settleProbe{Probe: eng.Probe, v: v}
+	}
+	sleep := eng.Sleep
+	eng.Sleep = func(ctx context.Context, d time.Duration) error {
+		if v.bar {
+			if v.settleStart.IsZero() {
+				v.settleStart = v.f.Now()
+			}
+			left := max(v.settle-v.f.Now().Sub(v.settleStart), 0).Round(time.Second)
+			line := fmt.Sprintf("batch %d settling: %s left", v.nextBatch, report.FormatAge(left))
+			if v.of > 0 {
+				line += fmt.Sprintf(", effects seen %d/%d", v.seen, v.of)
+			}
+			fmt.Fprint(v.f.IO.ErrOut, "\r"+line+"\033[K")
+		}
+		if sleep != nil {
+			return sleep(ctx, d)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
 }

@@ -2,10 +2,12 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -82,5 +84,34 @@ func TestGateNamesEventsAndCause(t *testing.T) {
 	}
 	if strings.Contains(msg, "evt-ok") || strings.Contains(msg, "evt-k") {
 		t.Errorf("gate message names events beyond the first 10 pending: %s", msg)
+	}
+}
+
+// fakeProbe stands in for the consumer's effects store: E1 has its effect,
+// E2 not yet.
+type fakeProbe struct{}
+
+func (fakeProbe) Records(context.Context, []string) (map[string]effects.Record, error) {
+	return map[string]effects.Record{"E1": {Attempts: 1, Effects: 1}}, nil
+}
+func (fakeProbe) String() string { return "fake" }
+func (fakeProbe) Close() error   { return nil }
+
+func TestSettleCountsDownWithEffectsSeen(t *testing.T) {
+	var errOut bytes.Buffer
+	v, _ := viewFor(redrive.KindRedrive, &errOut)
+	v.begin(redrive.Replay([]redrive.Record{{Type: redrive.RecRunStart, RunID: "r", Plan: &redrive.Plan{Kind: redrive.KindRedrive}}}))
+	slept := 0
+	eng := &redrive.Engine{Probe: fakeProbe{}, Sleep: func(context.Context, time.Duration) error { slept++; return nil }}
+	v.watch(eng, 30*time.Second)
+	if _, err := eng.Probe.Records(context.Background(), []string{"E1", "E2"}); err != nil {
+		t.Fatal(err)
+	}
+	eng.Sleep(context.Background(), time.Second)
+	eng.Sleep(context.Background(), time.Second)
+	got := lastBar(errOut.String())
+	// The clock advances a second per reading: two readings since the start.
+	if got != "batch 1 settling: 28s left, effects seen 1/2" || slept != 2 {
+		t.Errorf("settle line = %q (slept %d), want the countdown with 1/2 effects seen", got, slept)
 	}
 }
