@@ -194,7 +194,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 	}
 	if len(p.Excluded) > 0 {
 		section(f)
-		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "why", MaxWidth: 90}}}
+		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90}}}
 		for _, x := range p.Excluded {
 			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
 		}
