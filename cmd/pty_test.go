@@ -173,3 +173,20 @@ func TestRunOnEightyColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestShowPrettyPrintsOnATerminal: a JSON payload is indented, one field a
+// line, and the ids are whole.
+func TestShowPrettyPrintsOnATerminal(t *testing.T) {
+	screen, code := onTerminal(t, 80, nil, "--source", incidentSource(t), "--no-color", "show", "20261129T083821Z-0027")
+	if code != 0 {
+		t.Fatalf("show exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"20261129T083821Z-0027", "differs: currency"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("show on a terminal lacks %q:\n%s", want, screen)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ {20,}  "eventType": "OrderPlaced",$`).MatchString(screen) {
+		t.Errorf("the payload is not indented one field a line:\n%s", screen)
+	}
+}
