@@ -126,9 +126,15 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	case report.FormatJSON:
 		return report.WriteJSON(f.IO.Out, doc)
 	}
+	dispositionOf := map[string]string{}
+	for _, li := range doc.Items {
+		dispositionOf[li.Category] = li.Disposition
+	}
+	// A category is coloured by what to do with it.
+	categoryTone := func(c string) report.Tone { return report.DispositionTone(dispositionOf[c]) }
 	t := report.Table{Columns: []report.Column{
 		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
-		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key},
+		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
 		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 60},
 	}}
 	for _, li := range doc.Items {
