@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -18,6 +19,7 @@ type checkOptions struct {
 	maxAge         string
 	maxCategory    []string
 	failOnConflict bool
+	allowMissing   bool
 }
 
 func newCheckCmd(f *Factory) *cobra.Command {
@@ -38,6 +40,7 @@ report on stdout naming each violation. With no threshold it only reports.`,
 	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
 	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
 	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "treat a DLQ that does not exist as empty instead of exit 2")
 	return c
 }
 
@@ -93,6 +96,11 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 		return err
 	}
 	defer s.src.Close()
+	// A missing DLQ usually means a typo in the source, which an empty one
+	// would hide from CI.
+	if nt, ok := s.src.(backend.Noticer); ok && nt.Notice() != "" && !opts.allowMissing {
+		return usageErrorf("%s (--allow-missing treats it as empty)", nt.Notice())
+	}
 	if err := checkCategories(namesOf(limits), s.walker.Classifier.Disposition); err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 			break
 		}
 		add(Check{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)})
-		if nt, ok := src.(interface{ Notice() string }); ok && nt.Notice() != "" {
+		if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
 			add(Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
 		} else {
 			add(Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
