@@ -119,7 +119,7 @@ func batchColumns() []report.Column {
 	return []report.Column{
 		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
 		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
-		{Name: "dlq", Kind: report.Key, MaxWidth: 9}, {Name: "gate", Kind: report.Key, MaxWidth: 6, Tone: report.VerdictTone},
+		{Name: "dlq", Kind: report.Key, MaxWidth: 9}, {Name: "gate", Kind: report.Key, MaxWidth: 7, Tone: report.VerdictTone},
 		{Name: "verdicts"},
 	}
 }
