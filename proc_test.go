@@ -16,7 +16,7 @@ func dlqctlProc(t *testing.T, dir string, env []string, args ...string) (int, st
 	t.Helper()
 	c := exec.Command("dlqctl", args...)
 	c.Dir = dir
-	c.Env = append(os.Environ(), append([]string{"DLQCTL_TEST_NOW=", "DLQCTL_APPROVAL_KEY=k"}, env...)...)
+	c.Env = append(os.Environ(), append([]string{"DLQCTL_TEST_NOW=", "DLQCTL_APPROVAL_KEY=test-approval-key-0123456789abcdef"}, env...)...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()

@@ -14,7 +14,7 @@ import (
 )
 
 // approvalKey signs the bench's redrive approvals (DLQCTL_APPROVAL_KEY).
-const approvalKey = "dlqctl-bench-approval-key"
+const approvalKey = "dlqctl-bench-approval-key-0123456789abcdef"
 
 // launchArgs runs `dlqctl ARGS…` under the launcher with the bench's clean
 // environment plus extra variables, and checks its exit code.

@@ -19,7 +19,7 @@ func newCategorizeCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "categorize",
 		Short: "Per category: disposition, count, oldest age, an example error and sample ids",
-		Long: `Group the DLQ by category (SPEC §4 rules, or --rules FILE) and say what to
+		Long: `Group the DLQ by category (the built-in rules, or --rules FILE) and say what to
 do with each: redrive, fix-then-redrive, investigate, resolve or quarantine.
 --explain adds which rules put entries in each category.`,
 		Args: cobra.NoArgs,
@@ -36,7 +36,7 @@ type CategoryDoc struct {
 	Name             string         `json:"name"`
 	Disposition      string         `json:"disposition"`
 	Count            int            `json:"count"`
-	OldestAgeSeconds int64          `json:"oldest_age_seconds"`
+	OldestAgeSeconds *int64         `json:"oldest_age_seconds"`
 	ExampleError     string         `json:"example_error"`
 	SampleIDs        []string       `json:"sample_ids"`
 	Rules            map[string]int `json:"rules,omitempty"`
@@ -62,7 +62,7 @@ func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) err
 	doc := CategoriesDoc{Schema: "dlqctl.categories/v1", Total: sum.Total, Categories: []CategoryDoc{}}
 	for _, c := range sum.Categories {
 		cd := CategoryDoc{Name: c.Name, Disposition: c.Disposition, Count: c.Count,
-			OldestAgeSeconds: seconds(c.OldestAge), ExampleError: c.ExampleError, SampleIDs: c.SampleIDs}
+			OldestAgeSeconds: knownSeconds(c.OldestAge, c.OldestKnown), ExampleError: c.ExampleError, SampleIDs: c.SampleIDs}
 		if opts.explain {
 			cd.Rules = c.Rules
 		}
@@ -76,14 +76,15 @@ func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) err
 		return report.WriteNDJSON(f.IO.Out, doc)
 	}
 	t := report.Table{Columns: []report.Column{
-		{Name: "category"}, {Name: "disposition"}, {Name: "count", Right: true}, {Name: "oldest", Right: true},
-		{Name: "example error", MaxWidth: 50}, {Name: "sample ids", MaxWidth: 70},
+		{Name: "category", Kind: report.Key}, {Name: "disposition", Kind: report.Key, Tone: report.DispositionTone},
+		{Name: "count", Right: true}, {Name: "oldest", Right: true},
+		{Name: "example error", MaxWidth: 50}, {Name: "sample ids", Kind: report.Key, Optional: true},
 	}}
 	if opts.explain {
 		t.Columns = append(t.Columns, report.Column{Name: "rules", MaxWidth: 60})
 	}
 	for _, c := range sum.Categories {
-		row := []any{c.Name, c.Disposition, c.Count, report.Age(c.OldestAge), c.ExampleError, strings.Join(c.SampleIDs, " ")}
+		row := []any{c.Name, c.Disposition, c.Count, report.AgeOrUnknown(c.OldestAge, c.OldestKnown), c.ExampleError, strings.Join(c.SampleIDs, " ")}
 		if opts.explain {
 			var parts []string
 			for _, r := range sortedByCount(c.Rules) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +52,9 @@ type Violation struct {
 
 // CheckDoc is dlqctl.check/v1.
 type CheckDoc struct {
-	Schema     string      `json:"schema"`
+	Schema string `json:"schema"`
+	// AsOf is when the DLQ was read.
+	AsOf       time.Time   `json:"as_of"`
 	OK         bool        `json:"ok"`
 	Violations []Violation `json:"violations"`
 	Total      int         `json:"total"`
@@ -103,7 +106,7 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	doc := CheckDoc{Schema: "dlqctl.check/v1", Violations: []Violation{}, Total: sum.Total}
+	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total}
 	if opts.maxTotal >= 0 && sum.Total > opts.maxTotal {
 		doc.Violations = append(doc.Violations, Violation{"max-total", int64(opts.maxTotal), int64(sum.Total)})
 	}
@@ -121,15 +124,17 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	doc.OK = len(doc.Violations) == 0
 	ro := f.reportOptions()
 	switch ro.Format {
+	case report.FormatOpenMetrics:
+		err = report.WriteOpenMetrics(f.IO.Out, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
 	case report.FormatJSON:
 		err = report.WriteJSON(f.IO.Out, doc)
 	case report.FormatNDJSON:
 		err = report.WriteNDJSON(f.IO.Out, doc)
 	default:
 		if doc.OK {
-			_, err = fmt.Fprintf(f.IO.Out, "ok: %s, no threshold breached\n", entries(sum.Total))
+			err = report.WriteLine(f.IO.Out, report.ToneGood, fmt.Sprintf("ok: %s, no threshold breached", entries(sum.Total)), ro)
 		} else {
-			t := report.Table{Title: "Check failed", Columns: []report.Column{{Name: "rule"}, {Name: "limit", Right: true}, {Name: "actual", Right: true}}}
+			t := report.Table{Title: "Check failed", Columns: []report.Column{{Name: "rule", Kind: report.Key, Tone: func(string) report.Tone { return report.ToneBad }}, {Name: "limit", Right: true}, {Name: "actual", Right: true}}}
 			for _, v := range doc.Violations {
 				t.Rows = append(t.Rows, []any{v.Rule, v.Limit, v.Actual})
 			}

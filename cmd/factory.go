@@ -3,7 +3,6 @@ package cmd
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,6 +39,7 @@ type Factory struct {
 	noColor    bool
 	jsonErrors bool
 	cancel     context.CancelFunc
+	jq         *jqFilter
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
@@ -55,11 +55,13 @@ type GlobalOptions struct {
 	Timeout     time.Duration
 	Rules       string
 	EventIDFrom string
+	JQ          string
 }
 
 func (f *Factory) now() time.Time {
 	if f.started.IsZero() {
-		f.started = f.Now().UTC()
+		// Whole seconds: every time dlqctl prints is RFC 3339 to the second.
+		f.started = f.Now().UTC().Truncate(time.Second)
 	}
 	return f.started
 }
@@ -94,12 +96,34 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		}
 		f.jsonErrors = f.format == report.FormatJSON || f.format == report.FormatNDJSON
 	}
-	f.source = firstNonEmpty(g.Source, f.Getenv("DLQCTL_SOURCE"), f.profile.Source)
-	_, noColorEnv := os.LookupEnv("NO_COLOR")
-	if f.Getenv("NO_COLOR") != "" {
-		noColorEnv = true
+	if g.JQ != "" {
+		// --jq filters a JSON document, so it asks for one unless -o
+		// ndjson was given.
+		switch f.format {
+		case report.FormatNDJSON:
+		case report.FormatJSON, report.FormatTable:
+			if g.Output != "" && f.format != report.FormatJSON {
+				return usageErrorf("--jq filters JSON: use it with -o json or -o ndjson, not -o %s", f.format)
+			}
+			f.format = report.FormatJSON
+		default:
+			return usageErrorf("--jq filters JSON: use it with -o json or -o ndjson, not -o %s", f.format)
+		}
+		f.jsonErrors = true
+		jq, err := compileJQ(g.JQ, f.IO.Out)
+		if err != nil {
+			return err
+		}
+		f.jq = jq
+		f.IO.Out = &jq.buf
+		c.SetOut(f.IO.Out)
 	}
-	f.noColor = g.NoColor || noColorEnv
+	if f.format == report.FormatOpenMetrics && c.Name() != "stats" && c.Name() != "check" {
+		return usageErrorf("-o openmetrics is for stats and check only; %s takes table, wide, json, ndjson or markdown", c.Name())
+	}
+	f.source = firstNonEmpty(g.Source, f.Getenv("DLQCTL_SOURCE"), f.profile.Source)
+	// NO_COLOR counts only when non-empty (no-color.org).
+	f.noColor = g.NoColor || f.Getenv("NO_COLOR") != ""
 	if g.Timeout < 0 {
 		return usageErrorf("--timeout %s: must not be negative", g.Timeout)
 	}

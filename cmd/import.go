@@ -30,7 +30,11 @@ func newImportCmd(f *Factory) *cobra.Command {
 every envelope to the source DLQ. The whole input is checked first: a line
 that is not an envelope, an id that appears twice, or an id the DLQ already
 holds stops the import before anything is written (--skip-existing leaves
-those out instead). --init creates a directory queue that does not exist yet.`,
+those out instead). --init creates a directory queue that does not exist yet.
+
+Exit 6 (partial) when some envelopes were refused while writing — an id
+that appeared in the DLQ after the check — and the others were imported;
+the message names up to 10 refused ids.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {

@@ -49,7 +49,7 @@ type ListItem struct {
 	Origin         envelope.Origin `json:"origin"`
 	LastError      string          `json:"last_error"`
 	DeadLetteredAt *time.Time      `json:"dead_lettered_at"`
-	AgeSeconds     int64           `json:"age_seconds"`
+	AgeSeconds     *int64          `json:"age_seconds"`
 	Key            string          `json:"key,omitempty"`
 	Owner          string          `json:"owner,omitempty"`
 	Malformed      string          `json:"malformed,omitempty"`
@@ -67,7 +67,7 @@ func newListItem(it inspect.Item, now time.Time) ListItem {
 	li := ListItem{
 		ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint, Category: it.Class.Category,
 		Disposition: it.Class.Disposition, Attempts: e.Attempts, Origin: e.Origin,
-		LastError: e.LastError, AgeSeconds: int64(inspect.Age(e, now) / time.Second),
+		LastError: e.LastError, AgeSeconds: ageSeconds(e, now),
 		Key: e.Key, Owner: e.Owner, Malformed: e.Malformed,
 	}
 	if !e.DeadLetteredAt.IsZero() {
@@ -114,20 +114,36 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	doc.Next = next
 	switch ro.Format {
 	case report.FormatNDJSON:
-		return nil
+		if next == "" {
+			return nil
+		}
+		// The last line says where the next page starts, as the next field
+		// of -o json does.
+		return report.WriteNDJSON(f.IO.Out, struct {
+			Schema string `json:"schema"`
+			Next   string `json:"next"`
+		}{"dlqctl.cursor/v1", next})
 	case report.FormatJSON:
 		return report.WriteJSON(f.IO.Out, doc)
 	}
+	dispositionOf := map[string]string{}
+	for _, li := range doc.Items {
+		dispositionOf[li.Category] = li.Disposition
+	}
+	// A category is coloured by what to do with it.
+	categoryTone := func(c string) report.Tone { return report.DispositionTone(dispositionOf[c]) }
 	t := report.Table{Columns: []report.Column{
-		{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "age", Right: true}, {Name: "attempts", Right: true},
-		{Name: "category"}, {Name: "origin", MaxWidth: 24}, {Name: "error", MaxWidth: 60},
+		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
+		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
+		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 60},
 	}}
 	for _, li := range doc.Items {
 		msg := li.LastError
 		if li.Malformed != "" {
 			msg = li.Malformed
 		}
-		t.Rows = append(t.Rows, []any{li.ID, li.EventID, report.Age(time.Duration(li.AgeSeconds) * time.Second),
+		age := report.AgeSeconds(li.AgeSeconds)
+		t.Rows = append(t.Rows, []any{li.ID, li.EventID, age,
 			li.Attempts, li.Category, li.Origin.Topic, msg})
 	}
 	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {

@@ -99,14 +99,14 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	err = report.WriteFields(f.IO.Out, fmt.Sprintf("Stream %s, group %s", rep.Stream, rep.Group), []report.Field{
 		{Key: "pending", Value: rep.Pending},
 		{Key: "lag", Value: lag},
-		{Key: "entries read", Value: rep.EntriesRead},
+		{Key: "entries read", Value: entriesRead(rep.EntriesRead)},
 		{Key: "oldest idle", Value: report.Age(time.Duration(rep.OldestIdleSeconds) * time.Second)},
 	}, ro)
 	if err != nil {
 		return err
 	}
 	section(f)
-	t := report.Table{Title: "Consumers", Columns: []report.Column{{Name: "consumer"}, {Name: "pending", Right: true}, {Name: "idle", Right: true}}}
+	t := report.Table{Title: "Consumers", Columns: []report.Column{{Name: "consumer", Kind: report.Key}, {Name: "pending", Right: true}, {Name: "idle", Right: true}}}
 	for _, c := range rep.Consumers {
 		t.Rows = append(t.Rows, []any{c.Name, c.Pending, report.Age(time.Duration(c.IdleSeconds) * time.Second)})
 	}
@@ -123,11 +123,20 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	}
 	if minIdle > 0 {
 		section(f)
-		t := report.Table{Title: "Idle over " + opts.minIdle, Columns: []report.Column{{Name: "id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+		t := report.Table{Title: "Idle over " + opts.minIdle, Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 		for _, e := range rep.OverMinIdle {
 			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 		}
 		return report.WriteTable(f.IO.Out, t, ro)
 	}
 	return nil
+}
+
+// entriesRead shows the group's entries-read counter, which Redis leaves
+// unset before 7.0 or before the group reads.
+func entriesRead(n *int64) any {
+	if n == nil {
+		return report.Unknown{}
+	}
+	return *n
 }

@@ -103,13 +103,13 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	}
 	if o.dryRun {
 		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing was changed")
-		t := report.Table{Title: "Would move", Columns: []report.Column{{Name: "id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+		t := report.Table{Title: "Would move", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 		for _, e := range rep.WouldMove {
 			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 		}
 		return report.WriteTable(f.IO.Out, t, ro)
 	}
-	t := report.Table{Title: "Moved to " + rep.DLQ, Columns: []report.Column{{Name: "id"}, {Name: "dlq id"}, {Name: "consumer"}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+	t := report.Table{Title: "Moved to " + rep.DLQ, Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "dlq id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 	for _, e := range rep.Moved {
 		t.Rows = append(t.Rows, []any{e.ID, e.DLQID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 	}

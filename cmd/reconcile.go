@@ -23,7 +23,8 @@ func newReconcileCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Per-event and per-batch verdicts now: delivery attempts against effects",
-		Long: `Give the verdicts of SPEC §6 on demand: for every batch of a run's journal
+		Long: `Give the reconciliation verdicts (applied, absorbed-duplicate, re-dead-lettered,
+pending, duplicate-effect, conflict) on demand: for every batch of a run's journal
 (--journal), or for the events named with --event-id. One effects round trip
 per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
 		Example: `  dlqctl reconcile --journal plan.journal --source redis://127.0.0.1:6379/0?stream=dlq
@@ -107,13 +108,13 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	case report.FormatNDJSON:
 		return report.WriteNDJSON(f.IO.Out, doc)
 	}
+	if err := writeBatches(f.IO.Out, doc.Batches, ro); err != nil {
+		return err
+	}
 	for _, b := range doc.Batches {
-		fmt.Fprintln(f.IO.Out)
-		if err := report.WriteTable(f.IO.Out, batchTable(b), ro); err != nil {
-			return err
-		}
 		if o.events {
-			t := report.Table{Columns: []report.Column{{Name: "event id"}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict"}}}
+			fmt.Fprintln(f.IO.Out)
+			t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
 			for _, e := range b.Events {
 				t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
 			}

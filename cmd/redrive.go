@@ -212,7 +212,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 			return err
 		}
 		section(f)
-		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "why", MaxWidth: 90}}}
+		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90}}}
 		for _, x := range p.Excluded {
 			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
 		}
@@ -278,7 +278,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
 	c.Flags().StringVar(&one.plan.out, "out", "", "where to keep the plan (default: "+kind+"-TIME.plan.json here)")
-	c.AddCommand(newPlanCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind), newStatusCmd(f, kind), newResumeCmd(f, kind))
+	c.AddCommand(newPlanCmd(f, kind), newPlanShowCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind), newStatusCmd(f, kind), newResumeCmd(f, kind))
 	return c
 }
 
@@ -344,6 +344,10 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if o.ttl <= 0 {
 		return usageErrorf("--ttl must be positive")
 	}
+	plan, err := readPlanFor(path, kind)
+	if err != nil {
+		return err
+	}
 	by := f.identity(o.by)
 	key, err := f.signingKey(o.keys, by)
 	if err != nil {
@@ -352,8 +356,10 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if len(key) == 0 {
 		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY, or give --key-file or --keys-dir")
 	}
-	plan, err := readPlanFor(path, kind)
-	if err != nil {
+	if err := checkApprovalKey(key); err != nil {
+		return err
+	}
+	if err := f.reviewBeforeApproval(plan, path, by); err != nil {
 		return err
 	}
 	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
@@ -372,6 +378,9 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
 func readPlanFor(path, kind string) (*redrive.Plan, error) {
+	if err := wantPlan(path, kind); err != nil {
+		return nil, err
+	}
 	plan, err := redrive.ReadPlan(path)
 	if err != nil {
 		return nil, withCode(ExitApproval, err)
@@ -541,7 +550,7 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 	if !ok {
 		return nil, nil, usageErrorf("%s: this backend cannot move entries", src)
 	}
-	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(), Crash: f.CrashHook}
+	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(plan), Crash: f.CrashHook}
 	closeFn := func() {}
 	if plan.Kind == redrive.KindRedrive {
 		if plan.Params.Rate > 0 {
@@ -569,11 +578,15 @@ func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.
 
 // finishRun runs the engine and turns the outcome into output and an exit code.
 func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string, hint hintFlags) error {
+	if v, ok := eng.Observer.(*runView); ok {
+		v.begin(st)
+		v.watch(eng, time.Duration(st.Plan.Params.Settle))
+	}
 	runErr := eng.Run(ctx, st)
 	hint.pastGate = st.Status == redrive.StatusHalted
 	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
 	resume := cmdline + secretsNote(st.Plan)
-	doc := runDoc(st, journalPath)
+	doc := f.liveRunDoc(st, journalPath)
 	if doc.Resume != "" {
 		doc.Resume = cmdline
 	}

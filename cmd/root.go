@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,6 +68,14 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	err := root.ExecuteContext(ctx)
+	if f.jq != nil {
+		// What the command wrote, even when it failed (check's exit 4),
+		// is still its answer.
+		f.IO.Out = f.jq.out
+		if jqErr := f.jq.flush(ctx); jqErr != nil && err == nil {
+			err = jqErr
+		}
+	}
 	if f.cancel != nil {
 		f.cancel()
 	}
@@ -77,16 +86,16 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	if ctx.Err() != nil && code == ExitError {
 		code = ExitInterrupted
 	}
-	f.printError(code, err)
+	f.printError(code, err, args)
 	return code
 }
 
-func (f *Factory) printError(code int, err error) {
+func (f *Factory) printError(code int, err error, args []string) {
 	msg := err.Error()
 	if errors.Is(err, context.Canceled) {
 		msg = "interrupted"
 	}
-	if f.jsonErrors {
+	if f.jsonErrors || f.asksForJSON(args) {
 		doc := struct {
 			Schema  string `json:"schema"`
 			Code    int    `json:"code"`
@@ -147,8 +156,9 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.Source, "source", "", "DLQ to read, as a URL: dir:PATH, redis://…?stream=KEY, … (dlqctl docs backends lists them; env DLQCTL_SOURCE)")
 	pf.StringVar(&g.Profile, "profile", "", "profile from the config file (env DLQCTL_PROFILE)")
 	pf.StringVar(&g.ConfigPath, "config", "", "config file (env DLQCTL_CONFIG; default ./dlqctl.yaml, then $XDG_CONFIG_HOME/dlqctl/config.yaml)")
-	pf.StringVarP(&g.Output, "output", "o", "", "output format: table, json, ndjson, markdown (env DLQCTL_OUTPUT)")
-	pf.BoolVar(&g.NoColor, "no-color", false, "no colours (also NO_COLOR)")
+	pf.StringVarP(&g.Output, "output", "o", "", "output format: table, wide, json, ndjson, markdown; stats and check also openmetrics (env DLQCTL_OUTPUT)")
+	pf.BoolVar(&g.NoColor, "no-color", false, "no colours (also a non-empty NO_COLOR)")
+	pf.StringVar(&g.JQ, "jq", "", "filter the JSON output with a jq expression, e.g. '.items[].id' (implies -o json)")
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
 	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "Pulsar: where the event ID is: property:NAME, json:PATH or key")
@@ -168,11 +178,52 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newReconcileCmd(f),
 		newQuarantineCmd(f),
 		newUICmd(f),
+		newDoctorCmd(f),
 		newVersionCmd(f),
 		newDocsCmd(f, root),
 	)
 	root.InitDefaultCompletionCmd()
+	registerCompletions(f, root)
+	addExamples(root)
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every argument error a usage error (exit 2): a missing
+// or extra argument, and an unknown command at any level, which cobra
+// would otherwise report as a plain error or, under a group, not at all.
+func usageArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+	if !c.Runnable() && c.HasSubCommands() {
+		// A group without a command of its own shows its help, but an
+		// unknown subcommand under it is an error, not help and exit 0.
+		c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+	}
+	if c.Args == nil && (c.HasSubCommands() || !c.HasParent()) {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+			}
+			return fmt.Errorf("%s\nRun '%s --help' for usage.", msg, c.CommandPath())
+		}
+	}
+	if c.Args == nil {
+		return
+	}
+	check := c.Args
+	c.Args = func(c *cobra.Command, args []string) error {
+		err := check(c, args)
+		if err != nil && !strings.Contains(err.Error(), "--help") {
+			err = fmt.Errorf("%s: %w\nUsage: %s", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.UseLine())
+		}
+		return withCode(ExitUsage, err)
+	}
 }
 
 // reportOptions are the output settings for the data stream.
@@ -184,4 +235,30 @@ func (f *Factory) reportOptions() report.Options {
 		Width:   f.IO.Width,
 		Now:     f.now(),
 	}
+}
+
+// asksForJSON says whether the command line asked for JSON output when the
+// command failed before its settings were resolved (an unknown flag, a
+// missing argument): a script in JSON mode still gets dlqctl.error/v1.
+func (f *Factory) asksForJSON(args []string) bool {
+	out := firstNonEmpty(f.Global.Output, f.Getenv("DLQCTL_OUTPUT"))
+	if f.Global.JQ != "" {
+		return true
+	}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		switch {
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			out = args[i+1]
+		case strings.HasPrefix(a, "--output="):
+			out = strings.TrimPrefix(a, "--output=")
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			out = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		case a == "--jq" || strings.HasPrefix(a, "--jq="):
+			return true
+		}
+	}
+	return report.Format(out).IsJSON()
 }

@@ -4,38 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/redrive"
-	"github.com/dlqctl/dlqctl/report"
 )
 
 // RunDoc is dlqctl.run/v1: where a redrive or resolve run stands.
 type RunDoc struct {
-	Schema     string                `json:"schema"`
-	Kind       string                `json:"kind"`
-	RunID      string                `json:"run_id"`
-	Journal    string                `json:"journal"`
-	PlanDigest string                `json:"plan_digest"`
-	Reason     string                `json:"reason"`
-	PlannedBy  string                `json:"planned_by"`
-	ApprovedBy string                `json:"approved_by,omitempty"`
-	AppliedBy  string                `json:"applied_by"`
-	Status     string                `json:"status"`
-	Planned    int                   `json:"planned"`
-	Moved      int                   `json:"moved"`
-	Gone       int                   `json:"gone"`
-	Skipped    int                   `json:"skipped"`
-	Failed     int                   `json:"failed"`
-	Remaining  int                   `json:"remaining"`
-	Batches    []redrive.BatchReport `json:"batches"`
-	HaltedBy   string                `json:"halted_by"`
-	HaltReason string                `json:"halt_reason,omitempty"`
-	Resume     string                `json:"resume_command,omitempty"`
+	Schema     string `json:"schema"`
+	Kind       string `json:"kind"`
+	RunID      string `json:"run_id"`
+	Journal    string `json:"journal"`
+	PlanDigest string `json:"plan_digest"`
+	Reason     string `json:"reason"`
+	PlannedBy  string `json:"planned_by"`
+	ApprovedBy string `json:"approved_by,omitempty"`
+	AppliedBy  string `json:"applied_by"`
+	Status     string `json:"status"`
+	// StartedAt is the run's first start; EndedAt its last end (nil while
+	// it runs or after a crash), and DurationSeconds the time between.
+	StartedAt       *time.Time            `json:"started_at"`
+	EndedAt         *time.Time            `json:"ended_at"`
+	DurationSeconds *float64              `json:"duration_seconds"`
+	Verdicts        map[string]int        `json:"verdicts"`
+	Planned         int                   `json:"planned"`
+	Moved           int                   `json:"moved"`
+	Gone            int                   `json:"gone"`
+	Skipped         int                   `json:"skipped"`
+	Failed          int                   `json:"failed"`
+	Remaining       int                   `json:"remaining"`
+	Batches         []redrive.BatchReport `json:"batches"`
+	HaltedBy        string                `json:"halted_by"`
+	HaltReason      string                `json:"halt_reason,omitempty"`
+	Resume          string                `json:"resume_command,omitempty"`
 }
 
 func runDoc(st *redrive.State, journal string) RunDoc {
@@ -63,97 +67,8 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 	if d.Status != redrive.StatusCompleted {
 		d.Resume = fmt.Sprintf("dlqctl %s resume %s", d.Kind, journal)
 	}
+	d.fillTotals(st)
 	return d
-}
-
-func (f *Factory) printRun(d RunDoc) error {
-	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, d)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, d)
-	}
-	fields := []report.Field{
-		{Key: "run", Value: d.RunID},
-		{Key: "status", Value: d.Status},
-		{Key: "planned", Value: d.Planned},
-		{Key: "moved", Value: d.Moved},
-	}
-	if d.Gone+d.Skipped+d.Failed > 0 {
-		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
-	}
-	fields = append(fields, report.Field{Key: "remaining", Value: d.Remaining})
-	if d.HaltedBy != "" {
-		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
-	}
-	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
-	if d.Resume != "" && d.Remaining > 0 {
-		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
-	}
-	section(f)
-	if err := report.WriteFields(f.IO.Out, "Run", fields, ro); err != nil {
-		return err
-	}
-	return nil
-}
-
-// batchTable is the SPEC §6 batch report as a table.
-func batchTable(b redrive.BatchReport) report.Table {
-	t := report.Table{
-		Title: fmt.Sprintf("Batch %d", b.Index),
-		Columns: []report.Column{{Name: "size", Right: true}, {Name: "moved", Right: true}, {Name: "attempts", Right: true},
-			{Name: "effects", Right: true}, {Name: "unique", Right: true}, {Name: "verdicts", MaxWidth: 80},
-			{Name: "dlq before", Right: true}, {Name: "dlq after", Right: true}, {Name: "gate"}},
-	}
-	var vs []string
-	for _, k := range sortedKeys(b.Verdicts) {
-		vs = append(vs, fmt.Sprintf("%s=%d", k, b.Verdicts[k]))
-	}
-	gate := b.Gate
-	if b.GateReason != "" {
-		gate += ": " + b.GateReason
-	}
-	t.Rows = [][]any{{b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents, strings.Join(vs, " "), b.DLQBefore, b.DLQAfter, gate}}
-	return t
-}
-
-// observer prints each batch report as it ends, and a progress bar on a
-// terminal. Reports go to stdout in table modes and to stderr when stdout
-// carries JSON.
-type observer struct {
-	f   *Factory
-	out io.Writer
-	bar bool
-}
-
-func (f *Factory) runObserver() redrive.Observer {
-	o := &observer{f: f, out: f.IO.Out, bar: f.IO.ErrTTY}
-	if f.format == report.FormatJSON || f.format == report.FormatNDJSON {
-		o.out = f.IO.ErrOut
-	}
-	return o
-}
-
-func (o *observer) Progress(done, total int) {
-	if !o.bar || total == 0 {
-		return
-	}
-	const width = 30
-	filled := width * done / total
-	fmt.Fprintf(o.f.IO.ErrOut, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
-}
-
-func (o *observer) BatchDone(b redrive.BatchReport) {
-	if o.bar {
-		fmt.Fprint(o.f.IO.ErrOut, "\r\033[K")
-	}
-	ro := o.f.reportOptions()
-	if o.out != o.f.IO.Out {
-		ro.TTY, ro.Format = o.f.IO.ErrTTY, report.FormatTable
-	}
-	fmt.Fprintln(o.out)
-	_ = report.WriteTable(o.out, batchTable(b), ro)
 }
 
 func newStatusCmd(f *Factory, kind string) *cobra.Command {
@@ -162,21 +77,21 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 		Short: "Where a run stands: batches, moved, verdicts, the gate that stopped it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := wantJournal(args[0], kind); err != nil {
+				return err
+			}
 			st, _, err := redrive.ReplayFile(args[0], nil)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			doc := runDoc(st, args[0])
+			doc := journalRunDoc(st, args[0])
 			if doc.Resume != "" {
 				doc.Resume = f.resumeCommand(kind, args[0], hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: st.Start.Approval == nil && st.Start.MAC == ""})
 			}
 			ro := f.reportOptions()
-			if ro.Format == report.FormatTable || ro.Format == report.FormatMarkdown {
-				for _, b := range st.Batches {
-					fmt.Fprintln(f.IO.Out)
-					if err := report.WriteTable(f.IO.Out, batchTable(b), ro); err != nil {
-						return err
-					}
+			if !ro.Format.IsJSON() {
+				if err := writeBatches(f.IO.Out, st.Batches, ro); err != nil {
+					return err
 				}
 			}
 			return f.printRun(doc)
@@ -212,6 +127,9 @@ again at the first ramp size. --retry-failed tries entries whose move failed
 once more.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := wantJournal(args[0], kind); err != nil {
+				return err
+			}
 			return runResume(c.Context(), f, kind, args[0], o)
 		},
 	}

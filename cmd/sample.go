@@ -99,8 +99,8 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 		return nil
 	}
 	t := report.Table{Columns: []report.Column{
-		{Name: "category"}, {Name: "id"}, {Name: "event id", MaxWidth: 24}, {Name: "age", Right: true},
-		{Name: "error", MaxWidth: 48}, {Name: "payload", MaxWidth: 72},
+		{Name: "category", Kind: report.Key}, {Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key},
+		{Name: "age", Right: true, Optional: true}, {Name: "error", MaxWidth: 48}, {Name: "payload", MaxWidth: 72},
 	}}
 	for _, it := range doc.Items {
 		e := it.Envelope
@@ -108,7 +108,7 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 		if e.Malformed != "" {
 			msg = e.Malformed
 		}
-		t.Rows = append(t.Rows, []any{it.Category, e.ID, e.EventID, report.Age(inspect.Age(e, ro.Now)), msg, string(e.Payload)})
+		t.Rows = append(t.Rows, []any{it.Category, e.ID, e.EventID, report.AgeSeconds(ageSeconds(e, ro.Now)), msg, string(e.Payload)})
 	}
 	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
 		return err

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +43,7 @@ type ShowDoc struct {
 	Disposition       string            `json:"disposition"`
 	Rule              string            `json:"rule"`
 	Reason            string            `json:"reason"`
-	AgeSeconds        int64             `json:"age_seconds"`
+	AgeSeconds        *int64            `json:"age_seconds"`
 	Overdue           bool              `json:"overdue"`
 	// Others are the ids of other entries with the same event_id.
 	Others []string `json:"others"`
@@ -82,7 +85,7 @@ func runShow(ctx context.Context, f *Factory, ref string) error {
 	doc := ShowDoc{
 		Schema: "dlqctl.show/v1", Envelope: e, FingerprintStatus: fingerprintStatus(e),
 		Category: c.Category, Disposition: c.Disposition, Rule: c.Rule, Reason: c.Reason,
-		AgeSeconds: int64(inspect.Age(e, s.walker.Now) / time.Second), Overdue: inspect.IsOverdue(e, s.walker.Now),
+		AgeSeconds: ageSeconds(e, s.walker.Now), Overdue: inspect.IsOverdue(e, s.walker.Now),
 		Others: []string{},
 	}
 	for _, m := range matches[1:] {
@@ -118,9 +121,29 @@ func runShow(ctx context.Context, f *Factory, ref string) error {
 	for _, k := range sortedKeys(e.Properties) {
 		fields = append(fields, report.Field{Key: "properties." + k, Value: e.Properties[k]})
 	}
-	fields = append(fields, report.Field{Key: "payload", Value: payloadPreview(e, ro.TTY)})
+	if e.Malformed == "" || len(e.Payload) > 0 {
+		fields = append(fields, report.Field{Key: "payload", Value: payloadBlock(e)})
+	}
+	if e.Malformed != "" {
+		fields = append(fields, report.Field{Key: "malformed", Value: e.Malformed})
+		if len(e.Raw) > 0 {
+			fields = append(fields, report.Field{Key: "raw", Value: escapeBytes(e.Raw)})
+		}
+	}
 	if len(doc.Others) > 0 {
 		fields = append(fields, report.Field{Key: "same event_id", Value: joinOr(doc.Others, "")})
+	}
+	if c.Category == envelope.CategoryConflict {
+		diff, other, err := conflictDiff(ctx, s.src, e, matches)
+		if err != nil {
+			return err
+		}
+		if other != "" {
+			fields = append(fields, report.Field{Key: "conflicts with", Value: other})
+			for _, d := range diff {
+				fields = append(fields, report.Field{Key: "differs: " + d.path, Value: d.this + "  ≠  " + d.other})
+			}
+		}
 	}
 	return report.WriteFields(f.IO.Out, "", fields, ro)
 }
@@ -155,21 +178,145 @@ func originString(o envelope.Origin) string {
 	return s
 }
 
-// payloadPreview shows a payload for people: JSON indented on a terminal
-// and compact when piped, text as is, binary as base64 with its size;
-// report truncates what is too long.
-func payloadPreview(e envelope.Envelope, tty bool) string {
+// payloadBlock shows a payload for people: JSON indented, one line per
+// line (compact when piped), text as is, binary as base64 with its size.
+// Nothing is cut: -o table piped and markdown show it all.
+func payloadBlock(e envelope.Envelope) any {
 	switch e.PayloadEncoding {
 	case envelope.EncodingJSON:
-		if !tty {
-			return string(e.Payload)
-		}
-		var buf bytes.Buffer
-		if json.Indent(&buf, e.Payload, "", "  ") == nil {
-			return buf.String()
+		var buf, flat bytes.Buffer
+		if json.Indent(&buf, e.Payload, "", "  ") == nil && json.Compact(&flat, e.Payload) == nil {
+			return report.Block{Lines: strings.Split(buf.String(), "\n"), Flat: flat.String(), Lang: "json"}
 		}
 	case envelope.EncodingUTF8:
-		return string(e.Payload)
+		return report.Block{Lines: strings.Split(string(e.Payload), "\n"), Flat: string(e.Payload)}
 	}
 	return fmt.Sprintf("(%d bytes, base64) %s", len(e.Payload), encodeBase64(e.Payload))
+}
+
+// escapeBytes shows raw bytes as Go-escaped text (\x00, \n, \u202e), so a
+// malformed entry's bytes can be read and compared without reaching the
+// terminal as control sequences.
+func escapeBytes(b []byte) string {
+	q := strconv.QuoteToASCII(string(b))
+	if utf8.Valid(b) {
+		q = strconv.QuoteToGraphic(string(b))
+	}
+	return q[1 : len(q)-1]
+}
+
+// ageSeconds is the entry's age, or nil when it has no dead-letter time.
+func ageSeconds(e envelope.Envelope, now time.Time) *int64 {
+	if e.DeadLetteredAt.IsZero() {
+		return nil
+	}
+	a := int64(inspect.Age(e, now) / time.Second)
+	return &a
+}
+
+type fieldDiff struct{ path, this, other string }
+
+// conflictDiff finds another entry with e's event_id and a different
+// fingerprint and names the payload fields that differ, so the operator
+// sees what the two versions disagree on. It scans the DLQ when the entry
+// was looked up by id.
+func conflictDiff(ctx context.Context, src backend.Source, e envelope.Envelope, known []envelope.Envelope) ([]fieldDiff, string, error) {
+	var other *envelope.Envelope
+	pick := func(o envelope.Envelope) bool {
+		if o.ID != e.ID && o.EventID == e.EventID && o.Fingerprint != e.Fingerprint {
+			other = &o
+			return true
+		}
+		return false
+	}
+	for _, o := range known {
+		if pick(o) {
+			break
+		}
+	}
+	if other == nil && e.EventID != "" {
+		errFound := errors.New("found")
+		err := src.Scan(ctx, "", func(o envelope.Envelope) error {
+			if pick(o) {
+				return errFound
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return nil, "", err
+		}
+	}
+	if other == nil {
+		return nil, "", nil
+	}
+	a, b := flatten(e.Payload), flatten(other.Payload)
+	var diff []fieldDiff
+	for _, k := range sortedKeys(union(a, b)) {
+		if a[k] != b[k] {
+			diff = append(diff, fieldDiff{k, orAbsent(a[k]), orAbsent(b[k])})
+		}
+	}
+	return diff, other.ID + " (" + other.Fingerprint + ")", nil
+}
+
+func orAbsent(s string) string {
+	if s == "" {
+		return "(absent)"
+	}
+	return s
+}
+
+func union(a, b map[string]string) map[string]string {
+	u := make(map[string]string, len(a)+len(b))
+	for k := range a {
+		u[k] = ""
+	}
+	for k := range b {
+		u[k] = ""
+	}
+	return u
+}
+
+// flatten maps each leaf of a JSON payload to its compact JSON text, keyed
+// by its dotted path; a payload that is not JSON is one leaf, "(payload)".
+func flatten(payload []byte) map[string]string {
+	var v any
+	out := map[string]string{}
+	if json.Unmarshal(payload, &v) != nil {
+		out["(payload)"] = escapeBytes(payload)
+		return out
+	}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				walk(joinPath(prefix, k), c)
+			}
+			return
+		case []any:
+			for i, c := range x {
+				walk(joinPath(prefix, strconv.Itoa(i)), c)
+			}
+			return
+		}
+		b, _ := json.Marshal(v)
+		out[orRoot(prefix)] = string(b)
+	}
+	walk("", v)
+	return out
+}
+
+func joinPath(prefix, k string) string {
+	if prefix == "" {
+		return k
+	}
+	return prefix + "." + k
+}
+
+func orRoot(p string) string {
+	if p == "" {
+		return "(payload)"
+	}
+	return p
 }

@@ -8,39 +8,53 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
 
 func newStatsCmd(f *Factory) *cobra.Command {
 	allowMissing := false
 	sel := &selectorFlags{}
+	w := &watchOptions{}
 	c := &cobra.Command{
 		Use:   "stats",
 		Short: "Totals, ages and counts by category, origin, disposition and owner",
 		Long: `Read the whole DLQ once and report its size, age percentiles, counts by
 category, origin, disposition and owner, conflicts and malformed entries.
 On Redis it adds the origin streams' consumer groups (pending, oldest idle,
-delivery counts, lag).`,
+delivery counts, lag).
+
+--watch redraws every --interval with the change since the last draw, the
+growth per minute, and a timeline of dead letters per interval, which shows
+when an incident started. Ctrl-C stops it (exit 0).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing = allowMissing
+			if w.watch {
+				return runWatch(c.Context(), f, w)
+			}
 			return runStats(c.Context(), f, sel)
 		},
 	}
 	sel.register(c.Flags(), 0)
 	c.Flags().BoolVar(&allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&w.watch, "watch", false, "redraw every --interval until Ctrl-C")
+	c.Flags().DurationVar(&w.interval, "interval", 10*time.Second, "with --watch: time between draws")
+	c.Flags().IntVar(&w.count, "count", 0, "with --watch: stop after N draws (0: until Ctrl-C)")
 	return c
 }
 
 // StatsDoc is dlqctl.stats/v1.
 type StatsDoc struct {
-	Schema           string         `json:"schema"`
+	Schema string `json:"schema"`
+	// AsOf is when the DLQ was read: ages are measured from it.
+	AsOf             time.Time      `json:"as_of"`
 	Source           string         `json:"source"`
 	Total            int            `json:"total"`
 	UniqueEvents     int            `json:"unique_events"`
-	OldestAgeSeconds int64          `json:"oldest_age_seconds"`
-	AgeP50Seconds    int64          `json:"age_p50_seconds"`
-	AgeP95Seconds    int64          `json:"age_p95_seconds"`
+	OldestAgeSeconds *int64         `json:"oldest_age_seconds"`
+	AgeP50Seconds    *int64         `json:"age_p50_seconds"`
+	AgeP95Seconds    *int64         `json:"age_p95_seconds"`
 	ByCategory       map[string]int `json:"by_category"`
 	ByOrigin         map[string]int `json:"by_origin"`
 	ByDisposition    map[string]int `json:"by_disposition"`
@@ -51,6 +65,8 @@ type StatsDoc struct {
 	Malformed        int            `json:"malformed"`
 	AgeHistogram     []AgeBucketDoc `json:"age_histogram"`
 	Backend          any            `json:"backend,omitempty"`
+	// Watch is set by --watch only.
+	Watch *WatchDoc `json:"watch,omitempty"`
 }
 
 // AgeBucketDoc is one bucket of the age histogram.
@@ -60,6 +76,31 @@ type AgeBucketDoc struct {
 }
 
 func seconds(d time.Duration) int64 { return int64(d / time.Second) }
+
+// knownSeconds is d in whole seconds, or nil (JSON null) when not known.
+func knownSeconds(d time.Duration, known bool) *int64 {
+	if !known {
+		return nil
+	}
+	s := seconds(d)
+	return &s
+}
+
+// statsDoc is dlqctl.stats/v1 from a summary read at now.
+func statsDoc(src backend.Source, sum inspect.Summary, now time.Time) StatsDoc {
+	doc := StatsDoc{
+		Schema: "dlqctl.stats/v1", AsOf: now.UTC(), Source: src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
+		OldestAgeSeconds: knownSeconds(sum.OldestAge, sum.AgesKnown > 0),
+		AgeP50Seconds:    knownSeconds(sum.AgeP50, sum.AgesKnown > 0),
+		AgeP95Seconds:    knownSeconds(sum.AgeP95, sum.AgesKnown > 0),
+		ByCategory:       sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
+		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
+	}
+	for _, b := range sum.AgeBuckets {
+		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
+	}
+	return doc
+}
 
 func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 	sel, err := sf.selector()
@@ -81,14 +122,9 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 	if err != nil {
 		return err
 	}
-	doc := StatsDoc{
-		Schema: "dlqctl.stats/v1", Source: s.src.String(), Total: sum.Total, UniqueEvents: sum.UniqueEvents,
-		OldestAgeSeconds: seconds(sum.OldestAge), AgeP50Seconds: seconds(sum.AgeP50), AgeP95Seconds: seconds(sum.AgeP95),
-		ByCategory: sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
-		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
-	}
-	for _, b := range sum.AgeBuckets {
-		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
+	doc := statsDoc(s.src, sum, s.walker.Now)
+	if f.format == report.FormatOpenMetrics {
+		return report.WriteOpenMetrics(f.IO.Out, statsGauges(doc))
 	}
 	var extra *backend.ExtraStats
 	if ex, ok := s.src.(backend.Extras); ok {
@@ -110,9 +146,10 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
 		{Key: "total", Value: doc.Total},
 		{Key: "unique events", Value: doc.UniqueEvents},
-		{Key: "oldest", Value: report.Age(sum.OldestAge)},
-		{Key: "age p50", Value: report.Age(sum.AgeP50)},
-		{Key: "age p95", Value: report.Age(sum.AgeP95)},
+		{Key: "as of", Value: doc.AsOf},
+		{Key: "oldest", Value: report.AgeSeconds(doc.OldestAgeSeconds)},
+		{Key: "age p50", Value: report.AgeSeconds(doc.AgeP50Seconds)},
+		{Key: "age p95", Value: report.AgeSeconds(doc.AgeP95Seconds)},
 		{Key: "overdue", Value: doc.Overdue},
 		{Key: "conflicts", Value: fmt.Sprintf("%d %s", doc.Conflicts, joinOr(doc.ConflictEventIDs, ""))},
 		{Key: "malformed", Value: doc.Malformed},
@@ -162,7 +199,11 @@ func section(f *Factory) {
 
 func writeCounts(f *Factory, title, col string, counts map[string]int, ro report.Options) error {
 	section(f)
-	t := report.Table{Title: title, Columns: []report.Column{{Name: col, MaxWidth: 40}, {Name: "count", Right: true}}}
+	c := report.Column{Name: col, Kind: report.Key}
+	if col == "disposition" {
+		c.Tone = report.DispositionTone
+	}
+	t := report.Table{Title: title, Columns: []report.Column{c, {Name: "count", Right: true}}}
 	for _, k := range sortedByCount(counts) {
 		name := k
 		if name == "" {

@@ -17,14 +17,18 @@ func newVersionCmd(f *Factory) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			b := f.Build
-			if f.format == report.FormatJSON || f.format == report.FormatNDJSON {
-				return report.WriteJSON(f.IO.Out, struct {
+			if f.format.IsJSON() {
+				doc := struct {
 					Schema  string `json:"schema"`
 					Version string `json:"version"`
 					Commit  string `json:"commit"`
 					Date    string `json:"date,omitempty"`
 					Go      string `json:"go"`
-				}{"dlqctl.version/v1", b.Version, b.Commit, b.Date, runtime.Version()})
+				}{"dlqctl.version/v1", b.Version, b.Commit, b.Date, runtime.Version()}
+				if f.format == report.FormatNDJSON {
+					return report.WriteNDJSON(f.IO.Out, doc)
+				}
+				return report.WriteJSON(f.IO.Out, doc)
 			}
 			_, err := fmt.Fprintf(f.IO.Out, "dlqctl %s (commit %s, %s)\n", b.Version, b.Commit, runtime.Version())
 			return err

@@ -64,6 +64,11 @@ func (s Selector) Match(e envelope.Envelope, c envelope.Classification, now time
 		return false
 	}
 	age := Age(e, now)
+	if (s.OlderThan > 0 || s.NewerThan > 0) && e.DeadLetteredAt.IsZero() {
+		// No dead-letter time: neither old nor new, so an age selector
+		// cannot choose it.
+		return false
+	}
 	if s.OlderThan > 0 && age <= s.OlderThan {
 		return false
 	}

@@ -10,8 +10,11 @@ import (
 
 // Summary is what `stats` and `categorize` report about a whole DLQ.
 type Summary struct {
-	Total         int
-	UniqueEvents  int
+	Total        int
+	UniqueEvents int
+	// AgesKnown counts entries with a dead-letter time; OldestAge and the
+	// percentiles are unknown when it is 0.
+	AgesKnown     int
 	OldestAge     time.Duration
 	AgeP50        time.Duration
 	AgeP95        time.Duration
@@ -36,10 +39,13 @@ type AgeBucket struct {
 
 // CategorySummary is one row of `categorize`.
 type CategorySummary struct {
-	Name         string
-	Disposition  string
-	Count        int
-	OldestAge    time.Duration
+	Name        string
+	Disposition string
+	Count       int
+	OldestAge   time.Duration
+	// OldestKnown: at least one entry of the category has a dead-letter
+	// time, so OldestAge means something.
+	OldestKnown  bool
 	ExampleError string
 	SampleIDs    []string
 	// Rules counts entries by the rule that put them here (--explain).
@@ -126,6 +132,7 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 			// the percentiles rather than passed off as brand new.
 			s.AgeBuckets[len(s.AgeBuckets)-1].Count++
 		} else {
+			s.AgesKnown++
 			ages.add(age)
 			if age > s.OldestAge {
 				s.OldestAge = age
@@ -144,8 +151,8 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 		}
 		cs.Count++
 		cs.Rules[c.Rule]++
-		if age >= cs.OldestAge {
-			cs.OldestAge = age
+		if !e.DeadLetteredAt.IsZero() && (!cs.OldestKnown || age >= cs.OldestAge) {
+			cs.OldestAge, cs.OldestKnown = age, true
 		}
 		if cs.ExampleError == "" {
 			cs.ExampleError = exampleError(e)

@@ -19,6 +19,9 @@ type State struct {
 	// going on past it needs an approval given after it.
 	HaltedAt time.Time
 	LastNote string
+	// EndedAt is when the run last ended (its last run-end record); zero
+	// while it runs or after a resume began.
+	EndedAt time.Time
 	// Approvals are the approvals the run went on under: the run-start's,
 	// then any fresh one a resume recorded.
 	Approvals []Approval
@@ -91,7 +94,7 @@ func (rp *replayer) add(r Record) error {
 			st.Batches = append(st.Batches, b)
 		}
 	case RecRunEnd:
-		st.Status, st.HaltedBy, st.LastNote = r.Status, r.HaltedBy, r.Note
+		st.Status, st.HaltedBy, st.LastNote, st.EndedAt = r.Status, r.HaltedBy, r.Note, r.At
 		if r.Status == StatusHalted {
 			st.HaltedAt = r.At
 		}

@@ -16,9 +16,16 @@ type Field struct {
 	Value any
 }
 
+// Block is a multi-line value (a pretty-printed payload): on a terminal its
+// lines are drawn under the key, each made safe; piped it is Flat, one line;
+// in markdown it follows the table as a fenced code block. Nothing is cut.
+type Block struct {
+	Lines []string
+	Flat  string
+	Lang  string // the fence's info string in markdown, e.g. "json"
+}
+
 const (
-	// fieldMaxWidth caps a value in display columns; -o json shows it all.
-	fieldMaxWidth = 4096
 	// keyMaxWidth caps a key so that one long key cannot push every value
 	// off the screen.
 	keyMaxWidth = 30
@@ -38,9 +45,15 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 	now := o.now()
 	keys := make([]string, len(fs))
 	values := make([]string, len(fs))
+	blocks := make([]*Block, len(fs))
 	for i, f := range fs {
 		keys[i] = Truncate(f.Key, keyMaxWidth)
-		values[i] = Truncate(text(f.Value, m, now, true), fieldMaxWidth)
+		if b, ok := f.Value.(Block); ok {
+			blocks[i] = &b
+			values[i] = Truncate(b.Flat, 0)
+			continue
+		}
+		values[i] = Truncate(text(f.Value, m, now, true), 0)
 	}
 	bw := bufio.NewWriter(w)
 	switch m {
@@ -57,7 +70,18 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		valueWidth := max(o.width()-keyWidth-2, minValueWidth)
 		wrap := re.NewStyle().Width(valueWidth)
 		for i, k := range keys {
-			lines := strings.Split(wrap.Render(values[i]), "\n")
+			var lines []string
+			if b := blocks[i]; b != nil {
+				for _, l := range b.Lines {
+					// Keep the block's indentation; wrap only what is too long.
+					lines = append(lines, strings.Split(wrap.Render(Truncate(l, 0)), "\n")...)
+				}
+				if len(lines) == 0 {
+					lines = []string{""}
+				}
+			} else {
+				lines = strings.Split(wrap.Render(values[i]), "\n")
+			}
 			for j, line := range lines {
 				lead := strings.Repeat(" ", keyWidth+2)
 				if j == 0 {
@@ -77,7 +101,26 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		fmt.Fprintln(bw, markdownRow([]string{"field", "value"}))
 		fmt.Fprintln(bw, markdownSeparator(2))
 		for i, k := range keys {
-			fmt.Fprintln(bw, markdownRow([]string{k, values[i]}))
+			v := values[i]
+			if blocks[i] != nil {
+				v = "(below)"
+			}
+			fmt.Fprintln(bw, markdownRow([]string{k, v}))
+		}
+		for i, b := range blocks {
+			if b == nil {
+				continue
+			}
+			fmt.Fprintf(bw, "\n**%s**\n\n", markdownCell(keys[i]))
+			fence := "```"
+			for strings.Contains(strings.Join(b.Lines, "\n"), fence) {
+				fence += "`"
+			}
+			fmt.Fprintln(bw, fence+b.Lang)
+			for _, l := range b.Lines {
+				fmt.Fprintln(bw, Truncate(l, 0))
+			}
+			fmt.Fprintln(bw, fence)
 		}
 	}
 	return bw.Flush()

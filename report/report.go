@@ -19,15 +19,23 @@ type Format string
 
 const (
 	FormatTable    Format = "table"
+	FormatWide     Format = "wide"
 	FormatJSON     Format = "json"
 	FormatNDJSON   Format = "ndjson"
 	FormatMarkdown Format = "markdown"
+	// FormatOpenMetrics is the Prometheus/OpenMetrics text format; only
+	// stats and check produce it (see WriteOpenMetrics).
+	FormatOpenMetrics Format = "openmetrics"
 )
 
 // Formats lists every output format in the order help texts show them.
 func Formats() []Format {
-	return []Format{FormatTable, FormatJSON, FormatNDJSON, FormatMarkdown}
+	return []Format{FormatTable, FormatWide, FormatJSON, FormatNDJSON, FormatMarkdown, FormatOpenMetrics}
 }
+
+// IsJSON says whether f is one of the JSON formats, where failures are
+// also reported as a dlqctl.error/v1 document.
+func (f Format) IsJSON() bool { return f == FormatJSON || f == FormatNDJSON }
 
 // UnknownFormatError is returned by ParseFormat; callers map it to the usage
 // exit code.
@@ -78,6 +86,10 @@ type Options struct {
 	profile *termenv.Profile
 }
 
+// wide: nothing is cut, even on a terminal; a line wider than the
+// terminal wraps.
+func (o Options) wide() bool { return o.Format == FormatWide }
+
 func (o Options) width() int {
 	if o.Width > 0 {
 		return o.Width
@@ -125,7 +137,7 @@ const (
 
 func (o Options) mode(what string) (mode, error) {
 	switch o.Format {
-	case "", FormatTable:
+	case "", FormatTable, FormatWide:
 		if o.TTY {
 			return modeTTY, nil
 		}
@@ -136,6 +148,8 @@ func (o Options) mode(what string) (mode, error) {
 		// JSON documents carry a schema field, so the command builds them
 		// and calls WriteJSON/WriteNDJSON itself.
 		return 0, fmt.Errorf("report: %s cannot be written as %s; use WriteJSON or WriteNDJSON with a schema document", what, o.Format)
+	case FormatOpenMetrics:
+		return 0, fmt.Errorf("report: %s cannot be written as %s; use WriteOpenMetrics", what, o.Format)
 	default:
 		return 0, &UnknownFormatError{Value: string(o.Format)}
 	}

@@ -174,7 +174,7 @@ func TestWriteTableMarkdown(t *testing.T) {
 	if !strings.Contains(out, "\n|---|---|---|---|---|---|---|\n") {
 		t.Errorf("markdown separator missing:\n%s", out)
 	}
-	if !strings.Contains(out, `newline \| …`) {
+	if !strings.Contains(out, `newline \| pipe, then a very long tail |`) {
 		t.Errorf("| in a cell is not escaped:\n%s", out)
 	}
 	if !strings.Contains(out, "| 2024-05-01T11:55:00Z |") || !strings.Contains(out, "| 3h4m |") {
@@ -244,19 +244,77 @@ func TestWriteTableTruncation(t *testing.T) {
 	tty := render(t, truncationTable(), Options{TTY: true, NoColor: true, Now: now})
 	golden(t, "table_truncation_tty", tty)
 	piped := render(t, truncationTable(), Options{Now: now})
-	golden(t, "table_truncation_piped", piped)
 	md := render(t, truncationTable(), Options{Format: FormatMarkdown, Now: now})
-	golden(t, "table_truncation_markdown", md)
-	for name, out := range map[string]string{"tty": tty, "piped": piped, "markdown": md} {
+	wide := render(t, truncationTable(), Options{Format: FormatWide, TTY: true, NoColor: true, Now: now})
+	for name, out := range map[string]string{"tty": tty, "piped": piped, "markdown": md, "wide": wide} {
 		if strings.ContainsAny(out, "\x00\x1b\x07") || !utf8.ValidString(out) {
-			t.Errorf("%s: control bytes or invalid UTF-8 reached the output: %q", name, out)
+			t.Errorf("%s: control bytes or invalid UTF-8 reached the output: %q", name, out[:min(len(out), 200)])
 		}
-		if len(out) > 2000 {
-			t.Errorf("%s: a long cell was not cut (%d bytes)", name, len(out))
+	}
+	if len(tty) > 2000 || !strings.Contains(tty, "0123456789012345"[:15]+"…") {
+		t.Errorf("tty: long cell not cut to 16 columns with an ellipsis:\n%s", tty)
+	}
+	// Piped, markdown and wide output never cut: the whole 640 KiB cell is there.
+	full := strings.Repeat("0123456789", 1<<16)
+	for name, out := range map[string]string{"piped": piped, "markdown": md, "wide": wide} {
+		if !strings.Contains(out, full) || strings.Contains(out, "…") {
+			t.Errorf("%s: a long cell was cut (%d bytes)", name, len(out))
 		}
-		if !strings.Contains(out, "0123456789012345"[:15]+"…") {
-			t.Errorf("%s: long cell not cut to 16 columns with an ellipsis:\n%s", name, out)
+	}
+}
+
+// keyTable has what people copy (ids, categories) next to free text.
+func keyTable() Table {
+	return Table{Columns: []Column{
+		{Name: "id", Kind: Key}, {Name: "event id", Kind: Key}, {Name: "age", Right: true},
+		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: Key, Tone: DispositionTone},
+		{Name: "origin", Optional: true}, {Name: "error"},
+	}, Rows: [][]any{
+		{"20261129T080820Z-0002", "evt-7ab4c1b91885", Age(2 * time.Hour), 2, "missing-reference", "shipping", "referenced customer purged by GDPR job"},
+		{"20261129T081352Z-0003", "evt-441aced0e699", Unknown{}, 4, "redrive", "orders", "fraud check rejected order order-99819 (score 0.97)"},
+	}}
+}
+
+func TestWriteTableNeverCutsKeys(t *testing.T) {
+	for _, width := range []int{80, 60} {
+		out := render(t, keyTable(), Options{TTY: true, NoColor: true, Width: width, Now: now})
+		for _, want := range []string{"20261129T080820Z-0002", "evt-441aced0e699", "missing-reference", "EVENT ID"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("width %d: %q was cut:\n%s", width, want, out)
+			}
 		}
+		if strings.Contains(out, "ORIGIN") || strings.Contains(out, "ATTEMPTS") {
+			t.Errorf("width %d: optional columns kept on a narrow terminal:\n%s", width, out)
+		}
+		if width == 80 {
+			for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if w := lipgloss.Width(line); w > width {
+					t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
+				}
+			}
+			if !strings.Contains(out, "refere") || !strings.Contains(out, "│   — │") {
+				t.Errorf("the error column was cut to nothing:\n%s", out)
+			}
+		}
+	}
+	wideOut := render(t, keyTable(), Options{Format: FormatWide, TTY: true, NoColor: true, Width: 80, Now: now})
+	if !strings.Contains(wideOut, "ORIGIN") || !strings.Contains(wideOut, "(score 0.97)") {
+		t.Errorf("-o wide dropped or cut something:\n%s", wideOut)
+	}
+	roomy := render(t, keyTable(), Options{TTY: true, NoColor: true, Width: 200, Now: now})
+	if !strings.Contains(roomy, "ORIGIN") || !strings.Contains(roomy, "ATTEMPTS") {
+		t.Errorf("a 200-column terminal lost columns:\n%s", roomy)
+	}
+}
+
+func TestWriteTableTone(t *testing.T) {
+	out := render(t, keyTable(), Options{TTY: true, Width: 200, Now: now, profile: ansi()})
+	if !strings.Contains(out, "\x1b[32m") {
+		t.Errorf("redrive disposition is not green:\n%q", out)
+	}
+	out = render(t, keyTable(), Options{TTY: true, NoColor: true, Width: 200, Now: now, profile: ansi()})
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("NoColor table has escapes:\n%q", out)
 	}
 }
 
@@ -301,7 +359,7 @@ func TestParseFormat(t *testing.T) {
 		}
 	}
 	_, err := ParseFormat("x")
-	if err == nil || err.Error() != `unknown output format "x" (allowed: table, json, ndjson, markdown)` {
+	if err == nil || err.Error() != `unknown output format "x" (allowed: table, wide, json, ndjson, markdown, openmetrics)` {
 		t.Errorf("ParseFormat(x) error = %v", err)
 	}
 	var ufe *UnknownFormatError

@@ -15,6 +15,19 @@ import (
 // whole seconds when piped.
 type Age time.Duration
 
+// Unknown is a value nobody knows, such as the age of an entry without a
+// dead-letter time: shown as "—" in every human-readable format (and null
+// in JSON, which commands build themselves), never as 0.
+type Unknown struct{}
+
+// AgeOrUnknown is Age(d) when known, else Unknown.
+func AgeOrUnknown(d time.Duration, known bool) any {
+	if !known {
+		return Unknown{}
+	}
+	return Age(d)
+}
+
 // ellipsis ends every cut string.
 const ellipsis = "…"
 
@@ -113,6 +126,8 @@ func text(v any, m mode, now time.Time, long bool) string {
 	switch x := v.(type) {
 	case nil:
 		return ""
+	case Unknown:
+		return "—"
 	case string:
 		return x
 	case []byte:
@@ -183,4 +198,13 @@ func markdownRow(cells []string) string {
 
 func markdownSeparator(n int) string {
 	return "|" + strings.Repeat("---|", n)
+}
+
+// AgeSeconds is the age of seconds, or Unknown when seconds is nil (the
+// JSON form of an unknown age).
+func AgeSeconds(seconds *int64) any {
+	if seconds == nil {
+		return Unknown{}
+	}
+	return Age(time.Duration(*seconds) * time.Second)
 }

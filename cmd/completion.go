@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+// registerCompletions teaches shell completion the values of flags and
+// arguments: categories, dispositions, output formats, profiles, and plan
+// and journal files, so that a tab at 3 a.m. offers what is valid.
+func registerCompletions(f *Factory, root *cobra.Command) {
+	formats := func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		var out []string
+		for _, fm := range report.Formats() {
+			out = append(out, string(fm))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+	profiles := func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv)
+		if err != nil || cfg == nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return sortedKeys(cfg.Profiles), cobra.ShellCompDirectiveNoFileComp
+	}
+	_ = root.RegisterFlagCompletionFunc("output", formats)
+	_ = root.RegisterFlagCompletionFunc("profile", profiles)
+	_ = root.RegisterFlagCompletionFunc("source", noFiles)
+	walk(root, func(c *cobra.Command) {
+		if fl := c.Flags().Lookup("category"); fl != nil {
+			_ = c.RegisterFlagCompletionFunc("category", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				return categoryNames(f), cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+		for _, name := range []string{"disposition", "allow-disposition"} {
+			if fl := c.Flags().Lookup(name); fl != nil {
+				_ = c.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+					return envelope.Dispositions(), cobra.ShellCompDirectiveNoFileComp
+				})
+			}
+		}
+		if fl := c.Flags().Lookup("journal"); fl != nil {
+			_ = c.RegisterFlagCompletionFunc("journal", fileKinds(kindJournal))
+		}
+		switch {
+		case c.Name() == "show" && c.HasParent() && c.Parent().HasParent(),
+			c.Name() == "approve", c.Name() == "apply":
+			c.ValidArgsFunction = fileKinds(kindPlan)
+		case c.Name() == "status", c.Name() == "resume":
+			c.ValidArgsFunction = fileKinds(kindJournal)
+		}
+	})
+}
+
+func noFiles(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return nil, cobra.ShellCompDirectiveNoFileComp
+}
+
+func walk(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, sub := range c.Commands() {
+		walk(sub, fn)
+	}
+}
+
+// categoryNames are the categories of the rules in effect: those of
+// --rules or the config when they load, else the defaults. Completion runs
+// without the command's setup, so it loads the config itself.
+func categoryNames(f *Factory) []string {
+	cl := envelope.NewClassifier(envelope.DefaultRules())
+	if cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv); err == nil {
+		f.config = cfg
+		if p, err := cfg.profile(firstNonEmpty(f.Global.Profile, f.Getenv("DLQCTL_PROFILE"))); err == nil {
+			f.profile = p
+		}
+		if c, err := f.classifier(); err == nil {
+			cl = c
+		}
+	}
+	var out []string
+	for _, c := range cl.Categories() {
+		out = append(out, c.Category)
+	}
+	return out
+}
+
+type fileKind int
+
+const (
+	kindPlan fileKind = iota
+	kindJournal
+)
+
+// fileKinds completes files in the folder being typed whose first bytes
+// say they are a plan (a dlqctl.plan/v1 document) or a journal (anything
+// else dlqctl writes next to a plan, *.journal), plus folders to descend.
+func fileKinds(kind fileKind) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		dir := filepath.Dir(toComplete)
+		if strings.HasSuffix(toComplete, "/") {
+			dir = toComplete
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		var out []string
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if dir == "." && !strings.HasPrefix(toComplete, "./") {
+				p = e.Name()
+			}
+			if e.IsDir() {
+				out = append(out, p+"/")
+				continue
+			}
+			if k, ok := sniffKind(p); ok && k == kind {
+				out = append(out, p)
+			}
+		}
+		sort.Strings(out)
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}

@@ -1,0 +1,257 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type doctorOptions struct {
+	effects      string
+	effectsQuery string
+	keyFile      string
+}
+
+func newDoctorCmd(f *Factory) *cobra.Command {
+	o := &doctorOptions{}
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what a redrive needs: source, DLQ, origins, effects store, approval key, config",
+		Long: `Check, one line each, what a redrive will need, and say how to fix each
+failure: the config and profile parse; the source answers and the DLQ
+exists; the origin streams and their consumer groups exist (Redis); the
+effects store answers and has the inbox table (with --effects); the approval
+key is set and at least 32 bytes. Exit 0 only when every check passes, 1
+otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runDoctor(c.Context(), f, o)
+		},
+	}
+	c.Flags().StringVar(&o.effects, "effects", "", "effects store to check, as for redrive plan (e.g. sqlite:inbox.db)")
+	c.Flags().StringVar(&o.effectsQuery, "effects-query", "", "the custom PostgreSQL query a plan would use")
+	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	return c
+}
+
+// Check is one line of dlqctl.doctor/v1.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// DoctorDoc is dlqctl.doctor/v1.
+type DoctorDoc struct {
+	Schema string  `json:"schema"`
+	OK     bool    `json:"ok"`
+	Checks []Check `json:"checks"`
+}
+
+func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
+	doc := DoctorDoc{Schema: "dlqctl.doctor/v1", Checks: []Check{}}
+	add := func(c Check) { doc.Checks = append(doc.Checks, c) }
+
+	// The config parsed, or the command would not have started.
+	cfgDetail := "no config file: flags and environment only"
+	if f.config != nil && f.config.path != "" {
+		cfgDetail = f.config.path + " parses"
+	}
+	if _, err := f.classifier(); err != nil {
+		add(Check{Name: "config", Detail: err.Error(), Fix: "correct the category rules named in the message"})
+	} else {
+		add(Check{Name: "config", OK: true, Detail: cfgDetail})
+	}
+
+	src, err := f.openSource(ctx)
+	switch {
+	case err != nil:
+		add(Check{Name: "source", Detail: err.Error(), Fix: sourceFix(err)})
+	default:
+		defer src.Close()
+		n, err := src.Len(ctx)
+		if err != nil {
+			add(Check{Name: "source", Detail: fmt.Sprintf("%s: %v", src, err), Fix: "check the address, credentials and that the server runs"})
+			break
+		}
+		add(Check{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)})
+		if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
+			add(Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
+		} else {
+			add(Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
+		}
+		for _, c := range originChecks(ctx, src) {
+			add(c)
+		}
+	}
+
+	if o.effects != "" {
+		probe, err := f.openProbe(ctx, o.effects, o.effectsQuery)
+		if err == nil {
+			// One lookup of an event no consumer has: it must answer, and
+			// answer "unknown" rather than fail on a missing table.
+			_, err = probe.Records(ctx, []string{"dlqctl-doctor-probe"})
+			probe.Close()
+		}
+		if err != nil {
+			add(Check{Name: "effects", Detail: fmt.Sprintf("%s: %v", backend.RedactURL(o.effects), err),
+				Fix: "start the store, or create the consumer's inbox(event_id TEXT PRIMARY KEY, fingerprint TEXT, status TEXT, attempts INTEGER, effects INTEGER) table (see docs/consumer-contract.md)"})
+		} else {
+			add(Check{Name: "effects", OK: true, Detail: backend.RedactURL(o.effects) + " answers and has its inbox table"})
+		}
+	}
+
+	key, err := f.approvalKey(o.keyFile)
+	if err == nil {
+		err = checkApprovalKey(key)
+	}
+	if err != nil {
+		add(Check{Name: "approval key", Detail: errors.Unwrap(err).Error(),
+			Fix: "export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
+	} else {
+		add(Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})
+	}
+
+	doc.OK = true
+	failed := 0
+	for _, c := range doc.Checks {
+		if !c.OK {
+			doc.OK = false
+			failed++
+		}
+	}
+	ro := f.reportOptions()
+	if ro.Format.IsJSON() {
+		if ro.Format == report.FormatNDJSON {
+			err = report.WriteNDJSON(f.IO.Out, doc)
+		} else {
+			err = report.WriteJSON(f.IO.Out, doc)
+		}
+	} else {
+		err = writeDoctor(f, doc, ro)
+	}
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return withCode(ExitError, fmt.Errorf("doctor: %s failed", plural(failed, "check")))
+	}
+	return nil
+}
+
+func writeDoctor(f *Factory, doc DoctorDoc, ro report.Options) error {
+	if ro.Format == report.FormatMarkdown || !ro.TTY {
+		t := report.Table{Columns: []report.Column{{Name: "check", Kind: report.Key}, {Name: "result", Kind: report.Key, Tone: report.VerdictTone},
+			{Name: "detail"}, {Name: "fix"}}}
+		for _, c := range doc.Checks {
+			t.Rows = append(t.Rows, []any{c.Name, passFail(c.OK), c.Detail, c.Fix})
+		}
+		return report.WriteTable(f.IO.Out, t, ro)
+	}
+	for _, c := range doc.Checks {
+		tone, mark := report.ToneGood, "✓"
+		if !c.OK {
+			tone, mark = report.ToneBad, "✗"
+		}
+		line := fmt.Sprintf("%s %s: %s", mark, c.Name, c.Detail)
+		if err := report.WriteLine(f.IO.Out, tone, line, ro); err != nil {
+			return err
+		}
+		if c.Fix != "" {
+			fmt.Fprintf(f.IO.Out, "    fix: %s\n", report.Truncate(c.Fix, 0))
+		}
+	}
+	return nil
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "fail"
+}
+
+func sourceFix(err error) string {
+	var ce *backend.ConfigError
+	if errors.As(err, &ce) {
+		return "correct --source (dir:PATH, redis://HOST:PORT/DB?stream=KEY, pulsar://HOST:PORT?topic=T), DLQCTL_SOURCE or the profile"
+	}
+	return "check that the server runs and answers at that address, and the credentials"
+}
+
+// originChecks looks at where the DLQ's entries came from: on Redis every
+// origin stream must exist and have the consumer group the envelopes name,
+// or a redrive would publish to a stream nobody reads.
+func originChecks(ctx context.Context, src backend.Source) []Check {
+	rs, ok := src.(*redisstream.Stream)
+	if !ok {
+		return nil
+	}
+	groups := map[string]map[string]bool{} // stream → groups named by envelopes
+	err := src.Scan(ctx, "", func(e envelope.Envelope) error {
+		if e.Origin.Topic == "" {
+			return nil
+		}
+		if groups[e.Origin.Topic] == nil {
+			groups[e.Origin.Topic] = map[string]bool{}
+		}
+		if e.Origin.Subscription != "" {
+			groups[e.Origin.Topic][e.Origin.Subscription] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return []Check{{Name: "origins", Detail: err.Error(), Fix: "check the server"}}
+	}
+	streams := make([]string, 0, len(groups))
+	for s := range groups {
+		streams = append(streams, s)
+	}
+	sort.Strings(streams)
+	var out []Check
+	rdb := rs.Client()
+	for _, s := range streams {
+		name := "origin " + s
+		n, err := rdb.Exists(ctx, s).Result()
+		if err != nil {
+			out = append(out, Check{Name: name, Detail: err.Error(), Fix: "check the server"})
+			continue
+		}
+		if n == 0 {
+			out = append(out, Check{Name: name, Detail: fmt.Sprintf("stream %q does not exist", s),
+				Fix: fmt.Sprintf("start the consumer that reads %q (it creates the stream and its group), or redrive with --to", s)})
+			continue
+		}
+		infos, err := rdb.XInfoGroups(ctx, s).Result()
+		if err != nil {
+			out = append(out, Check{Name: name, Detail: err.Error(), Fix: "check the server"})
+			continue
+		}
+		have := map[string]bool{}
+		for _, g := range infos {
+			have[g.Name] = true
+		}
+		var missing []string
+		for _, g := range sortedKeys(groups[s]) {
+			if !have[g] {
+				missing = append(missing, g)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, Check{Name: name, Detail: fmt.Sprintf("consumer group %s missing", joinOr(missing, "")),
+				Fix: fmt.Sprintf("start the consumer, or: redis-cli XGROUP CREATE %s %s $ MKSTREAM", s, missing[0])})
+			continue
+		}
+		out = append(out, Check{Name: name, OK: true, Detail: fmt.Sprintf("exists with %s", plural(len(infos), "consumer group"))})
+	}
+	return out
+}

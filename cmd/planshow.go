@@ -1,0 +1,269 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show PLAN",
+		Short: "What an approver reviews: reason, planner, source, parameters, entries, exclusions, approvals",
+		Long: fmt.Sprintf(`Show a %s plan as an approver reviews it: the reason, who planned it and
+when, the source, the parameters, the entries by category and disposition,
+what was left out and why, and the approvals so far. It never changes the
+plan. -o markdown writes it for a ticket; -o json prints the plan document.
+A plan changed after it was made is shown, then refused with exit 5.`, kind),
+		Example: fmt.Sprintf(`  dlqctl %[1]s show %[1]s.plan.json
+  dlqctl %[1]s show %[1]s.plan.json -o markdown > ticket.md
+  dlqctl %[1]s show %[1]s.plan.json --jq '.entries | length'`, kind),
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPlanShow(f, kind, args[0])
+		},
+	}
+}
+
+func runPlanShow(f *Factory, kind, path string) error {
+	if err := wantPlan(path, kind); err != nil {
+		return err
+	}
+	plan, err := redrive.ReadPlan(path)
+	if err != nil {
+		return withCode(ExitApproval, err)
+	}
+	if plan.Kind != kind {
+		return usageErrorf("%s is a %s plan; use dlqctl %s show %s", path, plan.Kind, plan.Kind, path)
+	}
+	ro := f.reportOptions()
+	tampered := plan.Verify()
+	switch ro.Format {
+	case report.FormatJSON:
+		err = report.WriteJSON(f.IO.Out, plan)
+	case report.FormatNDJSON:
+		err = report.WriteNDJSON(f.IO.Out, plan)
+	default:
+		err = f.writePlanReview(f.IO.Out, plan, path, ro)
+	}
+	if err != nil {
+		return err
+	}
+	if tampered != nil {
+		return withCode(ExitApproval, fmt.Errorf("%s: %w", path, tampered))
+	}
+	return nil
+}
+
+// writePlanReview is the approver's view of a plan: the headline fields,
+// then entries by category and disposition, exclusions grouped by why
+// (then each one), and the approvals so far.
+func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro report.Options) error {
+	integrity := "verified: the content matches the digest"
+	if err := p.Verify(); err != nil {
+		integrity = "CHANGED after it was made: " + err.Error()
+	}
+	fields := []report.Field{
+		{Key: "plan", Value: path},
+		{Key: "kind", Value: p.Kind},
+		{Key: "reason", Value: p.Reason},
+		{Key: "planned by", Value: p.PlannedBy},
+		{Key: "planned at", Value: p.PlannedAt},
+		{Key: "source", Value: p.Source},
+		{Key: "digest", Value: p.Digest},
+		{Key: "integrity", Value: integrity},
+		{Key: "entries", Value: len(p.Entries)},
+		{Key: "left out", Value: len(p.Excluded)},
+		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
+	}
+	if p.Params.Max > 0 {
+		fields = append(fields, report.Field{Key: "max", Value: p.Params.Max})
+	}
+	if p.Kind == redrive.KindRedrive {
+		rateText := fmt.Sprintf("%g/s, burst %d", p.Params.Rate, p.Params.Burst)
+		if p.Params.Rate == 0 {
+			rateText = "unlimited"
+		}
+		fields = append(fields,
+			report.Field{Key: "destination", Value: firstNonEmpty(p.Params.To, "each envelope's origin")},
+			report.Field{Key: "rate", Value: rateText},
+			report.Field{Key: "effects", Value: firstNonEmpty(p.Params.Effects, "none: batches are unverified")},
+			report.Field{Key: "settle", Value: time.Duration(p.Params.Settle).String()},
+			report.Field{Key: "max failed ratio", Value: p.Params.MaxFailedRatio},
+		)
+		if p.Params.IncludeQuarantined {
+			fields = append(fields, report.Field{Key: "include quarantined", Value: "yes: conflict and malformed entries may be moved"})
+		}
+		if p.Params.UnverifiedOK {
+			fields = append(fields, report.Field{Key: "unverified ok", Value: "yes: ramps without effects"})
+		}
+	}
+	if sel := selectorsText(p.Selectors); sel != "" {
+		fields = append(fields, report.Field{Key: "selected by", Value: sel})
+	}
+	if err := report.WriteFields(w, "Plan", fields, ro); err != nil {
+		return err
+	}
+
+	cl, err := f.classifier()
+	if err != nil {
+		return err
+	}
+	type group struct{ category, disposition string }
+	counts := map[group]int{}
+	var order []group
+	for _, e := range p.Entries {
+		d, _ := cl.Disposition(e.Category)
+		g := group{e.Category, d}
+		if counts[g] == 0 {
+			order = append(order, g)
+		}
+		counts[g]++
+	}
+	fmt.Fprintln(w)
+	t := report.Table{Title: "Entries by category", Columns: []report.Column{
+		{Name: "category", Kind: report.Key}, {Name: "disposition", Kind: report.Key, Tone: report.DispositionTone},
+		{Name: "entries", Right: true},
+	}}
+	for _, g := range order {
+		t.Rows = append(t.Rows, []any{g.category, g.disposition, counts[g]})
+	}
+	if err := report.WriteTable(w, t, ro); err != nil {
+		return err
+	}
+
+	if len(p.Excluded) > 0 {
+		whys := map[string]int{}
+		var whyOrder []string
+		for _, x := range p.Excluded {
+			k := whyKind(x.Why)
+			if whys[k] == 0 {
+				whyOrder = append(whyOrder, k)
+			}
+			whys[k]++
+		}
+		fmt.Fprintln(w)
+		t := report.Table{Title: "Left out, by why", Columns: []report.Column{{Name: "why"}, {Name: "entries", Right: true}}}
+		for _, k := range whyOrder {
+			t.Rows = append(t.Rows, []any{k, whys[k]})
+		}
+		if err := report.WriteTable(w, t, ro); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		t = report.Table{Title: "Left out", Columns: []report.Column{
+			{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90},
+		}}
+		for _, x := range p.Excluded {
+			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
+		}
+		if err := report.WriteTable(w, t, ro); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(w)
+	if len(p.Approvals) == 0 {
+		return report.WriteLine(w, report.ToneWarn, "Approvals: none yet", ro)
+	}
+	now := f.now()
+	t = report.Table{Title: "Approvals", Columns: []report.Column{
+		{Name: "by", Kind: report.Key}, {Name: "at"}, {Name: "expires"}, {Name: "state", Kind: report.Key, Tone: approvalTone},
+	}}
+	for _, a := range p.Approvals {
+		state := "valid until expiry (signature checked by apply)"
+		if !now.Before(a.ExpiresAt) {
+			state = "expired"
+		}
+		t.Rows = append(t.Rows, []any{a.By, a.At, a.ExpiresAt, state})
+	}
+	return report.WriteTable(w, t, ro)
+}
+
+func approvalTone(s string) report.Tone {
+	if s == "expired" {
+		return report.ToneBad
+	}
+	return report.ToneGood
+}
+
+// whyKind groups exclusion reasons by their first clause ("held back",
+// "no destination", "disposition …"), which the detail after ":" varies.
+func whyKind(why string) string {
+	k, _, _ := strings.Cut(why, ":")
+	return k
+}
+
+func selectorsText(s redrive.Selectors) string {
+	var parts []string
+	add := func(flag string, vals ...string) {
+		for _, v := range vals {
+			if v != "" {
+				parts = append(parts, flag+" "+v)
+			}
+		}
+	}
+	add("--category", s.Categories...)
+	add("--origin", s.Origins...)
+	add("--error", s.Error)
+	add("--event-id", s.EventIDs...)
+	add("--owner", s.Owners...)
+	add("--older-than", s.OlderThan)
+	add("--newer-than", s.NewerThan)
+	if s.Overdue {
+		parts = append(parts, "--overdue")
+	}
+	if s.MinAttempt > 0 {
+		parts = append(parts, fmt.Sprintf("--min-attempts %d", s.MinAttempt))
+	}
+	if s.Limit > 0 {
+		parts = append(parts, fmt.Sprintf("--limit %d", s.Limit))
+	}
+	return strings.Join(parts, " ")
+}
+
+// minApprovalKeyBytes: an HMAC-SHA256 key shorter than its 32-byte output
+// is weaker than the signature it makes.
+const minApprovalKeyBytes = 32
+
+// errShortKey is wrapped by checkApprovalKey.
+var errShortKey = errors.New("approval key too short")
+
+// checkApprovalKey refuses a missing or short key with how to make one.
+func checkApprovalKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
+	case len(key) < minApprovalKeyBytes:
+		return usageErrorf("%w: it is %d bytes, at least %d are needed (make one with: openssl rand -hex 32)", errShortKey, len(key), minApprovalKeyBytes)
+	}
+	return nil
+}
+
+// reviewBeforeApproval shows the approver what they sign (on stdout, in
+// the human formats) and refuses a second approval by the same person:
+// one person approving twice is still one approval.
+func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string) error {
+	for _, a := range p.Approvals {
+		if a.By == by {
+			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s; a second approval by the same approver adds nothing (another approver: --by NAME)",
+				by, path, a.At.UTC().Format(time.RFC3339)))
+		}
+	}
+	ro := f.reportOptions()
+	if ro.Format.IsJSON() {
+		return nil
+	}
+	if err := f.writePlanReview(f.IO.Out, p, path, ro); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.IO.Out)
+	return nil
+}

@@ -1,0 +1,192 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/creack/pty"
+	"golang.org/x/term"
+)
+
+// onTerminal runs one command line with stdout and stderr on a real
+// pseudo-terminal of the given width, as an operator's terminal would be,
+// and returns what the terminal received.
+func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (string, int) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pty: %v", err)
+	}
+	defer ptmx.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: 60}); err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := term.GetSize(int(tty.Fd()))
+	if err != nil || w != cols {
+		t.Fatalf("pty width = %d, %v; want %d", w, err, cols)
+	}
+	var screen bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
+		close(done)
+	}()
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w}
+	f := &Factory{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
+	code := Execute(context.Background(), f, args)
+	tty.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pty did not drain")
+	}
+	// The terminal turns \n into \r\n.
+	return strings.ReplaceAll(screen.String(), "\r\n", "\n"), code
+}
+
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
+
+// TestEightyColumnsKeepIDsWhole draws list and categorize on an 80-column
+// terminal, checks that every line fits, and copies an ID from the screen
+// into show, which must find it.
+func TestEightyColumnsKeepIDsWhole(t *testing.T) {
+	src := incidentSource(t)
+	screen, code := onTerminal(t, 80, nil, "--source", src, "list", "--limit", "8")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	var ids []string
+	rowID := regexp.MustCompile(`^│ (\S+) +│ (\S*) +│`)
+	for _, line := range strings.Split(ansiEscape.ReplaceAllString(screen, ""), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
+		}
+		if m := rowID.FindStringSubmatch(line); m != nil && m[1] != "ID" {
+			if strings.Contains(m[1], "…") || strings.Contains(m[2], "…") {
+				t.Errorf("an ID was cut: %q", line)
+			}
+			ids = append(ids, m[1])
+		}
+	}
+	if len(ids) != 8 {
+		t.Fatalf("found %d rows with an ID on the screen, want 8:\n%s", len(ids), screen)
+	}
+	out, errOut, code := run(t, nil, "--source", src, "show", ids[3])
+	if code != 0 || !strings.Contains(out, ids[3]) {
+		t.Fatalf("show %s (copied from the screen): exit %d\n%s%s", ids[3], code, out, errOut)
+	}
+
+	screen, code = onTerminal(t, 80, nil, "--source", src, "categorize")
+	if code != 0 {
+		t.Fatalf("categorize exit %d:\n%s", code, screen)
+	}
+	plain := ansiEscape.ReplaceAllString(screen, "")
+	for _, want := range []string{"│ missing-reference │", "│ fix-then-redrive │"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("categorize at 80 columns lacks %q:\n%s", want, plain)
+		}
+	}
+	for _, line := range strings.Split(plain, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("categorize line is %d columns wide: %q", w, line)
+		}
+	}
+}
+
+// TestColourObeysNoColor checks the real terminal path: dispositions are
+// coloured, and a non-empty NO_COLOR or --no-color removes every escape.
+func TestColourObeysNoColor(t *testing.T) {
+	src := incidentSource(t)
+	// lipgloss reads TERM from the process environment.
+	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("NO_COLOR", "")
+	screen, _ := onTerminal(t, 120, nil, "--source", src, "categorize")
+	if !strings.Contains(screen, "\x1b[32m") {
+		t.Fatalf("the redrive disposition is not green on a colour terminal: %q", screen)
+	}
+	for _, args := range [][]string{{"--no-color"}, {}} {
+		e := map[string]string{"NO_COLOR": "1"}
+		if len(args) > 0 {
+			e = nil
+		}
+		screen, _ := onTerminal(t, 120, e, append([]string{"--source", src, "categorize"}, args...)...)
+		if strings.Contains(screen, "\x1b[") {
+			t.Errorf("%v %v: escapes on the screen: %q", e, args, screen)
+		}
+	}
+}
+
+// TestRunOnEightyColumns applies a small plan on an 80-column terminal: the
+// progress bar shows the batch and position, and the batch table and the
+// summary fit.
+func TestRunOnEightyColumns(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	files, _ := filepath.Glob("../testdata/incident/error/*.json")
+	for _, f := range files[:60] {
+		b, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(root, "error", filepath.Base(f)), b, 0o644)
+	}
+	src := "dir:" + root
+	plan := filepath.Join(root, "p.json")
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "test-approval-key-0123456789abcdef"}
+	if _, errOut, code := run(t, env, "--source", src, "redrive", "plan", "--category", "transient", "--max", "12",
+		"--ramp", "5", "--settle", "0s", "--reason", "r", "--out", plan); code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	if _, errOut, code := run(t, env, "redrive", "approve", plan, "--by", "bob"); code != 0 {
+		t.Fatalf("approve: %s", errOut)
+	}
+	screen, code := onTerminal(t, 80, env, "--source", src, "--no-color", "redrive", "apply", plan)
+	if code != 0 {
+		t.Fatalf("apply exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"batch 1 [", "batch 3 [", "12/12", "BATCH  SIZE  MOVED", "Redrive complete! 12 moved, 0 remaining"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%q", want, screen)
+		}
+	}
+	// The batch table: from its header to the blank line after it. (Log
+	// lines with a long temporary path may wrap; the table must not.)
+	inTable := false
+	for _, line := range strings.Split(screen, "\n") {
+		// What the terminal shows of a line is what follows its last \r.
+		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
+		if strings.HasPrefix(shown, "BATCH") {
+			inTable = true
+		}
+		if shown == "" {
+			inTable = false
+		}
+		if w := lipgloss.Width(shown); inTable && w > 80 {
+			t.Errorf("batch table line is %d columns wide: %q", w, shown)
+		}
+	}
+}
+
+// TestShowPrettyPrintsOnATerminal: a JSON payload is indented, one field a
+// line, and the ids are whole.
+func TestShowPrettyPrintsOnATerminal(t *testing.T) {
+	screen, code := onTerminal(t, 80, nil, "--source", incidentSource(t), "--no-color", "show", "20261129T083821Z-0027")
+	if code != 0 {
+		t.Fatalf("show exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"20261129T083821Z-0027", "differs: currency"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("show on a terminal lacks %q:\n%s", want, screen)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ {20,}  "eventType": "OrderPlaced",$`).MatchString(screen) {
+		t.Errorf("the payload is not indented one field a line:\n%s", screen)
+	}
+}

@@ -1,0 +1,370 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+// runView presents a run as it goes: a progress bar on a terminal's stderr
+// (batch number, position, rate, ETA), one batch table whose rows are
+// appended as batches end, and, when a gate fails, the events it names and
+// the likely cause. Batch reports go to stdout in the human formats and to
+// stderr when stdout carries JSON.
+type runView struct {
+	f     *Factory
+	kind  string
+	out   io.Writer
+	bar   bool
+	table *report.Stream
+
+	// Where the run stood when this process took it up, so that a resume
+	// starts its bar at the right place and its rate counts only its moves.
+	base      int
+	nextBatch int
+	began     time.Time
+	// batchBase is the position at the start of the batch in flight: the
+	// resolve engine counts progress from the start of each batch.
+	batchBase int
+	pos       int
+
+	// The settle countdown of the batch in flight.
+	settle      time.Duration
+	settleStart time.Time
+	seen, of    int
+}
+
+func (f *Factory) runObserver(plan *redrive.Plan) redrive.Observer {
+	v := &runView{f: f, kind: plan.Kind, out: f.IO.Out, bar: f.IO.ErrTTY, nextBatch: 1}
+	if f.format.IsJSON() {
+		v.out = f.IO.ErrOut
+	}
+	return v
+}
+
+// begin records where the run stands before the engine takes it up.
+func (v *runView) begin(st *redrive.State) {
+	for _, b := range st.Batches {
+		v.base += b.Size
+		v.nextBatch = b.Index + 1
+	}
+	v.batchBase, v.pos = v.base, v.base
+	v.began = v.f.Now()
+}
+
+func (v *runView) Progress(done, total int) {
+	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
+	if v.began.IsZero() {
+		v.began = v.f.Now()
+	}
+	v.pos = done
+	if v.kind == redrive.KindResolve {
+		v.pos = v.batchBase + done
+	}
+	if !v.bar || total == 0 {
+		return
+	}
+	fmt.Fprint(v.f.IO.ErrOut, "\r"+progressLine(v.nextBatch, v.pos, total, v.pos-v.base, v.f.Now().Sub(v.began))+"\033[K")
+}
+
+// progressLine is "batch 3 [######......] 60/125 48.0/s ETA 2s".
+func progressLine(batch, pos, total, movedHere int, elapsed time.Duration) string {
+	const width = 24
+	pos = min(pos, total)
+	filled := width * pos / total
+	line := fmt.Sprintf("batch %d [%s%s] %d/%d", batch, strings.Repeat("#", filled), strings.Repeat(".", width-filled), pos, total)
+	if elapsed > 0 && movedHere > 0 {
+		rate := float64(movedHere) / elapsed.Seconds()
+		eta := time.Duration(float64(total-pos) / rate * float64(time.Second)).Round(time.Second)
+		line += fmt.Sprintf(" %.1f/s ETA %s", rate, report.FormatAge(eta))
+	}
+	return line
+}
+
+func (v *runView) BatchDone(b redrive.BatchReport) {
+	if v.bar {
+		fmt.Fprint(v.f.IO.ErrOut, "\r\033[K")
+	}
+	v.nextBatch = b.Index + 1
+	v.batchBase += b.Size
+	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
+	ro := v.f.reportOptions()
+	if v.out != v.f.IO.Out {
+		ro.TTY, ro.Format = v.f.IO.ErrTTY, report.FormatTable
+	}
+	if v.table == nil {
+		fmt.Fprintln(v.out)
+		t, err := report.NewStream(v.out, "Batches", batchColumns(), ro)
+		if err != nil {
+			return
+		}
+		v.table = t
+	}
+	_ = v.table.Row(batchRow(b)...)
+	if b.Gate != redrive.GatePass && b.Gate != "" {
+		fmt.Fprintln(v.out)
+		_ = report.WriteLine(v.out, report.ToneBad, gateExplanation(b), ro)
+	}
+}
+
+// batchColumns fit 80 columns: numbers and the gate are never cut, the
+// verdicts take what is left.
+func batchColumns() []report.Column {
+	return []report.Column{
+		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
+		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
+		{Name: "dlq", Kind: report.Key, MaxWidth: 9}, {Name: "gate", Kind: report.Key, MaxWidth: 7, Tone: report.VerdictTone},
+		{Name: "verdicts"},
+	}
+}
+
+func batchRow(b redrive.BatchReport) []any {
+	var vs []string
+	for _, k := range sortedKeys(b.Verdicts) {
+		vs = append(vs, fmt.Sprintf("%s=%d", k, b.Verdicts[k]))
+	}
+	return []any{b.Index, b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents,
+		fmt.Sprintf("%d→%d", b.DLQBefore, b.DLQAfter), b.Gate, strings.Join(vs, " ")}
+}
+
+// batchTable is the whole batch report of a finished run (status).
+func writeBatches(w io.Writer, batches []redrive.BatchReport, ro report.Options) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t, err := report.NewStream(w, "Batches", batchColumns(), ro)
+	if err != nil {
+		return err
+	}
+	for _, b := range batches {
+		if err := t.Row(batchRow(b)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gateVerdict is the verdict that fails each gate.
+var gateVerdict = map[string]string{
+	redrive.GatePending:          redrive.VerdictPending,
+	redrive.GateDuplicateEffect:  redrive.VerdictDuplicateEffect,
+	redrive.GateConflict:         redrive.VerdictConflict,
+	redrive.GateReDeadLettered:   redrive.VerdictReDeadLettered,
+	redrive.GateUnverifiedNoRamp: redrive.VerdictUnverified,
+}
+
+// gateCause is what usually makes each gate fail, for the person who has
+// to decide whether to resume with --past-gate.
+var gateCause = map[string]string{
+	redrive.GatePending:          "is the consumer running and reading the destination, and does it write the effects store? A --settle too short for the consumer's lag fails this gate too",
+	redrive.GateDuplicateEffect:  "the consumer applied these events more than once: its idempotency check (the inbox table) did not hold",
+	redrive.GateConflict:         "the consumer recorded another fingerprint for these event IDs: the payload changed after they were first processed",
+	redrive.GateReDeadLettered:   "the consumer failed these events again: the cause of the incident is not fixed yet (dlqctl show EVENT_ID has the new error)",
+	redrive.GateUnverifiedNoRamp: "no --effects to reconcile against: plan again with --effects, or accept unverified batches with --unverified-ok",
+}
+
+// gateExplanation names the gate, up to 10 of its events and the likely
+// cause.
+func gateExplanation(b redrive.BatchReport) string {
+	msg := fmt.Sprintf("batch %d stopped by the %s gate", b.Index, b.Gate)
+	if b.GateReason != "" {
+		msg += ": " + b.GateReason
+	}
+	var ids []string
+	for _, e := range b.Events {
+		if e.Verdict == gateVerdict[b.Gate] {
+			ids = append(ids, e.EventID)
+		}
+	}
+	if len(ids) > 0 {
+		msg += " (" + firstIDs(ids, 10) + ")"
+	}
+	if c := gateCause[b.Gate]; c != "" {
+		msg += ". Likely cause: " + c
+	}
+	return msg
+}
+
+// liveRunDoc is the run document of a run this process just drove: it
+// ended now.
+func (f *Factory) liveRunDoc(st *redrive.State, journal string) RunDoc {
+	d := runDoc(st, journal)
+	if d.StartedAt == nil {
+		// A run begun by this process: the engine journals its start
+		// time but keeps a copy without it.
+		t := f.now()
+		d.StartedAt = &t
+	}
+	d.ended(f.Now())
+	return d
+}
+
+// journalRunDoc is the run document read from a journal: it ended at its
+// last run-end record, if any.
+func journalRunDoc(st *redrive.State, journal string) RunDoc {
+	d := runDoc(st, journal)
+	if !st.EndedAt.IsZero() {
+		d.ended(st.EndedAt)
+	}
+	return d
+}
+
+// fillTotals sets started_at and the verdict totals.
+func (d *RunDoc) fillTotals(st *redrive.State) {
+	if !st.Start.At.IsZero() {
+		t := st.Start.At.UTC().Truncate(time.Second)
+		d.StartedAt = &t
+	}
+	d.Verdicts = map[string]int{}
+	for _, b := range st.Batches {
+		for k, n := range b.Verdicts {
+			d.Verdicts[k] += n
+		}
+	}
+}
+
+func (d *RunDoc) ended(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	t := at.UTC().Truncate(time.Second)
+	d.EndedAt = &t
+	if d.StartedAt != nil {
+		s := at.Sub(*d.StartedAt).Seconds()
+		d.DurationSeconds = &s
+	}
+}
+
+// printRun prints the run document in JSON modes, and otherwise a summary
+// in the manner of terraform's: one coloured headline with the outcome,
+// duration and counts, then the details a reviewer needs.
+func (f *Factory) printRun(d RunDoc) error {
+	ro := f.reportOptions()
+	ro.Now = f.Now() // the run took a while: "ended 5s ago", not "in 6m"
+	switch ro.Format {
+	case report.FormatJSON:
+		return report.WriteJSON(f.IO.Out, d)
+	case report.FormatNDJSON:
+		return report.WriteNDJSON(f.IO.Out, d)
+	}
+	section(f)
+	verb := map[string]string{redrive.KindRedrive: "Redrive", redrive.KindResolve: "Resolve"}[d.Kind]
+	tone, outcome := report.ToneGood, "complete"
+	switch d.Status {
+	case redrive.StatusHalted:
+		tone, outcome = report.ToneBad, "halted by the "+d.HaltedBy+" gate"
+	case redrive.StatusFailed:
+		tone, outcome = report.ToneBad, "failed"
+	case redrive.StatusInterrupted:
+		tone, outcome = report.ToneWarn, "interrupted"
+	}
+	head := fmt.Sprintf("%s %s! %d moved", verb, outcome, d.Moved)
+	if d.Failed > 0 {
+		head += fmt.Sprintf(", %d failed", d.Failed)
+	}
+	head += fmt.Sprintf(", %d remaining", d.Remaining)
+	if d.DurationSeconds != nil {
+		head += " in " + time.Duration(*d.DurationSeconds*float64(time.Second)).Round(time.Second).String()
+	}
+	if err := report.WriteLine(f.IO.Out, tone, head+".", ro); err != nil {
+		return err
+	}
+	fields := []report.Field{{Key: "run", Value: d.RunID}, {Key: "status", Value: d.Status}}
+	if d.StartedAt != nil {
+		fields = append(fields, report.Field{Key: "started", Value: *d.StartedAt})
+	}
+	if d.EndedAt != nil {
+		fields = append(fields, report.Field{Key: "ended", Value: *d.EndedAt})
+	}
+	fields = append(fields, report.Field{Key: "planned", Value: d.Planned}, report.Field{Key: "moved", Value: d.Moved})
+	if d.Gone+d.Skipped+d.Failed > 0 {
+		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
+	}
+	fields = append(fields, report.Field{Key: "remaining", Value: d.Remaining})
+	if len(d.Verdicts) > 0 {
+		var vs []string
+		for _, k := range sortedByCount(d.Verdicts) {
+			vs = append(vs, fmt.Sprintf("%s %d", k, d.Verdicts[k]))
+		}
+		fields = append(fields, report.Field{Key: "verdicts", Value: strings.Join(vs, ", ")})
+	}
+	if n := len(d.Batches); n > 0 {
+		fields = append(fields, report.Field{Key: "dlq", Value: fmt.Sprintf("%d → %d", d.Batches[0].DLQBefore, d.Batches[n-1].DLQAfter)})
+	}
+	fields = append(fields, report.Field{Key: "reason", Value: d.Reason}, report.Field{Key: "planned by", Value: d.PlannedBy})
+	if d.ApprovedBy != "" {
+		fields = append(fields, report.Field{Key: "approved by", Value: d.ApprovedBy})
+	}
+	fields = append(fields, report.Field{Key: "applied by", Value: d.AppliedBy})
+	if d.HaltedBy != "" {
+		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
+	}
+	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
+	if d.Resume != "" && d.Remaining > 0 {
+		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
+	}
+	return report.WriteFields(f.IO.Out, "", fields, ro)
+}
+
+// settleProbe passes the engine's effects lookups through, remembering how
+// many of the batch's events had an effect, for the settle countdown.
+type settleProbe struct {
+	effects.Probe
+	v *runView
+}
+
+func (p settleProbe) Records(ctx context.Context, ids []string) (map[string]effects.Record, error) {
+	recs, err := p.Probe.Records(ctx, ids)
+	if err == nil {
+		seen := 0
+		for _, id := range ids {
+			if recs[id].Effects > 0 {
+				seen++
+			}
+		}
+		p.v.seen, p.v.of = seen, len(ids)
+	}
+	return recs, err
+}
+
+// watch wraps the engine's effects probe and poll sleep, so that while a
+// batch settles the bar counts down the --settle time left and shows the
+// effects seen so far.
+func (v *runView) watch(eng *redrive.Engine, settle time.Duration) {
+	v.settle = settle
+	if eng.Probe != nil {
+		eng.Probe = settleProbe{Probe: eng.Probe, v: v}
+	}
+	sleep := eng.Sleep
+	eng.Sleep = func(ctx context.Context, d time.Duration) error {
+		if v.bar {
+			if v.settleStart.IsZero() {
+				v.settleStart = v.f.Now()
+			}
+			left := max(v.settle-v.f.Now().Sub(v.settleStart), 0).Round(time.Second)
+			line := fmt.Sprintf("batch %d settling: %s left", v.nextBatch, report.FormatAge(left))
+			if v.of > 0 {
+				line += fmt.Sprintf(", effects seen %d/%d", v.seen, v.of)
+			}
+			fmt.Fprint(v.f.IO.ErrOut, "\r"+line+"\033[K")
+		}
+		if sleep != nil {
+			return sleep(ctx, d)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+}

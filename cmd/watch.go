@@ -1,0 +1,203 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+type watchOptions struct {
+	watch    bool
+	interval time.Duration
+	count    int
+}
+
+// WatchDoc is the watch section of dlqctl.stats/v1 under --watch.
+type WatchDoc struct {
+	IntervalSeconds float64 `json:"interval_seconds"`
+	// Change is the entry count minus the previous draw's (0 on the first).
+	Change int `json:"change"`
+	// GrowthPerMinute is Change scaled to a minute; null on the first draw.
+	GrowthPerMinute *float64 `json:"growth_per_minute"`
+	// Timeline counts entries by when they were dead-lettered, oldest
+	// bucket first, so the start of an incident shows as a step.
+	BucketSeconds float64          `json:"bucket_seconds"`
+	Timeline      []TimelineBucket `json:"timeline"`
+}
+
+// TimelineBucket is one interval of the timeline.
+type TimelineBucket struct {
+	Start time.Time `json:"start"`
+	Count int       `json:"count"`
+}
+
+// timelineBuckets is how many intervals the timeline shows.
+const timelineBuckets = 20
+
+// runWatch redraws stats every interval until Ctrl-C (or --count draws):
+// on a terminal it repaints the screen; piped, each draw follows the last
+// (one document a line with -o ndjson).
+func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
+	if o.interval < time.Second {
+		return usageErrorf("--interval %s: must be at least 1s", o.interval)
+	}
+	if f.format == report.FormatJSON || f.format == report.FormatOpenMetrics {
+		return usageErrorf("--watch draws repeatedly: use -o table, markdown or ndjson (one document a line), not -o %s", f.format)
+	}
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	var prevTotal int
+	var prevAt time.Time
+	tick := time.NewTicker(o.interval)
+	defer tick.Stop()
+	for draw := 1; ; draw++ {
+		now := time.Now().UTC().Truncate(time.Second)
+		s.walker.Now = now
+		sum, err := s.walker.Summarize(ctx)
+		if err != nil {
+			return stopWatch(ctx, err)
+		}
+		times, err := deadLetterTimes(ctx, s.src)
+		if err != nil {
+			return stopWatch(ctx, err)
+		}
+		doc := statsDoc(s.src, sum, now)
+		w := &WatchDoc{IntervalSeconds: o.interval.Seconds()}
+		if draw > 1 {
+			w.Change = doc.Total - prevTotal
+			if el := now.Sub(prevAt).Minutes(); el > 0 {
+				g := float64(w.Change) / el
+				w.GrowthPerMinute = &g
+			}
+		}
+		bucket := timeline(w, times, now, o.interval)
+		prevTotal, prevAt = doc.Total, now
+		doc.Watch = w
+		if err := drawWatch(f, doc, bucket); err != nil {
+			return err
+		}
+		if o.count > 0 && draw >= o.count {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return stopWatch(ctx, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// stopWatch: Ctrl-C is how a watch ends, so it is not an error.
+func stopWatch(ctx context.Context, err error) error {
+	if ctx.Err() == context.Canceled {
+		return nil
+	}
+	return err
+}
+
+func deadLetterTimes(ctx context.Context, src interface {
+	Scan(context.Context, string, func(envelope.Envelope) error) error
+}) ([]time.Time, error) {
+	var out []time.Time
+	err := src.Scan(ctx, "", func(e envelope.Envelope) error {
+		if !e.DeadLetteredAt.IsZero() {
+			out = append(out, e.DeadLetteredAt)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// timeline fills w.Timeline with timelineBuckets buckets ending now. A
+// bucket is one interval, or wider when the DLQ's history is longer than
+// the timeline, so the oldest entry still falls in the first bucket.
+func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Duration) time.Duration {
+	bucket := interval
+	oldest := now
+	for _, t := range times {
+		if t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if span := now.Sub(oldest); span > bucket*timelineBuckets {
+		bucket = niceDuration(span / timelineBuckets)
+	}
+	start := now.Add(-bucket * timelineBuckets)
+	w.BucketSeconds = bucket.Seconds()
+	w.Timeline = make([]TimelineBucket, timelineBuckets)
+	for i := range w.Timeline {
+		w.Timeline[i].Start = start.Add(time.Duration(i) * bucket)
+	}
+	for _, t := range times {
+		i := int(t.Sub(start) / bucket)
+		if i >= 0 && i < timelineBuckets {
+			w.Timeline[i].Count++
+		} else if i >= timelineBuckets {
+			w.Timeline[timelineBuckets-1].Count++
+		}
+	}
+	return bucket
+}
+
+// niceDuration rounds d up to a bucket width people read at a glance.
+func niceDuration(d time.Duration) time.Duration {
+	for _, n := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
+		3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour} {
+		if d <= n {
+			return n
+		}
+	}
+	return d.Round(24 * time.Hour)
+}
+
+func drawWatch(f *Factory, doc StatsDoc, bucket time.Duration) error {
+	ro := f.reportOptions()
+	ro.Now = doc.AsOf
+	if ro.Format == report.FormatNDJSON {
+		return report.WriteNDJSON(f.IO.Out, doc)
+	}
+	w := doc.Watch
+	if ro.TTY && ro.Format != report.FormatMarkdown {
+		fmt.Fprint(f.IO.Out, "\033[H\033[2J") // repaint from the top
+	}
+	growth := report.Unknown{}
+	var growthV any = growth
+	if w.GrowthPerMinute != nil {
+		growthV = fmt.Sprintf("%+.1f/min", *w.GrowthPerMinute)
+	}
+	err := report.WriteFields(f.IO.Out, fmt.Sprintf("DLQ %s — every %s, Ctrl-C stops", doc.Source, time.Duration(w.IntervalSeconds*float64(time.Second))), []report.Field{
+		{Key: "as of", Value: doc.AsOf},
+		{Key: "total", Value: doc.Total},
+		{Key: "change", Value: fmt.Sprintf("%+d since the last draw", w.Change)},
+		{Key: "growth", Value: growthV},
+		{Key: "oldest", Value: report.AgeSeconds(doc.OldestAgeSeconds)},
+		{Key: "conflicts", Value: doc.Conflicts},
+		{Key: "malformed", Value: doc.Malformed},
+	}, ro)
+	if err != nil {
+		return err
+	}
+	section(f)
+	bars := make([]report.Bar, len(w.Timeline))
+	for i, b := range w.Timeline {
+		label := b.Start.Format("15:04:05")
+		if !ro.TTY && ro.Format != report.FormatMarkdown {
+			label = b.Start.Format(time.RFC3339) // piped: times scripts parse
+		} else if bucket >= 24*time.Hour {
+			label = b.Start.Format("01-02")
+		} else if bucket >= time.Hour {
+			label = b.Start.Format("01-02 15:04")
+		}
+		bars[i] = report.Bar{Label: label, Count: int64(b.Count)}
+	}
+	if !ro.TTY && ro.Format != report.FormatMarkdown {
+		return report.WriteHistogram(f.IO.Out, "", bars, ro)
+	}
+	return report.WriteHistogram(f.IO.Out, fmt.Sprintf("Dead letters per %s", report.FormatAge(bucket)), bars, ro)
+}

@@ -1,0 +1,80 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+)
+
+// Tone is what a coloured cell means; the colours follow it, so that red
+// always means something failed or needs a person and green that it passed.
+type Tone int
+
+const (
+	ToneNone Tone = iota
+	ToneGood      // passed, applied, safe to redrive
+	ToneBad       // failed gate, breach, conflict
+	ToneWarn      // needs a person before anything moves
+	ToneInfo      // terminal ends and other neutral states
+)
+
+func (o Options) tone(s lipgloss.Style, t Tone) lipgloss.Style {
+	if o.NoColor {
+		return s
+	}
+	switch t {
+	case ToneGood:
+		return s.Foreground(lipgloss.Color("2"))
+	case ToneBad:
+		return s.Foreground(lipgloss.Color("1"))
+	case ToneWarn:
+		return s.Foreground(lipgloss.Color("3"))
+	case ToneInfo:
+		return s.Foreground(lipgloss.Color("4"))
+	}
+	return s
+}
+
+// DispositionTone colours a disposition: redrive green, the ones that need
+// a fix or a look yellow, quarantine red, resolve (a terminal end) blue.
+func DispositionTone(d string) Tone {
+	switch d {
+	case "redrive":
+		return ToneGood
+	case "fix-then-redrive", "investigate":
+		return ToneWarn
+	case "quarantine":
+		return ToneBad
+	case "resolve":
+		return ToneInfo
+	}
+	return ToneNone
+}
+
+// VerdictTone colours a reconciliation verdict or a gate result ("pass",
+// "pending: 3 events …"): its first word decides.
+func VerdictTone(v string) Tone {
+	v, _, _ = strings.Cut(v, ":")
+	switch strings.TrimSpace(v) {
+	case "applied", "absorbed-duplicate", "pass", "passed", "ok", "completed":
+		return ToneGood
+	case "unverified", "interrupted":
+		return ToneWarn
+	case "":
+		return ToneNone
+	}
+	return ToneBad
+}
+
+// WriteLine writes one line of status text, coloured by its tone on a
+// colour terminal.
+func WriteLine(w io.Writer, t Tone, s string, o Options) error {
+	s = Truncate(s, 0)
+	if o.TTY && o.Format != FormatMarkdown {
+		s = o.tone(o.renderer(w).NewStyle(), t).Render(s)
+	}
+	_, err := fmt.Fprintln(w, s)
+	return err
+}
