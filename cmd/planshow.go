@@ -248,13 +248,16 @@ func checkApprovalKey(key []byte) error {
 }
 
 // reviewBeforeApproval shows the approver what they sign (on stdout, in
-// the human formats) and refuses a second approval by the same person:
-// one person approving twice is still one approval.
-func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string) error {
+// the human formats) and refuses a second approval by the same person
+// while their first is in force: one person approving twice is still one
+// approval. An expired one, or one that does not verify with this key, is
+// renewed; --again records a fresh one anyway (going on past a gate needs
+// an approval given after the halt).
+func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, key []byte, again bool) error {
 	for _, a := range p.Approvals {
-		if a.By == by {
-			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s; a second approval by the same approver adds nothing (another approver: --by NAME)",
-				by, path, a.At.UTC().Format(time.RFC3339)))
+		if a.By == by && !again && p.InForce(a, key, f.now()) {
+			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s, in force until %s; a second approval by the same approver adds nothing (another approver: --by NAME; a fresh one after a halt: --again)",
+				by, path, a.At.UTC().Format(time.RFC3339), a.ExpiresAt.UTC().Format(time.RFC3339)))
 		}
 	}
 	ro := f.reportOptions()

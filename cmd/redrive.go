@@ -321,6 +321,7 @@ type approveOptions struct {
 	ttl      time.Duration
 	keys     keyFlags
 	distinct bool
+	again    bool
 }
 
 func newApproveCmd(f *Factory, kind string) *cobra.Command {
@@ -337,6 +338,7 @@ func newApproveCmd(f *Factory, kind string) *cobra.Command {
 	c.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "how long the approval stays valid")
 	o.keys.register(c.Flags())
 	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse when the approver is the planner (also policy.distinct_approver)")
+	c.Flags().BoolVar(&o.again, "again", false, "record a fresh approval although this approver's earlier one is in force (to go on past a gate)")
 	return c
 }
 
@@ -359,7 +361,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if err := checkApprovalKey(key); err != nil {
 		return err
 	}
-	if err := f.reviewBeforeApproval(plan, path, by); err != nil {
+	if err := f.reviewBeforeApproval(plan, path, by, key, o.again); err != nil {
 		return err
 	}
 	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
@@ -601,7 +603,7 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	case runErr != nil:
 		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved. Once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN) and go on with: %s", st.HaltedBy, doc.HaltReason, st.Plan.Kind, resume))
+		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved. Once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN --again) and go on with: %s", st.HaltedBy, doc.HaltReason, st.Plan.Kind, resume))
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {

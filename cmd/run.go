@@ -303,7 +303,7 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 		return f.printRun(runDoc(st, path))
 	case st.Status == redrive.StatusHalted && !o.pastGate:
 		hint.pastGate = true
-		return withCode(ExitGate, fmt.Errorf("run %s was halted by the %s gate; once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN) and go on with: %s",
+		return withCode(ExitGate, fmt.Errorf("run %s was halted by the %s gate; once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN --again) and go on with: %s",
 			st.RunID, st.HaltedBy, kind, f.resumeCommand(kind, path, hint)))
 	}
 	if err := f.approveGoingOn(ctx, path, tr, o); err != nil {

@@ -151,7 +151,7 @@ func writeLines(t *testing.T, path string, lines []string) {
 // Hole 1 and 9: resume believed any key and any journal.
 func TestResumeVerifiesTheApprovalAndTheJournal(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "p.json")
 	journal := filepath.Join(c.dir, "p.journal")
 	c.must(0, "redrive", "plan", "--category", "transient", "--max", "12", "--ramp", "4", "--rate", "0", "--settle", "0s", "--reason", "psp fixed", "--out", plan)
@@ -165,14 +165,14 @@ func TestResumeVerifiesTheApprovalAndTheJournal(t *testing.T) {
 	lines := readLines(t, journal)
 
 	// Another key: refused, nothing moved.
-	c.env["DLQCTL_APPROVAL_KEY"] = "k-two"
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-two-0123456789abcdef0123456789abcdef"
 	_, stderr := c.must(ExitApproval, "redrive", "resume", journal)
 	if !strings.Contains(stderr, "signature does not verify") {
 		t.Errorf("resume with another key: %s", stderr)
 	}
 	delete(c.env, "DLQCTL_APPROVAL_KEY")
 	c.must(ExitApproval, "redrive", "resume", journal)
-	c.env["DLQCTL_APPROVAL_KEY"] = "k-one"
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-one-0123456789abcdef0123456789abcdef"
 
 	// The approval taken out of the run-start record.
 	noApproval := filepath.Join(c.dir, "no-approval.journal")
@@ -252,7 +252,7 @@ func emptyInbox(t *testing.T, path string) *sql.DB {
 // approval, and the ramp starts again at its first size.
 func TestPastGateNeedsAFreshApprovalAndRestartsTheRamp(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
 	dbPath := filepath.Join(c.dir, "effects.db")
 	db := emptyInbox(t, dbPath)
 	plan := filepath.Join(c.dir, "p.json")
@@ -318,7 +318,7 @@ func equalInts(a, b []int) bool {
 // keeps exit 6.
 func TestResumeRetriesFailedEntries(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
 	dest := filepath.Join(q, "elsewhere")
 	if err := os.Mkdir(dest, 0o755); err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestPrintedResumeCommandRunsAsPrinted(t *testing.T) {
 	q := dirQueue(t)
 	keys := filepath.Join(t.TempDir(), "keys")
 	os.Mkdir(keys, 0o700)
-	os.WriteFile(filepath.Join(keys, "bob.key"), []byte("bob-secret-key\n"), 0o600)
+	os.WriteFile(filepath.Join(keys, "bob.key"), []byte("bob-secret-key-0123456789abcdef0123456789\n"), 0o600)
 	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q})
 	plan := filepath.Join(c.dir, "p.json")
 	c.must(0, "redrive", "plan", "--category", "transient", "--max", "8", "--ramp", "2", "--rate", "4", "--burst", "1", "--settle", "0s", "--reason", "r", "--out", plan)
@@ -449,7 +449,7 @@ func TestRateAndBurstAreChecked(t *testing.T) {
 // and apply agree that it is safe to start again, and apply does.
 func TestTornRunStartStartsAgain(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "p.json")
 	journal := filepath.Join(c.dir, "p.journal")
 	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--rate", "0", "--settle", "0s", "--reason", "r", "--out", plan)
@@ -485,7 +485,7 @@ func TestResumeDoesNotCountATrimmedEntryAsMoved(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	seedRedis(t, rdb, "dlq", "E1", "E2", "E3", "E4")
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": srv.URL(0, "dlq"), "DLQCTL_APPROVAL_KEY": "k"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": srv.URL(0, "dlq"), "DLQCTL_APPROVAL_KEY": "k-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "p.json")
 	journal := filepath.Join(c.dir, "p.journal")
 	c.must(0, "redrive", "plan", "--category", "transient", "--ramp", "2", "--rate", "0", "--settle", "0s", "--reason", "r", "--out", plan)
@@ -514,7 +514,7 @@ func TestNonUTF8EventIDPlansAppliesAndResumes(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	seedRedis(t, rdb, "dlq", "E\xff1", "E\xfe\xff2", "ok-3")
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": srv.URL(0, "dlq"), "DLQCTL_APPROVAL_KEY": "k"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": srv.URL(0, "dlq"), "DLQCTL_APPROVAL_KEY": "k-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "p.json")
 	journal := filepath.Join(c.dir, "p.journal")
 	// Redis reads such an event ID as malformed; a plan takes it when told.
@@ -537,7 +537,7 @@ func TestNonUTF8EventIDPlansAppliesAndResumes(t *testing.T) {
 // Hole 1 for resolve: resolve resume checks the approval as apply does.
 func TestResolveResumeVerifiesTheApproval(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "r.json")
 	journal := filepath.Join(c.dir, "r.journal")
 	c.must(0, "resolve", "plan", "--category", "missing-reference", "--max", "6", "--ramp", "3", "--reason", "deleted upstream", "--out", plan)
@@ -545,12 +545,12 @@ func TestResolveResumeVerifiesTheApproval(t *testing.T) {
 	c.crashAt("removed", 1, "resolve", "apply", plan)
 	errDir := filepath.Join(q, "error")
 	before := countFiles(t, errDir)
-	c.env["DLQCTL_APPROVAL_KEY"] = "k-two"
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-two-0123456789abcdef0123456789abcdef"
 	c.must(ExitApproval, "resolve", "resume", journal)
 	if n := countFiles(t, errDir); n != before {
 		t.Fatalf("a refused resolve resume changed the DLQ: %d entries, want %d", n, before)
 	}
-	c.env["DLQCTL_APPROVAL_KEY"] = "k-one"
+	c.env["DLQCTL_APPROVAL_KEY"] = "k-one-0123456789abcdef0123456789abcdef"
 	c.must(ExitUsage, "redrive", "resume", journal) // the journal of a resolve run
 	out, _ := c.must(0, "-o", "json", "resolve", "resume", journal)
 	if d := runJSON(t, out); d.Moved != 6 {
@@ -562,7 +562,7 @@ func TestResolveResumeVerifiesTheApproval(t *testing.T) {
 // the plan again; resume finds the new one in the plan file.
 func TestResumeAfterTheApprovalExpired(t *testing.T) {
 	q := dirQueue(t)
-	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one"})
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
 	plan := filepath.Join(c.dir, "p.json")
 	journal := filepath.Join(c.dir, "p.journal")
 	c.must(0, "redrive", "plan", "--category", "transient", "--max", "6", "--ramp", "3", "--rate", "0", "--settle", "0s", "--reason", "r", "--out", plan)

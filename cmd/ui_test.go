@@ -180,7 +180,7 @@ func TestUIOnAPty(t *testing.T) {
 	s.press("p")
 	s.waitFor("reason:")
 	s.press("psp is back up\r")
-	s.waitFor("written", "125 entries")
+	s.waitFor("plan written:", "left out")
 
 	s.press("q")
 	if code := waitExit(t, s, done); code != 0 {
@@ -298,7 +298,7 @@ func TestUIOnRedis(t *testing.T) {
 	s.press("\x1b[")
 	s.waitFor("page 2 · entries 51–100")
 	s.press("p\r")
-	s.waitFor("written", "125 entries")
+	s.waitFor("plan written:", "left out")
 	s.press("q")
 	if code := waitExit(t, s, done); code != 0 {
 		t.Fatalf("exit %d, want 0", code)

@@ -88,6 +88,12 @@ func (p *Plan) CheckApproval(pol ApprovalPolicy) (Approval, error) {
 	return Approval{}, errors.New(strings.Join(problems, "; "))
 }
 
+// InForce reports whether a is an approval of p that verifies with key and
+// has not expired at now.
+func (p *Plan) InForce(a Approval, key []byte, now time.Time) bool {
+	return hmac.Equal([]byte(approvalMAC(key, p.Digest, a)), []byte(a.HMAC)) && now.Before(a.ExpiresAt)
+}
+
 func (p *Plan) approvalProblem(pol ApprovalPolicy, a Approval) string {
 	key, err := pol.KeyOf(a.By)
 	if err != nil {
@@ -100,7 +106,7 @@ func (p *Plan) approvalProblem(pol ApprovalPolicy, a Approval) string {
 	case !pol.Now.Before(a.ExpiresAt):
 		return fmt.Sprintf("approval by %s expired at %s", a.By, a.ExpiresAt.UTC().Format(time.RFC3339))
 	case !pol.After.IsZero() && !a.At.After(pol.After):
-		return fmt.Sprintf("approval by %s was given at %s, before the run was halted at %s: going on past a gate needs a fresh approval (dlqctl %s approve PLAN)",
+		return fmt.Sprintf("approval by %s was given at %s, before the run was halted at %s: going on past a gate needs a fresh approval (dlqctl %s approve PLAN --again)",
 			a.By, a.At.UTC().Format(time.RFC3339), pol.After.UTC().Format(time.RFC3339), p.Kind)
 	case pol.DistinctApprover && a.By == p.PlannedBy:
 		return fmt.Sprintf("approval by %s: the planner cannot approve their own plan (distinct approver policy)", a.By)
