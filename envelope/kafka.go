@@ -129,8 +129,12 @@ type KafkaOrigin struct {
 // record's dead-lettering headers (Spring, then Kafka Connect, then
 // Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
+	return originFrom(lastHeaders(headers))
+}
+
+// originFrom is OriginOf on headers by name (the last of each).
+func originFrom(h map[string][]byte) (KafkaOrigin, error) {
 	o := KafkaOrigin{Partition: -1, Offset: -1}
-	h := lastHeaders(headers)
 	var errs []error
 	str := func(name string) string {
 		v, ok := h[name]
@@ -218,11 +222,17 @@ func lastHeaders(headers []KafkaHeader) map[string][]byte {
 func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	e := Envelope{ID: KafkaID(r.Partition, r.Offset), Origin: Origin{Backend: "kafka"}}
 	fields := make(map[string]string, len(r.Headers))
+	// The dead-lettering headers by name, the last of each; a null value
+	// is kept distinct from an absent header.
 	dl := map[string][]byte{}
 	var headerErr error
 	for _, h := range r.Headers {
 		if DeadLetterHeader(h.Key) {
-			dl[h.Key] = h.Value
+			v := h.Value
+			if v == nil {
+				v = []byte{}
+			}
+			dl[h.Key] = v
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
@@ -243,7 +253,9 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	if e.Key == "" {
 		e.Key = string(r.Key)
 	}
-	orig, err := OriginOf(r.Headers)
+	// Only dead-lettering headers name the origin: reading them from dl
+	// saves a map of all headers per record.
+	orig, err := originFrom(dl)
 	if err != nil {
 		kv.fail(err)
 	}
@@ -253,7 +265,7 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	if orig.Group != "" {
 		e.Origin.Subscription = orig.Group
 	}
-	dls := lastHeaders(headersOf(dl))
+	dls := dl
 	text := func(name string) string {
 		v, ok := dls[name]
 		if !ok || !utf8.Valid(v) {
@@ -333,14 +345,6 @@ func kafkaIDError(err error) error {
 	msg := strings.Replace(err.Error(), "no event ID property", "no event ID header", 1)
 	msg = strings.Replace(msg, "no message key", "no record key", 1)
 	return errors.New(msg)
-}
-
-func headersOf(m map[string][]byte) []KafkaHeader {
-	out := make([]KafkaHeader, 0, len(m))
-	for k, v := range m {
-		out = append(out, KafkaHeader{Key: k, Value: v})
-	}
-	return out
 }
 
 // rawHeaders keeps a malformed record's headers, key and value, so that

@@ -30,7 +30,13 @@ func (t *Topic) Import(ctx context.Context, e envelope.Envelope) (string, error)
 		}
 	}
 	r := t.importRecord(e)
-	res, err := t.cl.ProduceSync(ctx, r).First()
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	results, err := produceSync(rctx, t.cl, []*kgo.Record{r})
+	var res *kgo.Record
+	if err == nil {
+		res, err = results.First()
+	}
 	if err != nil {
 		return "", t.connErr(ctx, "import "+e.ID, err)
 	}

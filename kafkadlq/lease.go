@@ -123,7 +123,11 @@ func (t *Topic) writeLease(ctx context.Context, op string, h backend.LeaseHolder
 	v, _ := json.Marshal(leaseRecord{Op: op, RunID: h.RunID, PID: h.PID, Host: h.Host, Since: h.Since.UTC(), At: now, Expires: now.Add(t.leaseTTL)})
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if err := t.produceState(rctx, []*kgo.Record{{Key: []byte(leaseKey), Value: v}}).FirstErr(); err != nil {
+	res, err := t.produceState(rctx, []*kgo.Record{{Key: []byte(leaseKey), Value: v}})
+	if err == nil {
+		err = res.FirstErr()
+	}
+	if err != nil {
 		return t.connErr(ctx, op+" the DLQ lease", err)
 	}
 	return nil

@@ -76,7 +76,9 @@ func (t *Topic) dropTxn(cl *kgo.Client) {
 		t.txn = nil
 	}
 	t.mu.Unlock()
-	cl.Close()
+	// Close waits for records still in flight, which with the broker gone
+	// may be forever: let it finish on its own.
+	go cl.Close()
 }
 
 // Publish redrives the chunk in one transaction: each entry's record goes
@@ -211,8 +213,11 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		}
 		return cause
 	}
-	res := cl.ProduceSync(ctx, recs...)
-	if err := res.FirstErr(); err != nil {
+	res, err := produceSync(ctx, cl, recs)
+	if err == nil {
+		err = res.FirstErr()
+	}
+	if err != nil {
 		return abort(t.connErr(ctx, "produce to the origin", err))
 	}
 	stateRecs := make([]*kgo.Record, len(states))
@@ -224,7 +229,11 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
 		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
 	}
-	if err := cl.ProduceSync(ctx, stateRecs...).FirstErr(); err != nil {
+	sres, err := produceSync(ctx, cl, stateRecs)
+	if err == nil {
+		err = sres.FirstErr()
+	}
+	if err != nil {
 		return abort(t.connErr(ctx, "write the state records", err))
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -329,7 +338,11 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	for j, r := range recs {
 		at[r] = idx[j]
 	}
-	for _, r := range t.produceState(ctx, recs) {
+	res, err := t.produceState(ctx, recs)
+	if err != nil {
+		return nil, t.connErr(ctx, "write the state records", err)
+	}
+	for _, r := range res {
 		i := at[r.Record]
 		if r.Err != nil {
 			results[i].Err = t.connErr(ctx, "write the state record of "+items[i].ID, r.Err)
@@ -342,25 +355,26 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 
 // produceState writes records to the state topic with the plain
 // (idempotent, acks=all) producer.
-//
-// The idempotent producer keeps retrying a record it may have sent, past
-// the context's end, while the broker is down; so the wait is bounded by
-// ctx here: on its end every record fails with ctx's error, and their
-// outcome is unknown, as with any lost reply.
-func (t *Topic) produceState(ctx context.Context, recs []*kgo.Record) kgo.ProduceResults {
+func (t *Topic) produceState(ctx context.Context, recs []*kgo.Record) (kgo.ProduceResults, error) {
 	for _, r := range recs {
 		r.Topic, r.Partition = t.src.stateTopic, 0
 	}
+	return produceSync(ctx, t.cl, recs)
+}
+
+// produceSync is ProduceSync that gives up when ctx ends. An idempotent
+// producer keeps retrying a record that was in flight when a broker went
+// away (failing it could break its sequence numbers), whatever the
+// record's context says, so ProduceSync alone can wait for as long as the
+// broker is down. Here the caller gets ctx's error and the outcome stays
+// unknown, which the journal and the state topic settle on resume.
+func produceSync(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (kgo.ProduceResults, error) {
 	done := make(chan kgo.ProduceResults, 1)
-	go func() { done <- t.cl.ProduceSync(ctx, recs...) }()
+	go func() { done <- cl.ProduceSync(ctx, recs...) }()
 	select {
 	case res := <-done:
-		return res
+		return res, nil
 	case <-ctx.Done():
-		res := make(kgo.ProduceResults, len(recs))
-		for i, r := range recs {
-			res[i] = kgo.ProduceResult{Record: r, Err: ctx.Err()}
-		}
-		return res
+		return nil, ctx.Err()
 	}
 }
