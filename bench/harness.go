@@ -24,9 +24,11 @@ const (
 	caseRedisRedrive = "redis-redrive"
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
+	// caseSQSStats: sqs.go.
+	caseSQSStats = "sqs-stats"
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseSQSStats}
 
 // Config is one benchmark run.
 type Config struct {
@@ -40,6 +42,8 @@ type Config struct {
 	RedriveN int
 	RateN    int
 	PulsarN  int
+	// SQSN is the sqs-stats queue's message count.
+	SQSN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -70,6 +74,7 @@ type Results struct {
 	Redrive    *Redrive     // redis-redrive (redrive.go)
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
+	SQS        *SQSStats    // sqs-stats (sqs.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -165,6 +170,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, casePulsarStats) {
 		if err := c.runPulsar(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseSQSStats) {
+		if err := c.runSQS(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}
