@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,9 +24,9 @@ var sink byte
 
 // ReceiveAndRelease reads queueURL with receivers parallel receive loops
 // until each has an empty answer once the queue's visible count (read
-// first) is in hand — an empty answer before that is retried after 10 ms,
-// as other receivers may be holding the rest — then releases everything
-// it received. It returns the number of distinct messages read.
+// first) is in hand — an empty short poll before that is followed by a
+// long poll (1 s), and only an empty long poll ends it — then releases
+// everything it received (the same end rule as dlqctl's scan). It returns the number of distinct messages read.
 func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, receivers int, visibility int32) (int, error) {
 	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages},
@@ -46,10 +45,10 @@ func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, rece
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			retries := 0
+			wait := int32(0)
 			for {
 				out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: visibility,
+					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: wait,
 					MessageAttributeNames:       []string{"All"},
 					MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 				})
@@ -74,13 +73,13 @@ func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, rece
 				short := len(handles) < expect
 				mu.Unlock()
 				if len(out.Messages) == 0 {
-					if short && retries < 200 {
-						retries++
-						time.Sleep(10 * time.Millisecond)
+					if short && wait == 0 {
+						wait = 1
 						continue
 					}
 					return
 				}
+				wait = 0
 			}
 		}()
 	}
