@@ -124,4 +124,3 @@ func mustJSON(t *testing.T, b []byte, v any) {
 		t.Fatalf("%v in %.4000s", err, b)
 	}
 }
-
