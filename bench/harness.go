@@ -25,9 +25,10 @@ const (
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
 	caseKafkaStats   = "kafka-stats" // kafka.go
+	caseSQSStats     = "sqs-stats"   // sqs.go
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats, caseSQSStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -42,6 +43,7 @@ type Config struct {
 	RateN    int
 	PulsarN  int
 	KafkaN   int // the kafka-stats dead-letter topic's records
+	SQSN     int // the sqs-stats queue's messages
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -74,6 +76,7 @@ type Results struct {
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
 	Kafka      *KafkaStats  // kafka-stats (kafka.go)
 	UI         *UIResult    // redis-ui (ui.go)
+	SQS        *SQSStats    // sqs-stats (sqs.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -179,6 +182,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseRedisUI) {
 		if err := c.runUI(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseSQSStats) {
+		if err := c.runSQS(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|pulsar-stats [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|pulsar-stats|sqs-stats [-n N]
 //
 // Cases:
 //
@@ -35,6 +35,10 @@
 //	             1,000,000, 4 partitions); alternately a franz-go consume loop
 //	             (kafka_dlt-* headers decoded, SHA-256 of each value) and
 //	             `dlqctl --source kafka://… stats -o json`.
+//	sqs-stats    ElasticMQ (internal/sqstest) and a DLQ queue of -sqs-n
+//	             messages (default 100,000); alternately an aws-sdk-go-v2
+//	             receive-and-release loop with 8 receivers (json.Unmarshal
+//	             and SHA-256) and `dlqctl --source sqs://…&receivers=8 stats`.
 //
 // It is not part of `go test ./...`; bench_test.go only runs it small.
 package main
@@ -59,6 +63,7 @@ func main() {
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
 		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
+		sqsN      = flag.Int("sqs-n", 100_000, "messages in the sqs-stats DLQ queue")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of one extra in-process dlqctl run per throughput case to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
@@ -75,13 +80,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -n must be at least 10")
 		os.Exit(2)
 	}
-	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 || *kafkaN < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -redrive-n and -pulsar-n must be at least 1, -rate-n at least 2")
+	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 || *kafkaN < 1 || *sqsN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -redrive-n, -pulsar-n, -kafka-n and -sqs-n must be at least 1, -rate-n at least 2")
 		os.Exit(2)
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN, KafkaN: *kafkaN,
+		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN, KafkaN: *kafkaN, SQSN: *sqsN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

@@ -114,6 +114,9 @@ func (res *Results) Write(w io.Writer) {
 	if u := res.UI; u != nil {
 		u.write(w)
 	}
+	if s := res.SQS; s != nil {
+		s.write(w)
+	}
 	if len(res.Profiles) > 0 {
 		fmt.Fprintf(w, "\nProfiles of one extra in-process dlqctl run: %s\n", strings.Join(res.Profiles, ", "))
 	}

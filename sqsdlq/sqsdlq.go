@@ -442,7 +442,9 @@ func (q *Queue) releaseDetached(msgs []received) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A minute, and more for a large DLQ (a second per 50 messages: a slow
+	// server answers a release of 10 in well under that).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(len(msgs)/50)*time.Second)
 	defer cancel()
 	return q.release(ctx, msgs)
 }
