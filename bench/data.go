@@ -41,7 +41,7 @@ var (
 	tenants    = []string{"acme", "globex", "initech", "umbrella"}
 )
 
-// lastErrors is a weighted mix matching every built-in category (SPEC §4),
+// lastErrors is a weighted mix matching every built-in category (the built-in category rules),
 // with a share that matches none, which walks every rule.
 var lastErrors = []struct {
 	weight     int
@@ -131,7 +131,7 @@ func payload(r *rand.Rand, key string, at time.Time) []byte {
 	return append(b, `"}`...)
 }
 
-// redisValues is the entry as Redis stream fields (SPEC §3 default names).
+// redisValues is the entry as Redis stream fields (the canonical envelope form, docs/json.md default names).
 func (e entry) redisValues() []any {
 	v := []any{
 		"event_id", e.EventID,

@@ -11,7 +11,7 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// seedDir writes n envelope files (SPEC §3 form, compact JSON) into
+// seedDir writes n envelope files (the canonical envelope form, docs/json.md form, compact JSON) into
 // root/error/ and creates root/inbox/.
 func seedDir(root string, n int, now time.Time) error {
 	errDir := filepath.Join(root, "error")

@@ -27,7 +27,7 @@ const (
 	redriveKey = "dlq:bench:redrive"
 	rateKey    = "dlq:bench:rate"
 	rateDest   = "bench:rate:dest"
-	// destField names each entry's destination stream (SPEC §3).
+	// destField names each entry's destination stream (the canonical envelope form, docs/json.md).
 	destField = "origin_stream"
 
 	rateLimit     = 200

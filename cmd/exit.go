@@ -8,7 +8,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 )
 
-// Exit codes (SPEC §7). This file is the only place that decides them.
+// Exit codes (docs/exit-codes.md). This file is the only place that decides them.
 const (
 	ExitOK          = 0
 	ExitError       = 1

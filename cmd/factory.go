@@ -45,7 +45,7 @@ type Factory struct {
 	allowMissing bool
 }
 
-// GlobalOptions are the flags every command takes (SPEC §5).
+// GlobalOptions are the flags every command takes (the command contract).
 type GlobalOptions struct {
 	Source      string
 	Profile     string
@@ -151,7 +151,7 @@ func (f *Factory) fieldNames() envelope.FieldNames {
 }
 
 // classifier builds the category rules in effect: --rules, else the
-// profile's categories, else the config's, else SPEC §4's defaults.
+// profile's categories, else the config's, else the built-in defaults.
 func (f *Factory) classifier() (*envelope.Classifier, error) {
 	if f.Global.Rules != "" {
 		spec, err := readRulesFile(f.Global.Rules)

@@ -222,7 +222,7 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
-// MarshalFile is an envelope as a directory-queue file: indented SPEC §3 JSON.
+// MarshalFile is an envelope as a directory-queue file: indented the canonical envelope form, docs/json.md JSON.
 func MarshalFile(e envelope.Envelope) ([]byte, error) {
 	return envelope.MarshalIndent(e)
 }

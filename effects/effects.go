@@ -1,6 +1,6 @@
 // Package effects reads what a consumer recorded per event ID — delivery
 // attempts, business effects and the fingerprint it processed — so that a
-// redrive can reconcile every batch (SPEC §6). Every probe answers a whole
+// redrive can reconcile every batch (the reconciliation contract, docs/consumer-contract.md). Every probe answers a whole
 // batch in one round trip.
 package effects
 

@@ -55,7 +55,7 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Open parses rawURL (SPEC §6), connects where the probe holds a connection
+// Open parses rawURL (the reconciliation contract, docs/consumer-contract.md), connects where the probe holds a connection
 // and checks what can be checked before the first batch: that the sqlite
 // file and table exist, that the postgres query runs, that the redis hashes
 // are hashes.

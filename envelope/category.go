@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Category names that dlqctl itself decides (SPEC §4).
+// Category names that dlqctl itself decides (the built-in category rules).
 const (
 	CategoryMalformed        = "malformed"
 	CategoryConflict         = "conflict"
@@ -66,7 +66,7 @@ func (r Rule) matches(e Envelope) (string, bool) {
 	return e.LastError[loc[0]:loc[1]], true
 }
 
-// DefaultRules are SPEC §4's rules 4 to 8, in order.
+// DefaultRules are the built-in rules 4 to 8, in order.
 func DefaultRules() []Rule {
 	rule := func(name, disposition, pattern string) Rule {
 		return Rule{Name: name, Disposition: disposition, Pattern: regexp.MustCompile(pattern), Source: "default"}
@@ -91,7 +91,7 @@ type Classification struct {
 	Reason string `json:"reason"`
 }
 
-// Classifier assigns SPEC §4 categories. It holds no mutable state and is
+// Classifier assigns the built-in category rules categories. It holds no mutable state and is
 // safe for concurrent use.
 type Classifier struct {
 	rules []Rule
@@ -99,7 +99,7 @@ type Classifier struct {
 }
 
 // NewClassifier builds a classifier over rules, which take the place of
-// SPEC §4's rules 4–8; malformed, conflict, producer hints and unknown
+// the built-in rules 4–8; malformed, conflict, producer hints and unknown
 // keep their places around them.
 func NewClassifier(rules []Rule) *Classifier {
 	c := &Classifier{rules: rules, known: map[string]string{}}

@@ -28,7 +28,7 @@ func DecodeFile(id string, data []byte) Envelope {
 	return e
 }
 
-// decodeWire reads the SPEC §3 JSON form field by field so that the error
+// decodeWire reads the canonical JSON form (docs/json.md) field by field so that the error
 // names the field that is wrong, and returns whatever it could read.
 func decodeWire(data []byte) (Envelope, error) {
 	var e Envelope
@@ -236,7 +236,7 @@ const (
 	FieldRedriveCount    = "redrive_count"
 )
 
-// DefaultFieldNames are SPEC §3's Redis field names and aliases.
+// DefaultFieldNames are the envelope contract's Redis field names and aliases.
 func DefaultFieldNames() FieldNames {
 	return FieldNames{
 		FieldEventID:         {"event_id", "eventId"},

@@ -1,4 +1,4 @@
-// Package envelope holds the canonical DLQ envelope (SPEC §3), its decoding
+// Package envelope holds the canonical DLQ envelope (the canonical envelope form, docs/json.md), its decoding
 // from every backend's native form, payload fingerprints and categories.
 package envelope
 
@@ -15,7 +15,7 @@ import (
 // Schema is the value of the envelope's "schema" field.
 const Schema = "dlqctl.envelope/v1"
 
-// Payload encodings (SPEC §3).
+// Payload encodings (the canonical envelope form, docs/json.md).
 const (
 	EncodingJSON   = "json"
 	EncodingUTF8   = "utf8"
@@ -64,7 +64,7 @@ type Envelope struct {
 	Raw       []byte
 }
 
-// wire is the JSON form, fields in SPEC §3 order.
+// wire is the JSON form, fields in the canonical envelope form, docs/json.md order.
 type wire struct {
 	Schema          string            `json:"schema"`
 	ID              string            `json:"id"`
@@ -90,7 +90,7 @@ type wire struct {
 	Raw             []byte            `json:"raw,omitempty"`
 }
 
-// MarshalJSON writes the SPEC §3 form. The payload is inlined verbatim for
+// MarshalJSON writes the canonical JSON form (docs/json.md). The payload is inlined verbatim for
 // the json encoding; callers that print it should disable HTML escaping
 // (report.WriteJSON does) so that the payload's bytes survive a round trip.
 func (e Envelope) MarshalJSON() ([]byte, error) {
@@ -120,7 +120,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// UnmarshalJSON reads the SPEC §3 form strictly: an error here means the
+// UnmarshalJSON reads the canonical JSON form (docs/json.md) strictly: an error here means the
 // envelope is malformed. Use Decode for input that may be malformed.
 func (e *Envelope) UnmarshalJSON(data []byte) error {
 	d, err := decodeWire(data)

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Fingerprint verification results (SPEC §3, dlqctl.show/v1).
+// Fingerprint verification results (the canonical envelope form, docs/json.md, dlqctl.show/v1).
 const (
 	FingerprintMatch        = "match"
 	FingerprintMismatch     = "mismatch"

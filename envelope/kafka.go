@@ -212,7 +212,7 @@ func lastHeaders(headers []KafkaHeader) map[string][]byte {
 	return m
 }
 
-// FromKafka maps a Kafka DLQ record to the canonical envelope (SPEC §3):
+// FromKafka maps a Kafka DLQ record to the canonical envelope (the canonical envelope form, docs/json.md):
 // the dead-lettering headers of Spring Kafka, Kafka Connect or Karafka give
 // the origin, the error and its class; headers named like envelope fields
 // fill them; the rest become properties. The id is partition:offset, the

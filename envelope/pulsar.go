@@ -117,7 +117,7 @@ func jsonPath(payload []byte, path string) (string, error) {
 	return "", fmt.Errorf("event ID path %q: not a string or number", path)
 }
 
-// FromPulsar maps a Pulsar DLQ message to the canonical envelope (SPEC §3):
+// FromPulsar maps a Pulsar DLQ message to the canonical envelope (the canonical envelope form, docs/json.md):
 // REAL_TOPIC is the origin, RECONSUMETIMES (else the redelivery count) the
 // attempts; properties named like envelope fields fill them, and the rest,
 // ORIGIN_MESSAGE_ID among them, stay properties. It never fails.

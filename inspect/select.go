@@ -17,7 +17,7 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// Selector picks entries (SPEC §5 selectors). The zero value picks all.
+// Selector picks entries (the command contract selectors). The zero value picks all.
 type Selector struct {
 	Categories   []string
 	Dispositions []string

@@ -38,7 +38,7 @@ import (
 // entries. An entry pushed further back than that (more than markerScanMax
 // newer entries added to the destination between the lost answer and the
 // resume) is sent again: an ambiguous resend with the same event ID, which
-// SPEC §1.6 allows and reconciliation measures.
+// the crash-convergence rule allows and reconciliation measures.
 
 // markerScanMax bounds how many destination entries a lookup reads.
 const markerScanMax = 10000

@@ -1,5 +1,5 @@
 // Package redisstream is the Redis Streams backend (redis://…?stream=KEY):
-// the DLQ is one stream, each entry's fields an envelope (SPEC §3 field
+// the DLQ is one stream, each entry's fields an envelope (the canonical envelope form, docs/json.md field
 // names). It reads with XRANGE in pages and never holds the whole stream,
 // and reports the consumer groups of the origin streams for `stats` and
 // `pending`.

@@ -14,7 +14,7 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// Journal record types, in the order a run writes them (SPEC §8).
+// Journal record types, in the order a run writes them (docs/journal.md).
 const (
 	RecRunStart   = "run-start" // plan, approval, who applies
 	RecResume     = "resume"    // a resume began

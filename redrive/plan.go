@@ -42,7 +42,7 @@ type Plan struct {
 	Approvals []Approval `json:"approvals"`
 }
 
-// Params are the run's parameters (SPEC §5 redrive plan).
+// Params are the run's parameters (the command contract redrive plan).
 type Params struct {
 	To                 string   `json:"to,omitempty"`
 	Rate               float64  `json:"rate"`

@@ -6,7 +6,7 @@ import (
 	"github.com/dlqctl/dlqctl/effects"
 )
 
-// Verdicts (SPEC §6).
+// Verdicts (the reconciliation contract, docs/consumer-contract.md).
 const (
 	VerdictApplied           = "applied"
 	VerdictAbsorbedDuplicate = "absorbed-duplicate"
@@ -91,7 +91,7 @@ type EventVerdict struct {
 	Verdict  string `json:"verdict"`
 }
 
-// ApplyGates decides whether the batch passed (SPEC §6 table).
+// ApplyGates decides whether the batch passed (the reconciliation contract, docs/consumer-contract.md table).
 func (b *BatchReport) ApplyGates(maxFailedRatio float64) {
 	b.Gate, b.GateReason = GatePass, ""
 	v := b.Verdicts

@@ -102,7 +102,7 @@ const faultsTableSQL = `CREATE TABLE IF NOT EXISTS worker_faults (
   PRIMARY KEY (event_id, fault)
 )`
 
-// inboxTableSQL is the table dlqctl's --effects probes read (SPEC §6).
+// inboxTableSQL is the table dlqctl's --effects probes read (the reconciliation contract, docs/consumer-contract.md).
 const inboxTableSQL = `CREATE TABLE IF NOT EXISTS inbox (
   event_id    TEXT PRIMARY KEY,
   fingerprint TEXT NOT NULL,

@@ -1,13 +1,13 @@
 // Command incidentgen writes the sample incident that dlqctl's tests and docs
-// use: a directory queue (SPEC §2, "dir:") whose error/ holds about 300
-// canonical envelopes (SPEC §3) dead-lettered on 2026-11-29 between 08:00 and
+// use: a directory queue (the "dir:" backend) whose error/ holds about 300
+// canonical envelopes (the canonical envelope form, docs/json.md) dead-lettered on 2026-11-29 between 08:00 and
 // 10:00 UTC, and an empty inbox/.
 //
 //	go run ./internal/incidentgen -out testdata/incident
 //
 // The output depends on nothing but this code (a fixed seed, a fixed base
 // time), so a rerun is byte-identical. After writing, it reads the files back,
-// decides every entry's category with the SPEC §4 rules, checks that each one
+// decides every entry's category with the built-in category rules, checks that each one
 // landed where it was meant to, and writes README.md with the counts it found.
 package main
 
@@ -356,7 +356,7 @@ var attemptRange = map[string][2]int{
 }
 
 type spec struct {
-	category   string // what SPEC §4 should decide for the file
+	category   string // what the built-in category rules should decide for the file
 	topic      string
 	variant    string
 	lastError  string
@@ -632,7 +632,7 @@ type properties struct {
 	TraceID string `json:"trace_id"`
 }
 
-// envelope is SPEC §3, fields in its order.
+// envelope is the canonical envelope form, docs/json.md, fields in its order.
 type envelope struct {
 	Schema          string          `json:"schema"`
 	ID              string          `json:"id"`
@@ -1328,12 +1328,12 @@ func (s *summary) readme() string {
 	p("# Sample incident: orders platform, 2026-11-29 08:00–10:00 UTC")
 	p("")
 	p("A directory queue for `--source dir:testdata/incident`: `error/` is the DLQ, %d files, one", total)
-	p("SPEC §3 envelope each; `inbox/` is the original destination and starts empty. File names are")
+	p("canonical envelope each (docs/json.md); `inbox/` is the original destination and starts empty. File names are")
 	p("`<dead_lettered_at>-<seq>.json`, so name order is dead-letter order, and `id` is the name without `.json`.")
 	p("")
 	p("Generated, do not edit by hand: change `internal/incidentgen` and run")
 	p("`go run ./internal/incidentgen -out testdata/incident` (fixed seed and base time, byte-identical reruns;")
-	p("it deletes and rewrites `error/` and `inbox/`, then checks every file against the SPEC §4 rules).")
+	p("it deletes and rewrites `error/` and `inbox/`, then checks every file against the built-in category rules).")
 	p("")
 	p("## What happened")
 	p("")
@@ -1349,7 +1349,7 @@ func (s *summary) readme() string {
 	p("`payment-workers`, `shipping-workers`, `ledger-writers`; consumers `worker-1..4`); owners `team-orders`,")
 	p("`team-payments`, `team-shipping`, `team-ledger`; properties `tenant` (`acme`/`globex`), `region`, `trace_id`.")
 	p("")
-	p("## Counts (SPEC §4, rules applied in order)")
+	p("## Counts (the built-in category rules, applied in order)")
 	p("")
 	p("| category | files | of which by producer hint (`error_class`) |")
 	p("|---|---|---|")
