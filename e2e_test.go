@@ -2,75 +2,19 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
+
+	"github.com/dlqctl/dlqctl/internal/workertest"
 )
-
-// workerBinary builds examples/worker once for the end-to-end tests.
-var workerBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "dlqctl-worker-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "./examples/worker").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build the reference worker: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// worker runs the reference consumer in the background until the test
-// ends (or until it is idle, with --until-idle).
-type worker struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
-	err    error         // its exit status, once exited is closed
-	out    *strings.Builder
-}
-
-// wait blocks until the worker exits and returns its exit status.
-func (w *worker) wait() error {
-	<-w.exited
-	return w.err
-}
-
-func startWorker(t *testing.T, args ...string) *worker {
-	t.Helper()
-	bin, err := workerBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &worker{cmd: exec.Command(bin, args...), exited: make(chan struct{}), out: &strings.Builder{}}
-	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		w.err = w.cmd.Wait()
-		close(w.exited)
-	}()
-	t.Cleanup(func() {
-		w.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-w.exited:
-		case <-time.After(10 * time.Second):
-			w.cmd.Process.Kill()
-		}
-	})
-	return w
-}
 
 // incidentOnRedis imports the sample incident into a fresh DLQ stream in
 // database db and returns the source URL and a client.
@@ -90,32 +34,6 @@ func incidentOnRedis(t *testing.T, db int) (string, *redis.Client, string) {
 		t.Fatalf("import: %s", out)
 	}
 	return src, rdb, dir
-}
-
-type inboxRow struct{ attempts, effects int }
-
-func readInbox(t *testing.T, path string) map[string]inboxRow {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT event_id, attempts, effects FROM inbox`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]inboxRow{}
-	for rows.Next() {
-		var id string
-		var r inboxRow
-		if err := rows.Scan(&id, &r.attempts, &r.effects); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = r
-	}
-	return out
 }
 
 type runDoc struct {
@@ -173,7 +91,7 @@ func TestRunbookEndToEnd(t *testing.T) {
 		t.Fatalf("only %d payments transients in the incident", len(before))
 	}
 
-	startWorker(t, "--source", fmt.Sprintf("redis://%s/3?stream=payments&group=payments-workers", addr),
+	workertest.Start(t, "--source", fmt.Sprintf("redis://%s/3?stream=payments&group=payments-workers", addr),
 		"--dlq", "orders-dlq", "--inbox", "sqlite:"+inbox)
 	time.Sleep(300 * time.Millisecond) // the worker creates the inbox table
 
@@ -227,10 +145,10 @@ func TestRunbookEndToEnd(t *testing.T) {
 			t.Errorf("batch %+v", b)
 		}
 	}
-	rows := readInbox(t, inbox)
+	rows := workertest.ReadInbox(t, inbox)
 	for id := range before {
-		if r := rows[id]; r.effects != 1 {
-			t.Errorf("%s: effects %d, want 1", id, r.effects)
+		if r := rows[id]; r.Effects != 1 {
+			t.Errorf("%s: effects %d, want 1", id, r.Effects)
 		}
 	}
 	msgs, err := rdb.XRange(ctx, "payments", "-", "+").Result()
@@ -288,10 +206,10 @@ func TestGatesStopTheRun(t *testing.T) {
 			victim := first.Items[2].EventID // in the first batch
 			args := []string{"--source", fmt.Sprintf("redis://%s/%d?stream=payments&group=g", addr, 4+i), "--dlq", "orders-dlq", "--inbox", "sqlite:" + inbox}
 			if c.worker != nil {
-				startWorker(t, append(args, c.worker(victim)...)...)
+				workertest.Start(t, append(args, c.worker(victim)...)...)
 			} else {
 				// A consumer that is not running: it has made the inbox once.
-				startWorker(t, append(args, "--until-idle", "100ms")...).wait()
+				workertest.Start(t, append(args, "--until-idle", "100ms")...).Wait()
 			}
 			time.Sleep(300 * time.Millisecond)
 			if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments",

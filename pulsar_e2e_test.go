@@ -21,6 +21,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/workertest"
 )
 
 // The Pulsar end-to-end tests run the real dlqctl, the reference worker
@@ -324,7 +325,7 @@ func TestPulsarEndToEnd(t *testing.T) {
 	for _, id := range failing {
 		failArgs = append(failArgs, "--fail", id)
 	}
-	sick := startWorker(t, failArgs...)
+	sick := workertest.Start(t, failArgs...)
 	eventually(t, 90*time.Second, "6 dead letters", func() (bool, string) {
 		n, state := dlqctlBacklog(t, dir, src)
 		return n == int64(len(failing)), state
@@ -336,9 +337,9 @@ func TestPulsarEndToEnd(t *testing.T) {
 		n, u, ok := subscriptionStats(t, origin, sub)
 		return ok && n == 0, fmt.Sprintf("backlog %d unacked %d", n, u)
 	})
-	sick.cmd.Process.Signal(os.Interrupt)
-	if err := sick.wait(); err != nil {
-		t.Fatalf("failing worker: %v\n%s", err, sick.out)
+	sick.Stop()
+	if err := sick.Wait(); err != nil {
+		t.Fatalf("failing worker: %v\n%s", err, sick.Output())
 	}
 	t.Logf("dead-lettered after %s", time.Since(began).Round(time.Millisecond))
 
@@ -386,7 +387,7 @@ func TestPulsarEndToEnd(t *testing.T) {
 	}
 
 	// The cause is fixed: a healthy worker on the same inbox and subscription.
-	startWorker(t, args...)
+	workertest.Start(t, args...)
 	planAndApprove(t, dir, src, "--reason", "INC-7: payments fixed", "--effects", "sqlite:"+inbox,
 		"--settle", "15s", "--rate", "100", "--ramp", "2,10")
 	code, out = dlqctlProc(t, dir, nil, "--source", src, "-o", "json", "redrive", "apply", "p.json")
@@ -409,14 +410,14 @@ func TestPulsarEndToEnd(t *testing.T) {
 	if absorbed != len(failing) {
 		t.Errorf("%d absorbed-duplicate verdicts, want %d: %+v", absorbed, len(failing), run.Batches)
 	}
-	rows := readInbox(t, inbox)
+	rows := workertest.ReadInbox(t, inbox)
 	for _, e := range evs {
 		r := rows[e.id]
-		if r.effects != 1 {
-			t.Errorf("%s: effects %d, want 1", e.id, r.effects)
+		if r.Effects != 1 {
+			t.Errorf("%s: effects %d, want 1", e.id, r.Effects)
 		}
-		if slices.Contains(failing, e.id) && r.attempts != 4 {
-			t.Errorf("%s: attempts %d, want 4 (3 failed deliveries and the redrive)", e.id, r.attempts)
+		if slices.Contains(failing, e.id) && r.Attempts != 4 {
+			t.Errorf("%s: attempts %d, want 4 (3 failed deliveries and the redrive)", e.id, r.Attempts)
 		}
 	}
 	redriven := 0
@@ -547,11 +548,11 @@ func TestPulsarCrashMatrix(t *testing.T) {
 				// The consumer takes everything: one effect per event, and a
 				// copy is absorbed.
 				inbox := filepath.Join(dir, "inbox.db")
-				w := startWorker(t, "--source", pulsarSource(origin, "app"), "--inbox", "sqlite:"+inbox, "--until-idle", "1s")
-				if err := w.wait(); err != nil {
-					t.Fatalf("worker: %v\n%s", err, w.out)
+				w := workertest.Start(t, "--source", pulsarSource(origin, "app"), "--inbox", "sqlite:"+inbox, "--until-idle", "1s")
+				if err := w.Wait(); err != nil {
+					t.Fatalf("worker: %v\n%s", err, w.Output())
 				}
-				rows := readInbox(t, inbox)
+				rows := workertest.ReadInbox(t, inbox)
 				v := verdicts(t, dir, src, "p.journal", "sqlite:"+inbox)
 				for _, e := range evs {
 					r := rows[e.id]
@@ -559,8 +560,8 @@ func TestPulsarCrashMatrix(t *testing.T) {
 					if copies[e.id] == 2 {
 						wantAttempts, wantVerdict = 2, "absorbed-duplicate"
 					}
-					if r.effects != 1 || r.attempts != wantAttempts || v[e.id] != wantVerdict {
-						t.Errorf("%s: attempts %d effects %d verdict %q; want %d, 1, %s", e.id, r.attempts, r.effects, v[e.id], wantAttempts, wantVerdict)
+					if r.Effects != 1 || r.Attempts != wantAttempts || v[e.id] != wantVerdict {
+						t.Errorf("%s: attempts %d effects %d verdict %q; want %d, 1, %s", e.id, r.Attempts, r.Effects, v[e.id], wantAttempts, wantVerdict)
 					}
 				}
 				t.Logf("%s in %s", name, time.Since(began).Round(time.Millisecond))

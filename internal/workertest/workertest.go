@@ -84,6 +84,9 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.out.Write(p)
 }
 
+// Stop asks the worker to finish (SIGINT), as an operator would.
+func (w *Worker) Stop() { w.cmd.Process.Signal(os.Interrupt) }
+
 // Wait blocks until the worker exits and returns its exit status.
 func (w *Worker) Wait() error {
 	<-w.exited
