@@ -62,11 +62,13 @@ type Options struct {
 
 // Queue is a DLQ held in one SQS queue.
 type Queue struct {
-	src   sourceURL
-	names envelope.FieldNames
-	from  envelope.EventIDSource
-	c     *sqs.Client
-	now   func() time.Time
+	// missing: the DLQ queue did not exist when the Queue was opened.
+	missing bool
+	src     sourceURL
+	names   envelope.FieldNames
+	from    envelope.EventIDSource
+	c       *sqs.Client
+	now     func() time.Time
 
 	url       string
 	arn       string
@@ -117,9 +119,28 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 		}
 	}
 	if err := q.find(ctx); err != nil {
-		return nil, err
+		if !errors.Is(err, errNoQueue) {
+			return nil, err
+		}
+		// A DLQ that does not exist reads as empty, and says so: check
+		// and stats refuse it unless --allow-missing.
+		q.missing = true
 	}
 	return q, nil
+}
+
+// errNoQueue: the DLQ queue does not exist.
+var errNoQueue = errors.New("does not exist")
+
+// Missing says whether the DLQ queue did not exist when it was opened.
+func (q *Queue) Missing() bool { return q.missing }
+
+// Notice names a DLQ queue that does not exist (backend.Noticer).
+func (q *Queue) Notice() string {
+	if !q.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: the queue %q does not exist: it reads as empty", q, q.src.queue)
 }
 
 // newClient builds an SQS client from the standard AWS chain.
@@ -152,7 +173,7 @@ func (q *Queue) find(ctx context.Context) error {
 		out, err := q.c.GetQueueUrl(ctx, in)
 		if err != nil {
 			if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue") {
-				return backend.Configf("%s: the queue %q does not exist", q, q.src.queue)
+				return fmt.Errorf("%s: the queue %q %w", q, q.src.queue, errNoQueue)
 			}
 			return q.wrap(ctx, "find the queue", err)
 		}
@@ -164,7 +185,7 @@ func (q *Queue) find(ctx context.Context) error {
 	})
 	if err != nil {
 		if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue") {
-			return backend.Configf("%s: the queue %q does not exist", q, q.src.queue)
+			return fmt.Errorf("%s: the queue %q %w", q, q.src.queue, errNoQueue)
 		}
 		return q.wrap(ctx, "read the queue's attributes", err)
 	}
@@ -482,6 +503,9 @@ func (q *Queue) snapshot(ctx context.Context, fn func([]received) error) (err er
 // MessageId after. SQS can only be read by receiving, so the whole DLQ is
 // received (and held in memory) first, then released when fn is done.
 func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	if q.missing {
+		return nil
+	}
 	return q.snapshot(ctx, func(msgs []received) error {
 		start := 0
 		if after != "" {
@@ -577,6 +601,9 @@ func (q *Queue) sourceMaxReceive(ctx context.Context, arn string) int {
 // Get receives until the message id is in hand (or the DLQ is exhausted),
 // then releases everything it received.
 func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
+	if q.missing {
+		return envelope.Envelope{}, fmt.Errorf("%s: %s: %w", q, id, backend.ErrNotFound)
+	}
 	n, err := q.Len(ctx)
 	if err != nil {
 		return envelope.Envelope{}, err
@@ -622,6 +649,9 @@ func (q *Queue) counts(ctx context.Context) (Counts, map[string]string, error) {
 
 // Len is SQS's approximate count: visible, in flight and delayed messages.
 func (q *Queue) Len(ctx context.Context) (int64, error) {
+	if q.missing {
+		return 0, nil
+	}
 	c, _, err := q.counts(ctx)
 	if err != nil {
 		return 0, err
@@ -644,8 +674,14 @@ func isCode(err error, codes ...string) bool {
 	if !errors.As(err, &ae) {
 		return false
 	}
+	// ElasticMQ (and some SDK paths) qualify the code with its namespace:
+	// com.amazonaws.sqs#QueueDoesNotExist.
+	code := ae.ErrorCode()
+	if i := strings.LastIndexByte(code, '#'); i >= 0 {
+		code = code[i+1:]
+	}
 	for _, c := range codes {
-		if ae.ErrorCode() == c {
+		if code == c {
 			return true
 		}
 	}
