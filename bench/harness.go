@@ -24,9 +24,10 @@ const (
 	caseRedisRedrive = "redis-redrive"
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
+	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats}
 
 // Config is one benchmark run.
 type Config struct {
@@ -40,6 +41,8 @@ type Config struct {
 	RedriveN int
 	RateN    int
 	PulsarN  int
+	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
+	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -70,6 +73,7 @@ type Results struct {
 	Redrive    *Redrive     // redis-redrive (redrive.go)
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
+	Scale      *Scale       // redrive-scale (scale.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -160,6 +164,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseRedisRedrive) || slices.Contains(c.Cases, caseRate) {
 		if err := c.runRedrive(ctx, d, tmp, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedriveScale) {
+		if err := c.runScale(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|pulsar-stats [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats [-n N]
 //
 // Cases:
 //
@@ -22,6 +22,11 @@
 //	             -rate-n entries (default 2,000): achieved rate and the
 //	             largest count in any one-second window, from the
 //	             destination's stream IDs.
+//	redrive-scale  the whole redrive path at -scale-n/10 and -scale-n
+//	             entries (default 100,000 and 1,000,000), each step a
+//	             subprocess timed with its peak RSS: plan --limit 0, approve,
+//	             unthrottled apply (journal on), status, resume of the
+//	             finished run, reconcile --journal (bench/scale.go).
 //	pulsar-stats a standalone Pulsar broker (internal/pulsartest) and a DLQ
 //	             topic of -pulsar-n messages (default 100,000); alternately a
 //	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)
@@ -48,6 +53,7 @@ func main() {
 		runs      = flag.Int("runs", 3, "alternations of raw and dlqctl per throughput case")
 		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
+		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
@@ -65,13 +71,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -n must be at least 10")
 		os.Exit(2)
 	}
+	if *scaleN < 10 {
+		fmt.Fprintln(os.Stderr, "bench: -scale-n must be at least 10")
+		os.Exit(2)
+	}
 	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -redrive-n and -pulsar-n must be at least 1, -rate-n at least 2")
 		os.Exit(2)
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN,
+		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

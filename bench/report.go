@@ -108,6 +108,9 @@ func (res *Results) Write(w io.Writer) {
 	if p := res.Pulsar; p != nil {
 		p.write(w)
 	}
+	if sc := res.Scale; sc != nil {
+		sc.write(w)
+	}
 	if len(res.Profiles) > 0 {
 		fmt.Fprintf(w, "\nProfiles of one extra in-process dlqctl run: %s\n", strings.Join(res.Profiles, ", "))
 	}
