@@ -621,13 +621,15 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 		if !ok {
 			return ph, fmt.Errorf("journal %s: unexpected line %.80q", path, line)
 		}
-		atText, _, ok := cutJSONString(rest, `,"at":`)
-		if !ok {
+		// A step record after the first of its write carries no "at":
+		// it was written at the time of the record before it.
+		at := prevAt
+		if atText, _, ok := cutJSONString(rest, `,"at":`); ok {
+			if at, err = time.Parse(time.RFC3339Nano, atText); err != nil {
+				return ph, err
+			}
+		} else if prevAt.IsZero() {
 			return ph, fmt.Errorf("journal %s: no at in %.80q", path, line)
-		}
-		at, err := time.Parse(time.RFC3339Nano, atText)
-		if err != nil {
-			return ph, err
 		}
 		switch {
 		case typ == redrive.RecRunStart:

@@ -223,7 +223,7 @@ func (sc *Scale) write(w io.Writer) {
 		return
 	}
 	small, big := sc.Points[0], sc.Points[len(sc.Points)-1]
-	fmt.Fprintf(w, "\nTargets at N = %s:\n\n", group(float64(big.N)))
+	fmt.Fprintf(w, "\nTargets (stated for 1,000,000 entries), checked at N = %s:\n\n", group(float64(big.N)))
 	if a, ok := small.step(stepApply); ok {
 		if b, ok := big.step(stepApply); ok {
 			g := b.Wall.Seconds() / a.Wall.Seconds()
