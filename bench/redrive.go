@@ -727,6 +727,8 @@ func (rd *Redrive) writePhases(w io.Writer) {
 			}
 			return xs
 		}()))
+	fmt.Fprintln(w, "(A write's step records share the time of its first record, so encoding them shows as about 0 and is counted in the write that follows.)")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| phase | s | share of apply |")
 	fmt.Fprintln(w, "|---|--:|--:|")
 	for _, r := range rows {
