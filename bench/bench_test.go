@@ -9,7 +9,7 @@ import (
 
 // TestHarnessSmall keeps the benchmark compiling and working: every case
 // but pulsar-stats (which starts a broker) at N=2000, rate at 200 entries
-// (one second at 200/s), one alternation. It asserts only that both sides
+// (one second at 200/s), redrive-scale at 200 and 2000, one alternation. It asserts only that both sides
 // processed every entry (Run fails otherwise) and that a report is written,
 // never timings.
 func TestHarnessSmall(t *testing.T) {
@@ -18,8 +18,8 @@ func TestHarnessSmall(t *testing.T) {
 	}
 	const n = 2000
 	cfg := Config{
-		Cases: []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate},
-		N:     n, DirN: n, RSSN: []int{n / 10, n}, RedriveN: n, RateN: 200, Runs: 1,
+		Cases: []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale},
+		N:     n, DirN: n, RSSN: []int{n / 10, n}, RedriveN: n, RateN: 200, ScaleN: n, Runs: 1,
 		InProcess: true, RawRSS: true,
 	}
 	res, err := cfg.Run(context.Background())
@@ -44,9 +44,14 @@ func TestHarnessSmall(t *testing.T) {
 	if rr := res.Rate; rr == nil || rr.N != 200 || rr.Span <= 0 || rr.MaxWindow <= 0 {
 		t.Errorf("rate: %+v", rr)
 	}
+	if sc := res.Scale; sc == nil || len(sc.Points) != 2 || sc.Points[1].N != n || sc.Points[1].JournalBytes <= 0 {
+		t.Errorf("redrive-scale: %+v", sc)
+	} else if s, ok := sc.Points[1].step(stepApply); !ok || s.Wall <= 0 || s.MaxRSS <= 0 {
+		t.Errorf("redrive-scale: apply not measured: %+v", sc.Points[1].Steps)
+	}
 	var out bytes.Buffer
 	res.Write(&out)
-	for _, want := range []string{"### redis-stats", "### redis-rss", "### dir-stats", "### redis-redrive", "### rate"} {
+	for _, want := range []string{"### redis-stats", "### redis-rss", "### dir-stats", "### redis-redrive", "### rate", "### redrive-scale"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -26,9 +26,10 @@ const (
 	casePulsarStats  = "pulsar-stats"
 	caseKafkaStats   = "kafka-stats" // kafka.go
 	caseSQSStats     = "sqs-stats"   // sqs.go
+	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, casePulsarStats, caseKafkaStats, caseSQSStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseSQSStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -44,6 +45,8 @@ type Config struct {
 	PulsarN  int
 	KafkaN   int // the kafka-stats dead-letter topic's records
 	SQSN     int // the sqs-stats queue's messages
+	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
+	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -77,6 +80,7 @@ type Results struct {
 	Kafka      *KafkaStats  // kafka-stats (kafka.go)
 	UI         *UIResult    // redis-ui (ui.go)
 	SQS        *SQSStats    // sqs-stats (sqs.go)
+	Scale      *Scale       // redrive-scale (scale.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -167,6 +171,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseRedisRedrive) || slices.Contains(c.Cases, caseRate) {
 		if err := c.runRedrive(ctx, d, tmp, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedriveScale) {
+		if err := c.runScale(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}

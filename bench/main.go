@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|pulsar-stats|sqs-stats [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|sqs-stats|redis-ui [-n N]
 //
 // Cases:
 //
@@ -26,6 +26,11 @@
 //	             to the first frame, to the first counts, to the end of the
 //	             scan, and to a category's first page, against `dlqctl list
 //	             --category permission --limit 50` on the same stream (ui.go).
+//	redrive-scale  the whole redrive path at -scale-n/10 and -scale-n
+//	             entries (default 100,000 and 1,000,000), each step a
+//	             subprocess timed with its peak RSS: plan --limit 0, approve,
+//	             unthrottled apply (journal on), status, resume of the
+//	             finished run, reconcile --journal (bench/scale.go).
 //	pulsar-stats a standalone Pulsar broker (internal/pulsartest) and a DLQ
 //	             topic of -pulsar-n messages (default 100,000); alternately a
 //	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)
@@ -61,6 +66,7 @@ func main() {
 		runs      = flag.Int("runs", 3, "alternations of raw and dlqctl per throughput case")
 		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
+		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
 		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
 		sqsN      = flag.Int("sqs-n", 100_000, "messages in the sqs-stats DLQ queue")
@@ -80,13 +86,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -n must be at least 10")
 		os.Exit(2)
 	}
+	if *scaleN < 10 {
+		fmt.Fprintln(os.Stderr, "bench: -scale-n must be at least 10")
+		os.Exit(2)
+	}
 	if *redriveN < 1 || *rateN < 2 || *pulsarN < 1 || *kafkaN < 1 || *sqsN < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -redrive-n, -pulsar-n, -kafka-n and -sqs-n must be at least 1, -rate-n at least 2")
 		os.Exit(2)
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, PulsarN: *pulsarN, KafkaN: *kafkaN, SQSN: *sqsN,
+		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, SQSN: *sqsN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

@@ -117,6 +117,9 @@ func (res *Results) Write(w io.Writer) {
 	if s := res.SQS; s != nil {
 		s.write(w)
 	}
+	if sc := res.Scale; sc != nil {
+		sc.write(w)
+	}
 	if len(res.Profiles) > 0 {
 		fmt.Fprintf(w, "\nProfiles of one extra in-process dlqctl run: %s\n", strings.Join(res.Profiles, ", "))
 	}

@@ -19,9 +19,11 @@ func appendStep(b []byte, r Record) ([]byte, bool) {
 	}
 	b = append(b, `{"type":`...)
 	b = appendString(b, r.Type)
-	b = append(b, `,"at":"`...)
-	b = r.At.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
+	if !r.At.IsZero() {
+		b = append(b, `,"at":"`...)
+		b = r.At.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
 	if r.RunID != "" {
 		b = append(b, `,"run_id":`...)
 		b = appendString(b, r.RunID)

@@ -18,6 +18,7 @@ func TestAppendStepMatchesEncodingJSON(t *testing.T) {
 		{Type: RecFailed, At: at, RunID: "r\\1", Seq: 1, Note: "quote \" tab \t nl \n ctl \x01 é ☃ <&>"},
 		{Type: RecGone, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), RunID: "r1", Note: "bad \xff byte"},
 		{Type: RecRemoved, At: at},
+		{Type: RecRemoved, Seq: 8}, // not the first of its write: no time
 	} {
 		got, ok := appendStep(nil, r)
 		if !ok {

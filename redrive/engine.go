@@ -242,7 +242,13 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	if rep.DLQAfter, err = e.Source.Len(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.Journal.Append(Record{Type: RecBatchEnd, RunID: st.RunID, Batch: rep}); err != nil {
+	// The batch-end record keeps the counts and, of the events, only those
+	// whose verdict needs a look: listing every applied or unverified
+	// event cost about 80 bytes per entry of a large journal, and the
+	// counts say how many of those there were.
+	journaled := *rep
+	journaled.Events = notableEvents(rep.Events)
+	if err := e.Journal.Append(Record{Type: RecBatchEnd, RunID: st.RunID, Batch: &journaled}); err != nil {
 		return nil, err
 	}
 	st.open = nil

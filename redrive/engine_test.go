@@ -526,3 +526,38 @@ func TestRateLimitHoldsOverARun(t *testing.T) {
 		t.Errorf("60 entries at 100/s took %s: the limiter did not hold", d)
 	}
 }
+
+// The batch-end record keeps every count but lists only the events whose
+// verdict needs a look, so that a large run's journal stays small.
+func TestBatchEndListsOnlyNotableEvents(t *testing.T) {
+	q := newFakeQueue(10, true)
+	q.doubleEffect["E005"] = true
+	journal := filepath.Join(t.TempDir(), "j")
+	eng, rec := newEngine(t, q, journal)
+	st, _ := eng.Start("run1", q.planFor(t, []int{10}), "p", "fake", "t", nil)
+	if err := eng.Run(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.batches) != 1 || len(rec.batches[0].Events) != 10 {
+		t.Fatalf("the observer must see every event's verdict: %+v", rec.batches)
+	}
+	recs, err := ReadJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end *BatchReport
+	for _, r := range recs {
+		if r.Type == RecBatchEnd {
+			end = r.Batch
+		}
+	}
+	if end == nil {
+		t.Fatal("no batch-end record")
+	}
+	if len(end.Events) != 1 || end.Events[0].EventID != "E005" || end.Events[0].Verdict == VerdictApplied {
+		t.Errorf("batch-end events %+v, want only E005's", end.Events)
+	}
+	if end.Verdicts[VerdictApplied] != 9 || end.UniqueEvents != 10 || end.Gate != GateDuplicateEffect {
+		t.Errorf("batch-end counts %+v, want 9 applied of 10 and the duplicate-effect gate", end)
+	}
+}

@@ -33,8 +33,12 @@ const (
 
 // Record is one line of the journal.
 type Record struct {
-	Type string    `json:"type"`
-	At   time.Time `json:"at"`
+	Type string `json:"type"`
+	// At is when the record's write began. An entry's step record that is
+	// not the first of its write (the records synced together) leaves it
+	// out: the write's first record holds the time for all of them, and
+	// repeating it cost a fifth of a large journal's bytes.
+	At time.Time `json:"at,omitzero"`
 	// RunID names the run; an entry's step records leave it out (their
 	// journal holds one run), as they leave out what the plan says of the
 	// entry: they name it by Seq and carry only what is new.
@@ -147,9 +151,10 @@ func (j *Journal) AppendAll(rs []Record) error {
 	}
 	var buf bytes.Buffer
 	lines := make([][]byte, 0, len(rs))
-	for _, r := range rs {
-		if r.At.IsZero() {
-			r.At = j.now().UTC()
+	now := j.now().UTC()
+	for i, r := range rs {
+		if r.At.IsZero() && (i == 0 || !isStep(r.Type)) {
+			r.At = now
 		}
 		r.MAC = ""
 		line, ok := appendStep(make([]byte, 0, 256), r)
@@ -174,6 +179,15 @@ func (j *Journal) AppendAll(rs []Record) error {
 	}
 	j.chain = chain
 	return nil
+}
+
+// isStep says whether typ is one of an entry's step records.
+func isStep(typ string) bool {
+	switch typ {
+	case RecIntent, RecArchive, RecPublished, RecAmbiguous, RecRemoved, RecGone, RecSkipped, RecFailed:
+		return true
+	}
+	return false
 }
 
 // Close closes the file.

@@ -91,6 +91,18 @@ type EventVerdict struct {
 	Verdict  string `json:"verdict"`
 }
 
+// notableEvents is the events whose verdict is neither applied nor
+// unverified, the ones a batch-end record lists one by one.
+func notableEvents(evs []EventVerdict) []EventVerdict {
+	var out []EventVerdict
+	for _, ev := range evs {
+		if ev.Verdict != VerdictApplied && ev.Verdict != VerdictUnverified {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // ApplyGates decides whether the batch passed (the reconciliation contract, docs/consumer-contract.md table).
 func (b *BatchReport) ApplyGates(maxFailedRatio float64) {
 	b.Gate, b.GateReason = GatePass, ""

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlqctl/dlqctl/bench/raw"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/redrive"
+)
+
+// The redrive-scale case (issue 8): the whole redrive path at N/10 and N
+// entries on a real redis-server, each step a subprocess under the launcher
+// so that its wall time and peak RSS are its own.
+const (
+	caseRedriveScale = "redrive-scale"
+	scaleKey         = "dlq:bench:scale"
+
+	// Targets of the redrive path at a million entries (docs/performance.md).
+	targetScaleRSSKiB   = 512 << 10 // peak RSS of plan, apply, status and resume
+	targetScaleGrowth   = 12.0      // apply(N) ÷ apply(N/10), at most
+	targetJournalPerEnt = 250.0     // journal bytes per entry, at most
+	targetStatusWall    = 10 * time.Second
+)
+
+// Scale is the redrive-scale case.
+type Scale struct {
+	Points   []ScalePoint
+	Commands []string // the step command lines, with placeholders
+}
+
+// ScalePoint is one DLQ size.
+type ScalePoint struct {
+	N            int
+	Seed         time.Duration
+	Steps        []ScaleStep
+	PlanBytes    int64 // the plan file after approval
+	JournalBytes int64 // after apply
+	Records      int   // journal lines after apply
+}
+
+// ScaleStep is one dlqctl process.
+type ScaleStep struct {
+	Name   string
+	Wall   time.Duration
+	MaxRSS int64 // KiB
+	// Skipped says why the step was not measured ("" when it was).
+	Skipped string
+}
+
+func (p ScalePoint) step(name string) (ScaleStep, bool) {
+	for _, s := range p.Steps {
+		if s.Name == name {
+			return s, s.Skipped == ""
+		}
+	}
+	return ScaleStep{}, false
+}
+
+const (
+	stepPlan      = "redrive plan --limit 0"
+	stepApprove   = "redrive approve"
+	stepApply     = "redrive apply"
+	stepStatus    = "redrive status"
+	stepResume    = "redrive resume (finished run)"
+	stepReconcile = "reconcile --journal"
+)
+
+func (c Config) runScale(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	rdb := raw.NewRedisClient(srv.Addr())
+	defer rdb.Close()
+	if res.Redis == "" {
+		res.Redis = redisVersion(ctx, rdb)
+	}
+	sc := &Scale{}
+	res.Scale = sc
+	for _, n := range []int{c.ScaleN / 10, c.ScaleN} {
+		p, err := c.scalePoint(ctx, d, srv, rdb, filepath.Join(tmp, "scale", strconv.Itoa(n)), n, now, sc)
+		if err != nil {
+			return err
+		}
+		sc.Points = append(sc.Points, p)
+	}
+	return nil
+}
+
+func (c Config) scalePoint(ctx context.Context, d *dlqctl, srv *redistest.Server, rdb *redis.Client, dir string, n int, now time.Time, sc *Scale) (ScalePoint, error) {
+	p := ScalePoint{N: n}
+	source := srv.URL(0, scaleKey)
+	c.logf("redrive-scale N=%d: seeding", n)
+	took, err := reseed(ctx, rdb, scaleKey, n, now)
+	if err != nil {
+		return p, err
+	}
+	p.Seed = took
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return p, err
+	}
+	plan := filepath.Join(dir, "p.json")
+	journal := redrive.DefaultJournalPath(plan)
+	params := append([]string{"--limit", "0", "--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
+	steps := []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{stepPlan, nil, d.planArgs(source, plan, params...)},
+		{stepApprove, approvalEnv, d.approveArgs(plan)},
+		{stepApply, approvalEnv, d.applyArgs(source, plan)},
+		{stepStatus, nil, []string{"--config", d.config, "-o", "json", "redrive", "status", journal}},
+		{stepResume, approvalEnv, []string{"--config", d.config, "redrive", "resume", journal}},
+		{stepReconcile, nil, []string{"--config", d.config, "-o", "json", "reconcile", "--journal", journal}},
+	}
+	record := len(sc.Commands) == 0
+	repl := []string{source, "redis://ADDR/0?stream=" + scaleKey, journal, "p.journal", plan, "p.json"}
+	for _, s := range steps {
+		if record {
+			sc.Commands = append(sc.Commands, d.commandLine(s.args, repl...))
+		}
+		c.logf("redrive-scale N=%d: %s", n, s.name)
+		l, err := d.launchArgs(ctx, s.env, s.args...)
+		if err != nil && s.name == stepReconcile && l.Code != 0 {
+			// The bench's plan names no effects store; reconcile may
+			// refuse to run without one. Say so rather than fail.
+			p.Steps = append(p.Steps, ScaleStep{Name: s.name, Skipped: fmt.Sprintf("exit %d: %s", l.Code, firstLine(l.Stderr))})
+			continue
+		}
+		if err != nil {
+			return p, err
+		}
+		p.Steps = append(p.Steps, ScaleStep{Name: s.name, Wall: l.Wall, MaxRSS: l.MaxRSS})
+		c.logf("redrive-scale N=%d: %s took %s, peak RSS %.1f MiB", n, s.name, l.Wall.Round(time.Millisecond), mib(l.MaxRSS))
+		switch s.name {
+		case stepApprove:
+			fi, err := os.Stat(plan)
+			if err != nil {
+				return p, err
+			}
+			p.PlanBytes = fi.Size()
+		case stepApply:
+			if _, err := parseRun(l.Stdout, n); err != nil {
+				return p, err
+			}
+			if p.JournalBytes, p.Records, err = journalSize(journal); err != nil {
+				return p, err
+			}
+			if _, err := verifyMoved(ctx, rdb, scaleKey, originStreams(), expectedEvents(n, now), true); err != nil {
+				return p, fmt.Errorf("redrive-scale N=%d: %v", n, err)
+			}
+		case stepStatus:
+			if _, err := parseRun(l.Stdout, n); err != nil {
+				return p, fmt.Errorf("status: %v", err)
+			}
+		case stepResume:
+			// A finished run: resume must change nothing.
+			left, err := rdb.XLen(ctx, scaleKey).Result()
+			if err != nil {
+				return p, err
+			}
+			if left != 0 {
+				return p, fmt.Errorf("resume of a finished run: %d entries in the DLQ", left)
+			}
+			if fi, err := os.Stat(journal); err != nil || fi.Size() != p.JournalBytes {
+				return p, fmt.Errorf("resume of a finished run changed the journal (%v)", err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// firstLine is b's first line, trimmed.
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return line
+}
+
+func (sc *Scale) write(w io.Writer) {
+	fmt.Fprintf(w, "\n### redrive-scale — the redrive path at ")
+	for i, p := range sc.Points {
+		if i > 0 {
+			fmt.Fprint(w, " and ")
+		}
+		fmt.Fprintf(w, "%s", group(float64(p.N)))
+	}
+	fmt.Fprintf(w, " entries (Redis, unthrottled, journal on)\n\nEach step a subprocess, in order, on a freshly seeded DLQ:\n\n")
+	for _, cmd := range sc.Commands {
+		fmt.Fprintf(w, "- `%s`\n", cmd)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| N | step | wall s | entries/s | peak RSS MiB |")
+	fmt.Fprintln(w, "|--:|---|--:|--:|--:|")
+	for _, p := range sc.Points {
+		for _, s := range p.Steps {
+			if s.Skipped != "" {
+				fmt.Fprintf(w, "| %s | %s | — | — | — (not run: %s) |\n", group(float64(p.N)), s.Name, s.Skipped)
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.1f |\n", group(float64(p.N)), s.Name, s.Wall.Seconds(), group(rate(p.N, s.Wall)), mib(s.MaxRSS))
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| N | seeded s | plan file MiB | plan B/entry | journal MiB | journal B/entry | journal records/entry |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|")
+	for _, p := range sc.Points {
+		n := float64(p.N)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %.1f | %.0f | %.2f |\n", group(n), p.Seed.Seconds(),
+			float64(p.PlanBytes)/(1<<20), float64(p.PlanBytes)/n, float64(p.JournalBytes)/(1<<20), float64(p.JournalBytes)/n, float64(p.Records)/n)
+	}
+	if len(sc.Points) < 2 {
+		return
+	}
+	small, big := sc.Points[0], sc.Points[len(sc.Points)-1]
+	fmt.Fprintf(w, "\nTargets (stated for 1,000,000 entries), checked at N = %s:\n\n", group(float64(big.N)))
+	if a, ok := small.step(stepApply); ok {
+		if b, ok := big.step(stepApply); ok {
+			g := b.Wall.Seconds() / a.Wall.Seconds()
+			fmt.Fprintf(w, "- apply(%s) ÷ apply(%s) ≤ %.0f× (linear would be %.0f×): %s (%.2f×)\n", group(float64(big.N)), group(float64(small.N)),
+				targetScaleGrowth, float64(big.N)/float64(small.N), verdict(g <= targetScaleGrowth), g)
+		}
+	}
+	for _, name := range []string{stepPlan, stepApply, stepStatus, stepResume} {
+		if s, ok := big.step(name); ok {
+			fmt.Fprintf(w, "- peak RSS of `%s` ≤ %d MiB: %s (%.1f MiB)\n", name, targetScaleRSSKiB>>10, verdict(s.MaxRSS <= targetScaleRSSKiB), mib(s.MaxRSS))
+		}
+	}
+	per := float64(big.JournalBytes) / float64(big.N)
+	fmt.Fprintf(w, "- journal ≤ %.0f B per entry: %s (%.0f B)\n", targetJournalPerEnt, verdict(per <= targetJournalPerEnt), per)
+	if s, ok := big.step(stepStatus); ok {
+		fmt.Fprintf(w, "- `redrive status` ≤ %s: %s (%.2f s)\n", targetStatusWall, verdict(s.Wall <= targetStatusWall), s.Wall.Seconds())
+	}
+	fmt.Fprintf(w, "\nAt each N the DLQ ended empty and every event was in its origin stream exactly once, with its fingerprint; `resume` of the finished run left the DLQ and the journal as they were.\n")
+}
