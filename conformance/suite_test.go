@@ -611,7 +611,20 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 		code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "apply", "p.json")
 		done <- result{code, out}
 	}()
-	time.Sleep(600 * time.Millisecond) // 60 entries at 40/s take 1.5 s
+	// Down once the run has journaled past its start (60 entries at 40/s
+	// take 1.5 s): a backend whose lease settles first (SQS) starts later.
+	journal := filepath.Join(dir, "p.journal")
+	var first int64
+	waitFor(t, "the run to journal past its start", func() bool {
+		fi, err := os.Stat(journal)
+		if err != nil || fi.Size() == 0 {
+			return false
+		}
+		if first == 0 {
+			first = fi.Size()
+		}
+		return fi.Size() > first
+	})
 	if err := srv.down(); err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +755,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
