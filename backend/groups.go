@@ -155,3 +155,18 @@ func (h Histogram) String() string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// OriginChecker is implemented by backends that can tell whether a
+// redrive's destination exists and is read (dlqctl doctor).
+type OriginChecker interface {
+	// CheckOrigin reports on one origin topic, stream or queue; groups are
+	// the consumer groups or subscriptions the DLQ's envelopes name for it.
+	CheckOrigin(ctx context.Context, origin string, groups []string) OriginStatus
+}
+
+// OriginStatus is one origin's doctor line: whether it passed, what was
+// found, and the fix when it did not.
+type OriginStatus struct {
+	OK          bool
+	Detail, Fix string
+}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/redisstream"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -27,7 +25,7 @@ func newDoctorCmd(f *Factory) *cobra.Command {
 		Short: "Check what a redrive needs: source, DLQ, origins, effects store, approval key, config",
 		Long: `Check, one line each, what a redrive will need, and say how to fix each
 failure: the config and profile parse; the source answers and the DLQ
-exists; the origin streams and their consumer groups exist (Redis); the
+exists; the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
 effects store answers and has the inbox table (with --effects); the approval
 key is set and at least 32 bytes. Exit 0 only when every check passes, 1
 otherwise.`,
@@ -188,15 +186,15 @@ func sourceFix(err error) string {
 	return "check that the server runs and answers at that address, and the credentials"
 }
 
-// originChecks looks at where the DLQ's entries came from: on Redis every
-// origin stream must exist and have the consumer group the envelopes name,
-// or a redrive would publish to a stream nobody reads.
+// originChecks looks at where the DLQ's entries came from, on backends
+// that can tell whether a destination exists and is read: a redrive
+// would otherwise publish where nobody reads.
 func originChecks(ctx context.Context, src backend.Source) []Check {
-	rs, ok := src.(*redisstream.Stream)
+	oc, ok := src.(backend.OriginChecker)
 	if !ok {
 		return nil
 	}
-	groups := map[string]map[string]bool{} // stream → groups named by envelopes
+	groups := map[string]map[string]bool{} // origin → groups named by envelopes
 	err := src.Scan(ctx, "", func(e envelope.Envelope) error {
 		if e.Origin.Topic == "" {
 			return nil
@@ -212,46 +210,10 @@ func originChecks(ctx context.Context, src backend.Source) []Check {
 	if err != nil {
 		return []Check{{Name: "origins", Detail: err.Error(), Fix: "check the server"}}
 	}
-	streams := make([]string, 0, len(groups))
-	for s := range groups {
-		streams = append(streams, s)
-	}
-	sort.Strings(streams)
 	var out []Check
-	rdb := rs.Client()
-	for _, s := range streams {
-		name := "origin " + s
-		n, err := rdb.Exists(ctx, s).Result()
-		if err != nil {
-			out = append(out, Check{Name: name, Detail: err.Error(), Fix: "check the server"})
-			continue
-		}
-		if n == 0 {
-			out = append(out, Check{Name: name, Detail: fmt.Sprintf("stream %q does not exist", s),
-				Fix: fmt.Sprintf("start the consumer that reads %q (it creates the stream and its group), or redrive with --to", s)})
-			continue
-		}
-		infos, err := rdb.XInfoGroups(ctx, s).Result()
-		if err != nil {
-			out = append(out, Check{Name: name, Detail: err.Error(), Fix: "check the server"})
-			continue
-		}
-		have := map[string]bool{}
-		for _, g := range infos {
-			have[g.Name] = true
-		}
-		var missing []string
-		for _, g := range sortedKeys(groups[s]) {
-			if !have[g] {
-				missing = append(missing, g)
-			}
-		}
-		if len(missing) > 0 {
-			out = append(out, Check{Name: name, Detail: fmt.Sprintf("consumer group %s missing", joinOr(missing, "")),
-				Fix: fmt.Sprintf("start the consumer, or: redis-cli XGROUP CREATE %s %s $ MKSTREAM", s, missing[0])})
-			continue
-		}
-		out = append(out, Check{Name: name, OK: true, Detail: fmt.Sprintf("exists with %s", plural(len(infos), "consumer group"))})
+	for _, origin := range sortedKeys(groups) {
+		st := oc.CheckOrigin(ctx, origin, sortedKeys(groups[origin]))
+		out = append(out, Check{Name: "origin " + origin, OK: st.OK, Detail: st.Detail, Fix: st.Fix})
 	}
 	return out
 }
