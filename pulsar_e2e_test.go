@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/dlqctl/dlqctl/internal/testproc"
 	"maps"
 	"net/http"
 	"net/url"
@@ -21,7 +20,9 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/testproc"
 	"github.com/dlqctl/dlqctl/internal/workertest"
+	"github.com/dlqctl/dlqctl/redrive"
 )
 
 // The Pulsar end-to-end tests run the real dlqctl, the reference worker
@@ -586,15 +587,8 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 	}
 	// Step records name their entry by plan sequence number; the plan in
 	// the run-start record gives its event ID.
-	var start struct {
-		Plan struct {
-			Entries []struct {
-				Seq     int64  `json:"seq"`
-				EventID string `json:"event_id"`
-			} `json:"entries"`
-		} `json:"plan"`
-	}
-	if err := json.Unmarshal([]byte(lines[0]), &start); err != nil {
+	start, err := redrive.ReadRunStart(path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventID := map[int64]string{}

@@ -107,6 +107,7 @@ func TestColourObeysNoColor(t *testing.T) {
 	src := incidentSource(t)
 	// lipgloss reads TERM from the process environment.
 	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("CI", "") // termenv takes a set CI for "not a terminal"
 	t.Setenv("NO_COLOR", "")
 	screen, _ := onTerminal(t, 120, nil, "--source", src, "categorize")
 	if !strings.Contains(screen, "\x1b[32m") {

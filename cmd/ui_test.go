@@ -152,6 +152,7 @@ func TestUIOnAPty(t *testing.T) {
 	// A colour terminal, so that the NO_COLOR test below is not passing
 	// only because the test's environment has no TERM.
 	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("CI", "") // termenv takes a set CI for "not a terminal"
 	t.Setenv("NO_COLOR", "")
 	os.Unsetenv("NO_COLOR")
 	planDir := t.TempDir()
@@ -248,6 +249,7 @@ func ids(es []redrive.Entry) []string {
 // counts follow the filter and no colour escape is drawn.
 func TestUIFilterAndNoColor(t *testing.T) {
 	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("CI", "") // termenv takes a set CI for "not a terminal"
 	s, done := startUI(t, 80, 30, map[string]string{"NO_COLOR": "1"}, "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
 	s.waitFor("scan complete: 284 entries read")
 	s.press("/")
