@@ -333,7 +333,11 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 	if err != nil {
 		return nil, err
 	}
-	expect := c.Visible
+	// In flight counts too: messages a scan just released may still be
+	// counted as in flight for a moment (ElasticMQ does so), and a
+	// receiver that stopped at the visible count would miss them. Messages
+	// that another reader really holds cost one empty long poll.
+	expect := c.Visible + c.InFlight
 	for range q.src.receivers {
 		wg.Add(1)
 		go func() {
