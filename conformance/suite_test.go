@@ -657,7 +657,8 @@ func caseOneRunAtATime(t *testing.T, srv *server) {
 	fx := srv.fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
 	dir := t.TempDir()
-	slow := []string{"--rate", "4", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok"}
+	// 25 entries at 2/s: the run lives through every refusal below.
+	slow := []string{"--rate", "2", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok"}
 	planAndApprove(t, dir, fx, "redrive", slow...)
 	other := t.TempDir()
 	planAndApprove(t, other, fx, "redrive", append(slow, "--max", "3")...)
@@ -670,7 +671,13 @@ func caseOneRunAtATime(t *testing.T, srv *server) {
 		return
 	}
 	run := background(t, dir, append(src, "redrive", "apply", "p.json")...)
-	waitFor(t, "the first move", func() bool { return dlqLen(t, fx) < n })
+	// The run holds its journal and its lease once the journal has a
+	// record (polling the DLQ instead would, on SQS, hide its messages
+	// from the run).
+	waitFor(t, "the run to start", func() bool {
+		fi, err := os.Stat(filepath.Join(dir, "p.journal"))
+		return err == nil && fi.Size() > 0
+	})
 	pid := fmt.Sprint(run.cmd.Process.Pid)
 	busy := func(what, wd string, args []string, says ...string) {
 		t.Helper()

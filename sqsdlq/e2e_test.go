@@ -258,7 +258,7 @@ func TestE2ECrashMatrix(t *testing.T) {
 			deadLetter(t, ctx, p, n)
 			dir := t.TempDir()
 			src := []string{"--source", p.sourceURL()}
-			if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "crash test",
+			if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "crash test", "--allow-disposition", "investigate",
 				"--rate", "100000", "--burst", "4", "--ramp", "5,10", "--settle", "0s", "--unverified-ok", "--out", "p.json")...); code != 0 {
 				t.Fatalf("plan: %d %s", code, out)
 			}
@@ -309,7 +309,7 @@ func TestE2EServerRestartDuringApply(t *testing.T) {
 	deadLetter(t, ctx, p, n)
 	dir := t.TempDir()
 	src := []string{"--source", p.sourceURL()}
-	if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "restart test",
+	if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "restart test", "--allow-disposition", "investigate",
 		"--rate", "10", "--burst", "2", "--ramp", "40", "--settle", "0s", "--unverified-ok", "--out", "p.json")...); code != 0 {
 		t.Fatalf("plan: %d %s", code, out)
 	}

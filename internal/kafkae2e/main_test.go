@@ -227,7 +227,7 @@ func dlqctl(t *testing.T, dir string, env []string, args ...string) (int, string
 	t.Helper()
 	c := exec.Command("dlqctl", args...)
 	c.Dir = dir
-	c.Env = append(os.Environ(), append([]string{"DLQCTL_APPROVAL_KEY=k"}, env...)...)
+	c.Env = append(os.Environ(), append([]string{"DLQCTL_APPROVAL_KEY=kafka-e2e-approval-key-0123456789abcdef"}, env...)...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()
