@@ -211,7 +211,7 @@ func TestE2ERedriveFromRealDeadLetters(t *testing.T) {
 	if v, f := counts(t, ctx, p.dlq); v != n || f != 0 {
 		t.Fatalf("after list: %d visible, %d in flight", v, f)
 	}
-	code, out = dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "payments fixed",
+	code, out = dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "payments fixed", "--allow-disposition", "investigate",
 		"--rate", "1000", "--ramp", "5,15", "--effects", "sqlite:"+inbox, "--settle", "10s", "--out", "p.json")...)
 	if code != 0 {
 		t.Fatalf("plan: %d %s", code, out)
