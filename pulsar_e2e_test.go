@@ -619,16 +619,6 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 	return cut
 }
 
-// errorLine is dlqctl's error message in its output.
-func errorLine(out string) string {
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "dlqctl: ") {
-			return l
-		}
-	}
-	return "(none)"
-}
-
 // TestPulsarResolve ends missing-reference dead letters on a real broker:
 // each envelope is archived in full in the journal, with the reason, before
 // its ack; nothing goes to the origin, and the other entries stay.
