@@ -75,7 +75,7 @@ func TestCompareNativeMoveTask(t *testing.T) {
 	p, ids = mk()
 	dir := t.TempDir()
 	src := []string{"--source", p.sourceURL("receivers=8")}
-	if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "compare", "--rate", "0", "--ramp", "100",
+	if code, out := dlqctlRun(t, dir, nil, append(src, "redrive", "plan", "--reason", "compare", "--allow-disposition", "investigate", "--rate", "0", "--ramp", "100",
 		"--settle", "0s", "--unverified-ok", "--out", "p.json")...); code != 0 {
 		t.Fatalf("plan: %d %s", code, out)
 	}
