@@ -11,17 +11,12 @@
 package kafkatest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlqctl/dlqctl/internal/testproc"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +25,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 const (
@@ -267,99 +264,12 @@ func CreateTopic(ctx context.Context, bootstrap, topic string, partitions int32)
 	return nil
 }
 
-func checkJava() error {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		if fi, err := os.Stat(filepath.Join(home, "bin", "java")); err == nil && !fi.IsDir() {
-			return nil
-		}
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		return errors.New(JavaNotFoundMessage)
-	}
-	return nil
-}
+func checkJava() error { return testproc.CheckJava(JavaNotFoundMessage) }
 
-// scriptPath finds scripts/kafka.sh from this source file, or else from
-// the working folder up to the module root.
-func scriptPath() (string, error) {
-	const rel = "scripts/kafka.sh"
-	var tried []string
-	if _, file, _, ok := runtime.Caller(0); ok {
-		p := filepath.Join(filepath.Dir(file), "..", "..", rel)
-		if _, err := os.Stat(p); err == nil {
-			return filepath.Clean(p), nil
-		}
-		tried = append(tried, p)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			p := filepath.Join(dir, rel)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			tried = append(tried, p)
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil || filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("kafkatest: %s not found (tried %s)", rel, strings.Join(tried, ", "))
-}
+func scriptPath() (string, error) { return testproc.FindScript("scripts/kafka.sh") }
 
-// runScript runs the script with bash and returns its standard output;
-// its standard error goes into the error and, when progress is not nil,
-// to progress too. KAFKA_WATCH_PID ties the broker to this process.
+func readEnv(path string) (map[string]string, error) { return testproc.ReadEnv(path) }
+
 func runScript(timeout time.Duration, progress io.Writer, script string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return "", errors.New("bash not found: scripts/kafka.sh needs it")
-	}
-	cmd := exec.CommandContext(ctx, bash, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if progress != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, progress)
-	}
-	// The broker and the watchdog write to files, never to these pipes;
-	// WaitDelay is a guard should that ever change.
-	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("timed out after %s", timeout)
-	}
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = strings.TrimSpace(stdout.String())
-		}
-		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(script), strings.Join(args, " "), err, msg)
-	}
-	return stdout.String(), nil
-}
-
-// readEnv parses the script's KEY=VALUE env file.
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: bad line %q", path, line)
-		}
-		env[k] = v
-	}
-	return env, sc.Err()
+	return testproc.RunScript(timeout, progress, "KAFKA_WATCH_PID", script, args...)
 }

@@ -11,7 +11,6 @@
 package pulsartest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -19,9 +18,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,101 +276,12 @@ func (b *Broker) Admin(ctx context.Context, method, path string, body []byte) ([
 	return out, nil
 }
 
-func checkJava() error {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		if fi, err := os.Stat(filepath.Join(home, "bin", "java")); err == nil && !fi.IsDir() {
-			return nil
-		}
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		return errors.New(JavaNotFoundMessage)
-	}
-	return nil
-}
+func checkJava() error { return testproc.CheckJava(JavaNotFoundMessage) }
 
-// scriptPath finds scripts/pulsar-standalone.sh from this source file, or
-// else from the working folder up to the module root.
-func scriptPath() (string, error) {
-	const rel = "scripts/pulsar-standalone.sh"
-	var tried []string
-	if _, file, _, ok := runtime.Caller(0); ok {
-		p := filepath.Join(filepath.Dir(file), "..", "..", rel)
-		if _, err := os.Stat(p); err == nil {
-			return filepath.Clean(p), nil
-		}
-		tried = append(tried, p)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			p := filepath.Join(dir, rel)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			tried = append(tried, p)
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil || filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("pulsartest: %s not found (tried %s)", rel, strings.Join(tried, ", "))
-}
+func scriptPath() (string, error) { return testproc.FindScript("scripts/pulsar-standalone.sh") }
 
-// runScript runs the script with bash and returns its standard output. The
-// script's standard error is kept for the error and also copied to
-// progress when that is not nil. PULSAR_WATCH_PID ties the broker to this
-// process.
+func readEnv(path string) (map[string]string, error) { return testproc.ReadEnv(path) }
+
 func runScript(timeout time.Duration, progress io.Writer, script string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return "", errors.New("bash not found: scripts/pulsar-standalone.sh needs it")
-	}
-	cmd := exec.CommandContext(ctx, bash, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "PULSAR_WATCH_PID="+strconv.Itoa(os.Getpid()))
-	cmd.Stdin = nil
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if progress != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, progress)
-	}
-	// The broker and the watchdog write to files, never to these pipes;
-	// WaitDelay is a guard should that ever change.
-	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("timed out after %s", timeout)
-	}
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = strings.TrimSpace(stdout.String())
-		}
-		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(script), strings.Join(args, " "), err, msg)
-	}
-	return stdout.String(), nil
-}
-
-// readEnv parses the script's KEY=VALUE env file.
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: bad line %q", path, line)
-		}
-		env[k] = v
-	}
-	return env, sc.Err()
+	return testproc.RunScript(timeout, progress, "PULSAR_WATCH_PID", script, args...)
 }

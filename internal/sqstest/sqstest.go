@@ -11,16 +11,12 @@
 package sqstest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dlqctl/dlqctl/internal/testproc"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +25,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 const (
@@ -223,65 +221,10 @@ func (staticCreds) Retrieve(context.Context) (aws.Credentials, error) {
 	return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test", Source: "sqstest"}, nil
 }
 
-// scriptPath finds scripts/elasticmq.sh from this source file, or else
-// from the working folder up to the module root.
-func scriptPath() (string, error) {
-	const rel = "scripts/elasticmq.sh"
-	var tried []string
-	if _, file, _, ok := runtime.Caller(0); ok {
-		p := filepath.Join(filepath.Dir(file), "..", "..", rel)
-		if _, err := os.Stat(p); err == nil {
-			return filepath.Clean(p), nil
-		}
-		tried = append(tried, p)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for dir := wd; ; dir = filepath.Dir(dir) {
-			p := filepath.Join(dir, rel)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			tried = append(tried, p)
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil || filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("sqstest: %s not found (tried %s)", rel, strings.Join(tried, ", "))
-}
+func scriptPath() (string, error) { return testproc.FindScript("scripts/elasticmq.sh") }
 
-// runScript runs the script with bash and returns its standard output;
-// ELASTICMQ_WATCH_PID ties the server to this process.
+func readEnv(path string) (map[string]string, error) { return testproc.ReadEnv(path) }
+
 func runScript(timeout time.Duration, script string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "ELASTICMQ_WATCH_PID="+strconv.Itoa(os.Getpid()))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("timed out after %s", timeout)
-	}
-	if err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %v\n%s", filepath.Base(script), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
-			env[k] = v
-		}
-	}
-	return env, sc.Err()
+	return testproc.RunScript(timeout, nil, "ELASTICMQ_WATCH_PID", script, args...)
 }
