@@ -91,47 +91,59 @@ func (f *Factory) identity(flag string) string {
 }
 
 // makePlan builds a plan from the flags against the open source.
-func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+// check validates the plan flags that need no source, so that a mistake
+// is reported before anything connects.
+func (p *planFlags) check() error {
 	if strings.TrimSpace(p.reason) == "" {
-		return nil, usageErrorf("--reason is required: say why (it goes into the plan and the journal)")
+		return usageErrorf("--reason is required: say why (it goes into the plan and the journal)")
 	}
-	sel, err := p.sel.selector()
-	if err != nil {
-		return nil, err
+	if _, err := p.sel.selector(); err != nil {
+		return err
 	}
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
-		return nil, err
-	}
-	ramp, err := parseRamp(p.ramp)
-	if err != nil {
-		return nil, err
+	if _, err := parseRamp(p.ramp); err != nil {
+		return err
 	}
 	if p.max < 0 {
-		return nil, usageErrorf("--max %d: must be 0 or more", p.max)
+		return usageErrorf("--max %d: must be 0 or more", p.max)
+	}
+	if err := checkDispositions("--allow-disposition", p.allowDispositions); err != nil {
+		return err
+	}
+	if p.kind != redrive.KindRedrive {
+		return nil
+	}
+	if math.IsNaN(p.rate) || math.IsInf(p.rate, 0) || p.rate < 0 {
+		return usageErrorf("--rate %g: want a number of messages per second ≥ 0 (0: unlimited)", p.rate)
+	}
+	if p.burst < 1 || p.burst > maxBurst {
+		// A burst that large would let the limiter pass whole batches
+		// at once: the rate would no longer hold.
+		return usageErrorf("--burst %d: want 1 to %d", p.burst, maxBurst)
+	}
+	if p.maxFailedRatio < 0 || p.maxFailedRatio > 1 {
+		return usageErrorf("--max-failed-ratio %g: must be between 0 and 1", p.maxFailedRatio)
+	}
+	if p.settle < 0 {
+		return usageErrorf("--settle must not be negative")
+	}
+	return nil
+}
+
+func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	sel, _ := p.sel.selector() // checked
+	ramp, _ := parseRamp(p.ramp)
+	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+		return nil, err
 	}
 	mover, ok := s.src.(backend.Mover)
 	if !ok {
 		return nil, usageErrorf("%s: this backend cannot move entries", s.src)
 	}
-	if err := checkDispositions("--allow-disposition", p.allowDispositions); err != nil {
-		return nil, err
-	}
 	params := redrive.Params{Ramp: ramp, Max: p.max, IncludeQuarantined: p.includeQuarantined, AllowDispositions: p.allowDispositions}
 	if p.kind == redrive.KindRedrive {
-		if math.IsNaN(p.rate) || math.IsInf(p.rate, 0) || p.rate < 0 {
-			return nil, usageErrorf("--rate %g: want a number of messages per second ≥ 0 (0: unlimited)", p.rate)
-		}
-		if p.burst < 1 || p.burst > maxBurst {
-			// A burst that large would let the limiter pass whole batches
-			// at once: the rate would no longer hold.
-			return nil, usageErrorf("--burst %d: want 1 to %d", p.burst, maxBurst)
-		}
-		if p.maxFailedRatio < 0 || p.maxFailedRatio > 1 {
-			return nil, usageErrorf("--max-failed-ratio %g: must be between 0 and 1", p.maxFailedRatio)
-		}
-		if p.settle < 0 {
-			return nil, usageErrorf("--settle must not be negative")
-		}
 		params.To, params.Rate, params.Burst = p.to, p.rate, p.burst
 		params.Settle, params.MaxFailedRatio, params.UnverifiedOK = redrive.Duration(p.settle), p.maxFailedRatio, p.unverifiedOK
 		params.EffectsQuery = p.effectsQuery
@@ -291,6 +303,9 @@ func newPlanCmd(f *Factory, kind string) *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			if p.out == "" {
 				return usageErrorf("--out is required: where to write the plan")
+			}
+			if err := p.check(); err != nil {
+				return err
 			}
 			s, err := f.openSession(c.Context())
 			if err != nil {
