@@ -1,0 +1,254 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dlqctl/dlqctl/redrive"
+)
+
+type resumeOptions struct {
+	pastGate    bool
+	retryFailed bool
+	effects     string
+	keys        keyFlags
+	distinct    bool
+	plan        string
+	yes         bool
+}
+
+func newResumeCmd(f *Factory, kind string) *cobra.Command {
+	o := &resumeOptions{}
+	c := &cobra.Command{
+		Use:   "resume JOURNAL",
+		Short: "Continue a run without repeating any completed move",
+		Long: `Continue an interrupted or failed run from its journal, on the source the
+journal names (--source only when its URL needs a password). The run's
+approval is checked as apply checks it, and the journal's signature chain
+with the same key: an edited or hand-written journal is refused (exit 5).
+Confirmed moves are never repeated; an entry whose move outcome is unknown
+is checked against the DLQ and the destination (Redis, dir: still in the DLQ
+means not moved) or sent again with the same identity (Pulsar) and journaled
+as ambiguous. A run halted by a gate goes on only with --past-gate and an
+approval given after the halt (approve the plan again); its batches start
+again at the first ramp size. --retry-failed tries entries whose move failed
+once more.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := wantJournal(args[0], kind); err != nil {
+				return err
+			}
+			return runResume(c.Context(), f, kind, args[0], o)
+		},
+	}
+	c.Flags().BoolVar(&o.pastGate, "past-gate", false, "resume a run that a reconciliation gate halted (needs an approval given after the halt)")
+	c.Flags().BoolVar(&o.retryFailed, "retry-failed", false, "try the entries whose move failed once more, each once")
+	c.Flags().StringVar(&o.plan, "plan", "", "the plan file, for approvals given after the run started (default: the path the journal recorded)")
+	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse an approval by the planner (also policy.distinct_approver)")
+	c.Flags().BoolVar(&o.yes, "yes", false, "resume a one-step run (one without an approval) without asking")
+	o.keys.register(c.Flags())
+	if kind == redrive.KindRedrive {
+		c.Flags().StringVar(&o.effects, "effects", "", "the effects URL with its password, when the plan's has one hidden")
+	}
+	return c
+}
+
+// trustedRun is a journal that resume may believe, and how to go on
+// writing it.
+type trustedRun struct {
+	st *redrive.State
+	// key is the approval key the journal is chained with (nil: an
+	// unsigned one-step run), v how far it verified.
+	key []byte
+	v   redrive.Verified
+	// fresh is the approval to record when it is not the run-start's.
+	fresh *redrive.Approval
+}
+
+// trustRun reads the journal and checks what resume must before it
+// believes it: the plan's digest, the run's approval (exactly as apply
+// checks it; after a halt, one given after it) and the journal's chain.
+// The journal is streamed, never held whole.
+func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOptions) (*trustedRun, error) {
+	start, err := redrive.ReadRunStart(path)
+	if errors.Is(err, redrive.ErrNeverStarted) {
+		return nil, usageErrorf("%v; start it with: dlqctl %s apply PLAN --journal %s", err, kind, shellQuote(path))
+	}
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if start.Plan.Kind != kind {
+		return nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, start.Plan.Kind, start.Plan.Kind)
+	}
+	if err := start.Plan.Verify(); err != nil {
+		return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w", path, err))
+	}
+	pol, err := f.approvalPolicy(o.keys, o.distinct)
+	if err != nil {
+		return nil, err
+	}
+	signed := start.MAC != ""
+	tr := &trustedRun{}
+	switch {
+	case start.Approval != nil:
+		// The approval's signature first, so that a wrong key is named as such.
+		sig := pol
+		sig.Now, sig.DistinctApprover = time.Time{}, false
+		check := *start.Plan
+		check.Approvals = []redrive.Approval{*start.Approval}
+		if _, err := check.CheckApproval(sig); err != nil {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: the run's approval: %w", path, err))
+		}
+		if tr.key, err = pol.KeyOf(start.Approval.By); err != nil {
+			return nil, withCode(ExitApproval, err)
+		}
+		if !signed {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w, but its run has an approval: a journal made by dlqctl is signed; resume refuses it", path, redrive.ErrUnsigned))
+		}
+	case signed:
+		// A one-step run signed with the approval key in effect then.
+		if tr.key, err = pol.KeyOf(""); err != nil {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s is signed: %w", path, err))
+		}
+	}
+	var jkey []byte
+	if tr.key != nil {
+		jkey = redrive.JournalKey(tr.key, start.RunID)
+	}
+	st, v, err := redrive.ReplayFile(path, jkey)
+	if err != nil {
+		if errors.Is(err, redrive.ErrForged) || errors.Is(err, redrive.ErrUnsigned) {
+			return nil, withCode(ExitApproval, fmt.Errorf("%w; resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", err))
+		}
+		return nil, usageErrorf("%v", err)
+	}
+	tr.st, tr.v = st, v
+	return tr, nil
+}
+
+// approveGoingOn checks that the run may go on: under an approval that
+// verifies now (after a halt, one given since), or, for a one-step run,
+// what the one-step command asked.
+func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRun, o *resumeOptions) error {
+	st := tr.st
+	pol, err := f.approvalPolicy(o.keys, o.distinct)
+	if err != nil {
+		return err
+	}
+	halted := st.Status == redrive.StatusHalted
+	if halted {
+		pol.After = st.HaltedAt
+	}
+	start := st.Start.Approval
+	if start == nil && !halted {
+		if f.config.Policy.RequireApproval {
+			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
+		}
+		if tr.key == nil {
+			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(len(st.Plan.Entries))))
+		}
+		return nil
+	}
+	// The approvals the run may go on under: its own, those resumes
+	// recorded, and those given in the plan file since.
+	cands := append([]redrive.Approval(nil), st.Approvals...)
+	planPath := firstNonEmpty(o.plan, st.Start.PlanPath)
+	if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == st.Plan.Digest {
+		cands = append(cands, p.Approvals...)
+	} else if o.plan != "" {
+		if perr == nil {
+			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, st.Plan.Digest)
+		}
+		return withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
+	}
+	check := *st.Plan
+	check.Approvals = cands
+	a, err := check.CheckApproval(pol)
+	if err != nil {
+		return withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
+	}
+	if start == nil || a != *start {
+		tr.fresh = &a
+	}
+	return nil
+}
+
+func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) error {
+	unlock, err := f.lockExistingJournal(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tr, err := f.trustRun(ctx, kind, path, o)
+	if err != nil {
+		return err
+	}
+	st := tr.st
+	hint := hintFlags{keys: o.keys}
+	switch {
+	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
+		fmt.Fprintf(f.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
+		return f.printRun(runDoc(st, path))
+	case st.Status == redrive.StatusHalted && !o.pastGate:
+		hint.pastGate = true
+		return withCode(ExitGate, fmt.Errorf("run %s was halted by the %s gate; once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN --again) and go on with: %s",
+			st.RunID, st.HaltedBy, kind, f.resumeCommand(kind, path, hint)))
+	}
+	if err := f.approveGoingOn(ctx, path, tr, o); err != nil {
+		return err
+	}
+	if f.source == "" {
+		if f.source, err = journalSource(st.Start.Source); err != nil {
+			return err
+		}
+	}
+	s, err := f.openSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	if s.src.String() != st.Plan.Source {
+		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
+	}
+	ctx, release, err := f.leaseDLQ(ctx, s.src, st.RunID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	eng, closeEng, err := f.engine(ctx, s.src, st.Plan, o.effects)
+	if err != nil {
+		return err
+	}
+	defer closeEng()
+	var j *redrive.Journal
+	if tr.key != nil {
+		j, err = redrive.OpenVerifiedJournal(path, f.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
+	} else {
+		j, err = redrive.OpenJournal(path, f.Now)
+	}
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	eng.Journal = j
+	if err := eng.Resume(st, f.identity(""), tr.fresh); err != nil {
+		return err
+	}
+	if o.retryFailed {
+		if n := st.RetryFailed(); n > 0 {
+			fmt.Fprintf(f.IO.ErrOut, "trying %s that failed once more\n", entries(n))
+		}
+	}
+	f.noteWeakMoves(s.src, st.Plan)
+	fmt.Fprintf(f.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
+	return f.finishRun(ctx, eng, st, path, hint)
+}
+
+func hasFailed(st *redrive.State) bool {
+	_, _, _, failed := st.Counts()
+	return failed > 0
+}
