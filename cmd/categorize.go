@@ -69,11 +69,8 @@ func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) err
 		doc.Categories = append(doc.Categories, cd)
 	}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	t := report.Table{Columns: []report.Column{
 		{Name: "category", Kind: report.Key}, {Name: "disposition", Kind: report.Key, Tone: report.DispositionTone},

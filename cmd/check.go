@@ -126,10 +126,8 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	switch ro.Format {
 	case report.FormatOpenMetrics:
 		err = report.WriteOpenMetrics(f.IO.Out, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
-	case report.FormatJSON:
-		err = report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		err = report.WriteNDJSON(f.IO.Out, doc)
+	case report.FormatJSON, report.FormatNDJSON:
+		_, err = f.emitJSON(doc)
 	default:
 		if doc.OK {
 			err = report.WriteLine(f.IO.Out, report.ToneGood, fmt.Sprintf("ok: %s, no threshold breached", entries(sum.Total)), ro)

@@ -128,12 +128,8 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 		}
 	}
 	ro := f.reportOptions()
-	if ro.Format.IsJSON() {
-		if ro.Format == report.FormatNDJSON {
-			err = report.WriteNDJSON(f.IO.Out, doc)
-		} else {
-			err = report.WriteJSON(f.IO.Out, doc)
-		}
+	if done, jerr := f.emitJSON(doc); done {
+		err = jerr
 	} else {
 		err = writeDoctor(f, doc, ro)
 	}

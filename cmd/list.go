@@ -124,7 +124,8 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 			Next   string `json:"next"`
 		}{"dlqctl.cursor/v1", next})
 	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
+		_, err := f.emitJSON(doc)
+		return err
 	}
 	dispositionOf := map[string]string{}
 	for _, li := range doc.Items {

@@ -86,11 +86,8 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	}
 	doc := PendingDoc{Schema: "dlqctl.pending/v1", PendingReport: rep}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	lag := "unknown"
 	if rep.Lag != nil {

@@ -46,10 +46,8 @@ func runPlanShow(f *Factory, kind, path string) error {
 	ro := f.reportOptions()
 	tampered := plan.Verify()
 	switch ro.Format {
-	case report.FormatJSON:
-		err = report.WriteJSON(f.IO.Out, plan)
-	case report.FormatNDJSON:
-		err = report.WriteNDJSON(f.IO.Out, plan)
+	case report.FormatJSON, report.FormatNDJSON:
+		_, err = f.emitJSON(plan)
 	default:
 		err = f.writePlanReview(f.IO.Out, plan, path, ro)
 	}

@@ -95,11 +95,8 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	}
 	doc := QuarantineDoc{Schema: "dlqctl.quarantine/v1", QuarantineReport: rep}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	if o.dryRun {
 		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing was changed")

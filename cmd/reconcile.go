@@ -102,11 +102,8 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		doc.Batches = append(doc.Batches, rep)
 	}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	if err := writeBatches(f.IO.Out, doc.Batches, ro); err != nil {
 		return err

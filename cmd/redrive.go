@@ -175,11 +175,8 @@ func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Pro
 // printPlan shows what a plan will do.
 func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 	ro := f.reportOptions()
-	if ro.Format == report.FormatJSON || ro.Format == report.FormatNDJSON {
-		if ro.Format == report.FormatNDJSON {
-			return report.WriteNDJSON(f.IO.Out, p)
-		}
-		return report.WriteJSON(f.IO.Out, p)
+	if done, err := f.emitJSON(p); done {
+		return err
 	}
 	byCat := map[string]int{}
 	for _, e := range p.Entries {

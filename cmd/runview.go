@@ -248,11 +248,8 @@ func (d *RunDoc) ended(at time.Time) {
 func (f *Factory) printRun(d RunDoc) error {
 	ro := f.reportOptions()
 	ro.Now = f.Now() // the run took a while: "ended 5s ago", not "in 6m"
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, d)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, d)
+	if done, err := f.emitJSON(d); done {
+		return err
 	}
 	section(f)
 	verb := map[string]string{redrive.KindRedrive: "Redrive", redrive.KindResolve: "Resolve"}[d.Kind]

@@ -85,7 +85,8 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 	ro := f.reportOptions()
 	switch ro.Format {
 	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
+		_, err := f.emitJSON(doc)
+		return err
 	case report.FormatNDJSON:
 		for _, it := range doc.Items {
 			line := struct {

@@ -92,11 +92,8 @@ func runShow(ctx context.Context, f *Factory, ref string) error {
 		doc.Others = append(doc.Others, m.ID)
 	}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	fields := []report.Field{
 		{Key: "id", Value: e.ID},

@@ -136,11 +136,8 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		doc.Backend = es.JSON
 	}
 	ro := f.reportOptions()
-	switch ro.Format {
-	case report.FormatJSON:
-		return report.WriteJSON(f.IO.Out, doc)
-	case report.FormatNDJSON:
-		return report.WriteNDJSON(f.IO.Out, doc)
+	if done, err := f.emitJSON(doc); done {
+		return err
 	}
 	w := f.IO.Out
 	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{

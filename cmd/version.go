@@ -6,8 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
-
-	"github.com/dlqctl/dlqctl/report"
 )
 
 func newVersionCmd(f *Factory) *cobra.Command {
@@ -25,10 +23,8 @@ func newVersionCmd(f *Factory) *cobra.Command {
 					Date    string `json:"date,omitempty"`
 					Go      string `json:"go"`
 				}{"dlqctl.version/v1", b.Version, b.Commit, b.Date, runtime.Version()}
-				if f.format == report.FormatNDJSON {
-					return report.WriteNDJSON(f.IO.Out, doc)
-				}
-				return report.WriteJSON(f.IO.Out, doc)
+				_, err := f.emitJSON(doc)
+				return err
 			}
 			_, err := fmt.Fprintf(f.IO.Out, "dlqctl %s (commit %s, %s)\n", b.Version, b.Commit, runtime.Version())
 			return err
