@@ -1,6 +1,9 @@
 package envelope
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // FieldWriter lays envelope fields out as key/value pairs, the inverse of
 // DecodeFields: each field under the first of its names, each name written
@@ -67,4 +70,27 @@ func (names FieldNames) NameOf(name string) (field string, first, ok bool) {
 		}
 	}
 	return "", false, false
+}
+
+// History writes what a dead letter went through, for backends that keep
+// fields as headers, properties or attributes (Kafka, Pulsar, SQS):
+// attempts and redrive count when not zero, error, error class, the
+// times, owner, schema info and a malformed entry's reason.
+func (w *FieldWriter) History(e Envelope) {
+	if e.Attempts != 0 {
+		w.Put(FieldAttempts, strconv.Itoa(e.Attempts))
+	}
+	w.Str(FieldLastError, e.LastError)
+	w.Str(FieldErrorClass, e.ErrorClass)
+	w.Time(FieldFirstReceivedAt, e.FirstReceivedAt)
+	w.Time(FieldDeadLetteredAt, e.DeadLetteredAt)
+	w.Str(FieldOwner, e.Owner)
+	w.Time(FieldRecoverBy, e.RecoverBy)
+	w.Str(FieldSchemaInfo, e.SchemaInfo)
+	if e.RedriveCount != 0 {
+		w.Put(FieldRedriveCount, strconv.Itoa(e.RedriveCount))
+	}
+	if e.Malformed != "" {
+		w.Raw(MalformedMarker, e.Malformed)
+	}
 }

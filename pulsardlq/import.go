@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -151,22 +150,7 @@ func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 	}
 	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
 	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
-	if e.Attempts != 0 {
-		w.Put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
-	}
-	w.Str(envelope.FieldLastError, e.LastError)
-	w.Str(envelope.FieldErrorClass, e.ErrorClass)
-	w.Time(envelope.FieldFirstReceivedAt, e.FirstReceivedAt)
-	w.Time(envelope.FieldDeadLetteredAt, e.DeadLetteredAt)
-	w.Str(envelope.FieldOwner, e.Owner)
-	w.Time(envelope.FieldRecoverBy, e.RecoverBy)
-	w.Str(envelope.FieldSchemaInfo, e.SchemaInfo)
-	if e.RedriveCount != 0 {
-		w.Put(envelope.FieldRedriveCount, strconv.Itoa(e.RedriveCount))
-	}
-	if e.Malformed != "" {
-		w.Raw(envelope.MalformedMarker, e.Malformed)
-	}
+	w.History(e)
 	msg := &pulsar.ProducerMessage{Payload: payload, Key: e.Key}
 	keys := make([]string, 0, len(e.Properties))
 	for k := range e.Properties {
