@@ -459,77 +459,9 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 	for _, b := range st.Batches {
 		done += b.Size
 	}
-	chunk := e.chunkSize()
-	for i := 0; i < len(publish); i += chunk {
-		part := publish[i:min(i+chunk, len(publish))]
-		if e.Limiter != nil {
-			if err := e.Limiter.WaitN(ctx, len(part)); err != nil {
-				return stopped(ctx, err)
-			}
-		}
-		if err := e.publishChunk(ctx, st, part); err != nil {
-			return err
-		}
-		if e.Observer != nil {
-			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
-		}
-		if ctx.Err() != nil {
-			return stopped(ctx, ctx.Err())
-		}
-	}
-	return nil
-}
-
-func (e *Engine) publishChunk(ctx context.Context, st *State, part []Entry) error {
-	intents := make([]Record, 0, len(part))
-	items := make([]backend.MoveItem, 0, len(part))
-	for _, en := range part {
-		if st.step[en.Seq] != RecAmbiguous && st.step[en.Seq] != RecIntent {
-			intents = append(intents, e.entryRec(RecIntent, st, en, ""))
-		}
-		items = append(items, e.item(en))
-	}
-	if err := e.commit(st, RecIntent, intents...); err != nil {
-		return err
-	}
-	mctx, cancel := e.moveCtx(ctx)
-	results, err := e.Mover.Publish(mctx, items, e.markers(st))
-	cancel()
-	if err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	if err := oneEach("publish", results, items); err != nil {
-		return err
-	}
-	var recs []Record
-	var remove []Entry
-	for i, res := range results {
-		en := part[i]
-		switch {
-		case errors.Is(res.Err, backend.ErrNotFound):
-			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published"))
-		case errors.Is(res.Err, backend.ErrChanged):
-			recs = append(recs, e.entryRec(RecSkipped, st, en, res.Err.Error()))
-		case res.Err != nil:
-			recs = append(recs, e.entryRec(RecFailed, st, en, res.Err.Error()))
-		default:
-			r := e.entryRec(RecPublished, st, en, "")
-			r.DestID = res.DestID
-			recs = append(recs, r)
-			if res.Removed {
-				recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
-			} else {
-				remove = append(remove, en)
-			}
-		}
-	}
-	if err := e.commit(st, RecPublished, recs...); err != nil {
-		return err
-	}
-	if len(remove) > 0 {
-		return e.removeChunk(ctx, st, remove)
-	}
-	return nil
+	// The chunks go through a pipeline (pipeline.go): the next chunk's
+	// intents are synced while the current chunk's round trip is in flight.
+	return e.publishChunks(ctx, st, publish, done)
 }
 
 func (e *Engine) removeChunk(ctx context.Context, st *State, part []Entry) error {

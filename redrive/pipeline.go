@@ -1,0 +1,201 @@
+package redrive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// The publish pipeline. A chunk's move is one round trip, and its journal
+// steps are one write and one sync each side of it; done one after the
+// other, the round trip waited on the disk and the disk on the round trip.
+// The pipeline keeps both busy without giving up the write-ahead rule:
+//
+//   - chunk k+1's intents are written and synced while chunk k's publish is
+//     in flight, and chunk k+1 is sent only after that sync returned and
+//     chunk k's publish came back;
+//   - for an atomic move (published and removed in one step) nothing waits
+//     on chunk k's results, so they are journaled in the same write as chunk
+//     k+2's intents, while chunk k+1 is in flight: one sync per chunk;
+//   - an entry that still has to be removed (a mover that is not atomic)
+//     has its published record synced before its removal is sent, and the
+//     removal is sent before the next chunk's publish.
+//
+// There is one mover call at a time, on one goroutine at a time, in plan
+// order, so entries that share a key reach the destination in their order
+// exactly as without the pipeline. Ctrl-C (or the time limit) stops the
+// preparing of chunks; every chunk whose intents were synced is still sent
+// and journaled, so an interrupted journal holds no intent without its
+// outcome. A crash leaves at most two chunks between steps (one in flight,
+// one whose intents are synced), which resume settles as it settles one.
+
+// flight is one publish running on its own goroutine while the engine
+// journals.
+type flight struct {
+	part    []Entry
+	items   []backend.MoveItem
+	done    chan struct{}
+	results []backend.MoveResult
+	err     error
+}
+
+// launch sends part's publish. It runs to its end even after Ctrl-C, within
+// MoveTimeout, like every move in flight.
+func (e *Engine) launch(ctx context.Context, st *State, part []Entry) *flight {
+	items := make([]backend.MoveItem, len(part))
+	for i, en := range part {
+		items[i] = e.item(en)
+	}
+	f := &flight{part: part, items: items, done: make(chan struct{})}
+	m := e.markers(st)
+	mctx, cancel := e.moveCtx(ctx)
+	go func() {
+		defer close(f.done)
+		defer cancel()
+		f.results, f.err = e.Mover.Publish(mctx, items, m)
+	}()
+	return f
+}
+
+// wait is the flight's outcome, checked to hold one result per entry.
+func (f *flight) wait() ([]backend.MoveResult, error) {
+	<-f.done
+	if f.err != nil {
+		return nil, fmt.Errorf("publish: %w", f.err)
+	}
+	if err := oneEach("publish", f.results, f.items); err != nil {
+		return nil, err
+	}
+	return f.results, nil
+}
+
+// publishChunks publishes entries chunk by chunk through the pipeline;
+// done is how many entries earlier batches held, for progress.
+func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, done int) error {
+	chunk := e.chunkSize()
+	var (
+		fl    *flight  // the chunk in flight
+		carry []Record // results of the chunk before it, not journaled yet
+		stop  error    // why no more chunks are prepared
+		next  int      // the first entry of the next chunk
+		sent  int      // entries whose publish came back
+	)
+	// Never leave with a publish running: not on an error, not when a
+	// crash hook (tests) unwinds the stack. The backend then sees no
+	// mover call after this one returns.
+	defer func() {
+		if fl != nil {
+			<-fl.done
+		}
+	}()
+	for {
+		var part []Entry
+		if next < len(entries) && stop == nil {
+			n := min(chunk, len(entries)-next)
+			switch {
+			case ctx.Err() != nil:
+				stop = stopped(ctx, ctx.Err())
+			case e.Limiter != nil:
+				if err := e.Limiter.WaitN(ctx, n); err != nil {
+					stop = stopped(ctx, err)
+				}
+			}
+			if stop == nil {
+				part = entries[next : next+n]
+				next += n
+			}
+		}
+		// One write while the chunk in flight is on its round trip.
+		if err := e.commitGroup(st, carry, part); err != nil {
+			return err
+		}
+		carry = nil
+		if fl != nil {
+			results, err := fl.wait()
+			flown := fl.part
+			fl = nil
+			if err != nil {
+				return err
+			}
+			recs, remove := e.publishedRecs(st, flown, results)
+			sent += len(flown)
+			if len(remove) > 0 || part == nil {
+				// A removal waits for its published record; with no chunk
+				// to send next, there is nothing to overlap with.
+				if err := e.commit(st, RecPublished, recs...); err != nil {
+					return err
+				}
+				if len(remove) > 0 {
+					if err := e.removeChunk(ctx, st, remove); err != nil {
+						return err
+					}
+				}
+			} else {
+				carry = recs
+			}
+			if e.Observer != nil {
+				e.Observer.Progress(done+sent, len(st.Plan.Entries))
+			}
+		}
+		if part == nil {
+			return stop
+		}
+		fl = e.launch(ctx, st, part)
+	}
+}
+
+// commitGroup journals, in one write and one sync, the results carried
+// from an earlier chunk and the intents of part, the chunk about to be
+// sent. The crash hook (tests) hears each kind of step the write held: a
+// crash "after the published step" then also finds the next intents
+// synced, as a real crash there would.
+func (e *Engine) commitGroup(st *State, results []Record, part []Entry) error {
+	recs := results
+	for _, en := range part {
+		// An entry resumed as ambiguous, or whose intent a crash left,
+		// has its intent journaled already.
+		if s := st.Step(en.Seq); s != RecAmbiguous && s != RecIntent {
+			recs = append(recs, e.entryRec(RecIntent, st, en, ""))
+		}
+	}
+	if err := e.commit(st, "", recs...); err != nil {
+		return err
+	}
+	if len(results) > 0 {
+		e.crash(RecPublished)
+	}
+	if len(part) > 0 {
+		e.crash(RecIntent)
+	}
+	return nil
+}
+
+// publishedRecs are the step records of a chunk's publish results, and the
+// entries that still have to be removed from the DLQ.
+func (e *Engine) publishedRecs(st *State, part []Entry, results []backend.MoveResult) ([]Record, []Entry) {
+	recs := make([]Record, 0, 2*len(part))
+	var remove []Entry
+	for i, res := range results {
+		en := part[i]
+		switch {
+		case errors.Is(res.Err, backend.ErrNotFound):
+			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published"))
+		case errors.Is(res.Err, backend.ErrChanged):
+			recs = append(recs, e.entryRec(RecSkipped, st, en, res.Err.Error()))
+		case res.Err != nil:
+			recs = append(recs, e.entryRec(RecFailed, st, en, res.Err.Error()))
+		default:
+			r := e.entryRec(RecPublished, st, en, "")
+			r.DestID = res.DestID
+			recs = append(recs, r)
+			if res.Removed {
+				recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
+			} else {
+				remove = append(remove, en)
+			}
+		}
+	}
+	return recs, remove
+}
