@@ -11,17 +11,24 @@ import (
 // The publish pipeline. A chunk's move is one round trip, and its journal
 // steps are one write and one sync each side of it; done one after the
 // other, the round trip waited on the disk and the disk on the round trip.
-// The pipeline keeps both busy without giving up the write-ahead rule:
+// For an atomic mover (Redis, dir, Kafka: published and removed in one
+// step) the pipeline keeps both busy without giving up the write-ahead
+// rule:
 //
 //   - chunk k+1's intents are written and synced while chunk k's publish is
 //     in flight, and chunk k+1 is sent only after that sync returned and
 //     chunk k's publish came back;
-//   - for an atomic move (published and removed in one step) nothing waits
-//     on chunk k's results, so they are journaled in the same write as chunk
-//     k+2's intents, while chunk k+1 is in flight: one sync per chunk;
-//   - an entry that still has to be removed (a mover that is not atomic)
-//     has its published record synced before its removal is sent, and the
-//     removal is sent before the next chunk's publish.
+//   - nothing waits on chunk k's results, so they are journaled in the same
+//     write as chunk k+2's intents, while chunk k+1 is in flight: one sync
+//     per chunk;
+//   - should an entry still have to be removed, its published record is
+//     synced before its removal is sent, and the removal is sent before the
+//     next chunk's publish.
+//
+// A mover that is not atomic (Pulsar, SQS, a Redis Cluster) removes every
+// entry in a second round trip after its published record: its chunks are
+// not overlapped, and each goes intents, publish, published, remove,
+// removed, as before the pipeline, and so does each of its crash points.
 //
 // There is one mover call at a time, on one goroutine at a time, in plan
 // order, so entries that share a key reach the destination in their order
@@ -75,6 +82,10 @@ func (f *flight) wait() ([]backend.MoveResult, error) {
 // done is how many entries earlier batches held, for progress.
 func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, done int) error {
 	chunk := e.chunkSize()
+	// A mover that is not atomic removes each entry in a second round trip
+	// after its published record is synced: its chunks go one after the
+	// other, each step journaled before the next, as they always have.
+	ahead := e.Mover.Atomic()
 	var (
 		fl    *flight  // the chunk in flight
 		carry []Record // results of the chunk before it, not journaled yet
@@ -90,7 +101,41 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 			<-fl.done
 		}
 	}()
+	// land takes the flight's results: journaled at once, or carried into
+	// the next write when nothing waits on them.
+	land := func(canCarry bool) error {
+		results, err := fl.wait()
+		flown := fl.part
+		fl = nil
+		if err != nil {
+			return err
+		}
+		recs, remove := e.publishedRecs(st, flown, results)
+		sent += len(flown)
+		if canCarry && len(remove) == 0 {
+			carry = recs
+		} else {
+			// A removal waits for its published record.
+			if err := e.commit(st, RecPublished, recs...); err != nil {
+				return err
+			}
+			if len(remove) > 0 {
+				if err := e.removeChunk(ctx, st, remove); err != nil {
+					return err
+				}
+			}
+		}
+		if e.Observer != nil {
+			e.Observer.Progress(done+sent, len(st.Plan.Entries))
+		}
+		return nil
+	}
 	for {
+		if fl != nil && !ahead {
+			if err := land(false); err != nil {
+				return err
+			}
+		}
 		var part []Entry
 		if next < len(entries) && stop == nil {
 			n := min(chunk, len(entries)-next)
@@ -113,30 +158,10 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 		}
 		carry = nil
 		if fl != nil {
-			results, err := fl.wait()
-			flown := fl.part
-			fl = nil
-			if err != nil {
+			// With no chunk to send next there is nothing to overlap
+			// the results' write with.
+			if err := land(part != nil); err != nil {
 				return err
-			}
-			recs, remove := e.publishedRecs(st, flown, results)
-			sent += len(flown)
-			if len(remove) > 0 || part == nil {
-				// A removal waits for its published record; with no chunk
-				// to send next, there is nothing to overlap with.
-				if err := e.commit(st, RecPublished, recs...); err != nil {
-					return err
-				}
-				if len(remove) > 0 {
-					if err := e.removeChunk(ctx, st, remove); err != nil {
-						return err
-					}
-				}
-			} else {
-				carry = recs
-			}
-			if e.Observer != nil {
-				e.Observer.Progress(done+sent, len(st.Plan.Entries))
 			}
 		}
 		if part == nil {
