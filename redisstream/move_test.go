@@ -532,3 +532,46 @@ func TestKeySlot(t *testing.T) {
 }
 
 func keySlotWhole(s string) int { return int(crc16(s) % 16384) }
+
+// The move script's redrive_count: found under the first of its names the
+// entry has (an alias too), raised in place; an empty one counts as 0; one
+// that is not a whole number fails the item before anything is written.
+// The fingerprint, too, is looked up by the first name present.
+func TestPublishRedriveCountNames(t *testing.T) {
+	ctx := context.Background()
+	rdb := shared.Client()
+	dlq, orders := key(t, "dlq"), key(t, "orders")
+	fp := envelope.ComputeFingerprint([]byte("x"))
+	names := envelope.FieldNames{envelope.FieldRedriveCount: {"retries", "redrive_count"}, envelope.FieldFingerprint: {"fp", "fingerprint"}}
+	s := openStream(t, shared.URL(0, dlq), Options{Fields: names})
+	alias := xadd(t, rdb, dlq, "event_id", "E1", "redrive_count", "7", "payload", "x", "retries", "2", "fp", fp, "fingerprint", "sha256:other")
+	empty := xadd(t, rdb, dlq, "event_id", "E2", "retries", "", "payload", "x")
+	bad := xadd(t, rdb, dlq, "event_id", "E3", "retries", "two", "payload", "x")
+	res, err := s.Publish(ctx, []backend.MoveItem{
+		{Seq: 1, ID: alias, Fingerprint: fp, Dest: orders},
+		{Seq: 2, ID: empty, Dest: orders},
+		{Seq: 3, ID: bad, Dest: orders},
+	}, testMarkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"event_id", "E1", "redrive_count", "7", "payload", "x", "retries", "3", "fp", fp, "fingerprint", "sha256:other",
+			"dlqctl_run_id", "run-1", "dlqctl_seq", "1", "dlqctl_redriven_from", alias},
+		{"event_id", "E2", "retries", "1", "payload", "x", "dlqctl_run_id", "run-1", "dlqctl_seq", "2", "dlqctl_redriven_from", empty},
+	}
+	for i, w := range want {
+		if res[i].Err != nil {
+			t.Fatalf("item %d: %v", i, res[i].Err)
+		}
+		if got := entryFields(t, rdb, orders, res[i].DestID); !reflect.DeepEqual(got, w) {
+			t.Errorf("moved entry %d:\n got %q\nwant %q", i, got, w)
+		}
+	}
+	if res[2].Err == nil || !strings.Contains(res[2].Err.Error(), "field retries of "+bad+" is not a whole number: two") {
+		t.Errorf("item 3: %+v, want the redrive count refused", res[2])
+	}
+	if entryFields(t, rdb, dlq, bad) == nil || xlen(t, rdb, orders) != 2 {
+		t.Error("a refused move wrote something")
+	}
+}
