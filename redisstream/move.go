@@ -157,20 +157,26 @@ func (s *Stream) Publish(ctx context.Context, items []backend.MoveItem, m backen
 // publishScript moves every item with the move script.
 func (s *Stream) publishScript(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
 	results := make([]backend.MoveResult, len(items))
-	var calls []scriptCall
-	var at []int
+	calls := make([]scriptCall, 0, len(items))
+	at := make([]int, 0, len(items))
+	// What every call of the chunk shares, made once: the group and the
+	// field names.
+	shared := appendNames([]any{s.group}, s.names[envelope.FieldFingerprint])
+	shared = appendNames(shared, s.names[envelope.FieldRedriveCount])
+	var runID any = m.RunID
 	for i, it := range items {
 		if it.Dest == "" {
 			results[i].Err = fmt.Errorf("move %s: no destination stream", it.ID)
 			continue
 		}
-		args := []any{it.ID, it.Fingerprint, s.group}
-		args = appendNames(args, s.names[envelope.FieldFingerprint])
-		args = appendNames(args, s.names[envelope.FieldRedriveCount])
+		var id any = it.ID
+		args := make([]any, 0, 2+len(shared)+6)
+		args = append(args, id, it.Fingerprint)
+		args = append(args, shared...)
 		args = append(args,
-			backend.MarkerRunID, m.RunID,
+			backend.MarkerRunID, runID,
 			backend.MarkerSeq, strconv.FormatInt(it.Seq, 10),
-			backend.MarkerRedrivenFrom, it.ID)
+			backend.MarkerRedrivenFrom, id)
 		calls = append(calls, scriptCall{keys: []string{s.key, it.Dest}, args: args})
 		at = append(at, i)
 	}
