@@ -152,7 +152,8 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 				next += n
 			}
 		}
-		// One write while the chunk in flight is on its round trip.
+		// One write (with an atomic mover, while the chunk in flight is on
+		// its round trip).
 		if err := e.commitGroup(st, carry, part); err != nil {
 			return err
 		}
