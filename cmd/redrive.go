@@ -425,7 +425,7 @@ func newApplyCmd(f *Factory, kind string) *cobra.Command {
 after it was made, its approval expired or does not verify, or it is stale:
 an entry left the DLQ or its fingerprint changed (listed; --skip-missing goes
 on without them). Every step is journaled before the next side effect;
-Ctrl-C finishes the chunk in flight and exits 130 with the resume command.`,
+Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with the resume command.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runApply(c.Context(), f, kind, args[0], o)
