@@ -22,6 +22,8 @@ package kafkadlq
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,13 +168,34 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 	if _, err := t.partitions(ctx, t.src.topic); err != nil {
 		if !errors.Is(err, errNoTopic) {
 			t.cl.Close()
-			return nil, err
+			return nil, t.explain(err)
 		}
 		// A DLQ topic that does not exist reads as empty, and says so:
 		// check and stats refuse it unless --allow-missing.
 		t.missing = true
 	}
 	return t, nil
+}
+
+// explain says what to fix when the first request failed on a credential
+// or a certificate; other errors are returned as they are. err already
+// names the source.
+func (t *Topic) explain(err error) error {
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var notTLS tls.RecordHeaderError
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("%w: authentication failed for user %q with sasl=%s: check the password (user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)",
+			err, t.src.user, t.src.mechanism)
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("%w: the broker's TLS certificate is signed by an authority this machine does not trust: give its CA with tls_ca=FILE", err)
+	case errors.As(err, &badHost):
+		return fmt.Errorf("%w: the broker's TLS certificate is not for the address dialled: set tls_server_name=NAME to the name it is for", err)
+	case errors.As(err, &notTLS):
+		return fmt.Errorf("%w: the listener did not answer in TLS: use kafka:// for a plaintext listener", err)
+	}
+	return err
 }
 
 // errNoTopic: the topic does not exist.
