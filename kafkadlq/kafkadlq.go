@@ -111,9 +111,10 @@ type Topic struct {
 	// by its transactional ID.
 	txn      *kgo.Client
 	txnID    string
-	stateUp  bool            // the state topic is known to exist
-	state    *stateCache     // the state topic as last read (loadState)
-	imported map[string]bool // dlqctl_source_id of every entry, read on first need
+	stateUp  bool              // the state topic is known to exist
+	state    *stateCache       // the state topic as last read (loadState)
+	windows  map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
+	imported map[string]bool   // dlqctl_source_id of every entry, read on first need
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -881,7 +882,8 @@ func (t *Topic) fetch(ctx context.Context, p int32, o int64) (*kgo.Record, error
 }
 
 // fetchMany reads the DLQ records at the given offsets, by locator; those
-// that are not there are left out.
+// that are not there are left out. It serves what it can from the records
+// the last reads fetched (readahead.go) and reads the rest.
 func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[string]*kgo.Record, error) {
 	spans, ok, err := t.spans(ctx, t.src.topic)
 	if err != nil {
@@ -895,37 +897,52 @@ func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[stri
 	for _, s := range spans {
 		bySpan[s.partition] = s
 	}
-	ranges := map[int32][2]int64{}
-	wanted := map[string]bool{}
+	type need struct {
+		lo, hi int64
+		offs   []int64
+	}
+	needs := map[int32]*need{}
 	for p, offs := range want {
 		s, ok := bySpan[p]
 		if !ok {
 			continue
 		}
-		lo, hi := int64(-1), int64(-1)
+		n := &need{lo: -1, hi: -1}
 		for _, o := range offs {
 			if o < s.start || o >= s.end {
 				continue
 			}
-			wanted[envelope.KafkaID(p, o)] = true
-			if lo < 0 || o < lo {
-				lo = o
+			n.offs = append(n.offs, o)
+			if n.lo < 0 || o < n.lo {
+				n.lo = o
 			}
-			if o+1 > hi {
-				hi = o + 1
+			if o+1 > n.hi {
+				n.hi = o + 1
 			}
 		}
-		if lo >= 0 {
-			ranges[p] = [2]int64{lo, hi}
+		if n.lo >= 0 {
+			needs[p] = n
 		}
 	}
-	err = t.readRange(ctx, t.src.topic, ranges, func(r *kgo.Record) error {
-		if id := envelope.KafkaID(r.Partition, r.Offset); wanted[id] {
-			out[id] = r
+	read := map[int32][3]int64{}
+	for p, n := range needs {
+		if w := t.cachedWindow(p, n.lo, n.hi); w != nil {
+			w.serve(p, n.offs, out)
+			continue
 		}
-		return nil
-	})
-	return out, err
+		read[p] = [3]int64{n.lo, n.hi, bySpan[p].end}
+	}
+	if len(read) == 0 {
+		return out, nil
+	}
+	windows, err := t.readWindows(ctx, read)
+	if err != nil {
+		return out, err
+	}
+	for p, w := range windows {
+		w.serve(p, needs[p].offs, out)
+	}
+	return out, nil
 }
 
 // Get reads the entry with locator id ("partition:offset"). An entry the
