@@ -24,12 +24,12 @@ const (
 	caseRedisRedrive = "redis-redrive"
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
-	caseKafkaStats   = "kafka-stats" // kafka.go
+	caseKafkaStats   = "kafka-stats" // kafka.go; kafka-redrive: kafkaredrive.go
 	caseSQSStats     = "sqs-stats"   // sqs.go
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseSQSStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -44,7 +44,9 @@ type Config struct {
 	RateN    int
 	PulsarN  int
 	KafkaN   int // the kafka-stats dead-letter topic's records
-	SQSN     int // the sqs-stats queue's messages
+	// KafkaRedriveN is the kafka-redrive dead-letter topic's records.
+	KafkaRedriveN int
+	SQSN          int // the sqs-stats queue's messages
 	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
 	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
@@ -78,9 +80,11 @@ type Results struct {
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
 	Kafka      *KafkaStats  // kafka-stats (kafka.go)
-	UI         *UIResult    // redis-ui (ui.go)
-	SQS        *SQSStats    // sqs-stats (sqs.go)
-	Scale      *Scale       // redrive-scale (scale.go)
+	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
+	KafkaRedrive *KafkaRedrive
+	UI           *UIResult // redis-ui (ui.go)
+	SQS          *SQSStats // sqs-stats (sqs.go)
+	Scale        *Scale    // redrive-scale (scale.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -186,6 +190,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseKafkaStats) {
 		if err := c.runKafka(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseKafkaRedrive) {
+		if err := c.runKafkaRedrive(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}
