@@ -39,8 +39,10 @@ func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 func produceKafka(ctx context.Context, bootstrap, topic string, n int, now time.Time) error {
 	// A topic just created may be unknown to the broker for a moment:
 	// keep retrying rather than fail after the client's default 4 tries.
+	// (No RecordDeliveryTimeout: franz-go counts it from the record's
+	// timestamp, days old here.)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000),
-		kgo.UnknownTopicRetries(-1), kgo.RecordDeliveryTimeout(2*time.Minute))
+		kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now 
 		c.logf("kafka-redrive run %d/%d: producing %d records twice", i+1, c.Runs, n)
 		for _, t := range []string{rawDLT, dlqDLT} {
 			if err := produceKafka(ctx, boot, t, n, now); err != nil {
-				return fmt.Errorf("produce: %v", err)
+				return fmt.Errorf("produce to %s: %v\nbroker log:\n%s", t, err, b.LogTail(30))
 			}
 		}
 		// The raw loop's state topic exists beforehand, as dlqctl's does

@@ -87,6 +87,7 @@ const (
 	mergeHighWater     = 16384 // records buffered per partition before it is paused (above one fetch)
 	mergeLowWater      = 4096
 	stateIdleTimeout   = 10 * time.Second
+	stableWaitFirst    = 5 * time.Millisecond
 	stableWaitInterval = 100 * time.Millisecond
 )
 
@@ -103,18 +104,20 @@ type Topic struct {
 	leaseTTL time.Duration
 	now      func() time.Time
 
-	cl  *kgo.Client // admin requests and plain produces (import, resolve, lease)
-	adm *kadm.Client
+	cl     *kgo.Client // admin requests and plain produces (import, resolve, lease)
+	closed bool        // cl is closed (Close)
+	adm    *kadm.Client
 
 	mu sync.Mutex
 	// txn holds the transactional producer of the run in progress, keyed
 	// by its transactional ID.
-	txn      *kgo.Client
-	txnID    string
-	stateUp  bool              // the state topic is known to exist
-	state    *stateCache       // the state topic as last read (loadState)
-	windows  map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
-	imported map[string]bool   // dlqctl_source_id of every entry, read on first need
+	txn       *kgo.Client
+	txnID     string
+	stateUp   bool              // the state topic is known to exist
+	state     *stateCache       // the state topic as last read (loadState)
+	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
+	destParts map[string]int    // partitions of each redrive destination (destPartitions)
+	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -258,7 +261,9 @@ func (t *Topic) TopicName() string { return t.src.topic }
 // StateTopic is the compacted topic recording redriven and resolved entries.
 func (t *Topic) StateTopic() string { return t.src.stateTopic }
 
-// Close closes the clients.
+// Close closes the clients. t.cl stays set, closed: a lease renewal still
+// running then fails with the client's ErrClientClosed instead of finding
+// no client.
 func (t *Topic) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -266,9 +271,9 @@ func (t *Topic) Close() error {
 		t.txn.Close()
 		t.txn = nil
 	}
-	if t.cl != nil {
+	if t.cl != nil && !t.closed {
 		t.cl.Close()
-		t.cl = nil
+		t.closed = true
 	}
 	return nil
 }
@@ -505,6 +510,10 @@ type stateCache struct {
 // stats that scans and then reports extras, reads the topic once.
 func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	var spans []span
+	// The markers of a commit that just returned land within milliseconds:
+	// look again soon, then less often (a crashed run's transaction can
+	// take the transaction timeout).
+	wait := stableWaitFirst
 	for {
 		var ok bool
 		var err error
@@ -527,8 +536,9 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		select {
 		case <-ctx.Done():
 			return state{done: map[string]stateRecord{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
-		case <-time.After(stableWaitInterval):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, stableWaitInterval)
 	}
 	t.mu.Lock()
 	cached := t.state
