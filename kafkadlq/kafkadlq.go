@@ -27,8 +27,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,7 +112,8 @@ type Topic struct {
 	txn       *kgo.Client
 	txnID     string
 	stateUp   bool              // the state topic is known to exist
-	state     *stateCache       // the state topic as last read (loadState)
+	stateMu   sync.Mutex        // held by loadState
+	state     *stateCache       // the state topic as last read (loadState, under stateMu)
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
 	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
@@ -483,17 +482,57 @@ type stateRecord struct {
 // state is what the state topic holds: the entries taken out of the DLQ
 // by locator, and the lease records in the order they were written.
 type state struct {
-	done   map[string]stateRecord
+	done   *doneSet
 	leases []leaseRecord
 }
 
+// doneSet is the entries the state topic takes out of the DLQ, by
+// locator. A Topic keeps one and a later loadState adds to it in place
+// (copying it per redrive chunk made a run quadratic), so readers go
+// through its lock.
+type doneSet struct {
+	mu sync.RWMutex
+	m  map[string]stateRecord
+}
+
+// has says whether the state topic took id out of the DLQ.
+func (d *doneSet) has(id string) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.RLock()
+	_, ok := d.m[id]
+	d.mu.RUnlock()
+	return ok
+}
+
+// ids lists the locators taken out of the DLQ.
+func (d *doneSet) ids() []string {
+	if d == nil {
+		return nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]string, 0, len(d.m))
+	for id := range d.m {
+		out = append(out, id)
+	}
+	return out
+}
+
 // stateCache is the state topic as a Topic last read it: up to which
-// offset of each partition, and what that held. The maps are never
-// changed once stored, so a state handed out stays valid while a later
-// read builds the next one.
+// offset of each partition, and what that held.
 type stateCache struct {
 	upTo map[int32]int64
 	st   state
+}
+
+// stateChange is one state record read: an entry's record (nil: a
+// tombstone) or a lease record.
+type stateChange struct {
+	key   string
+	rec   *stateRecord
+	lease *leaseRecord
 }
 
 // loadState reads the state topic. With stable, it first waits until no
@@ -519,10 +558,10 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		var err error
 		spans, ok, err = t.spans(ctx, t.src.stateTopic)
 		if err != nil {
-			return state{done: map[string]stateRecord{}}, err
+			return state{done: &doneSet{}}, err
 		}
 		if !ok {
-			return state{done: map[string]stateRecord{}}, nil
+			return state{done: &doneSet{}}, nil
 		}
 		open := false
 		for _, s := range spans {
@@ -535,14 +574,15 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return state{done: map[string]stateRecord{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+			return state{done: &doneSet{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, stableWaitInterval)
 	}
-	t.mu.Lock()
+	// One read at a time: a second would apply the same records twice.
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
 	cached := t.state
-	t.mu.Unlock()
 	ranges := map[int32][2]int64{}
 	fresh := cached == nil
 	for _, s := range spans {
@@ -559,7 +599,6 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		ranges[s.partition] = [2]int64{from, s.end}
 	}
-	st := state{done: map[string]stateRecord{}}
 	if fresh {
 		for _, s := range spans {
 			ranges[s.partition] = [2]int64{s.start, s.end}
@@ -574,39 +613,54 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		if !changed {
 			return cached.st, nil
 		}
-		// Copy on write: callers may still hold the cached maps.
-		st = state{done: maps.Clone(cached.st.done), leases: slices.Clip(cached.st.leases)}
 	}
+	// Collected first and applied only once the read succeeded, so a
+	// failed read leaves the cache as it was.
+	var changes []stateChange
 	err := t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
 		key := string(r.Key)
 		if key == leaseKey {
 			var l leaseRecord
 			if json.Unmarshal(r.Value, &l) == nil {
-				st.leases = append(st.leases, l)
+				changes = append(changes, stateChange{key: key, lease: &l})
 			}
 			return nil
 		}
 		if r.Value == nil {
-			delete(st.done, key)
+			changes = append(changes, stateChange{key: key})
 			return nil
 		}
 		var sr stateRecord
 		if err := json.Unmarshal(r.Value, &sr); err != nil {
 			return fmt.Errorf("%s: state topic %s: record %d:%d is not a dlqctl state record: %v", t, t.src.stateTopic, r.Partition, r.Offset, err)
 		}
-		st.done[key] = sr
+		changes = append(changes, stateChange{key: key, rec: &sr})
 		return nil
 	})
 	if err != nil {
-		return st, err
+		return state{done: &doneSet{}}, err
 	}
+	st := state{done: &doneSet{m: map[string]stateRecord{}}}
+	if !fresh {
+		st = cached.st
+	}
+	st.done.mu.Lock()
+	for _, c := range changes {
+		switch {
+		case c.lease != nil:
+			st.leases = append(st.leases, *c.lease)
+		case c.rec == nil:
+			delete(st.done.m, c.key)
+		default:
+			st.done.m[c.key] = *c.rec
+		}
+	}
+	st.done.mu.Unlock()
 	upTo := make(map[int32]int64, len(spans))
 	for _, s := range spans {
 		upTo[s.partition] = s.end
 	}
-	t.mu.Lock()
 	t.state = &stateCache{upTo: upTo, st: st}
-	t.mu.Unlock()
 	return st, nil
 }
 
@@ -864,7 +918,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if c.after != nil && !c.after.less(keyOf(best)) {
 			continue
 		}
-		if _, gone := st.done[envelope.KafkaID(p, best.Offset)]; gone {
+		if st.done.has(envelope.KafkaID(p, best.Offset)) {
 			continue
 		}
 		if err := fn(best); err != nil {
@@ -968,7 +1022,7 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	if _, gone := st.done[id]; gone {
+	if st.done.has(id) {
 		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
 	}
 	r, err := t.fetch(ctx, p, o)
@@ -1003,7 +1057,7 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 		n += s.end - s.start
 		bySpan[s.partition] = s
 	}
-	for id := range st.done {
+	for _, id := range st.done.ids() {
 		p, o, ok := envelope.ParseKafkaID(id)
 		if s, in := bySpan[p]; ok && in && o >= s.start && o < s.end {
 			n--

@@ -151,7 +151,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	counts := map[string]int{}
 	for i, it := range items {
 		r, ok := found[it.ID]
-		if _, gone := st.done[it.ID]; gone || !ok {
+		if gone := st.done.has(it.ID); gone || !ok {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
@@ -346,7 +346,7 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	var recs []*kgo.Record
 	var idx []int
 	for i, it := range items {
-		_, gone := st.done[it.ID]
+		gone := st.done.has(it.ID)
 		if _, ok := found[it.ID]; gone || !ok {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
