@@ -782,7 +782,8 @@ func (t *Topic) parseCursor(ctx context.Context, s string) (cursor, error) {
 // Scan reads the DLQ in dead-letter order — every partition at once,
 // merged by record timestamp, each partition in offset order — leaving out
 // what the state topic records, starting after the cursor `after`. It
-// buffers at most a few thousand records per partition.
+// buffers at most some 16,000 records per partition, and decodes on other
+// cores while it merges (pipeline.go).
 func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	c, err := t.parseCursor(ctx, after)
 	if err != nil {
