@@ -553,12 +553,20 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// look again soon, then less often (a crashed run's transaction can
 	// take the transaction timeout).
 	wait := stableWaitFirst
+	purged := false
 	for {
 		var ok bool
 		var err error
 		spans, ok, err = t.spans(ctx, t.src.stateTopic)
 		if err != nil {
 			return state{done: &doneSet{}}, err
+		}
+		if !ok && !purged {
+			// Another dlqctl may have made the state topic since this
+			// client last looked: forget what it knows and ask again.
+			t.cl.PurgeTopicsFromClient(t.src.stateTopic)
+			purged = true
+			continue
 		}
 		if !ok {
 			return state{done: &doneSet{}}, nil
