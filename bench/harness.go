@@ -24,7 +24,7 @@ const (
 	caseRedisRedrive = "redis-redrive"
 	caseRate         = "rate"
 	casePulsarStats  = "pulsar-stats"
-	caseKafkaStats   = "kafka-stats" // kafka.go; kafka-redrive: kafkaredrive.go
+	caseKafkaStats   = "kafka-stats" // kafka.go
 	caseSQSStats     = "sqs-stats"   // sqs.go
 	// caseRedriveScale: scale.go.
 )
@@ -44,9 +44,7 @@ type Config struct {
 	RateN    int
 	PulsarN  int
 	KafkaN   int // the kafka-stats dead-letter topic's records
-	// KafkaRedriveN is the kafka-redrive dead-letter topic's records.
-	KafkaRedriveN int
-	SQSN          int // the sqs-stats queue's messages
+	SQSN     int // the sqs-stats queue's messages
 	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
 	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
@@ -61,6 +59,9 @@ type Config struct {
 	// Dlqctl is a prebuilt binary; empty means build one with `go build`.
 	Dlqctl string
 	Log    io.Writer
+
+	// KafkaRedriveN is the kafka-redrive dead-letter topic's records.
+	KafkaRedriveN int
 }
 
 // Results is everything a run measured.
@@ -80,11 +81,12 @@ type Results struct {
 	Rate       *RateResult  // rate (redrive.go)
 	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
 	Kafka      *KafkaStats  // kafka-stats (kafka.go)
+	UI         *UIResult    // redis-ui (ui.go)
+	SQS        *SQSStats    // sqs-stats (sqs.go)
+	Scale      *Scale       // redrive-scale (scale.go)
+
 	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
 	KafkaRedrive *KafkaRedrive
-	UI           *UIResult // redis-ui (ui.go)
-	SQS          *SQSStats // sqs-stats (sqs.go)
-	Scale        *Scale    // redrive-scale (scale.go)
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
