@@ -29,7 +29,7 @@ const (
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseSQSStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -59,6 +59,9 @@ type Config struct {
 	// Dlqctl is a prebuilt binary; empty means build one with `go build`.
 	Dlqctl string
 	Log    io.Writer
+
+	// KafkaRedriveN is the kafka-redrive dead-letter topic's records.
+	KafkaRedriveN int
 }
 
 // Results is everything a run measured.
@@ -81,6 +84,9 @@ type Results struct {
 	UI         *UIResult    // redis-ui (ui.go)
 	SQS        *SQSStats    // sqs-stats (sqs.go)
 	Scale      *Scale       // redrive-scale (scale.go)
+
+	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
+	KafkaRedrive *KafkaRedrive
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -186,6 +192,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseKafkaStats) {
 		if err := c.runKafka(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseKafkaRedrive) {
+		if err := c.runKafkaRedrive(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -37,7 +37,12 @@ func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 // DeadLetterPublishingRecoverer would: the original's headers (event_id,
 // fingerprint, tenant), then the kafka_dlt-* ones.
 func produceKafka(ctx context.Context, bootstrap, topic string, n int, now time.Time) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000))
+	// A topic just created may be unknown to the broker for a moment:
+	// keep retrying rather than fail after the client's default 4 tries.
+	// (No RecordDeliveryTimeout: franz-go counts it from the record's
+	// timestamp, days old here.)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000),
+		kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		return err
 	}

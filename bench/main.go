@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|sqs-stats|redis-ui [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui [-n N]
 //
 // Cases:
 //
@@ -69,6 +69,7 @@ func main() {
 		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
 		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
+		kafkaRN   = flag.Int("kafka-redrive-n", 100_000, "records in the kafka-redrive dead-letter topic")
 		sqsN      = flag.Int("sqs-n", 100_000, "messages in the sqs-stats DLQ queue")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
@@ -96,7 +97,7 @@ func main() {
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, SQSN: *sqsN,
+		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

@@ -111,6 +111,9 @@ func (res *Results) Write(w io.Writer) {
 	if k := res.Kafka; k != nil {
 		k.write(w)
 	}
+	if k := res.KafkaRedrive; k != nil {
+		k.write(w)
+	}
 	if u := res.UI; u != nil {
 		u.write(w)
 	}

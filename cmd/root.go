@@ -161,7 +161,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.JQ, "jq", "", "filter the JSON output with a jq expression, e.g. '.items[].id' (implies -o json)")
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
-	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "Pulsar: where the event ID is: property:NAME, json:PATH or key")
+	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, for Pulsar (property:NAME, json:PATH or key), Kafka (header:NAME, json:PATH or key) and SQS (attribute:NAME or json:PATH)")
 
 	root.AddCommand(
 		newListCmd(f),

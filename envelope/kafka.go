@@ -129,15 +129,44 @@ type KafkaOrigin struct {
 // record's dead-lettering headers (Spring, then Kafka Connect, then
 // Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
-	return originFrom(lastHeaders(headers))
+	return originFrom(headerList(headers))
+}
+
+// headerList looks headers up by name, the last of each winning. A record
+// has a dozen headers or so: scanning them beats building a map per
+// record.
+type headerList []KafkaHeader
+
+// get is the value of the last header called name; a header with a null
+// value is there, with an empty value, unlike an absent one.
+func (hs headerList) get(name string) ([]byte, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == name {
+			if hs[i].Value == nil {
+				return []byte{}, true
+			}
+			return hs[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// shadowed says whether a later header has the same name as hs[i].
+func (hs headerList) shadowed(i int) bool {
+	for j := i + 1; j < len(hs); j++ {
+		if hs[j].Key == hs[i].Key {
+			return true
+		}
+	}
+	return false
 }
 
 // originFrom is OriginOf on headers by name (the last of each).
-func originFrom(h map[string][]byte) (KafkaOrigin, error) {
+func originFrom(h headerList) (KafkaOrigin, error) {
 	o := KafkaOrigin{Partition: -1, Offset: -1}
 	var errs []error
 	str := func(name string) string {
-		v, ok := h[name]
+		v, ok := h.get(name)
 		if !ok {
 			return ""
 		}
@@ -159,29 +188,30 @@ func originFrom(h map[string][]byte) (KafkaOrigin, error) {
 		}
 		return n
 	}
+	has := func(name string) bool { _, ok := h.get(name); return ok }
 	switch {
-	case h[SpringOriginalTopic] != nil:
+	case has(SpringOriginalTopic):
 		o.Topic = str(SpringOriginalTopic)
 		o.Group = str(SpringOriginalGroup)
-		if v, ok := h[SpringOriginalPartition]; ok {
+		if v, ok := h.get(SpringOriginalPartition); ok {
 			if len(v) != 4 {
 				errs = append(errs, fmt.Errorf("header %s: want a 4-byte big-endian integer, got %d bytes", SpringOriginalPartition, len(v)))
 			} else {
 				o.Partition = int32(binary.BigEndian.Uint32(v))
 			}
 		}
-		if v, ok := h[SpringOriginalOffset]; ok {
+		if v, ok := h.get(SpringOriginalOffset); ok {
 			if len(v) != 8 {
 				errs = append(errs, fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", SpringOriginalOffset, len(v)))
 			} else {
 				o.Offset = int64(binary.BigEndian.Uint64(v))
 			}
 		}
-	case h[ConnectTopic] != nil:
+	case has(ConnectTopic):
 		o.Topic = str(ConnectTopic)
 		o.Partition = int32(num(ConnectPartition, 32))
 		o.Offset = num(ConnectOffset, 64)
-	case h[KarafkaTopic] != nil:
+	case has(KarafkaTopic):
 		o.Topic = str(KarafkaTopic)
 		o.Partition = int32(num(KarafkaPartition, 32))
 		o.Offset = num(KarafkaOffset, 64)
@@ -198,20 +228,6 @@ func originFrom(h map[string][]byte) (KafkaOrigin, error) {
 	return o, errors.Join(errs...)
 }
 
-func lastHeaders(headers []KafkaHeader) map[string][]byte {
-	m := make(map[string][]byte, len(headers))
-	for _, h := range headers {
-		v := h.Value
-		if v == nil {
-			// A header with a null value is still there; keep it distinct
-			// from an absent one.
-			v = []byte{}
-		}
-		m[h.Key] = v
-	}
-	return m
-}
-
 // FromKafka maps a Kafka DLQ record to the canonical envelope (the canonical envelope form, docs/json.md):
 // the dead-lettering headers of Spring Kafka, Kafka Connect or Karafka give
 // the origin, the error and its class; headers named like envelope fields
@@ -219,27 +235,47 @@ func lastHeaders(headers []KafkaHeader) map[string][]byte {
 // record key the key, and the record timestamp the dead-letter time unless
 // a header says otherwise. It never fails: what does not decode makes the
 // envelope malformed, with the reason.
+//
+// It runs once per record of every scan, so it allocates little: the
+// header values become substrings of one string, the dead-lettering
+// headers are looked up in a slice, and the properties map is sized once.
 func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	e := Envelope{ID: KafkaID(r.Partition, r.Offset), Origin: Origin{Backend: "kafka"}}
-	fields := make(map[string]string, len(r.Headers))
-	// The dead-lettering headers by name, the last of each; a null value
-	// is kept distinct from an absent header.
-	dl := map[string][]byte{}
-	var headerErr error
+	// One string holds every text header value: what would be a string
+	// per header is a slice of it.
+	n := 0
+	ndl := 0
 	for _, h := range r.Headers {
+		n += len(h.Value)
 		if DeadLetterHeader(h.Key) {
-			v := h.Value
-			if v == nil {
-				v = []byte{}
-			}
-			dl[h.Key] = v
+			ndl++
+		}
+	}
+	var arena strings.Builder
+	arena.Grow(n)
+	for _, h := range r.Headers {
+		arena.Write(h.Value)
+	}
+	all := arena.String()
+	fields := make(map[string]string, len(r.Headers)-ndl)
+	// The dead-lettering headers, in record order; the last of a name wins.
+	dl := make(headerList, 0, ndl)
+	dlText := make([]string, 0, ndl)
+	var headerErr error
+	at := 0
+	for _, h := range r.Headers {
+		v := all[at : at+len(h.Value)]
+		at += len(h.Value)
+		if DeadLetterHeader(h.Key) {
+			dl = append(dl, h)
+			dlText = append(dlText, v)
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
 			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", truncateForError(h.Key)))
 			continue
 		}
-		fields[h.Key] = string(h.Value)
+		fields[h.Key] = v
 	}
 	kv := newKVReader(fields, names)
 	if headerErr != nil {
@@ -249,12 +285,17 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 		kv.fail(errors.New("record key: invalid UTF-8"))
 	}
 	kv.readCommon(&e)
-	kv.setPayload(&e, r.Value)
+	if kv.present(FieldPayloadEncoding) {
+		kv.setPayload(&e, r.Value)
+	} else {
+		// What setPayload does without a payload_encoding, faster.
+		e.Payload = r.Value
+		e.PayloadEncoding = kafkaPayloadEncoding(r.Value)
+	}
 	if e.Key == "" {
 		e.Key = string(r.Key)
 	}
-	// Only dead-lettering headers name the origin: reading them from dl
-	// saves a map of all headers per record.
+	// Only dead-lettering headers name the origin.
 	orig, err := originFrom(dl)
 	if err != nil {
 		kv.fail(err)
@@ -265,13 +306,16 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	if orig.Group != "" {
 		e.Origin.Subscription = orig.Group
 	}
-	dls := dl
 	text := func(name string) string {
-		v, ok := dls[name]
-		if !ok || !utf8.Valid(v) {
-			return ""
+		for i := len(dl) - 1; i >= 0; i-- {
+			if dl[i].Key == name {
+				if !utf8.ValidString(dlText[i]) {
+					return ""
+				}
+				return dlText[i]
+			}
 		}
-		return string(v)
+		return ""
 	}
 	if c := text(ConnectConnectorName); c != "" && e.Origin.Consumer == "" {
 		e.Origin.Consumer = c
@@ -289,10 +333,18 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	if e.ErrorClass == "" {
 		e.ErrorClass = class
 	}
+	if len(dl) > 0 || len(fields) > len(kv.used) {
+		// Room for every property at once rather than growing the map.
+		e.Properties = make(map[string]string, max(len(fields)-len(kv.used), 0)+len(dl))
+	}
 	kv.rest(&e)
 	// The dead-lettering headers stay visible as properties, the binary
 	// ones as decimal numbers.
-	for k, v := range dls {
+	for i, h := range dl {
+		if dl.shadowed(i) {
+			continue // a later header of the name is the one that counts
+		}
+		k, v := h.Key, h.Value
 		switch k {
 		case SpringOriginalPartition:
 			if orig.Partition >= 0 {
@@ -313,11 +365,14 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 			setProp(&e, k, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano))
 			continue
 		}
-		if !utf8.Valid(v) {
+		if !utf8.ValidString(dlText[i]) {
 			kv.fail(fmt.Errorf("header %s: invalid UTF-8", truncateForError(k)))
 			continue
 		}
-		setProp(&e, k, string(v))
+		setProp(&e, k, dlText[i])
+	}
+	if len(e.Properties) == 0 {
+		e.Properties = nil
 	}
 	// Without a dead_lettered_at, the record's timestamp is when it was
 	// dead-lettered — unless dlqctl import wrote it, when it is only the
@@ -337,6 +392,16 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 		e.Raw = rawHeaders(r)
 	}
 	return e
+}
+
+// present says whether a header names field, without reading it.
+func (kv *kvReader) present(field string) bool {
+	for _, n := range kv.names[field] {
+		if _, ok := kv.fields[n]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // kafkaIDError says "header" where the shared event ID reader says

@@ -257,3 +257,73 @@ func FuzzFromKafka(f *testing.F) {
 		checkEnvelope(t, e, KafkaID(partition, offset))
 	})
 }
+
+// TestFromKafkaRepeatedHeader: of two headers with one name, the last
+// counts — also when the earlier one would not decode.
+func TestFromKafkaRepeatedHeader(t *testing.T) {
+	r := springRecord()
+	r.Headers = append([]KafkaHeader{
+		{Key: SpringExceptionMessage, Value: []byte{0xff, 0xfe}},
+		{Key: SpringOriginalOffset, Value: []byte{1}},
+	}, r.Headers...)
+	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if e.Malformed != "" {
+		t.Fatalf("malformed: %s", e.Malformed)
+	}
+	if e.Properties[SpringOriginalOffset] != "1234" || e.LastError != "Listener failed; timeout calling payments" {
+		t.Fatalf("offset %q last_error %q", e.Properties[SpringOriginalOffset], e.LastError)
+	}
+}
+
+// BenchmarkFromKafkaSpring: a Spring dead letter that carries its
+// fingerprint, as the kafka-stats bench case's records do.
+func BenchmarkFromKafkaSpring(b *testing.B) {
+	r := springRecord()
+	r.Headers = append(r.Headers, KafkaHeader{Key: "fingerprint", Value: []byte("sha256:" + strings.Repeat("ab", 32))})
+	names := DefaultFieldNames()
+	b.ReportAllocs()
+	for b.Loop() {
+		e := FromKafka(r, EventIDSource{Kind: "property"}, names)
+		if e.Malformed != "" {
+			b.Fatal(e.Malformed)
+		}
+	}
+}
+
+func kafkaPayloadSeeds() [][]byte {
+	var s [][]byte
+	for _, v := range []string{
+		``, ` `, `{}`, `[]`, `{"a":1}`, `{"a": 1}`, ` {"a":1}`, `{"a":1} `, `{"a":1}{}`, `[1,2,3]`, `[1,]`, `[,1]`,
+		`"x"`, `"a b"`, `"\u00e9\n\t\"\\\/"`, `"\u12g4"`, `"\x"`, "\"a\x01\"", `"unterminated`, `true`, `tru`, `falsey`,
+		`null`, `0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e5`, `1E+5`, `1e`, `1e-`, `-12.5e-3`, `{"a":[true,false,null,{"b":"c"}]}`,
+		`{"a"}`, `{"a":}`, `{1:2}`, `{"a":1,}`, `{"a":1,"b"}`, "{\"a\":\"\xff\"}", "\xff\xfe", `[[[[]]]]`, `]`, `}`, `{"a":1]`,
+		"[\n]", `{"orderId":"order-7","amount":3}`, `hello world`, `[1 ,2]`,
+	} {
+		s = append(s, []byte(v))
+	}
+	s = append(s, []byte(strings.Repeat("[", jsonMaxDepth)+strings.Repeat("]", jsonMaxDepth)))
+	s = append(s, []byte(strings.Repeat("[", jsonMaxDepth+1)+strings.Repeat("]", jsonMaxDepth+1)))
+	s = append(s, []byte(strings.Repeat(`{"a":`, jsonMaxDepth)+"1"+strings.Repeat("}", jsonMaxDepth)))
+	s = append(s, []byte(strings.Repeat(`{"a":`, jsonMaxDepth+1)+"1"+strings.Repeat("}", jsonMaxDepth+1)))
+	return s
+}
+
+// TestKafkaPayloadEncoding: the fast classifier agrees with ClassifyPayload.
+func TestKafkaPayloadEncoding(t *testing.T) {
+	for _, p := range kafkaPayloadSeeds() {
+		if got, want := kafkaPayloadEncoding(p), ClassifyPayload(p); got != want {
+			t.Errorf("%.60q: got %s, ClassifyPayload says %s", p, got, want)
+		}
+	}
+}
+
+func FuzzKafkaPayloadEncoding(f *testing.F) {
+	for _, p := range kafkaPayloadSeeds() {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := kafkaPayloadEncoding(p), ClassifyPayload(p); got != want {
+			t.Fatalf("%q: got %s, ClassifyPayload says %s", p, got, want)
+		}
+	})
+}

@@ -68,7 +68,7 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 	}
 	x := KafkaExtras{Topic: t.src.topic, StateTopic: t.src.stateTopic, RetentionMs: -1}
 	doneIn := map[int32]map[int64]bool{}
-	for id := range st.done {
+	for _, id := range st.done.ids() {
 		if p, o, ok := envelope.ParseKafkaID(id); ok {
 			if doneIn[p] == nil {
 				doneIn[p] = map[int64]bool{}

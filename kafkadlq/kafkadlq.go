@@ -22,6 +22,8 @@ package kafkadlq
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,9 +82,10 @@ const (
 	defaultTxnTimeout  = 20 * time.Second
 	defaultLeaseTTL    = 30 * time.Second
 	stateTopicPartNum  = 1
-	mergeHighWater     = 4096 // records buffered per partition before it is paused
-	mergeLowWater      = 512
+	mergeHighWater     = 16384 // records buffered per partition before it is paused (above one fetch)
+	mergeLowWater      = 4096
 	stateIdleTimeout   = 10 * time.Second
+	stableWaitFirst    = 5 * time.Millisecond
 	stableWaitInterval = 100 * time.Millisecond
 )
 
@@ -99,16 +102,21 @@ type Topic struct {
 	leaseTTL time.Duration
 	now      func() time.Time
 
-	cl  *kgo.Client // admin requests and plain produces (import, resolve, lease)
-	adm *kadm.Client
+	cl     *kgo.Client // admin requests and plain produces (import, resolve, lease)
+	closed bool        // cl is closed (Close)
+	adm    *kadm.Client
 
 	mu sync.Mutex
 	// txn holds the transactional producer of the run in progress, keyed
 	// by its transactional ID.
-	txn      *kgo.Client
-	txnID    string
-	stateUp  bool            // the state topic is known to exist
-	imported map[string]bool // dlqctl_source_id of every entry, read on first need
+	txn       *kgo.Client
+	txnID     string
+	stateUp   bool              // the state topic is known to exist
+	stateMu   sync.Mutex        // held by loadState
+	state     *stateCache       // the state topic as last read (loadState, under stateMu)
+	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
+	destParts map[string]int    // partitions of each redrive destination (destPartitions)
+	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -163,13 +171,34 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 	if _, err := t.partitions(ctx, t.src.topic); err != nil {
 		if !errors.Is(err, errNoTopic) {
 			t.cl.Close()
-			return nil, err
+			return nil, t.explain(err)
 		}
 		// A DLQ topic that does not exist reads as empty, and says so:
 		// check and stats refuse it unless --allow-missing.
 		t.missing = true
 	}
 	return t, nil
+}
+
+// explain says what to fix when the first request failed on a credential
+// or a certificate; other errors are returned as they are. err already
+// names the source.
+func (t *Topic) explain(err error) error {
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var notTLS tls.RecordHeaderError
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("%w: authentication failed for user %q with sasl=%s: check the password (user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)",
+			err, t.src.user, t.src.mechanism)
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("%w: the broker's TLS certificate is signed by an authority this machine does not trust: give its CA with tls_ca=FILE", err)
+	case errors.As(err, &badHost):
+		return fmt.Errorf("%w: the broker's TLS certificate is not for the address dialled: set tls_server_name=NAME to the name it is for", err)
+	case errors.As(err, &notTLS):
+		return fmt.Errorf("%w: the listener did not answer in TLS: use kafka:// for a plaintext listener", err)
+	}
+	return err
 }
 
 // errNoTopic: the topic does not exist.
@@ -231,7 +260,9 @@ func (t *Topic) TopicName() string { return t.src.topic }
 // StateTopic is the compacted topic recording redriven and resolved entries.
 func (t *Topic) StateTopic() string { return t.src.stateTopic }
 
-// Close closes the clients.
+// Close closes the clients. t.cl stays set, closed: a lease renewal still
+// running then fails with the client's ErrClientClosed instead of finding
+// no client.
 func (t *Topic) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -239,9 +270,9 @@ func (t *Topic) Close() error {
 		t.txn.Close()
 		t.txn = nil
 	}
-	if t.cl != nil {
+	if t.cl != nil && !t.closed {
 		t.cl.Close()
-		t.cl = nil
+		t.closed = true
 	}
 	return nil
 }
@@ -451,8 +482,57 @@ type stateRecord struct {
 // state is what the state topic holds: the entries taken out of the DLQ
 // by locator, and the lease records in the order they were written.
 type state struct {
-	done   map[string]stateRecord
+	done   *doneSet
 	leases []leaseRecord
+}
+
+// doneSet is the entries the state topic takes out of the DLQ, by
+// locator. A Topic keeps one and a later loadState adds to it in place
+// (copying it per redrive chunk made a run quadratic), so readers go
+// through its lock.
+type doneSet struct {
+	mu sync.RWMutex
+	m  map[string]stateRecord
+}
+
+// has says whether the state topic took id out of the DLQ.
+func (d *doneSet) has(id string) bool {
+	if d == nil {
+		return false
+	}
+	d.mu.RLock()
+	_, ok := d.m[id]
+	d.mu.RUnlock()
+	return ok
+}
+
+// ids lists the locators taken out of the DLQ.
+func (d *doneSet) ids() []string {
+	if d == nil {
+		return nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]string, 0, len(d.m))
+	for id := range d.m {
+		out = append(out, id)
+	}
+	return out
+}
+
+// stateCache is the state topic as a Topic last read it: up to which
+// offset of each partition, and what that held.
+type stateCache struct {
+	upTo map[int32]int64
+	st   state
+}
+
+// stateChange is one state record read: an entry's record (nil: a
+// tombstone) or a lease record.
+type stateChange struct {
+	key   string
+	rec   *stateRecord
+	lease *leaseRecord
 }
 
 // loadState reads the state topic. With stable, it first waits until no
@@ -462,15 +542,34 @@ type state struct {
 // once it is committed, or aborted by a resume's fencing or by the broker
 // after the transaction timeout. Every read waits so, as only dlqctl
 // writes there and its transactions last one chunk.
+//
+// What was read stays cached in the Topic: a later call asks the broker
+// for the offsets again (so it is as fresh as a full read) but reads only
+// the records written since. A resume that looks up each open entry, or a
+// stats that scans and then reports extras, reads the topic once.
 func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
-	st := state{done: map[string]stateRecord{}}
 	var spans []span
+	// The markers of a commit that just returned land within milliseconds:
+	// look again soon, then less often (a crashed run's transaction can
+	// take the transaction timeout).
+	wait := stableWaitFirst
+	purged := false
 	for {
 		var ok bool
 		var err error
 		spans, ok, err = t.spans(ctx, t.src.stateTopic)
-		if err != nil || !ok {
-			return st, err
+		if err != nil {
+			return state{done: &doneSet{}}, err
+		}
+		if !ok && !purged {
+			// Another dlqctl may have made the state topic since this
+			// client last looked: forget what it knows and ask again.
+			t.cl.PurgeTopicsFromClient(t.src.stateTopic)
+			purged = true
+			continue
+		}
+		if !ok {
+			return state{done: &doneSet{}}, nil
 		}
 		open := false
 		for _, s := range spans {
@@ -483,35 +582,94 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return st, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
-		case <-time.After(stableWaitInterval):
+			return state{done: &doneSet{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, stableWaitInterval)
+	}
+	// One read at a time: a second would apply the same records twice.
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	cached := t.state
+	ranges := map[int32][2]int64{}
+	fresh := cached == nil
+	for _, s := range spans {
+		from := s.start
+		if !fresh {
+			upTo, seen := cached.upTo[s.partition]
+			if !seen || upTo > s.end {
+				// A partition that is new, or shorter than it was (the
+				// topic was deleted and made again): read it all again.
+				fresh = true
+			} else if upTo > from {
+				from = upTo
+			}
+		}
+		ranges[s.partition] = [2]int64{from, s.end}
+	}
+	if fresh {
+		for _, s := range spans {
+			ranges[s.partition] = [2]int64{s.start, s.end}
+		}
+	} else {
+		changed := false
+		for _, r := range ranges {
+			if r[0] < r[1] {
+				changed = true
+			}
+		}
+		if !changed {
+			return cached.st, nil
 		}
 	}
-	ranges := map[int32][2]int64{}
-	for _, s := range spans {
-		ranges[s.partition] = [2]int64{s.start, s.end}
-	}
+	// Collected first and applied only once the read succeeded, so a
+	// failed read leaves the cache as it was.
+	var changes []stateChange
 	err := t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
 		key := string(r.Key)
 		if key == leaseKey {
 			var l leaseRecord
 			if json.Unmarshal(r.Value, &l) == nil {
-				st.leases = append(st.leases, l)
+				changes = append(changes, stateChange{key: key, lease: &l})
 			}
 			return nil
 		}
 		if r.Value == nil {
-			delete(st.done, key)
+			changes = append(changes, stateChange{key: key})
 			return nil
 		}
 		var sr stateRecord
 		if err := json.Unmarshal(r.Value, &sr); err != nil {
 			return fmt.Errorf("%s: state topic %s: record %d:%d is not a dlqctl state record: %v", t, t.src.stateTopic, r.Partition, r.Offset, err)
 		}
-		st.done[key] = sr
+		changes = append(changes, stateChange{key: key, rec: &sr})
 		return nil
 	})
-	return st, err
+	if err != nil {
+		return state{done: &doneSet{}}, err
+	}
+	st := state{done: &doneSet{m: map[string]stateRecord{}}}
+	if !fresh {
+		st = cached.st
+	}
+	st.done.mu.Lock()
+	for _, c := range changes {
+		switch {
+		case c.lease != nil:
+			st.leases = append(st.leases, *c.lease)
+		case c.rec == nil:
+			delete(st.done.m, c.key)
+		default:
+			st.done.m[c.key] = *c.rec
+		}
+	}
+	st.done.mu.Unlock()
+	upTo := make(map[int32]int64, len(spans))
+	for _, s := range spans {
+		upTo[s.partition] = s.end
+	}
+	t.state = &stateCache{upTo: upTo, st: st}
+	return st, nil
 }
 
 // ensureStateTopic creates the compacted state topic on first write.
@@ -632,7 +790,8 @@ func (t *Topic) parseCursor(ctx context.Context, s string) (cursor, error) {
 // Scan reads the DLQ in dead-letter order — every partition at once,
 // merged by record timestamp, each partition in offset order — leaving out
 // what the state topic records, starting after the cursor `after`. It
-// buffers at most a few thousand records per partition.
+// buffers at most some 16,000 records per partition, and decodes on other
+// cores while it merges (pipeline.go).
 func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	c, err := t.parseCursor(ctx, after)
 	if err != nil {
@@ -642,7 +801,7 @@ func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 	if err != nil {
 		return err
 	}
-	return t.scanRecords(ctx, c, st, func(r *kgo.Record) error { return fn(t.decode(r)) })
+	return t.scanDecoded(ctx, c, st, fn)
 }
 
 // scanRecords is Scan on raw records.
@@ -672,6 +831,9 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 	if len(from) == 0 {
 		return nil
 	}
+	// The client's default of 1 MiB per partition per fetch is kept: the
+	// limit counts compressed bytes, and 4 MiB of well-compressed dead
+	// letters tripled the peak memory of a scan for no measurable gain.
 	cl, err := t.reader(t.src.topic, from)
 	if err != nil {
 		return err
@@ -765,7 +927,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if c.after != nil && !c.after.less(keyOf(best)) {
 			continue
 		}
-		if _, gone := st.done[envelope.KafkaID(p, best.Offset)]; gone {
+		if st.done.has(envelope.KafkaID(p, best.Offset)) {
 			continue
 		}
 		if err := fn(best); err != nil {
@@ -793,7 +955,8 @@ func (t *Topic) fetch(ctx context.Context, p int32, o int64) (*kgo.Record, error
 }
 
 // fetchMany reads the DLQ records at the given offsets, by locator; those
-// that are not there are left out.
+// that are not there are left out. It serves what it can from the records
+// the last reads fetched (readahead.go) and reads the rest.
 func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[string]*kgo.Record, error) {
 	spans, ok, err := t.spans(ctx, t.src.topic)
 	if err != nil {
@@ -807,37 +970,52 @@ func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[stri
 	for _, s := range spans {
 		bySpan[s.partition] = s
 	}
-	ranges := map[int32][2]int64{}
-	wanted := map[string]bool{}
+	type need struct {
+		lo, hi int64
+		offs   []int64
+	}
+	needs := map[int32]*need{}
 	for p, offs := range want {
 		s, ok := bySpan[p]
 		if !ok {
 			continue
 		}
-		lo, hi := int64(-1), int64(-1)
+		n := &need{lo: -1, hi: -1}
 		for _, o := range offs {
 			if o < s.start || o >= s.end {
 				continue
 			}
-			wanted[envelope.KafkaID(p, o)] = true
-			if lo < 0 || o < lo {
-				lo = o
+			n.offs = append(n.offs, o)
+			if n.lo < 0 || o < n.lo {
+				n.lo = o
 			}
-			if o+1 > hi {
-				hi = o + 1
+			if o+1 > n.hi {
+				n.hi = o + 1
 			}
 		}
-		if lo >= 0 {
-			ranges[p] = [2]int64{lo, hi}
+		if n.lo >= 0 {
+			needs[p] = n
 		}
 	}
-	err = t.readRange(ctx, t.src.topic, ranges, func(r *kgo.Record) error {
-		if id := envelope.KafkaID(r.Partition, r.Offset); wanted[id] {
-			out[id] = r
+	read := map[int32][3]int64{}
+	for p, n := range needs {
+		if w := t.cachedWindow(p, n.lo, n.hi); w != nil {
+			w.serve(p, n.offs, out)
+			continue
 		}
-		return nil
-	})
-	return out, err
+		read[p] = [3]int64{n.lo, n.hi, bySpan[p].end}
+	}
+	if len(read) == 0 {
+		return out, nil
+	}
+	windows, err := t.readWindows(ctx, read)
+	if err != nil {
+		return out, err
+	}
+	for p, w := range windows {
+		w.serve(p, needs[p].offs, out)
+	}
+	return out, nil
 }
 
 // Get reads the entry with locator id ("partition:offset"). An entry the
@@ -853,7 +1031,7 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	if _, gone := st.done[id]; gone {
+	if st.done.has(id) {
 		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
 	}
 	r, err := t.fetch(ctx, p, o)
@@ -888,7 +1066,7 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 		n += s.end - s.start
 		bySpan[s.partition] = s
 	}
-	for id := range st.done {
+	for _, id := range st.done.ids() {
 		p, o, ok := envelope.ParseKafkaID(id)
 		if s, in := bySpan[p]; ok && in && o >= s.start && o < s.end {
 			n--

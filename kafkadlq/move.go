@@ -151,7 +151,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	counts := map[string]int{}
 	for i, it := range items {
 		r, ok := found[it.ID]
-		if _, gone := st.done[it.ID]; gone || !ok {
+		if gone := st.done.has(it.ID); gone || !ok {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
@@ -170,7 +170,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		}
 		n, ok := counts[dest]
 		if !ok {
-			if n, err = t.partitions(ctx, dest); err != nil {
+			if n, err = t.destPartitions(ctx, dest); err != nil {
 				if ctx.Err() != nil {
 					return nil, nil, nil, err
 				}
@@ -188,6 +188,31 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		}, key: it.ID})
 	}
 	return results, recs, states, nil
+}
+
+// destPartitions is the number of partitions of a redrive's destination,
+// asked once per Topic (a run) rather than once per chunk: a topic's
+// partitions change only by an operator adding some, and a run that
+// straddles that change sends keyless-headered entries by the count it
+// started with.
+func (t *Topic) destPartitions(ctx context.Context, dest string) (int, error) {
+	t.mu.Lock()
+	n, ok := t.destParts[dest]
+	t.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := t.partitions(ctx, dest)
+	if err != nil {
+		return 0, err
+	}
+	t.mu.Lock()
+	if t.destParts == nil {
+		t.destParts = map[string]int{}
+	}
+	t.destParts[dest] = n
+	t.mu.Unlock()
+	return n, nil
 }
 
 // pendingState is a state record to write once its origin record's
@@ -321,7 +346,7 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	var recs []*kgo.Record
 	var idx []int
 	for i, it := range items {
-		_, gone := st.done[it.ID]
+		gone := st.done.has(it.ID)
 		if _, ok := found[it.ID]; gone || !ok {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue

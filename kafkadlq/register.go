@@ -12,8 +12,8 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    "kafka",
 		Schemes: []string{"kafka", "kafkas"},
-		Usage:   "kafka://[user:pass@]host:port[,host:port…]?topic=DLQ (kafkas:// for TLS)",
-		Summary: "a dead-letter topic (Spring Kafka, Kafka Connect, Karafka); redriven and resolved entries are recorded in a compacted state topic",
+		Usage:   "kafka://[user:pass@]host:port[,host:port…]?topic=DLQ[&sasl=plain|scram-sha-256|scram-sha-512] (kafkas:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
+		Summary: "a dead-letter topic (Spring Kafka, Kafka Connect, Karafka); redriven and resolved entries are recorded in a compacted state topic. kafkas:// speaks TLS and trusts the system's CAs, or only the PEM file tls_ca= names; a user in the URL authenticates with SASL PLAIN unless sasl= names SCRAM",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_KAFKA_PASSWORD", Help: "SASL password when the URL names a user without one"},
 		},

@@ -9,13 +9,17 @@
 #                             log dirs, output and PID live in DATA_DIR;
 #                             prints DATA_DIR/env (KAFKA_BOOTSTRAP=host:port,
 #                             KAFKA_SASL_BOOTSTRAP, KAFKA_SASL_USER,
-#                             KAFKA_SASL_PASSWORD)
+#                             KAFKA_SASL_PASSWORD, and with TLS
+#                             KAFKA_SASL_SSL_BOOTSTRAP, KAFKA_TLS_CA)
 #   kafka.sh stop DATA_DIR    stop it (TERM, then KILL after 30 s)
 #
 # start picks free loopback ports for the client listener, the controller and
 # a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one test
 # user whose SCRAM credentials the format step writes) and records them in
-# DATA_DIR/ports; a later start on the same DATA_DIR
+# DATA_DIR/ports. When DATA_DIR/tls/server.pem exists (a PEM keystore: the
+# PKCS#8 private key, then the certificate chain; internal/kafkatest writes
+# one with its CA in DATA_DIR/tls/ca.pem), it adds a SASL_SSL listener on a
+# fourth port with the same user and mechanisms. A later start on the same DATA_DIR
 # reuses them and its formatted storage, so a restarted broker keeps its
 # address and its data.
 #
@@ -116,29 +120,41 @@ cmd_start() {
     echo "$data/env"
     return
   fi
-  local libs java port cport sport
+  local libs java port cport sport tport
   libs=$(cmd_fetch)
   java=$(java_bin)
   if [ -f "$data/ports" ]; then
-    read -r port cport sport <"$data/ports"
+    read -r port cport sport tport <"$data/ports"
   else
     port=$(free_port)
     cport=$(free_port)
     while [ "$cport" = "$port" ]; do cport=$(free_port); done
     sport=$(free_port)
     while [ "$sport" = "$port" ] || [ "$sport" = "$cport" ]; do sport=$(free_port); done
-    echo "$port $cport $sport" >"$data/ports"
+    tport=$(free_port)
+    while [ "$tport" = "$port" ] || [ "$tport" = "$cport" ] || [ "$tport" = "$sport" ]; do tport=$(free_port); done
+    echo "$port $cport $sport $tport" >"$data/ports"
   fi
   local sasl_user=dlqctl-test sasl_pass=dlqctl-test-secret
+  local listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport"
+  local advertised="PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport"
+  local protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+  local tls=
+  if [ -f "$data/tls/server.pem" ] && [ -n "$tport" ]; then
+    tls=1
+    listeners="$listeners,SASL_SSL://127.0.0.1:$tport"
+    advertised="$advertised,SASL_SSL://127.0.0.1:$tport"
+    protocols="$protocols,SASL_SSL:SASL_SSL"
+  fi
   cat >"$data/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SASL_PLAINTEXT://127.0.0.1:$sport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sport
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=$protocols
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$sasl_user="$sasl_pass";
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -156,6 +172,15 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.cleaner.backoff.ms=1000
 PROPS
+  if [ -n "$tls" ]; then
+    cat >>"$data/server.properties" <<PROPS
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$sasl_user="$sasl_pass";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$data/tls/server.pem
+PROPS
+  fi
   cat >"$data/log4j2.properties" <<'PROPS'
 status=error
 appender.out.type=Console
@@ -191,6 +216,10 @@ PROPS
     echo "KAFKA_SASL_BOOTSTRAP=127.0.0.1:$sport"
     echo "KAFKA_SASL_USER=$sasl_user"
     echo "KAFKA_SASL_PASSWORD=$sasl_pass"
+    if [ -n "$tls" ]; then
+      echo "KAFKA_SASL_SSL_BOOTSTRAP=127.0.0.1:$tport"
+      echo "KAFKA_TLS_CA=$data/tls/ca.pem"
+    fi
   } >"$data/env"
   if [ -n "${KAFKA_WATCH_PID:-}" ]; then
     # Stop the broker once the watched process is gone, so a test binary

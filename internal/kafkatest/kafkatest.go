@@ -49,6 +49,7 @@ type Broker struct {
 	mu        sync.Mutex
 	bootstrap string
 	sasl      SASL
+	tls       TLS
 	stopped   bool
 }
 
@@ -106,6 +107,10 @@ func startIn(script string) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{script: script, dataDir: dir}
+	if err := writeTLS(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	if err := b.start(); err != nil {
 		_, _ = runScript(stopTimeout, nil, script, "stop", dir)
 		os.RemoveAll(dir)
@@ -130,8 +135,10 @@ func (b *Broker) start() error {
 	}
 	b.bootstrap = env["KAFKA_BOOTSTRAP"]
 	b.sasl = SASL{Bootstrap: env["KAFKA_SASL_BOOTSTRAP"], User: env["KAFKA_SASL_USER"], Password: env["KAFKA_SASL_PASSWORD"]}
-	if b.bootstrap == "" || b.sasl.Bootstrap == "" {
-		return fmt.Errorf("start the Kafka broker: %s lacks KAFKA_BOOTSTRAP or KAFKA_SASL_BOOTSTRAP", filepath.Join(b.dataDir, "env"))
+	b.tls = TLS{SASL: b.sasl, CA: env["KAFKA_TLS_CA"]}
+	b.tls.Bootstrap = env["KAFKA_SASL_SSL_BOOTSTRAP"]
+	if b.bootstrap == "" || b.sasl.Bootstrap == "" || b.tls.Bootstrap == "" || b.tls.CA == "" {
+		return fmt.Errorf("start the Kafka broker: %s lacks KAFKA_BOOTSTRAP, KAFKA_SASL_BOOTSTRAP, KAFKA_SASL_SSL_BOOTSTRAP or KAFKA_TLS_CA", filepath.Join(b.dataDir, "env"))
 	}
 	return nil
 }
@@ -155,6 +162,21 @@ func (b *Broker) SASL() SASL {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.sasl
+}
+
+// TLS is the broker's SASL_SSL listener: the same user and mechanisms as
+// the SASL one, over TLS with a certificate for 127.0.0.1 signed by the
+// CA in the PEM file CA.
+type TLS struct {
+	SASL
+	CA string
+}
+
+// TLS returns the SASL_SSL listener's address, credentials and CA file.
+func (b *Broker) TLS() TLS {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tls
 }
 
 // DataDir holds the broker's config, log dirs and output (kafka.out).

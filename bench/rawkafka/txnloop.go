@@ -1,0 +1,193 @@
+package rawkafka
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TxnResult is what TxnLoop did.
+type TxnResult struct {
+	Records      int // redriven
+	Transactions int
+	Read         time.Duration // of the wall time, waiting for the DLT's records
+}
+
+// stateValue is a state record as a redrive tool would write one per
+// entry: what happened, in which run, where it went.
+type stateValue struct {
+	Status      string    `json:"status"`
+	RunID       string    `json:"run_id"`
+	Seq         int64     `json:"seq"`
+	EventID     string    `json:"event_id"`
+	Fingerprint string    `json:"fingerprint"`
+	Dest        string    `json:"dest"`
+	At          time.Time `json:"at"`
+}
+
+// TxnLoop is the least a Go program redriving a Spring Kafka dead-letter
+// topic exactly once does with plain franz-go: read every partition of
+// dlt from its log start to its end offset (read_committed, partitions
+// assigned directly), and for each chunk of records, in one transaction,
+// produce each record to its original topic and partition (from the
+// kafka_dlt-* headers) with the same key and value and the original
+// headers less the kafka_dlt-* ones plus a run marker, produce one JSON
+// state record per entry to stateTopic (keyed partition:offset), and
+// commit. Origin and state records go out in one batch: nothing waits for
+// the origin offsets. stateTopic must exist.
+func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) (TxnResult, error) {
+	var res TxnResult
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	if err != nil {
+		return res, err
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, dlt)
+	if err == nil {
+		err = ends.Error()
+	}
+	cl.Close()
+	if err != nil {
+		return res, err
+	}
+	want := map[int32]int64{}
+	parts := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+			parts[o.Partition] = kgo.NewOffset().AtStart()
+		}
+	})
+	if len(want) == 0 {
+		return res, nil
+	}
+	reader, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dlt: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return res, err
+	}
+	defer reader.Close()
+	runID := "raw-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
+		kgo.TransactionalID(runID),
+		kgo.TransactionTimeout(20*time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0))
+	if err != nil {
+		return res, err
+	}
+	defer prod.Close()
+
+	pending := make([]*kgo.Record, 0, chunk)
+	var seq int64
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := prod.BeginTransaction(); err != nil {
+			return err
+		}
+		out := make([]*kgo.Record, 0, 2*len(pending))
+		states := make([]*kgo.Record, 0, len(pending))
+		for _, r := range pending {
+			seq++
+			o, hs := redriveHeaders(r.Headers, runID, seq)
+			out = append(out, &kgo.Record{Topic: o.topic, Partition: o.partition, Key: r.Key, Value: r.Value, Headers: hs})
+			v, _ := json.Marshal(stateValue{Status: "redriven", RunID: runID, Seq: seq, EventID: header(r.Headers, "event_id"),
+				Fingerprint: header(r.Headers, "fingerprint"), Dest: o.topic, At: time.Now().UTC()})
+			id := strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+			states = append(states, &kgo.Record{Topic: stateTopic, Key: []byte(id), Value: v})
+		}
+		if err := prod.ProduceSync(ctx, append(out, states...)...).FirstErr(); err != nil {
+			_ = prod.EndTransaction(ctx, kgo.TryAbort)
+			return err
+		}
+		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return err
+		}
+		res.Records += len(pending)
+		res.Transactions++
+		pending = pending[:0]
+		return nil
+	}
+	for len(want) > 0 {
+		t0 := time.Now()
+		fs := reader.PollFetches(ctx)
+		res.Read += time.Since(t0)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		var bad error
+		fs.EachError(func(_ string, p int32, err error) {
+			bad = errors.Join(bad, fmt.Errorf("partition %d: %w", p, err))
+		})
+		if bad != nil {
+			return res, bad
+		}
+		var ferr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if ferr != nil {
+				return
+			}
+			pending = append(pending, r)
+			if len(pending) == chunk {
+				ferr = flush()
+			}
+			if r.Offset >= want[r.Partition]-1 {
+				delete(want, r.Partition)
+			}
+		})
+		if ferr != nil {
+			return res, ferr
+		}
+	}
+	return res, flush()
+}
+
+// redriveHeaders reads the original topic and partition from Spring's
+// headers and returns the headers to send: the others, then the markers.
+func redriveHeaders(in []kgo.RecordHeader, runID string, seq int64) (struct {
+	topic     string
+	partition int32
+}, []kgo.RecordHeader) {
+	var o struct {
+		topic     string
+		partition int32
+	}
+	hs := make([]kgo.RecordHeader, 0, len(in))
+	for _, h := range in {
+		switch h.Key {
+		case "kafka_dlt-original-topic":
+			o.topic = string(h.Value)
+		case "kafka_dlt-original-partition":
+			if len(h.Value) == 4 {
+				o.partition = int32(binary.BigEndian.Uint32(h.Value))
+			}
+		}
+		if strings.HasPrefix(h.Key, "kafka_dlt-") {
+			continue
+		}
+		hs = append(hs, h)
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: "dlqctl_run_id", Value: []byte(runID)},
+		kgo.RecordHeader{Key: "dlqctl_seq", Value: []byte(strconv.FormatInt(seq, 10))})
+	return o, hs
+}
+
+func header(hs []kgo.RecordHeader, name string) string {
+	for _, h := range hs {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

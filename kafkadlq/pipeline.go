@@ -1,0 +1,128 @@
+package kafkadlq
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Decoding a record into an envelope costs more CPU than reading it off
+// the wire, so a scan decodes on other cores while it merges: the merge
+// runs in its own goroutine and hands out batches of records in merged
+// order, a few decoders turn each batch into envelopes, and the caller's
+// goroutine takes the batches back in the same order and calls fn. Order
+// is that of scanRecords; only the decoding happens elsewhere.
+const (
+	decodeBatch = 256 // records per batch: amortises the channel hand-offs
+	// decodeAhead is how many batches may be merged before fn has taken
+	// them: it bounds the memory a scan holds beyond scanRecords' buffers.
+	decodeAhead = 16
+	maxDecoders = 4
+)
+
+// decodeJob is one batch: its records, then (once done is closed) their
+// envelopes.
+type decodeJob struct {
+	recs []*kgo.Record
+	out  []envelope.Envelope
+	done chan struct{}
+}
+
+// scanDecoded is scanRecords with each record decoded, calling fn in the
+// caller's goroutine in merged order. fn may return backend.ErrStop.
+func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, fn func(envelope.Envelope) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := min(max(runtime.GOMAXPROCS(0), 1), maxDecoders)
+	work := make(chan *decodeJob, decodeAhead)
+	ordered := make(chan *decodeJob, decodeAhead)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.out = make([]envelope.Envelope, len(j.recs))
+				for i, r := range j.recs {
+					j.out[i] = t.decode(r)
+				}
+				j.recs = nil
+				close(j.done)
+			}
+		}()
+	}
+	// errStopped: fn stopped the scan, so the merge gives up quietly.
+	errStopped := errors.New("scan stopped")
+	mergeErr := make(chan error, 1)
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		var batch []*kgo.Record
+		send := func() error {
+			j := &decodeJob{recs: batch, done: make(chan struct{})}
+			batch = nil
+			// ordered first: a job is taken back only in merge order, and
+			// a worker can only finish what the consumer will wait for.
+			for _, ch := range []chan *decodeJob{ordered, work} {
+				select {
+				case ch <- j:
+				case <-ctx.Done():
+					return errStopped
+				}
+			}
+			return nil
+		}
+		err := t.scanRecords(ctx, c, st, func(r *kgo.Record) error {
+			if batch == nil {
+				batch = make([]*kgo.Record, 0, decodeBatch)
+			}
+			batch = append(batch, r)
+			if len(batch) == decodeBatch {
+				return send()
+			}
+			return nil
+		})
+		if err == nil && len(batch) > 0 {
+			err = send()
+		}
+		mergeErr <- err
+	}()
+	var fnErr error
+	for j := range ordered {
+		if fnErr != nil {
+			continue // drain, so the merge goroutine can end
+		}
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			fnErr = ctx.Err()
+			cancel()
+			continue
+		}
+		for _, e := range j.out {
+			if err := fn(e); err != nil {
+				fnErr = err
+				cancel()
+				break
+			}
+		}
+	}
+	merr := <-mergeErr
+	wg.Wait()
+	switch {
+	case errors.Is(fnErr, backend.ErrStop):
+		return nil
+	case fnErr != nil:
+		return fnErr
+	case errors.Is(merr, errStopped):
+		// Only a cancelled ctx stops sends when fn did not stop.
+		return context.Cause(ctx)
+	}
+	return merr
+}
