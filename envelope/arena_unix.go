@@ -18,8 +18,12 @@ type arena struct {
 }
 
 // chunk returns an empty slice with capacity for n pairs. It falls back to
-// the Go heap when the mapping fails, so a tracker works on any host.
+// the Go heap when the mapping fails, so a tracker works on any host, and
+// for a nil arena (a zero ConflictTracker), which has no cleanup to unmap.
 func (a *arena) chunk(n int) []eventPair {
+	if a == nil {
+		return make([]eventPair, 0, n)
+	}
 	size := n * int(unsafe.Sizeof(eventPair{}))
 	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
