@@ -122,6 +122,8 @@ type RSSPoint struct {
 	N      int
 	Dlqctl []memSample
 	Raw    []memSample // empty when not measured
+	// List is `dlqctl list --limit 0` with its stdout a pipe (TSV).
+	List []memSample
 }
 
 // memSample is one process's memory as the launcher saw it.
@@ -297,6 +299,13 @@ func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Tim
 					pt.Dlqctl = append(pt.Dlqctl, p.mem())
 				}
 			}
+			for range c.Runs {
+				m, err := d.runListPiped(ctx, srv.URL(0, key), n)
+				if err != nil {
+					return err
+				}
+				pt.List = append(pt.List, m)
+			}
 			if c.RawRSS {
 				for range c.Runs {
 					l, err := rawRedisChild(ctx, h, srv.Addr(), key, n)
@@ -306,7 +315,7 @@ func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Tim
 					pt.Raw = append(pt.Raw, memSample{Wall: l.Wall, MaxRSS: l.MaxRSS, Anon: l.PeakAnon, File: l.PeakFile, Floor: l.LauncherHWM})
 				}
 			}
-			c.logf("redis-rss N=%d: dlqctl %v, raw %v", n, pt.Dlqctl, pt.Raw)
+			c.logf("redis-rss N=%d: dlqctl stats %v, list %v, raw %v", n, pt.Dlqctl, pt.List, pt.Raw)
 			res.RSS = append(res.RSS, pt)
 		}
 	}

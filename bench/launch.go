@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,14 @@ func buildHelpers(dir, dlqctlBin string) (helpers, error) {
 	for _, p := range pkgs {
 		build := exec.Command("go", "build", "-o", p[0], p[1])
 		build.Dir = root
+		if p[1] == "." {
+			// dlqctl as releases build it (.goreleaser.yaml): static, no
+			// cgo. A cgo build is a dynamically linked executable whose
+			// pages the kernel may map differently, so it is not what
+			// users run.
+			build.Args = []string{"go", "build", "-trimpath", "-o", p[0], p[1]}
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
 		if msg, err := build.CombinedOutput(); err != nil {
 			return h, fmt.Errorf("go build %s: %v\n%s", p[1], err, msg)
 		}
@@ -79,6 +88,12 @@ type launched struct {
 
 // launch runs argv under the launcher with env.
 func launch(ctx context.Context, launcher string, env []string, argv ...string) (launched, error) {
+	return launchTo(ctx, launcher, env, nil, argv...)
+}
+
+// launchTo is launch with the command's stdout going to out (a pipe to
+// it) instead of into launched.Stdout; nil keeps it there.
+func launchTo(ctx context.Context, launcher string, env []string, out io.Writer, argv ...string) (launched, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return launched{}, err
@@ -88,6 +103,9 @@ func launch(ctx context.Context, launcher string, env []string, argv ...string) 
 	c.Env = env
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
+	if out != nil {
+		c.Stdout = out
+	}
 	c.ExtraFiles = []*os.File{pw}
 	if err := c.Start(); err != nil {
 		pw.Close()

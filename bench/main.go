@@ -9,7 +9,8 @@
 //	             1,000,000); alternately a go-redis XRANGE loop (json.Unmarshal
 //	             and SHA-256 of each payload) and `dlqctl stats -o json` as a
 //	             subprocess (and in-process through cmd.Execute).
-//	redis-rss    peak RSS (ru_maxrss) of `dlqctl stats` at N/10 and N
+//	redis-rss    peak RSS (ru_maxrss) of `dlqctl stats` and of `dlqctl list
+//	             --limit 0` with its stdout a pipe (TSV) at N/10 and N
 //	             (default 100,000 and 1,000,000), and of the raw loop.
 //	dir-stats    a directory queue of N/10 files (default 100,000);
 //	             alternately os.ReadDir + ReadFile + json.Unmarshal + SHA-256

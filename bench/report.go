@@ -13,6 +13,8 @@ const (
 	targetRatio   = 0.8      // dlqctl entries/s ÷ raw entries/s, at least
 	targetRSSKiB  = 64 << 10 // peak RSS of `dlqctl stats`, at most
 	targetRSSFlat = 1.25     // peak RSS at the large N ÷ at the small N, at most
+	// targetListRSSKiB: peak RSS of a piped `dlqctl list --limit 0`, at most.
+	targetListRSSKiB = 100 << 10
 )
 
 func median(xs []float64) float64 {
@@ -209,7 +211,7 @@ func file(m memSample) int64   { return m.File }
 func floor(m memSample) int64  { return m.Floor }
 
 func (res *Results) writeRSS(w io.Writer) {
-	fmt.Fprintf(w, "\n### redis-rss — peak memory of `dlqctl stats` and of the raw loop, each in its own process\n\n")
+	fmt.Fprintf(w, "\n### redis-rss — peak memory of `dlqctl stats`, of a piped `dlqctl list --limit 0` and of the raw loop, each in its own process\n\n")
 	fmt.Fprintln(w, "| N | process | runs | peak RSS (ru_maxrss) MiB | peak RssAnon MiB | peak RssFile MiB | wall s (median) | launcher floor MiB |")
 	fmt.Fprintln(w, "|--:|---|--:|--:|--:|--:|--:|--:|")
 	var largest []int64
@@ -217,7 +219,7 @@ func (res *Results) writeRSS(w io.Writer) {
 		for _, side := range []struct {
 			name string
 			ms   []memSample
-		}{{"dlqctl stats", p.Dlqctl}, {"raw loop (bench/rawredis)", p.Raw}} {
+		}{{"dlqctl stats", p.Dlqctl}, {"dlqctl list --limit 0, piped (TSV)", p.List}, {"raw loop (bench/rawredis)", p.Raw}} {
 			if len(side.ms) == 0 {
 				continue
 			}
@@ -237,6 +239,14 @@ func (res *Results) writeRSS(w io.Writer) {
 		growth := float64(b) / float64(a)
 		fmt.Fprintf(w, " Flat (largest at N=%s ÷ largest at N=%s ≤ %.2f): %s (%.2f×, +%.1f MiB).",
 			group(float64(res.RSS[len(res.RSS)-1].N)), group(float64(res.RSS[0].N)), targetRSSFlat, verdict(growth <= targetRSSFlat), growth, mib(b-a))
+	}
+	var lists []int64
+	for _, p := range res.RSS {
+		lists = append(lists, field(p.List, maxRSS)...)
+	}
+	if len(lists) > 0 {
+		top := slices.Max(lists)
+		fmt.Fprintf(w, " Piped list ≤ %d MiB: %s (largest %.1f MiB).", targetListRSSKiB>>10, verdict(top <= targetListRSSKiB), mib(top))
 	}
 	fmt.Fprintln(w, "\nRssAnon is the process's own memory (heap, stacks); RssFile is mostly its executable's pages mapped from the page cache, shared and reclaimable; both are sampled every 10 ms, so a peak shorter than that can be missed, while ru_maxrss cannot miss it.")
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"time"
@@ -96,24 +97,46 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	}
 	ro := f.reportOptions()
 	doc := ListDoc{Schema: "dlqctl.list/v1", Items: []ListItem{}}
+	// Piped and markdown tables need no column widths: their rows go out
+	// as they are read, so `list --limit 0 | …` holds one row, not the DLQ.
+	var stream *report.Stream
+	var buffered *bufio.Writer
+	if ro.RowByRow() {
+		buffered = bufio.NewWriter(f.IO.Out)
+		if stream, err = report.NewStream(buffered, "", listColumns(nil), ro); err != nil {
+			return err
+		}
+	}
 	next, err := s.walker.Walk(ctx, conflicts, sel, opts.after, func(it inspect.Item) error {
 		li := newListItem(it, ro.Now)
-		if ro.Format == report.FormatNDJSON {
+		switch {
+		case ro.Format == report.FormatNDJSON:
 			// Streamed, so a large listing never sits in memory.
 			return report.WriteNDJSON(f.IO.Out, struct {
 				Schema string `json:"schema"`
 				ListItem
 			}{"dlqctl.list-item/v1", li})
+		case stream != nil:
+			return stream.Row(listRow(li)...)
 		}
 		doc.Items = append(doc.Items, li)
 		return nil
 	})
+	if stream != nil {
+		// What was read before a failure is still written, as with NDJSON.
+		if err == nil {
+			err = stream.Close()
+		}
+		if ferr := buffered.Flush(); err == nil {
+			err = ferr
+		}
+	}
 	if err != nil {
 		return err
 	}
 	doc.Next = next
-	switch ro.Format {
-	case report.FormatNDJSON:
+	switch {
+	case ro.Format == report.FormatNDJSON:
 		if next == "" {
 			return nil
 		}
@@ -123,35 +146,50 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 			Schema string `json:"schema"`
 			Next   string `json:"next"`
 		}{"dlqctl.cursor/v1", next})
-	case report.FormatJSON:
+	case ro.Format == report.FormatJSON:
 		_, err := f.emitJSON(doc)
 		return err
-	}
-	dispositionOf := map[string]string{}
-	for _, li := range doc.Items {
-		dispositionOf[li.Category] = li.Disposition
-	}
-	// A category is coloured by what to do with it.
-	categoryTone := func(c string) report.Tone { return report.DispositionTone(dispositionOf[c]) }
-	t := report.Table{Columns: []report.Column{
-		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
-		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
-		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 60},
-	}}
-	for _, li := range doc.Items {
-		msg := li.LastError
-		if li.Malformed != "" {
-			msg = li.Malformed
+	case stream == nil:
+		if err := writeListTable(f, doc.Items, ro); err != nil {
+			return err
 		}
-		age := report.AgeSeconds(li.AgeSeconds)
-		t.Rows = append(t.Rows, []any{li.ID, li.EventID, age,
-			li.Attempts, li.Category, li.Origin.Topic, msg})
-	}
-	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
-		return err
 	}
 	if next != "" {
 		fmt.Fprintf(f.IO.ErrOut, "more entries: --after %s (or --limit 0 for all)\n", next)
 	}
 	return nil
+}
+
+// listColumns are the columns of list's table; categoryTone colours the
+// category on a terminal (nil: plain).
+func listColumns(categoryTone func(string) report.Tone) []report.Column {
+	return []report.Column{
+		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
+		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
+		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 60},
+	}
+}
+
+func listRow(li ListItem) []any {
+	msg := li.LastError
+	if li.Malformed != "" {
+		msg = li.Malformed
+	}
+	return []any{li.ID, li.EventID, report.AgeSeconds(li.AgeSeconds), li.Attempts, li.Category, li.Origin.Topic, msg}
+}
+
+// writeListTable draws the whole page at once: a terminal table takes its
+// column widths from every row.
+func writeListTable(f *Factory, items []ListItem, ro report.Options) error {
+	dispositionOf := map[string]string{}
+	for _, li := range items {
+		dispositionOf[li.Category] = li.Disposition
+	}
+	// A category is coloured by what to do with it.
+	categoryTone := func(c string) report.Tone { return report.DispositionTone(dispositionOf[c]) }
+	t := report.Table{Columns: listColumns(categoryTone)}
+	for _, li := range items {
+		t.Rows = append(t.Rows, listRow(li))
+	}
+	return report.WriteTable(f.IO.Out, t, ro)
 }

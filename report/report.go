@@ -126,6 +126,16 @@ func (o Options) bold(re *lipgloss.Renderer) lipgloss.Style {
 	return s
 }
 
+// RowByRow says whether a table in this form is laid out one row at a time:
+// tab-separated (piped) and markdown tables need no column widths, so a
+// command may write each row as it comes through NewStream and get the
+// bytes WriteTable would write, without holding the rows. A terminal
+// table measures all its rows first.
+func (o Options) RowByRow() bool {
+	m, err := o.mode("a table")
+	return err == nil && m != modeTTY
+}
+
 // mode is how a human-readable writer lays out its output.
 type mode int
 

@@ -105,6 +105,19 @@ func (s *Stream) Row(cells ...any) error {
 	return err
 }
 
+// Close writes the header if no row came, so that an empty streamed table
+// reads as WriteTable's empty table does. It writes nothing after a row.
+func (s *Stream) Close() error {
+	if s.header {
+		return nil
+	}
+	s.header = true
+	var b strings.Builder
+	s.writeHeader(&b)
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}
+
 func (s *Stream) writeHeader(b *strings.Builder) {
 	names := make([]string, len(s.cols))
 	for j, c := range s.cols {

@@ -1,0 +1,161 @@
+package envelope
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// ConflictTracker finds event IDs that carry more than one fingerprint
+// during a streaming scan, exactly up to hash collisions (see
+// docs/decisions.md for the odds). Per distinct (event ID, fingerprint) it
+// keeps 12 bytes: a 64-bit hash of the event ID and a 32-bit hash of the
+// fingerprint, in append-only chunks that are sorted once, when first
+// asked; never the IDs or payloads.
+//
+// The chunks live outside the Go heap where the platform allows (an
+// anonymous memory mapping, see arena_unix.go): pointer-free data on the
+// heap costs no scanning, but the collector still lets the heap grow to
+// twice what is live, so a tracker of a million events there makes the
+// process about 24 MiB larger than the data. Off the heap it costs what it
+// holds; the mappings are returned when the tracker becomes unreachable.
+type ConflictTracker struct {
+	chunks    [][]eventPair
+	arena     *arena
+	finished  bool
+	unique    int
+	conflicts map[uint64]struct{}
+}
+
+// eventPair is 12 bytes with 4-byte alignment: three uint32 rather than a
+// uint64 and a uint32, which Go would pad to 16.
+type eventPair struct{ eventHi, eventLo, fp uint32 }
+
+func (p eventPair) event() uint64 { return uint64(p.eventHi)<<32 | uint64(p.eventLo) }
+
+func newPair(eventID, fingerprint string) eventPair {
+	ev := hashString(eventID)
+	fh := hashString(strings.ToLower(fingerprint))
+	// Folding both halves keeps every bit of the 64-bit hash in the 32 kept.
+	return eventPair{uint32(ev >> 32), uint32(ev), uint32(fh>>32) ^ uint32(fh)}
+}
+
+// trackerChunk entries make one chunk (768 KiB).
+const trackerChunk = 1 << 16
+
+// NewConflictTracker returns an empty tracker.
+func NewConflictTracker() *ConflictTracker {
+	t := &ConflictTracker{conflicts: map[uint64]struct{}{}, arena: &arena{}}
+	// The arena, not the tracker, is what the cleanup holds, so the
+	// tracker can still be collected.
+	runtime.AddCleanup(t, func(a *arena) { a.free() }, t.arena)
+	return t
+}
+
+// Add records one entry; malformed entries are ignored.
+func (t *ConflictTracker) Add(e Envelope) {
+	if e.Malformed != "" || e.EventID == "" {
+		return
+	}
+	t.finished = false
+	n := len(t.chunks)
+	full := n == 0
+	if n > 0 && len(t.chunks[n-1]) == trackerChunk {
+		// A full chunk keeps each (event, fingerprint) pair once, so memory
+		// follows distinct events rather than entries; a chunk that shrank
+		// enough takes more entries.
+		t.chunks[n-1] = compact(t.chunks[n-1])
+		full = len(t.chunks[n-1]) > trackerChunk*3/4
+	}
+	if full {
+		t.chunks = append(t.chunks, t.arena.chunk(trackerChunk))
+		n = len(t.chunks)
+	}
+	// Within the chunk's capacity, so append never moves it off the arena.
+	t.chunks[n-1] = append(t.chunks[n-1], newPair(e.EventID, e.Fingerprint))
+}
+
+func lessPair(a, b eventPair) int {
+	if c := cmpUint32(a.eventHi, b.eventHi); c != 0 {
+		return c
+	}
+	if c := cmpUint32(a.eventLo, b.eventLo); c != 0 {
+		return c
+	}
+	return cmpUint32(a.fp, b.fp)
+}
+
+// compact sorts c and drops repeated pairs.
+func compact(c []eventPair) []eventPair {
+	slices.SortFunc(c, lessPair)
+	return slices.Compact(c)
+}
+
+// finish sorts each chunk and walks them merged, in event order: entries
+// of one event are then next to each other, and two fingerprints among
+// them are a conflict.
+func (t *ConflictTracker) finish() {
+	if t.finished {
+		return
+	}
+	t.finished = true
+	t.unique = 0
+	t.conflicts = map[uint64]struct{}{}
+	for _, c := range t.chunks {
+		slices.SortFunc(c, lessPair)
+	}
+	heads := make([]int, len(t.chunks))
+	first := true
+	var prev eventPair
+	for {
+		// The smallest head of all chunks; a few dozen chunks at most, so
+		// a linear pick is as quick as a heap.
+		best := -1
+		for i, c := range t.chunks {
+			if heads[i] < len(c) && (best < 0 || lessPair(c[heads[i]], t.chunks[best][heads[best]]) < 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		p := t.chunks[best][heads[best]]
+		heads[best]++
+		switch {
+		case first || p.event() != prev.event():
+			t.unique++
+		case p.fp != prev.fp:
+			t.conflicts[p.event()] = struct{}{}
+		}
+		prev, first = p, false
+	}
+}
+
+// IsConflict reports whether eventID has been seen with two fingerprints.
+func (t *ConflictTracker) IsConflict(eventID string) bool {
+	t.finish()
+	_, ok := t.conflicts[hashString(eventID)]
+	return ok
+}
+
+// ConflictCount is the number of event IDs in conflict.
+func (t *ConflictTracker) ConflictCount() int {
+	t.finish()
+	return len(t.conflicts)
+}
+
+// Unique is the number of distinct event IDs seen.
+func (t *ConflictTracker) Unique() int {
+	t.finish()
+	return t.unique
+}
+
+func cmpUint32(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
