@@ -88,6 +88,16 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
+	// Fence this run's earlier producer first. A run killed (or cut off
+	// by a broker restart) inside a transaction leaves it open, and the
+	// lease records behind it cannot be read committed until it ends:
+	// without the fence that is the transaction timeout at best, and after
+	// a broker restart under load it was minutes. Initializing the run's
+	// transactional ID aborts it at once. Only this run's ID is fenced, so
+	// another run's transaction is never touched.
+	if _, err := t.txnClient(ctx, h.RunID); err != nil {
+		return nil, err
+	}
 	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return nil, err
