@@ -16,6 +16,7 @@ type reconcileOptions struct {
 	effects  string
 	query    string
 	events   bool
+	plan     string
 }
 
 func newReconcileCmd(f *Factory) *cobra.Command {
@@ -39,6 +40,7 @@ per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
 	c.Flags().StringVar(&o.effects, "effects", "", "effects URL (default: the journal's plan's)")
 	c.Flags().StringVar(&o.query, "effects-query", "", "postgres: query returning event_id, attempts, effects, fingerprint for $1")
 	c.Flags().BoolVar(&o.events, "events", false, "list every event's verdict, not only the counts")
+	c.Flags().StringVar(&o.plan, "plan", "", "with --journal: the run's plan file (default: the path the journal recorded, then the file of that name next to the journal)")
 	return c
 }
 
@@ -58,9 +60,13 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	url, query := o.effects, o.query
 	if o.journal != "" {
 		// Streamed: the journal of a large run is never held whole.
-		plan, b, w, err := redrive.MovedByBatchFile(o.journal)
+		_, given, err := loadRunPlan(o.journal, o.plan)
 		if err != nil {
-			return usageErrorf("%v", err)
+			return err
+		}
+		plan, b, w, err := redrive.MovedByBatchFile(o.journal, given)
+		if err != nil {
+			return replayError(err)
 		}
 		url = firstNonEmpty(url, plan.Params.Effects)
 		query = firstNonEmpty(query, plan.Params.EffectsQuery)

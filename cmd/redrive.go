@@ -179,7 +179,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		return err
 	}
 	byCat := map[string]int{}
-	for _, e := range p.Entries {
+	for e := range p.Entries.All() {
 		byCat[e.Category]++
 	}
 	fields := []report.Field{
@@ -189,7 +189,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		{Key: "source", Value: p.Source},
 		{Key: "reason", Value: p.Reason},
 		{Key: "planned by", Value: p.PlannedBy},
-		{Key: "entries", Value: len(p.Entries)},
+		{Key: "entries", Value: p.Entries.Len()},
 		{Key: "excluded", Value: len(p.Excluded)},
 		{Key: "dispositions", Value: strings.Join(append([]string{redrive.DefaultDisposition(p.Kind)}, p.Params.AllowDispositions...), ", ")},
 		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
@@ -517,7 +517,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 		return err
 	}
 	f.noteWeakMoves(s.src, plan)
-	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
+	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
 	return f.finishRun(ctx, eng, st, journalPath, hint)
 }
 
@@ -635,7 +635,7 @@ func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
 		return
 	}
 	seen := map[string]bool{}
-	for _, e := range plan.Entries {
+	for e := range plan.Entries.All() {
 		if e.Dest != "" && !seen[e.Dest] {
 			seen[e.Dest] = true
 			if note := n.MoveNote(e.Dest); note != "" {

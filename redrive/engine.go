@@ -63,11 +63,14 @@ func NewRunID(now time.Time, random string) string {
 	return now.UTC().Format("20060102T150405Z") + "-" + random
 }
 
-// Start begins a new run of p: it writes the run-start record, the plan
-// and the approval into the journal, and returns the run's state.
+// Start begins a new run of p: it writes the run-start record, with the
+// plan's digest and path and the approval, into the journal, and returns
+// the run's state.
 func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string, a *Approval) (*State, error) {
 	st := newState(runID, p)
-	st.Start = Record{Type: RecRunStart, RunID: runID, Plan: p, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
+	// The plan is named by its digest, not embedded: readers of the journal
+	// read the plan file and check it against this digest (runplan.go).
+	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err
 	}
@@ -298,7 +301,7 @@ func (s resolveStrategy) move(ctx context.Context, st *State, seqs []int64, _ ti
 func (s resolveStrategy) report(_ context.Context, st *State, seqs []int64, _ string, rep *BatchReport) error {
 	rep.Verdicts = map[string]int{}
 	for _, seq := range seqs {
-		if st.step[seq] == RecRemoved {
+		if st.Step(seq) == RecRemoved {
 			rep.Moved++
 		}
 	}
@@ -352,8 +355,8 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 	}
 	var ask []pending
 	for _, s := range seqs {
-		en := st.entries[s]
-		step := st.step[s]
+		en := st.entry(s)
+		step := st.Step(s)
 		switch step {
 		case RecRemoved, RecGone, RecSkipped:
 			continue
@@ -401,7 +404,7 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 	if len(ask) > 0 {
 		queries := make([]backend.PublishedQuery, len(ask))
 		for i, a := range ask {
-			queries[i] = backend.PublishedQuery{Item: e.item(a.en), DestID: st.destID[a.en.Seq], Since: since}
+			queries[i] = backend.PublishedQuery{Item: e.item(a.en), DestID: st.DestID(a.en.Seq), Since: since}
 		}
 		found, cerr := checker.CheckPublished(ctx, queries, e.markers(st))
 		if cerr != nil {
@@ -471,7 +474,7 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 			return err
 		}
 		if e.Observer != nil {
-			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
+			e.Observer.Progress(done+i+len(part), st.Plan.Entries.Len())
 		}
 		if ctx.Err() != nil {
 			return stopped(ctx, ctx.Err())
@@ -484,7 +487,7 @@ func (e *Engine) publishChunk(ctx context.Context, st *State, part []Entry) erro
 	intents := make([]Record, 0, len(part))
 	items := make([]backend.MoveItem, 0, len(part))
 	for _, en := range part {
-		if st.step[en.Seq] != RecAmbiguous && st.step[en.Seq] != RecIntent {
+		if st.Step(en.Seq) != RecAmbiguous && st.Step(en.Seq) != RecIntent {
 			intents = append(intents, e.entryRec(RecIntent, st, en, ""))
 		}
 		items = append(items, e.item(en))
@@ -568,7 +571,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 	var todo []Entry
 	for _, s := range seqs {
 		if !st.done(s) {
-			todo = append(todo, st.entries[s])
+			todo = append(todo, st.entry(s))
 		}
 	}
 	done := 0
@@ -583,7 +586,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 			env, err := e.Source.Get(ctx, en.ID)
 			switch {
 			case errors.Is(err, backend.ErrNotFound):
-				if st.step[en.Seq] == RecArchive {
+				if st.Step(en.Seq) == RecArchive {
 					recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
 				} else {
 					recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ"))
@@ -610,7 +613,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 			}
 		}
 		if e.Observer != nil {
-			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
+			e.Observer.Progress(done+i+len(part), st.Plan.Entries.Len())
 		}
 		if ctx.Err() != nil {
 			return stopped(ctx, ctx.Err())
@@ -629,8 +632,8 @@ func archived(env envelope.Envelope) *envelope.Envelope {
 func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, watermark string, rep *BatchReport) error {
 	var moved []Entry
 	for _, s := range seqs {
-		if st.step[s] == RecRemoved {
-			moved = append(moved, st.entries[s])
+		if st.Step(s) == RecRemoved {
+			moved = append(moved, st.entry(s))
 		}
 	}
 	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery}
