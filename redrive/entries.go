@@ -36,10 +36,10 @@ type Entries struct {
 
 // entryRecord is one entry: where its text is in the arena.
 type entryRecord struct {
-	off                      uint64
-	idLen, eventLen, keyLen  uint32
-	fpLen                    uint32 // fpRaw: the 32 bytes of a sha256:hex fingerprint
-	category, dest           uint32 // indexes into words
+	off                     uint64
+	idLen, eventLen, keyLen uint32
+	fpLen                   uint32 // fpRaw: the 32 bytes of a sha256:hex fingerprint
+	category, dest          uint32 // indexes into words
 }
 
 // fpRaw marks a fingerprint stored as its 32 raw bytes.

@@ -49,9 +49,9 @@ type Record struct {
 	Plan       *Plan     `json:"plan,omitempty"`
 	PlanDigest string    `json:"plan_digest,omitempty"`
 	PlanPath   string    `json:"plan_path,omitempty"`
-	Source    string    `json:"source,omitempty"`
-	AppliedBy string    `json:"applied_by,omitempty"`
-	Approval  *Approval `json:"approval,omitempty"`
+	Source     string    `json:"source,omitempty"`
+	AppliedBy  string    `json:"applied_by,omitempty"`
+	Approval   *Approval `json:"approval,omitempty"`
 
 	// entry steps
 	Seq         int64              `json:"seq,omitempty"`
