@@ -151,7 +151,7 @@ func ScanJournal(path string, key []byte, fn func(Record) error) (Verified, erro
 		}
 		offset += int64(len(b))
 		var rec Record
-		if err := json.Unmarshal(b, &rec); err != nil {
+		if err := decodeRecord(b, &rec); err != nil {
 			return v, fmt.Errorf("journal %s:%d: %v", path, line, err)
 		}
 		if key == nil {

@@ -219,7 +219,8 @@ type entryWire struct {
 	Exact       map[string]string `json:"exact_base64"`
 }
 
-// decode reads the entries array from dec, one entry at a time.
+// decode reads the entries array from dec, one entry at a time (for
+// UnmarshalJSON; a plan file is read by readEntriesArray).
 func (es *Entries) decode(dec *json.Decoder) error {
 	tok, err := dec.Token()
 	if err != nil {
@@ -233,15 +234,13 @@ func (es *Entries) decode(dec *json.Decoder) error {
 	}
 	es.made = true
 	for dec.More() {
-		var w entryWire
-		if err := dec.Decode(&w); err != nil {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
 			return fmt.Errorf("entry %d: %v", es.Len()+1, err)
 		}
-		e := Entry{Seq: w.Seq, ID: w.ID, EventID: w.EventID, Fingerprint: w.Fingerprint, Key: w.Key, Category: w.Category, Dest: w.Dest}
-		if w.Exact != nil {
-			if err := fromExact(fmt.Sprintf("entry %d", e.Seq), e.exactFields(), w.Exact); err != nil {
-				return err
-			}
+		var e Entry
+		if err := decodeEntry(raw, &e); err != nil {
+			return fmt.Errorf("entry %d: %v", es.Len()+1, err)
 		}
 		es.Append(e)
 	}
@@ -249,17 +248,27 @@ func (es *Entries) decode(dec *json.Decoder) error {
 	return err
 }
 
-// decodePlan reads a plan field by field; entries are decoded one at a
-// time into the compact form, never as one value.
-func decodePlan(r io.Reader) (*Plan, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	tok, err := dec.Token()
+// decodePlan reads a plan field by field. The entries are read by
+// readEntriesArray, one object at a time into the compact form, never as
+// one value: at the "entries" key the json.Decoder hands over what it
+// buffered and the rest of the input, and a fresh one takes the members
+// after the array.
+func decodePlan(src io.Reader) (*Plan, error) {
+	newDecoder := func(r io.Reader) (*json.Decoder, error) {
+		dec := json.NewDecoder(r)
+		dec.DisallowUnknownFields()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := tok.(json.Delim); !ok || d != '{' {
+			return nil, fmt.Errorf("want a JSON object, got %v", tok)
+		}
+		return dec, nil
+	}
+	dec, err := newDecoder(src)
 	if err != nil {
 		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fmt.Errorf("want a JSON object, got %v", tok)
 	}
 	p := &Plan{}
 	for dec.More() {
@@ -293,8 +302,25 @@ func decodePlan(r io.Reader) (*Plan, error) {
 		case "approvals":
 			dst = &p.Approvals
 		case "entries":
+			br := bufio.NewReaderSize(io.MultiReader(dec.Buffered(), src), 1<<16)
 			p.Entries = Entries{}
-			if err := p.Entries.decode(dec); err != nil {
+			present, err := readEntriesArray(br, p.Entries.Append)
+			if err != nil {
+				return nil, err
+			}
+			p.Entries.made = present
+			rest, more, err := withOpenBrace(br)
+			if err != nil {
+				return nil, err
+			}
+			if !more {
+				if _, err := nextNonSpace(br); !errors.Is(err, io.ErrUnexpectedEOF) {
+					return nil, errors.New("data after the plan's closing brace")
+				}
+				return p, nil
+			}
+			src = rest
+			if dec, err = newDecoder(src); err != nil {
 				return nil, err
 			}
 			continue
