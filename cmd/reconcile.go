@@ -55,7 +55,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if (o.journal == "") == (len(o.eventIDs) == 0) {
 		return usageErrorf("give either --journal or --event-id")
 	}
-	var batches [][]redrive.Entry
+	var batches []redrive.Moved
 	var watermarks []string
 	url, query := o.effects, o.query
 	if o.journal != "" {
@@ -72,11 +72,11 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		query = firstNonEmpty(query, plan.Params.EffectsQuery)
 		batches, watermarks = b, w
 	} else {
-		var es []redrive.Entry
+		var es redrive.EntryList
 		for _, id := range o.eventIDs {
 			es = append(es, redrive.Entry{EventID: id})
 		}
-		batches, watermarks = [][]redrive.Entry{es}, []string{""}
+		batches, watermarks = []redrive.Moved{es}, []string{""}
 	}
 	if url == "" {
 		return usageErrorf("no effects URL: give --effects")
@@ -97,7 +97,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	}
 	doc := ReconcileDoc{Schema: "dlqctl.reconcile/v1", Effects: probe.String(), Batches: []redrive.BatchReport{}}
 	for i, b := range batches {
-		rep := redrive.BatchReport{Index: i + 1, Size: len(b)}
+		rep := redrive.BatchReport{Index: i + 1, Size: b.Len()}
 		if err := c.Batch(ctx, b, watermarks[i], 0, &rep); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,20 @@ func TestEntriesKeepTheirText(t *testing.T) {
 	}
 	if id != "1-0" || es.At(0).ID != "1-0" {
 		t.Errorf("ID changed to %q", id)
+	}
+	// Across record groups and text blocks, and text longer than a block.
+	long := strings.Repeat("y", blockSize+10)
+	for i := range 3 * recGroup {
+		es.Append(Entry{Seq: int64(1004 + i), ID: strconv.Itoa(i), Key: long[:i%7], Fingerprint: fp})
+	}
+	es.Append(Entry{Seq: int64(es.Len() + 1), ID: long})
+	if got := es.At(es.Len() - 1); got.ID != long {
+		t.Errorf("a long ID read back as %d bytes", len(got.ID))
+	}
+	for i := range 3 * recGroup {
+		if got := es.At(1003 + i); got.ID != strconv.Itoa(i) || got.Key != long[:i%7] || got.Fingerprint != fp || got.Seq != int64(1004+i) {
+			t.Fatalf("entry %d read back as %+v", 1003+i, got)
+		}
 	}
 	es.Set(0, Entry{Seq: 1, ID: "edited", Fingerprint: fp})
 	if id != "1-0" || es.At(0).ID != "edited" {

@@ -66,6 +66,17 @@ func (st *State) entry(seq int64) Entry {
 	return en
 }
 
+// entriesOf is the plan entries with sequence numbers seqs: a chunk's
+// worth at a time, since a batch of a million held as entries would cost
+// more than the plan.
+func (st *State) entriesOf(seqs []int64) []Entry {
+	out := make([]Entry, len(seqs))
+	for i, s := range seqs {
+		out[i] = st.entry(s)
+	}
+	return out
+}
+
 // DestID is the destination's message ID of the entry seq, when one was journaled.
 func (st *State) DestID(seq int64) string {
 	if i, ok := st.Plan.Entries.Index(seq); ok && st.destID != nil {
@@ -243,10 +254,10 @@ func (st *State) Counts() (moved, gone, skipped, failed int) {
 }
 
 // MovedByBatch lists, per ended batch of a journal, the entries it moved
-// and the DLQ watermark the batch started from. Entries come from the plan
-// by sequence number, so their event IDs are exact. p is the run's plan
+// (by plan index) and the DLQ watermark the batch started from. Entries
+// come from the plan by sequence number, so their event IDs are exact. p is the run's plan
 // (nil when the run-start embeds it).
-func MovedByBatch(p *Plan, recs []Record) ([][]Entry, []string, error) {
+func MovedByBatch(p *Plan, recs []Record) ([]Moved, []string, error) {
 	m := movedByBatch{given: p}
 	for _, r := range recs {
 		if err := m.add(r); err != nil {
@@ -258,7 +269,7 @@ func MovedByBatch(p *Plan, recs []Record) ([][]Entry, []string, error) {
 
 // MovedByBatchFile is MovedByBatch over a journal file, streamed: it also
 // returns the run's plan. p is as for MovedByBatch.
-func MovedByBatchFile(path string, p *Plan) (*Plan, [][]Entry, []string, error) {
+func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, error) {
 	m := movedByBatch{given: p}
 	if _, err := ScanJournal(path, nil, m.add); err != nil {
 		return nil, nil, nil, err
@@ -277,7 +288,7 @@ type movedByBatch struct {
 	moved   []bool // by plan index
 	seqs    []int64
 	mark    string
-	batches [][]Entry
+	batches []Moved
 	marks   []string
 }
 
@@ -301,11 +312,12 @@ func (m *movedByBatch) add(r Record) error {
 	case RecBatchStart:
 		m.seqs, m.mark = r.Seqs, r.batchWatermark()
 	case RecBatchEnd:
-		var b []Entry
+		var b PlanSubset
 		if m.plan != nil {
+			b.Entries = &m.plan.Entries
 			for _, s := range m.seqs {
 				if i, ok := m.plan.Entries.Index(s); ok && m.moved[i] {
-					b = append(b, m.plan.Entries.At(i))
+					b.Index = append(b.Index, i)
 				}
 			}
 		}
