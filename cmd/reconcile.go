@@ -60,7 +60,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	url, query := o.effects, o.query
 	if o.journal != "" {
 		// Streamed: the journal of a large run is never held whole.
-		_, given, err := loadRunPlan(o.journal, o.plan)
+		_, given, err := f.loadRunPlan(o.journal, o.plan)
 		if err != nil {
 			return err
 		}

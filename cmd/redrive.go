@@ -130,6 +130,7 @@ func (p *planFlags) check() error {
 }
 
 func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+	boundHeap(f.Getenv)
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -358,7 +359,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if o.ttl <= 0 {
 		return usageErrorf("--ttl must be positive")
 	}
-	plan, err := readPlanFor(path, kind)
+	plan, err := f.readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}
@@ -391,7 +392,8 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 }
 
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
-func readPlanFor(path, kind string) (*redrive.Plan, error) {
+func (f *Factory) readPlanFor(path, kind string) (*redrive.Plan, error) {
+	boundHeap(f.Getenv)
 	if err := wantPlan(path, kind); err != nil {
 		return nil, err
 	}
@@ -442,7 +444,7 @@ Ctrl-C finishes the chunk in flight and exits 130 with the resume command.`,
 }
 
 func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOptions) error {
-	plan, err := readPlanFor(path, kind)
+	plan, err := f.readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,7 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	// The run's plan: the file the journal names, checked against the
 	// digest it records (or, from journals of earlier versions, the plan
 	// the run-start embeds, checked against its own digest).
+	boundHeap(f.Getenv)
 	plan, err := redrive.LoadRunPlan(start, path, o.plan)
 	if err != nil {
 		return nil, withCode(ExitApproval, err)

@@ -18,7 +18,7 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 			if err := wantJournal(args[0], kind); err != nil {
 				return err
 			}
-			_, plan, err := loadRunPlan(args[0], planPath)
+			_, plan, err := f.loadRunPlan(args[0], planPath)
 			if err != nil {
 				return err
 			}
@@ -47,7 +47,8 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 // file it names, believed only when its digest is the one the journal
 // records (a missing or different plan exits 5), or the plan a journal of
 // an earlier version embeds.
-func loadRunPlan(journal, planPath string) (redrive.Record, *redrive.Plan, error) {
+func (f *Factory) loadRunPlan(journal, planPath string) (redrive.Record, *redrive.Plan, error) {
+	boundHeap(f.Getenv)
 	start, err := redrive.ReadRunStart(journal)
 	if err != nil {
 		return start, nil, usageErrorf("%v", err)
