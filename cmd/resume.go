@@ -129,7 +129,10 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	}
 	st, v, err := redrive.ReplayFile(path, jkey, plan)
 	if err != nil {
-		if errors.Is(err, redrive.ErrForged) || errors.Is(err, redrive.ErrUnsigned) || errors.Is(err, redrive.ErrRunPlan) {
+		if errors.Is(err, redrive.ErrRunPlan) {
+			return nil, withCode(ExitApproval, err)
+		}
+		if errors.Is(err, redrive.ErrForged) || errors.Is(err, redrive.ErrUnsigned) {
 			return nil, withCode(ExitApproval, fmt.Errorf("%w; resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", err))
 		}
 		return nil, usageErrorf("%v", err)
