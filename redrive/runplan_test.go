@@ -74,3 +74,22 @@ func TestLoadRunPlanOldAndNewJournals(t *testing.T) {
 		t.Errorf("replay with no plan: %v, want ErrRunPlan", err)
 	}
 }
+
+func TestDestIDsKeepEachEntrysLast(t *testing.T) {
+	var d destIDs
+	if d.get(3) != "" {
+		t.Fatal("an unset destination ID is not empty")
+	}
+	long := string(make([]byte, 70000))
+	d.set(0, 5, "1-0")
+	d.set(2, 5, "")
+	d.set(3, 5, long)
+	d.set(0, 5, "2-0")
+	if d.get(0) != "2-0" || d.get(1) != "" || d.get(2) != "" || d.get(3) != long {
+		t.Errorf("got %q %q %q %d bytes", d.get(0), d.get(1), d.get(2), len(d.get(3)))
+	}
+	d.set(3, 5, "3-0")
+	if d.get(3) != "3-0" {
+		t.Errorf("a long ID replaced by a short one reads %d bytes", len(d.get(3)))
+	}
+}

@@ -27,10 +27,11 @@ type State struct {
 	Approvals []Approval
 
 	// step and destID are each entry's last journaled step and its
-	// destination's message ID, by plan index: a compact slice, not a map
-	// of strings, since a run of a million entries holds one per entry.
+	// destination's message ID, by plan index: compact and without
+	// pointers, not maps of strings, since a run of a million entries holds
+	// one of each per entry and the collector would mark every string.
 	step   []stepCode
-	destID []string
+	destID destIDs
 	// cursor is the plan index before which every entry is done or failed:
 	// a batch is picked from there, not by a scan of the whole plan.
 	cursor int
@@ -79,10 +80,47 @@ func (st *State) entriesOf(seqs []int64) []Entry {
 
 // DestID is the destination's message ID of the entry seq, when one was journaled.
 func (st *State) DestID(seq int64) string {
-	if i, ok := st.Plan.Entries.Index(seq); ok && st.destID != nil {
-		return st.destID[i]
+	if i, ok := st.Plan.Entries.Index(seq); ok {
+		return st.destID.get(i)
 	}
 	return ""
+}
+
+// destIDs are destination message IDs by plan index, their text in one
+// buffer: at[i] is the ID's offset in text shifted left 16, or-ed with its
+// length plus one (0: none); an ID of 64 KiB or more goes to long.
+type destIDs struct {
+	text []byte
+	at   []uint64
+	long map[int]string
+}
+
+func (d *destIDs) set(i, n int, id string) {
+	if d.at == nil {
+		d.at = make([]uint64, n)
+	}
+	if len(id) >= 0xFFFF {
+		if d.long == nil {
+			d.long = map[int]string{}
+		}
+		d.long[i] = id
+		d.at[i] = 0
+		return
+	}
+	delete(d.long, i)
+	d.at[i] = uint64(len(d.text))<<16 | uint64(len(id)+1)
+	d.text = append(d.text, id...)
+}
+
+func (d *destIDs) get(i int) string {
+	if id, ok := d.long[i]; ok {
+		return id
+	}
+	if d.at == nil || d.at[i] == 0 {
+		return ""
+	}
+	off, n := d.at[i]>>16, d.at[i]&0xFFFF-1
+	return string(d.text[off : off+n])
 }
 
 // Replay rebuilds the state from a journal's records. p is the run's plan
@@ -169,10 +207,7 @@ func (st *State) note(r Record) {
 	default:
 		st.step[i] = codeOf(r.Type)
 		if r.DestID != "" {
-			if st.destID == nil {
-				st.destID = make([]string, len(st.step))
-			}
-			st.destID[i] = r.DestID
+			st.destID.set(i, len(st.step), r.DestID)
 		}
 	}
 }
