@@ -20,7 +20,7 @@ import (
 // The zero Entries is an absent list (it encodes as null, as a nil slice
 // did); NewEntries and Append make a present one (it encodes as [] when
 // empty). Entries is append-only, which is what makes At's zero-copy
-// strings safe (see at).
+// strings safe (see text).
 type Entries struct {
 	// blocks hold the text, each filled up to its capacity and never
 	// moved: growing one big slice would copy it and leave the old array
