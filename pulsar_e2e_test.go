@@ -585,14 +585,18 @@ func cutTrailing(t *testing.T, path, typ string) map[string]bool {
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	// Step records name their entry by plan sequence number; the plan in
-	// the run-start record gives its event ID.
+	// Step records name their entry by plan sequence number; the plan the
+	// run-start record names gives its event ID.
 	start, err := redrive.ReadRunStart(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	plan, err := redrive.LoadRunPlan(start, path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	eventID := map[int64]string{}
-	for _, e := range start.Plan.Entries {
+	for e := range plan.Entries.All() {
 		eventID[e.Seq] = e.EventID
 	}
 	cut := map[string]bool{}

@@ -61,11 +61,11 @@ func runOneStep(ctx context.Context, f *Factory, o *oneStepOptions) error {
 	if err := f.printPlan(plan, planPath); err != nil {
 		return err
 	}
-	if len(plan.Entries) == 0 {
+	if plan.Entries.Len() == 0 {
 		fmt.Fprintln(f.IO.ErrOut, "nothing to do: no entry selected")
 		return nil
 	}
-	if err := f.confirm(ctx, o.yes, fmt.Sprintf("%s %s? Only \"yes\" is accepted: ", strings.ToUpper(kind[:1])+kind[1:], entries(len(plan.Entries)))); err != nil {
+	if err := f.confirm(ctx, o.yes, fmt.Sprintf("%s %s? Only \"yes\" is accepted: ", strings.ToUpper(kind[:1])+kind[1:], entries(plan.Entries.Len()))); err != nil {
 		return err
 	}
 	if err := redrive.WritePlan(planPath, plan); err != nil {

@@ -77,7 +77,7 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 		{Key: "source", Value: p.Source},
 		{Key: "digest", Value: p.Digest},
 		{Key: "integrity", Value: integrity},
-		{Key: "entries", Value: len(p.Entries)},
+		{Key: "entries", Value: p.Entries.Len()},
 		{Key: "left out", Value: len(p.Excluded)},
 		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
 	}
@@ -117,7 +117,7 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 	type group struct{ category, disposition string }
 	counts := map[group]int{}
 	var order []group
-	for _, e := range p.Entries {
+	for e := range p.Entries.All() {
 		d, _ := cl.Disposition(e.Category)
 		g := group{e.Category, d}
 		if counts[g] == 0 {

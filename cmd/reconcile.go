@@ -16,6 +16,7 @@ type reconcileOptions struct {
 	effects  string
 	query    string
 	events   bool
+	plan     string
 }
 
 func newReconcileCmd(f *Factory) *cobra.Command {
@@ -39,6 +40,7 @@ per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
 	c.Flags().StringVar(&o.effects, "effects", "", "effects URL (default: the journal's plan's)")
 	c.Flags().StringVar(&o.query, "effects-query", "", "postgres: query returning event_id, attempts, effects, fingerprint for $1")
 	c.Flags().BoolVar(&o.events, "events", false, "list every event's verdict, not only the counts")
+	c.Flags().StringVar(&o.plan, "plan", "", "with --journal: the run's plan file (default: the path the journal recorded, then the file of that name next to the journal)")
 	return c
 }
 
@@ -53,24 +55,28 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if (o.journal == "") == (len(o.eventIDs) == 0) {
 		return usageErrorf("give either --journal or --event-id")
 	}
-	var batches [][]redrive.Entry
+	var batches []redrive.Moved
 	var watermarks []string
 	url, query := o.effects, o.query
 	if o.journal != "" {
 		// Streamed: the journal of a large run is never held whole.
-		plan, b, w, err := redrive.MovedByBatchFile(o.journal)
+		_, given, err := f.loadRunPlan(o.journal, o.plan)
 		if err != nil {
-			return usageErrorf("%v", err)
+			return err
+		}
+		plan, b, w, err := redrive.MovedByBatchFile(o.journal, given)
+		if err != nil {
+			return replayError(err)
 		}
 		url = firstNonEmpty(url, plan.Params.Effects)
 		query = firstNonEmpty(query, plan.Params.EffectsQuery)
 		batches, watermarks = b, w
 	} else {
-		var es []redrive.Entry
+		var es redrive.EntryList
 		for _, id := range o.eventIDs {
 			es = append(es, redrive.Entry{EventID: id})
 		}
-		batches, watermarks = [][]redrive.Entry{es}, []string{""}
+		batches, watermarks = []redrive.Moved{es}, []string{""}
 	}
 	if url == "" {
 		return usageErrorf("no effects URL: give --effects")
@@ -91,7 +97,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	}
 	doc := ReconcileDoc{Schema: "dlqctl.reconcile/v1", Effects: probe.String(), Batches: []redrive.BatchReport{}}
 	for i, b := range batches {
-		rep := redrive.BatchReport{Index: i + 1, Size: len(b)}
+		rep := redrive.BatchReport{Index: i + 1, Size: b.Len()}
 		if err := c.Batch(ctx, b, watermarks[i], 0, &rep); err != nil {
 			return err
 		}

@@ -130,6 +130,7 @@ func (p *planFlags) check() error {
 }
 
 func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+	boundHeap(f.Getenv)
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -179,7 +180,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		return err
 	}
 	byCat := map[string]int{}
-	for _, e := range p.Entries {
+	for e := range p.Entries.All() {
 		byCat[e.Category]++
 	}
 	fields := []report.Field{
@@ -189,7 +190,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		{Key: "source", Value: p.Source},
 		{Key: "reason", Value: p.Reason},
 		{Key: "planned by", Value: p.PlannedBy},
-		{Key: "entries", Value: len(p.Entries)},
+		{Key: "entries", Value: p.Entries.Len()},
 		{Key: "excluded", Value: len(p.Excluded)},
 		{Key: "dispositions", Value: strings.Join(append([]string{redrive.DefaultDisposition(p.Kind)}, p.Params.AllowDispositions...), ", ")},
 		{Key: "batches", Value: joinInts(p.Params.Ramp) + " (the last repeats)"},
@@ -358,7 +359,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 	if o.ttl <= 0 {
 		return usageErrorf("--ttl must be positive")
 	}
-	plan, err := readPlanFor(path, kind)
+	plan, err := f.readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}
@@ -391,7 +392,8 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 }
 
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
-func readPlanFor(path, kind string) (*redrive.Plan, error) {
+func (f *Factory) readPlanFor(path, kind string) (*redrive.Plan, error) {
+	boundHeap(f.Getenv)
 	if err := wantPlan(path, kind); err != nil {
 		return nil, err
 	}
@@ -442,7 +444,7 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 }
 
 func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOptions) error {
-	plan, err := readPlanFor(path, kind)
+	plan, err := f.readPlanFor(path, kind)
 	if err != nil {
 		return err
 	}
@@ -517,7 +519,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 		return err
 	}
 	f.noteWeakMoves(s.src, plan)
-	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(len(plan.Entries)), journalPath)
+	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
 	return f.finishRun(ctx, eng, st, journalPath, hint)
 }
 
@@ -635,7 +637,7 @@ func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
 		return
 	}
 	seen := map[string]bool{}
-	for _, e := range plan.Entries {
+	for e := range plan.Entries.All() {
 		if e.Dest != "" && !seen[e.Dest] {
 			seen[e.Dest] = true
 			if note := n.MoveNote(e.Dest); note != "" {

@@ -47,7 +47,7 @@ once more.`,
 	}
 	c.Flags().BoolVar(&o.pastGate, "past-gate", false, "resume a run that a reconciliation gate halted (needs an approval given after the halt)")
 	c.Flags().BoolVar(&o.retryFailed, "retry-failed", false, "try the entries whose move failed once more, each once")
-	c.Flags().StringVar(&o.plan, "plan", "", "the plan file, for approvals given after the run started (default: the path the journal recorded)")
+	c.Flags().StringVar(&o.plan, "plan", "", "the run's plan file, checked against the digest the journal records; its approvals given after the run started count (default: the path the journal recorded, then the file of that name next to the journal)")
 	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse an approval by the planner (also policy.distinct_approver)")
 	c.Flags().BoolVar(&o.yes, "yes", false, "resume a one-step run (one without an approval) without asking")
 	o.keys.register(c.Flags())
@@ -67,6 +67,9 @@ type trustedRun struct {
 	v   redrive.Verified
 	// fresh is the approval to record when it is not the run-start's.
 	fresh *redrive.Approval
+	// fromFile says the run's plan was read from its plan file (checked
+	// by digest), whose approvals are then st.Plan's own.
+	fromFile bool
 }
 
 // trustRun reads the journal and checks what resume must before it
@@ -81,11 +84,16 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	if start.Plan.Kind != kind {
-		return nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, start.Plan.Kind, start.Plan.Kind)
+	// The run's plan: the file the journal names, checked against the
+	// digest it records (or, from journals of earlier versions, the plan
+	// the run-start embeds, checked against its own digest).
+	boundHeap(f.Getenv)
+	plan, err := redrive.LoadRunPlan(start, path, o.plan)
+	if err != nil {
+		return nil, withCode(ExitApproval, err)
 	}
-	if err := start.Plan.Verify(); err != nil {
-		return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w", path, err))
+	if plan.Kind != kind {
+		return nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, plan.Kind, plan.Kind)
 	}
 	pol, err := f.approvalPolicy(o.keys, o.distinct)
 	if err != nil {
@@ -98,7 +106,7 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 		// The approval's signature first, so that a wrong key is named as such.
 		sig := pol
 		sig.Now, sig.DistinctApprover = time.Time{}, false
-		check := *start.Plan
+		check := *plan
 		check.Approvals = []redrive.Approval{*start.Approval}
 		if _, err := check.CheckApproval(sig); err != nil {
 			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: the run's approval: %w", path, err))
@@ -119,14 +127,18 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	if tr.key != nil {
 		jkey = redrive.JournalKey(tr.key, start.RunID)
 	}
-	st, v, err := redrive.ReplayFile(path, jkey)
+	st, v, err := redrive.ReplayFile(path, jkey, plan)
 	if err != nil {
+		if errors.Is(err, redrive.ErrRunPlan) {
+			return nil, withCode(ExitApproval, err)
+		}
 		if errors.Is(err, redrive.ErrForged) || errors.Is(err, redrive.ErrUnsigned) {
 			return nil, withCode(ExitApproval, fmt.Errorf("%w; resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", err))
 		}
 		return nil, usageErrorf("%v", err)
 	}
 	tr.st, tr.v = st, v
+	tr.fromFile = start.Plan == nil
 	return tr, nil
 }
 
@@ -149,7 +161,7 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
 		}
 		if tr.key == nil {
-			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(len(st.Plan.Entries))))
+			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
 		}
 		return nil
 	}
@@ -157,7 +169,10 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 	// recorded, and those given in the plan file since.
 	cands := append([]redrive.Approval(nil), st.Approvals...)
 	planPath := firstNonEmpty(o.plan, st.Start.PlanPath)
-	if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == st.Plan.Digest {
+	if tr.fromFile {
+		// Read once already, and checked against the run's digest.
+		cands = append(cands, st.Plan.Approvals...)
+	} else if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == st.Plan.Digest {
 		cands = append(cands, p.Approvals...)
 	} else if o.plan != "" {
 		if perr == nil {

@@ -41,7 +41,7 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 	d := RunDoc{
 		Schema: "dlqctl.run/v1", Kind: st.Plan.Kind, RunID: st.RunID, Journal: journal, PlanDigest: st.Plan.Digest,
 		Reason: st.Plan.Reason, PlannedBy: st.Plan.PlannedBy, AppliedBy: st.Start.AppliedBy,
-		Status: st.Status, Planned: len(st.Plan.Entries), HaltedBy: st.HaltedBy, Batches: []redrive.BatchReport{},
+		Status: st.Status, Planned: st.Plan.Entries.Len(), HaltedBy: st.HaltedBy, Batches: []redrive.BatchReport{},
 	}
 	if d.Status == "" {
 		// A journal that ends without run-end: the process died mid-run.

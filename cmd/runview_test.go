@@ -34,8 +34,8 @@ func lastBar(s string) string {
 func TestProgressBarResumesAtItsPlace(t *testing.T) {
 	var errOut bytes.Buffer
 	v, _ := viewFor(redrive.KindRedrive, &errOut)
-	plan := &redrive.Plan{Kind: redrive.KindRedrive, Entries: make([]redrive.Entry, 30)}
-	st := redrive.Replay([]redrive.Record{
+	plan := &redrive.Plan{Kind: redrive.KindRedrive, Entries: redrive.NewEntries(make([]redrive.Entry, 30)...)}
+	st := redrive.Replay(nil, []redrive.Record{
 		{Type: redrive.RecRunStart, RunID: "r", Plan: plan},
 		{Type: redrive.RecBatchEnd, Batch: &redrive.BatchReport{Index: 1, Size: 10}},
 	})
@@ -54,7 +54,7 @@ func TestProgressBarResumesAtItsPlace(t *testing.T) {
 func TestResolveBarDoesNotRestartEachBatch(t *testing.T) {
 	var errOut bytes.Buffer
 	v, out := viewFor(redrive.KindResolve, &errOut)
-	v.begin(redrive.Replay([]redrive.Record{{Type: redrive.RecRunStart, RunID: "r", Plan: &redrive.Plan{Kind: redrive.KindResolve}}}))
+	v.begin(redrive.Replay(nil, []redrive.Record{{Type: redrive.RecRunStart, RunID: "r", Plan: &redrive.Plan{Kind: redrive.KindResolve}}}))
 	v.Progress(10, 30)
 	v.BatchDone(redrive.BatchReport{Index: 1, Size: 10, Gate: redrive.GatePass})
 	v.Progress(5, 30) // the resolve engine counts from the start of each batch
@@ -100,7 +100,7 @@ func (fakeProbe) Close() error   { return nil }
 func TestSettleCountsDownWithEffectsSeen(t *testing.T) {
 	var errOut bytes.Buffer
 	v, _ := viewFor(redrive.KindRedrive, &errOut)
-	v.begin(redrive.Replay([]redrive.Record{{Type: redrive.RecRunStart, RunID: "r", Plan: &redrive.Plan{Kind: redrive.KindRedrive}}}))
+	v.begin(redrive.Replay(nil, []redrive.Record{{Type: redrive.RecRunStart, RunID: "r", Plan: &redrive.Plan{Kind: redrive.KindRedrive}}}))
 	slept := 0
 	eng := &redrive.Engine{Probe: fakeProbe{}, Sleep: func(context.Context, time.Duration) error { slept++; return nil }}
 	v.watch(eng, 30*time.Second)

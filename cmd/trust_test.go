@@ -201,7 +201,7 @@ func TestResumeVerifiesTheApprovalAndTheJournal(t *testing.T) {
 	forged := filepath.Join(c.dir, "forged.journal")
 	f := append([]string(nil), lines...)
 	f[len(f)-1] += "\n"
-	for _, en := range plain.Entries[4:7] {
+	for _, en := range plain.Entries.Slice()[4:7] {
 		rec, _ := json.Marshal(redrive.Record{Type: redrive.RecPublished, At: testNow, RunID: start.RunID, Seq: en.Seq, ID: en.ID, EventID: en.EventID, DestID: "x"})
 		f = append(f, string(rec)+"\n")
 	}
@@ -270,7 +270,7 @@ func TestPastGateNeedsAFreshApprovalAndRestartsTheRamp(t *testing.T) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatal(err)
 	}
-	for _, en := range p.Entries {
+	for en := range p.Entries.All() {
 		if _, err := db.Exec(`INSERT OR IGNORE INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint); err != nil {
 			t.Fatal(err)
 		}

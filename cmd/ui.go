@@ -117,7 +117,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 				return ui.PlanResult{}, fmt.Errorf("write plan: %w", err)
 			}
 			return ui.PlanResult{
-				Path: path, Entries: len(plan.Entries), Excluded: len(plan.Excluded),
+				Path: path, Entries: plan.Entries.Len(), Excluded: len(plan.Excluded),
 				Next: fmt.Sprintf("dlqctl redrive show %s, then dlqctl redrive approve %s", path, path),
 			}, nil
 		},

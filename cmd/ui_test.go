@@ -214,10 +214,10 @@ func TestUIOnAPty(t *testing.T) {
 	if !slices.Equal(plan.Selectors.Categories, []string{"transient"}) {
 		t.Errorf("plan selectors %+v, want the category shown", plan.Selectors)
 	}
-	if got := len(plan.Entries) + len(plan.Excluded); got != 125 {
-		t.Errorf("plan has %d entries and %d left out; the screen showed 125 transient entries", len(plan.Entries), len(plan.Excluded))
+	if got := plan.Entries.Len() + len(plan.Excluded); got != 125 {
+		t.Errorf("plan has %d entries and %d left out; the screen showed 125 transient entries", plan.Entries.Len(), len(plan.Excluded))
 	}
-	for _, e := range plan.Entries {
+	for e := range plan.Entries.All() {
 		if e.Category != "transient" {
 			t.Errorf("plan entry %s is %s, not transient", e.ID, e.Category)
 		}
@@ -232,8 +232,8 @@ func TestUIOnAPty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ids(plan.Entries), ids(want.Entries)) || len(plan.Excluded) != len(want.Excluded) {
-		t.Errorf("ui plan entries %v (%d left out), redrive plan %v (%d left out)", ids(plan.Entries), len(plan.Excluded), ids(want.Entries), len(want.Excluded))
+	if !slices.Equal(ids(plan.Entries.Slice()), ids(want.Entries.Slice())) || len(plan.Excluded) != len(want.Excluded) {
+		t.Errorf("ui plan entries %v (%d left out), redrive plan %v (%d left out)", ids(plan.Entries.Slice()), len(plan.Excluded), ids(want.Entries.Slice()), len(want.Excluded))
 	}
 }
 
@@ -321,8 +321,8 @@ func TestUIOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Source != want.Source || !slices.Equal(ids(got.Entries), ids(want.Entries)) || len(got.Excluded) != len(want.Excluded) {
-		t.Errorf("ui plan (%s) %d entries, %d left out; redrive plan (%s) %d, %d", got.Source, len(got.Entries), len(got.Excluded), want.Source, len(want.Entries), len(want.Excluded))
+	if got.Source != want.Source || !slices.Equal(ids(got.Entries.Slice()), ids(want.Entries.Slice())) || len(got.Excluded) != len(want.Excluded) {
+		t.Errorf("ui plan (%s) %d entries, %d left out; redrive plan (%s) %d, %d", got.Source, got.Entries.Len(), len(got.Excluded), want.Source, want.Entries.Len(), len(want.Excluded))
 	}
 }
 

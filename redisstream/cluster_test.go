@@ -349,9 +349,9 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st = redrive.Replay(recs)
+		st = redrive.Replay(p, recs)
 		var open []backend.MoveItem
-		for _, en := range p.Entries {
+		for en := range p.Entries.All() {
 			if st.Step(en.Seq) == redrive.RecIntent {
 				open = append(open, backend.MoveItem{Seq: en.Seq, ID: en.ID, EventID: en.EventID, Fingerprint: en.Fingerprint, Dest: en.Dest})
 			}
@@ -396,7 +396,7 @@ func clusterPlan(t *testing.T, rdb redis.UniversalClient, dlq, dest string, n in
 	p := &redrive.Plan{Schema: redrive.PlanSchema, Kind: redrive.KindRedrive, Reason: "test", PlannedBy: "t", Source: dlq,
 		Params: redrive.Params{Ramp: []int{10}, UnverifiedOK: true}}
 	for i, id := range ids {
-		p.Entries = append(p.Entries, redrive.Entry{Seq: int64(i + 1), ID: id, EventID: fmt.Sprintf("E%03d", i+1),
+		p.Entries.Append(redrive.Entry{Seq: int64(i + 1), ID: id, EventID: fmt.Sprintf("E%03d", i+1),
 			Fingerprint: fmt.Sprintf("sha256:%03d", i+1), Key: fmt.Sprintf("k%d", (i+1)%3), Dest: dest})
 	}
 	if err := p.Seal(); err != nil {

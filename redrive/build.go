@@ -66,7 +66,7 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	p := &Plan{
 		Schema: PlanSchema, Kind: req.Kind, Reason: req.Reason, PlannedBy: req.PlannedBy,
 		PlannedAt: now.UTC().Truncate(time.Second), Source: req.Source, Params: req.Params,
-		Selectors: req.Selectors, Entries: []Entry{}, Excluded: []Excluded{}, Approvals: []Approval{},
+		Selectors: req.Selectors, Entries: NewEntries(), Excluded: []Excluded{}, Approvals: []Approval{},
 	}
 	conflicts, err := w.Conflicts(ctx)
 	if err != nil {
@@ -123,11 +123,11 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 				return nil
 			}
 		}
-		if limit > 0 && len(p.Entries) == limit {
+		if limit > 0 && p.Entries.Len() == limit {
 			return backend.ErrStop
 		}
-		p.Entries = append(p.Entries, Entry{
-			Seq: int64(len(p.Entries) + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint,
+		p.Entries.Append(Entry{
+			Seq: int64(p.Entries.Len() + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint,
 			Key: e.Key, Category: it.Class.Category, Dest: dest,
 		})
 		return nil
@@ -180,19 +180,19 @@ func refusal(req PlanRequest, c envelope.Classification) string {
 // Stale lists the plan's entries that are gone from the DLQ or whose
 // fingerprint changed, with one read of the DLQ.
 func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed []Entry, err error) {
-	want := make(map[string]int, len(p.Entries))
-	for i, e := range p.Entries {
-		want[e.ID] = i
+	want := make(map[string]int, p.Entries.Len())
+	for i := range p.Entries.Len() {
+		want[p.Entries.At(i).ID] = i
 	}
-	seen := make([]bool, len(p.Entries))
+	seen := make([]bool, p.Entries.Len())
 	check := func(id, fingerprint string) error {
 		i, ok := want[id]
 		if !ok {
 			return nil
 		}
 		seen[i] = true
-		if fingerprint != p.Entries[i].Fingerprint {
-			changed = append(changed, p.Entries[i])
+		if en := p.Entries.At(i); fingerprint != en.Fingerprint {
+			changed = append(changed, en)
 		}
 		return nil
 	}
@@ -203,7 +203,7 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 	}
 	for i, ok := range seen {
 		if !ok {
-			missing = append(missing, p.Entries[i])
+			missing = append(missing, p.Entries.At(i))
 		}
 	}
 	return missing, changed, err

@@ -151,7 +151,7 @@ func ScanJournal(path string, key []byte, fn func(Record) error) (Verified, erro
 		}
 		offset += int64(len(b))
 		var rec Record
-		if err := json.Unmarshal(b, &rec); err != nil {
+		if err := decodeRecord(b, &rec); err != nil {
 			return v, fmt.Errorf("journal %s:%d: %v", path, line, err)
 		}
 		if key == nil {
@@ -210,15 +210,17 @@ func ReadRunStart(path string) (Record, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return Record{}, fmt.Errorf("journal %s:1: %v", path, err)
 	}
-	if rec.Type != RecRunStart || rec.Plan == nil {
+	if rec.Type != RecRunStart || (rec.Plan == nil && rec.PlanDigest == "") {
 		return Record{}, fmt.Errorf("journal %s: does not start with a run-start record", path)
 	}
 	return rec, nil
 }
 
 // ReplayFile streams the journal into a State (see ScanJournal for key).
-func ReplayFile(path string, key []byte) (*State, Verified, error) {
-	rp := &replayer{}
+// plan is the run's plan (LoadRunPlan); the run-start, as verified, must
+// name it.
+func ReplayFile(path string, key []byte, plan *Plan) (*State, Verified, error) {
+	rp := &replayer{plan: plan}
 	v, err := ScanJournal(path, key, rp.add)
 	if err != nil {
 		return nil, v, err

@@ -14,7 +14,7 @@ import (
 // a record it does not handle.
 func appendStep(b []byte, r Record) ([]byte, bool) {
 	if r.Plan != nil || r.Approval != nil || r.Envelope != nil || r.Batch != nil || r.Seqs != nil ||
-		r.PlanPath != "" || r.Source != "" || r.Watermark != "" || r.AppliedBy != "" || r.Status != "" || r.HaltedBy != "" || r.Moved != 0 {
+		r.PlanPath != "" || r.PlanDigest != "" || r.Source != "" || r.Watermark != "" || r.AppliedBy != "" || r.Status != "" || r.HaltedBy != "" || r.Moved != 0 {
 		return b, false
 	}
 	b = append(b, `{"type":`...)

@@ -63,11 +63,14 @@ func NewRunID(now time.Time, random string) string {
 	return now.UTC().Format("20060102T150405Z") + "-" + random
 }
 
-// Start begins a new run of p: it writes the run-start record, the plan
-// and the approval into the journal, and returns the run's state.
+// Start begins a new run of p: it writes the run-start record, with the
+// plan's digest and path and the approval, into the journal, and returns
+// the run's state.
 func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string, a *Approval) (*State, error) {
 	st := newState(runID, p)
-	st.Start = Record{Type: RecRunStart, RunID: runID, Plan: p, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
+	// The plan is named by its digest, not embedded: readers of the journal
+	// read the plan file and check it against this digest (runplan.go).
+	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err
 	}
@@ -252,7 +255,12 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 		return nil, err
 	}
 	st.open = nil
-	st.Batches = append(st.Batches, *rep)
+	// The state keeps the report without its per-event verdicts, as a
+	// replayed journal does: at a batch of a million they were more than
+	// the plan, and the observer below has them.
+	kept := *rep
+	kept.Events = nil
+	st.Batches = append(st.Batches, kept)
 	e.crash(RecBatchEnd)
 	if e.Observer != nil {
 		e.Observer.BatchDone(*rep)
@@ -298,7 +306,7 @@ func (s resolveStrategy) move(ctx context.Context, st *State, seqs []int64, _ ti
 func (s resolveStrategy) report(_ context.Context, st *State, seqs []int64, _ string, rep *BatchReport) error {
 	rep.Verdicts = map[string]int{}
 	for _, seq := range seqs {
-		if st.step[seq] == RecRemoved {
+		if st.Step(seq) == RecRemoved {
 			rep.Moved++
 		}
 	}
@@ -340,7 +348,7 @@ func oneEach(what string, results []backend.MoveResult, items []backend.MoveItem
 // the backend wherever it can be: an atomic mover's entry still in the DLQ
 // was not moved, whatever the journal says; and an entry that left the DLQ
 // is counted as moved only when the destination does not deny it.
-func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since time.Time) (publish, remove []Entry, err error) {
+func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since time.Time) (publish, remove []int64, err error) {
 	checker, _ := e.Mover.(backend.PublishedChecker)
 	var recs []Record
 	// ask lists the entries to look up on the destination, and what each
@@ -352,16 +360,16 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 	}
 	var ask []pending
 	for _, s := range seqs {
-		en := st.entries[s]
-		step := st.step[s]
+		step := st.Step(s)
 		switch step {
 		case RecRemoved, RecGone, RecSkipped:
 			continue
 		case RecPublished, RecIntent, RecAmbiguous:
 		default:
-			publish = append(publish, en)
+			publish = append(publish, s)
 			continue
 		}
+		en := st.entry(s)
 		wasPub := step == RecPublished
 		if e.Mover.Atomic() {
 			// The move was one atomic step: if the entry is still in the
@@ -381,7 +389,7 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 				if wasPub {
 					recs = append(recs, e.entryRec(RecIntent, st, en, "the journal says published, but the entry is still in the DLQ: an atomic move cannot have happened; moving it now"))
 				}
-				publish = append(publish, en)
+				publish = append(publish, en.Seq)
 			}
 			continue
 		}
@@ -390,18 +398,18 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 			continue
 		}
 		if wasPub {
-			remove = append(remove, en)
+			remove = append(remove, en.Seq)
 			continue
 		}
 		// Outcome unknown: send again with the same identity, so the
 		// broker's deduplication can drop it and the consumer absorb it.
 		recs = append(recs, e.entryRec(RecAmbiguous, st, en, "outcome of the earlier send unknown; resent with the same event ID and sequence"))
-		publish = append(publish, en)
+		publish = append(publish, en.Seq)
 	}
 	if len(ask) > 0 {
 		queries := make([]backend.PublishedQuery, len(ask))
 		for i, a := range ask {
-			queries[i] = backend.PublishedQuery{Item: e.item(a.en), DestID: st.destID[a.en.Seq], Since: since}
+			queries[i] = backend.PublishedQuery{Item: e.item(a.en), DestID: st.DestID(a.en.Seq), Since: since}
 		}
 		found, cerr := checker.CheckPublished(ctx, queries, e.markers(st))
 		if cerr != nil {
@@ -424,18 +432,18 @@ func (e *Engine) settleOpen(ctx context.Context, st *State, seqs []int64, since 
 					r := e.entryRec(RecPublished, st, en, "found on the destination with this run's markers")
 					recs = append(recs, r)
 				}
-				remove = append(remove, en)
+				remove = append(remove, en.Seq)
 			case found[i] == backend.PresenceAbsent:
 				// Not believed: the journal's word alone never removes an
 				// entry from the DLQ. Sent again with the same identity, in
 				// case a consumer deleted what it took.
 				recs = append(recs, e.entryRec(RecAmbiguous, st, en, "not found on the destination with this run's markers; sent again with the same event ID and sequence"))
-				publish = append(publish, en)
+				publish = append(publish, en.Seq)
 			case a.wasPub:
-				remove = append(remove, en)
+				remove = append(remove, en.Seq)
 			default:
 				recs = append(recs, e.entryRec(RecAmbiguous, st, en, "outcome of the earlier send unknown; resent with the same event ID and sequence"))
-				publish = append(publish, en)
+				publish = append(publish, en.Seq)
 			}
 		}
 	}
@@ -451,7 +459,7 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 		return err
 	}
 	if len(remove) > 0 {
-		if err := e.removeChunk(ctx, st, remove); err != nil {
+		if err := e.removeChunk(ctx, st, st.entriesOf(remove)); err != nil {
 			return err
 		}
 	}
@@ -500,7 +508,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 	var todo []Entry
 	for _, s := range seqs {
 		if !st.done(s) {
-			todo = append(todo, st.entries[s])
+			todo = append(todo, st.entry(s))
 		}
 	}
 	done := 0
@@ -515,7 +523,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 			env, err := e.Source.Get(ctx, en.ID)
 			switch {
 			case errors.Is(err, backend.ErrNotFound):
-				if st.step[en.Seq] == RecArchive {
+				if st.Step(en.Seq) == RecArchive {
 					recs = append(recs, e.entryRec(RecRemoved, st, en, ""))
 				} else {
 					recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ"))
@@ -542,7 +550,7 @@ func (e *Engine) resolveChunks(ctx context.Context, st *State, seqs []int64) err
 			}
 		}
 		if e.Observer != nil {
-			e.Observer.Progress(done+i+len(part), len(st.Plan.Entries))
+			e.Observer.Progress(done+i+len(part), st.Plan.Entries.Len())
 		}
 		if ctx.Err() != nil {
 			return stopped(ctx, ctx.Err())
@@ -559,10 +567,14 @@ func archived(env envelope.Envelope) *envelope.Envelope {
 // reconcile waits up to the plan's settle time for every moved event of the
 // batch to settle and gives each its verdict.
 func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, watermark string, rep *BatchReport) error {
-	var moved []Entry
+	// The moved entries by plan index: a batch can hold a million, and a
+	// copy of each Entry would cost more than the plan itself.
+	moved := PlanSubset{Entries: &st.Plan.Entries}
 	for _, s := range seqs {
-		if st.step[s] == RecRemoved {
-			moved = append(moved, st.entries[s])
+		if st.Step(s) == RecRemoved {
+			if i, ok := st.Plan.Entries.Index(s); ok {
+				moved.Index = append(moved.Index, i)
+			}
 		}
 	}
 	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery}
@@ -572,6 +584,31 @@ func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, waterma
 	rep.ApplyGates(st.Plan.Params.MaxFailedRatio)
 	return nil
 }
+
+// Moved is the moved entries of a batch, as Reconciler.Batch reads them:
+// each one's event ID and fingerprint, by position.
+type Moved interface {
+	Len() int
+	EventID(i int) string
+	Fingerprint(i int) string
+}
+
+// EntryList is a Moved held as a slice of entries.
+type EntryList []Entry
+
+func (l EntryList) Len() int                 { return len(l) }
+func (l EntryList) EventID(i int) string     { return l[i].EventID }
+func (l EntryList) Fingerprint(i int) string { return l[i].Fingerprint }
+
+// PlanSubset is a Moved of some of a plan's entries, by plan index.
+type PlanSubset struct {
+	Entries *Entries
+	Index   []int
+}
+
+func (s PlanSubset) Len() int                 { return len(s.Index) }
+func (s PlanSubset) EventID(i int) string     { return s.Entries.EventID(s.Index[i]) }
+func (s PlanSubset) Fingerprint(i int) string { return s.Entries.Fingerprint(s.Index[i]) }
 
 // Reconciler gives the events of a batch their verdicts: one probe round
 // trip and one read of the DLQ's new entries per poll.
@@ -584,13 +621,20 @@ type Reconciler struct {
 }
 
 // Batch polls until every event settled or settle ran out, and fills rep.
-func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, settle time.Duration, rep *BatchReport) error {
-	rep.Moved = len(moved)
-	ids := uniqueEventIDs(moved)
-	fingerprints := make(map[string]string, len(moved))
-	for _, en := range moved {
-		if _, ok := fingerprints[en.EventID]; !ok {
-			fingerprints[en.EventID] = en.Fingerprint
+func (c Reconciler) Batch(ctx context.Context, moved Moved, watermark string, settle time.Duration, rep *BatchReport) error {
+	rep.Moved = moved.Len()
+	// ids are the unique event IDs in batch order; first is, for each,
+	// the moved entry it came from first (whose fingerprint counts), and
+	// index finds an ID's place: one map for every lookup of the batch.
+	ids := make([]string, 0, moved.Len())
+	first := make([]int, 0, moved.Len())
+	index := make(map[string]int, moved.Len())
+	for i := range moved.Len() {
+		id := moved.EventID(i)
+		if _, ok := index[id]; !ok {
+			index[id] = len(ids)
+			ids = append(ids, id)
+			first = append(first, i)
 		}
 	}
 	deadline := c.Now().Add(settle)
@@ -599,7 +643,7 @@ func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, 
 		poll = 250 * time.Millisecond
 	}
 	for {
-		back, err := backInDLQ(ctx, c.Source, watermark, ids)
+		back, err := backInDLQ(ctx, c.Source, watermark, index)
 		if err != nil {
 			return err
 		}
@@ -611,7 +655,7 @@ func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, 
 		}
 		rep.Events = rep.Events[:0]
 		settled := true
-		for _, id := range ids {
+		for k, id := range ids {
 			ev := EventVerdict{EventID: id}
 			if c.Probe == nil {
 				ev.Verdict = VerdictUnverified
@@ -621,7 +665,7 @@ func (c Reconciler) Batch(ctx context.Context, moved []Entry, watermark string, 
 			} else {
 				rec, found := recs[id]
 				ev.Attempts, ev.Effects = rec.Attempts, rec.Effects
-				ev.Verdict = Judge(fingerprints[id], rec, found, back[id])
+				ev.Verdict = Judge(moved.Fingerprint(first[k]), rec, found, back[id])
 			}
 			if ev.Verdict == VerdictPending || ev.Verdict == VerdictUnverified {
 				settled = false
@@ -657,35 +701,19 @@ func (c Reconciler) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func uniqueEventIDs(entries []Entry) []string {
-	seen := map[string]bool{}
-	var ids []string
-	for _, en := range entries {
-		if !seen[en.EventID] {
-			seen[en.EventID] = true
-			ids = append(ids, en.EventID)
-		}
-	}
-	return ids
-}
-
 // backInDLQ reads the DLQ entries that arrived after the batch started and
-// says which of ids are among them. Without a Tailer (no arrival order to
-// go by) it reads the whole DLQ.
-func backInDLQ(ctx context.Context, src backend.Source, watermark string, ids []string) (map[string]bool, error) {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
+// says which of the event IDs in want are among them. Without a Tailer (no
+// arrival order to go by) it reads the whole DLQ.
+func backInDLQ(ctx context.Context, src backend.Source, watermark string, want map[string]int) (map[string]bool, error) {
 	back := map[string]bool{}
-	if src == nil || len(ids) == 0 {
+	if src == nil || len(want) == 0 {
 		return back, nil
 	}
 	if _, ok := src.(backend.Tailer); !ok {
 		watermark = ""
 	}
 	err := src.Scan(ctx, watermark, func(env envelope.Envelope) error {
-		if want[env.EventID] {
+		if _, ok := want[env.EventID]; ok {
 			back[env.EventID] = true
 		}
 		return nil

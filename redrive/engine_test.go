@@ -186,7 +186,7 @@ func (q *fakeQueue) planFor(t *testing.T, ramp []int) *Plan {
 	p := &Plan{Schema: PlanSchema, Kind: KindRedrive, Reason: "test", PlannedBy: "t", Source: "fake",
 		Params: Params{Ramp: ramp, Settle: Duration(time.Second)}}
 	for i, e := range q.dlq {
-		p.Entries = append(p.Entries, Entry{Seq: int64(i + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint, Key: e.Key, Dest: "orders"})
+		p.Entries.Append(Entry{Seq: int64(i + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint, Key: e.Key, Dest: "orders"})
 	}
 	if err := p.Seal(); err != nil {
 		t.Fatal(err)
@@ -385,7 +385,7 @@ func TestCrashAtEveryStepThenResume(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					st = Replay(recs)
+					st = Replay(st.Plan, recs)
 					eng2, _ := newEngine(t, q, journal)
 					if err := eng2.Resume(st, "t", nil); err != nil {
 						t.Fatal(err)
@@ -436,7 +436,7 @@ func TestNonAtomicResumeResendsAnUnknownOutcomeAsAmbiguous(t *testing.T) {
 	st, _ := eng.Start("run1", q.planFor(t, []int{8}), "p", "fake", "t", nil)
 	runUntilCrash(eng, st)
 	recs, _ := ReadJournal(journal)
-	st = Replay(recs)
+	st = Replay(st.Plan, recs)
 	eng2, rec := newEngine(t, q, journal)
 	eng2.Resume(st, "t", nil)
 	if err := eng2.Run(context.Background(), st); err != nil {
@@ -472,7 +472,7 @@ func TestBackendErrorStopsTheRunResumably(t *testing.T) {
 	}
 	q.failOn = map[string]bool{}
 	recs, _ := ReadJournal(journal)
-	st = Replay(recs)
+	st = Replay(st.Plan, recs)
 	eng2, _ := newEngine(t, q, journal)
 	eng2.Resume(st, "t", nil)
 	if err := eng2.Run(context.Background(), st); err != nil {

@@ -44,12 +44,14 @@ type Record struct {
 	// entry: they name it by Seq and carry only what is new.
 	RunID string `json:"run_id,omitempty"`
 
-	// run-start
-	Plan      *Plan     `json:"plan,omitempty"`
-	PlanPath  string    `json:"plan_path,omitempty"`
-	Source    string    `json:"source,omitempty"`
-	AppliedBy string    `json:"applied_by,omitempty"`
-	Approval  *Approval `json:"approval,omitempty"`
+	// run-start. A run-start names its plan by digest (and path); journals
+	// of earlier versions embed the plan instead (see runplan.go).
+	Plan       *Plan     `json:"plan,omitempty"`
+	PlanDigest string    `json:"plan_digest,omitempty"`
+	PlanPath   string    `json:"plan_path,omitempty"`
+	Source     string    `json:"source,omitempty"`
+	AppliedBy  string    `json:"applied_by,omitempty"`
+	Approval   *Approval `json:"approval,omitempty"`
 
 	// entry steps
 	Seq         int64              `json:"seq,omitempty"`
@@ -222,32 +224,70 @@ func ReadJournal(path string) ([]Record, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("journal %s: %w", path, ErrNeverStarted)
 	}
-	if recs[0].Type != RecRunStart || recs[0].Plan == nil {
+	if recs[0].Type != RecRunStart || (recs[0].Plan == nil && recs[0].PlanDigest == "") {
 		return nil, fmt.Errorf("journal %s: does not start with a run-start record", path)
 	}
 	return recs, nil
 }
 
 // NeverStarted says whether the journal at path holds no complete record
-// (see ErrNeverStarted).
+// (see ErrNeverStarted). It reads only as far as the first line's end.
 func NeverStarted(path string) (bool, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
-	return bytes.IndexByte(data, '\n') < 0, nil
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		_, err := r.ReadSlice('\n')
+		if err == nil {
+			return false, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // a long first line: read on to its end
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		return false, err
+	}
 }
 
-// truncatePartialLine cuts a half-written last line so appends start clean.
+// truncatePartialLine cuts a half-written last line so appends start
+// clean. It reads the file backwards from its end, not whole.
 func truncatePartialLine(path string) error {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	if len(data) == 0 || data[len(data)-1] == '\n' {
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	end := fi.Size()
+	buf := make([]byte, 1<<16)
+	for pos := end; pos > 0; {
+		n := int64(len(buf))
+		if pos < n {
+			n = pos
+		}
+		pos -= n
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return err
+		}
+		if pos+n == end && buf[n-1] == '\n' {
+			return nil // ends with a whole line
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return os.Truncate(path, pos+int64(i)+1)
+		}
+	}
+	if end == 0 {
 		return nil
 	}
-	return os.Truncate(path, int64(bytes.LastIndexByte(data, '\n')+1))
+	return os.Truncate(path, 0)
 }
 
 func syncDir(path string) error {

@@ -105,7 +105,7 @@ type recordJSON struct {
 func (r Record) MarshalJSON() ([]byte, error) {
 	w := recordJSON{recordAlias: recordAlias(r)}
 	if r.Plan != nil {
-		w.Plan = &journalPlan{planAlias: planAlias(*r.Plan), Entries: journalEntries(r.Plan.Entries)}
+		w.Plan = &journalPlan{planAlias: planAlias(*r.Plan), Entries: journalEntries(r.Plan.Entries.Slice())}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -125,7 +125,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 	*r = Record(w.recordAlias)
 	if w.Plan != nil {
 		p := Plan(w.Plan.planAlias)
-		p.Entries = []Entry(w.Plan.Entries)
+		p.Entries = NewEntries(w.Plan.Entries...)
 		r.Plan = &p
 	}
 	return nil

@@ -12,7 +12,7 @@ func TestRunStartPlanRoundTripsCompact(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := &Plan{Schema: PlanSchema, Kind: KindRedrive, Reason: "test", PlannedBy: "t", Source: "fake"}
 			for i, key := range []string{"order-1", bad, "order-<&>"} {
-				p.Entries = append(p.Entries, Entry{Seq: int64(i + 1), ID: "1-" + string(rune('0'+i)), EventID: "E" + string(rune('0'+i)),
+				p.Entries.Append(Entry{Seq: int64(i + 1), ID: "1-" + string(rune('0'+i)), EventID: "E" + string(rune('0'+i)),
 					Fingerprint: "sha256:ab", Key: key, Category: "transient", Dest: "orders"})
 			}
 			if err := p.Seal(); err != nil {
@@ -30,7 +30,7 @@ func TestRunStartPlanRoundTripsCompact(t *testing.T) {
 			if err := json.Unmarshal(line, &back); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(back.Plan.Entries, p.Entries) {
+			if !reflect.DeepEqual(back.Plan.Entries.Slice(), p.Entries.Slice()) {
 				t.Errorf("entries read back %+v, want %+v", back.Plan.Entries, p.Entries)
 			}
 			if err := back.Plan.Verify(); err != nil {

@@ -78,9 +78,11 @@ func (f *flight) wait() ([]backend.MoveResult, error) {
 	return f.results, nil
 }
 
-// publishChunks publishes entries chunk by chunk through the pipeline;
-// done is how many entries earlier batches held, for progress.
-func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, done int) error {
+// publishChunks publishes the entries seqs chunk by chunk through the
+// pipeline; done is how many entries earlier batches held, for progress.
+// A chunk's entries are made from the compact plan only when it is
+// prepared, so a batch of a million costs a chunk's worth of them.
+func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, done int) error {
 	chunk := e.chunkSize()
 	// A mover that is not atomic removes each entry in a second round trip
 	// after its published record is synced: its chunks go one after the
@@ -126,7 +128,7 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 			}
 		}
 		if e.Observer != nil {
-			e.Observer.Progress(done+sent, len(st.Plan.Entries))
+			e.Observer.Progress(done+sent, st.Plan.Entries.Len())
 		}
 		return nil
 	}
@@ -137,8 +139,8 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 			}
 		}
 		var part []Entry
-		if next < len(entries) && stop == nil {
-			n := min(chunk, len(entries)-next)
+		if next < len(seqs) && stop == nil {
+			n := min(chunk, len(seqs)-next)
 			switch {
 			case ctx.Err() != nil:
 				stop = stopped(ctx, ctx.Err())
@@ -148,7 +150,7 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, entries []Entry, 
 				}
 			}
 			if stop == nil {
-				part = entries[next : next+n]
+				part = st.entriesOf(seqs[next : next+n])
 				next += n
 			}
 		}

@@ -169,7 +169,8 @@ func TestInterruptSendsEveryChunkWhoseIntentsAreSynced(t *testing.T) {
 					}
 				}
 			}
-			st, _ := eng.Start("run1", q.planFor(t, []int{30}), "p", "fake", "t", nil)
+			plan := q.planFor(t, []int{30})
+			st, _ := eng.Start("run1", plan, "p", "fake", "t", nil)
 			if err := eng.Run(ctx, st); err == nil || st.Status != StatusInterrupted {
 				t.Fatalf("err %v status %s, want interrupted", err, st.Status)
 			}
@@ -186,7 +187,7 @@ func TestInterruptSendsEveryChunkWhoseIntentsAreSynced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st = Replay(recs)
+			st = Replay(plan, recs)
 			eng2, _ := newEngine(t, q, w.path)
 			eng2.Mover, eng2.Chunk = w, 4
 			if err := eng2.Resume(st, "t", nil); err != nil {

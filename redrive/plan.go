@@ -4,12 +4,13 @@
 package redrive
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ type Plan struct {
 	Source    string     `json:"source"`
 	Params    Params     `json:"params"`
 	Selectors Selectors  `json:"selectors"`
-	Entries   []Entry    `json:"entries"`
+	Entries   Entries    `json:"entries"`
 	Excluded  []Excluded `json:"excluded"`
 	Approvals []Approval `json:"approvals"`
 }
@@ -116,8 +117,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // ComputeDigest is the SHA-256 over the plan's canonical form: its JSON
-// encoding with Digest and Approvals emptied. encoding/json writes struct
-// fields in declaration order and sorts map keys, so the form is stable.
+// encoding with Digest and Approvals emptied, as json.Marshal writes it
+// (struct fields in declaration order, map keys sorted), so the form is
+// stable. The bytes are streamed into the hash entry by entry, never held
+// whole (see codec.go).
 //
 // Entries and exclusions carry bytes that are not UTF-8 exactly (see
 // canonical.go); other text that is not UTF-8 is refused.
@@ -128,12 +131,15 @@ func (p Plan) ComputeDigest() (string, error) {
 	p.Digest = ""
 	p.Approvals = nil
 	p.PlannedAt = p.PlannedAt.UTC()
-	b, err := json.Marshal(p)
-	if err != nil {
+	h := sha256.New()
+	w := bufio.NewWriterSize(h, 1<<16)
+	if err := p.encode(w, false); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Seal sets the digest; call it once the plan is complete.
@@ -165,38 +171,44 @@ func short(d string) string {
 	return d
 }
 
-// ReadPlan loads a plan file. It refuses unknown fields: a plan is a
-// contract, and an edited one should not half-parse.
+// ReadPlan loads a plan file, streamed (see codec.go). It refuses unknown
+// fields: a plan is a contract, and an edited one should not half-parse.
 func ReadPlan(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var p Plan
-	if err := dec.Decode(&p); err != nil {
+	defer f.Close()
+	p, err := decodePlan(bufio.NewReaderSize(f, 1<<16))
+	if err != nil {
 		return nil, fmt.Errorf("%s: not a plan: %v", path, err)
 	}
 	if p.Schema != PlanSchema {
 		return nil, fmt.Errorf("%s: schema %q is not %s", path, p.Schema, PlanSchema)
 	}
-	return &p, nil
+	return p, nil
 }
 
-// WritePlan writes the plan atomically (temp file + rename), mode 0600.
+// WritePlan writes the plan atomically (temp file + rename), mode 0600,
+// entry by entry: indented as json.Encoder indents it, HTML left as is.
 func WritePlan(path string, p *Plan) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(p); err != nil {
-		return err
-	}
-	return writeFileAtomic(path, buf.Bytes(), 0o600)
+	return writeFileAtomicFunc(path, 0o600, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<16)
+		if err := p.encode(bw, true); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return writeFileAtomicFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+func writeFileAtomicFunc(path string, mode os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -207,7 +219,7 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		tmp.Close()
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -72,7 +72,7 @@ func testPlan() *Plan {
 		Schema: PlanSchema, Kind: KindRedrive, Reason: "payments fixed", PlannedBy: "alice",
 		PlannedAt: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), Source: "dir:/q",
 		Params:  Params{Rate: 50, Burst: 10, Ramp: []int{10, 50, 200}, Settle: Duration(30 * time.Second)},
-		Entries: []Entry{{Seq: 1, ID: "a", EventID: "E1", Fingerprint: "sha256:01", Category: "transient", Dest: "orders"}},
+		Entries: NewEntries(Entry{Seq: 1, ID: "a", EventID: "E1", Fingerprint: "sha256:01", Category: "transient", Dest: "orders"}),
 	}
 	if err := p.Seal(); err != nil {
 		panic(err)
@@ -88,10 +88,10 @@ func TestPlanDigestCoversEveryField(t *testing.T) {
 	edits := map[string]func(*Plan){
 		"reason":      func(p *Plan) { p.Reason += "!" },
 		"rate":        func(p *Plan) { p.Params.Rate = 0 },
-		"entry":       func(p *Plan) { p.Entries[0].Fingerprint = "sha256:02" },
-		"destination": func(p *Plan) { p.Entries[0].Dest = "payments" },
+		"entry":       func(p *Plan) { en := p.Entries.At(0); en.Fingerprint = "sha256:02"; p.Entries.Set(0, en) },
+		"destination": func(p *Plan) { en := p.Entries.At(0); en.Dest = "payments"; p.Entries.Set(0, en) },
 		"planner":     func(p *Plan) { p.PlannedBy = "mallory" },
-		"extra entry": func(p *Plan) { p.Entries = append(p.Entries, Entry{Seq: 2, ID: "b"}) },
+		"extra entry": func(p *Plan) { p.Entries.Append(Entry{Seq: 2, ID: "b"}) },
 	}
 	for name, edit := range edits {
 		q := testPlan()
@@ -208,7 +208,7 @@ func TestJournalSurvivesAPartialLastLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := Replay(recs)
+	st := Replay(nil, recs)
 	if st.Step(1) != RecIntent {
 		t.Errorf("step after a torn write = %q, want intent", st.Step(1))
 	}
@@ -224,7 +224,7 @@ func TestJournalSurvivesAPartialLastLine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after resuming the torn journal: %v", err)
 	}
-	if st := Replay(recs); st.Step(1) != RecPublished {
+	if st := Replay(nil, recs); st.Step(1) != RecPublished {
 		t.Errorf("step = %q, want published", st.Step(1))
 	}
 }

@@ -26,10 +26,12 @@ type State struct {
 	// then any fresh one a resume recorded.
 	Approvals []Approval
 
-	step   map[int64]string
-	destID map[int64]string
-	// entries are the plan's entries by sequence number.
-	entries map[int64]Entry
+	// step and destID are each entry's last journaled step and its
+	// destination's message ID, by plan index: compact and without
+	// pointers, not maps of strings, since a run of a million entries holds
+	// one of each per entry and the collector would mark every string.
+	step   []stepCode
+	destID destIDs
 	// cursor is the plan index before which every entry is done or failed:
 	// a batch is picked from there, not by a scan of the whole plan.
 	cursor int
@@ -41,17 +43,91 @@ type State struct {
 }
 
 func newState(runID string, p *Plan) *State {
-	st := &State{RunID: runID, Plan: p, step: map[int64]string{}, destID: map[int64]string{},
-		entries: make(map[int64]Entry, len(p.Entries))}
-	for _, en := range p.Entries {
-		st.entries[en.Seq] = en
-	}
-	return st
+	return &State{RunID: runID, Plan: p, step: make([]stepCode, p.Entries.Len())}
 }
 
-// Replay rebuilds the state from a journal's records.
-func Replay(recs []Record) *State {
-	rp := &replayer{}
+// stepCode is a step record's type as a small number (see stepNames).
+type stepCode uint8
+
+// stepNames are the step record types by code; 0 is "no step yet".
+var stepNames = [...]string{"", RecIntent, RecArchive, RecPublished, RecAmbiguous, RecRemoved, RecGone, RecSkipped, RecFailed}
+
+func codeOf(typ string) stepCode {
+	for i, n := range stepNames {
+		if n == typ {
+			return stepCode(i)
+		}
+	}
+	return 0
+}
+
+// entry is the plan entry with sequence number seq.
+func (st *State) entry(seq int64) Entry {
+	en, _ := st.Plan.Entries.BySeq(seq)
+	return en
+}
+
+// entriesOf is the plan entries with sequence numbers seqs: a chunk's
+// worth at a time, since a batch of a million held as entries would cost
+// more than the plan.
+func (st *State) entriesOf(seqs []int64) []Entry {
+	out := make([]Entry, len(seqs))
+	for i, s := range seqs {
+		out[i] = st.entry(s)
+	}
+	return out
+}
+
+// DestID is the destination's message ID of the entry seq, when one was journaled.
+func (st *State) DestID(seq int64) string {
+	if i, ok := st.Plan.Entries.Index(seq); ok {
+		return st.destID.get(i)
+	}
+	return ""
+}
+
+// destIDs are destination message IDs by plan index, their text in one
+// buffer: at[i] is the ID's offset in text shifted left 16, or-ed with its
+// length plus one (0: none); an ID of 64 KiB or more goes to long.
+type destIDs struct {
+	text []byte
+	at   []uint64
+	long map[int]string
+}
+
+func (d *destIDs) set(i, n int, id string) {
+	if d.at == nil {
+		d.at = make([]uint64, n)
+	}
+	if len(id) >= 0xFFFF {
+		if d.long == nil {
+			d.long = map[int]string{}
+		}
+		d.long[i] = id
+		d.at[i] = 0
+		return
+	}
+	delete(d.long, i)
+	d.at[i] = uint64(len(d.text))<<16 | uint64(len(id)+1)
+	d.text = append(d.text, id...)
+}
+
+func (d *destIDs) get(i int) string {
+	if id, ok := d.long[i]; ok {
+		return id
+	}
+	if d.at == nil || d.at[i] == 0 {
+		return ""
+	}
+	off, n := d.at[i]>>16, d.at[i]&0xFFFF-1
+	return string(d.text[off : off+n])
+}
+
+// Replay rebuilds the state from a journal's records. p is the run's plan
+// (the file its run-start names); nil for a journal whose run-start
+// embeds it, as journals of earlier versions do.
+func Replay(p *Plan, recs []Record) *State {
+	rp := &replayer{plan: p}
 	for _, r := range recs {
 		_ = rp.add(r) // records of a journal read whole start with a run-start
 	}
@@ -59,15 +135,23 @@ func Replay(recs []Record) *State {
 }
 
 // replayer builds a State one record at a time, so a journal can be
-// streamed into it.
-type replayer struct{ st *State }
+// streamed into it. plan is the run's plan when the run-start names it by
+// digest; nil when it embeds it.
+type replayer struct {
+	plan *Plan
+	st   *State
+}
 
 func (rp *replayer) add(r Record) error {
 	if rp.st == nil {
-		if r.Type != RecRunStart || r.Plan == nil {
+		if r.Type != RecRunStart || (r.Plan == nil && r.PlanDigest == "") {
 			return errors.New("the journal does not start with a run-start record")
 		}
-		st := newState(r.RunID, r.Plan)
+		p, err := startPlan(r, rp.plan)
+		if err != nil {
+			return err
+		}
+		st := newState(r.RunID, p)
 		st.Start = r
 		if r.Approval != nil {
 			st.Approvals = append(st.Approvals, *r.Approval)
@@ -108,28 +192,37 @@ func (rp *replayer) add(r Record) error {
 }
 
 func (st *State) note(r Record) {
+	i, ok := st.Plan.Entries.Index(r.Seq)
+	if !ok {
+		return // not an entry of this plan: nothing a run writes
+	}
 	switch r.Type {
 	case RecFailed:
 		// A failed item is still in the DLQ; resume --retry-failed tries it again.
-		st.step[r.Seq] = RecFailed
+		st.step[i] = codeOf(RecFailed)
 	case RecArchive:
-		if st.step[r.Seq] == RecIntent {
-			st.step[r.Seq] = RecArchive
+		if st.step[i] == codeOf(RecIntent) {
+			st.step[i] = codeOf(RecArchive)
 		}
 	default:
-		st.step[r.Seq] = r.Type
+		st.step[i] = codeOf(r.Type)
 		if r.DestID != "" {
-			st.destID[r.Seq] = r.DestID
+			st.destID.set(i, len(st.step), r.DestID)
 		}
 	}
 }
 
 // Step is the last journaled step of the entry with plan index seq.
-func (st *State) Step(seq int64) string { return st.step[seq] }
+func (st *State) Step(seq int64) string {
+	if i, ok := st.Plan.Entries.Index(seq); ok {
+		return stepNames[st.step[i]]
+	}
+	return ""
+}
 
 // done says the entry needs no more work.
 func (st *State) done(seq int64) bool {
-	switch st.step[seq] {
+	switch st.Step(seq) {
 	case RecRemoved, RecGone, RecSkipped:
 		return true
 	}
@@ -140,9 +233,9 @@ func (st *State) done(seq int64) bool {
 // entries not tried yet.
 func (st *State) RetryFailed() int {
 	st.retry = st.retry[:0]
-	for _, en := range st.Plan.Entries {
-		if st.step[en.Seq] == RecFailed {
-			st.retry = append(st.retry, en.Seq)
+	for i, c := range st.step {
+		if c == codeOf(RecFailed) {
+			st.retry = append(st.retry, st.Plan.Entries.At(i).Seq)
 		}
 	}
 	return len(st.retry)
@@ -157,27 +250,31 @@ func (st *State) nextBatch(size int) []int64 {
 		next = append(next, st.retry[0])
 		st.retry = st.retry[1:]
 	}
-	entries := st.Plan.Entries
-	for st.cursor < len(entries) && st.settled(entries[st.cursor].Seq) {
+	entries := &st.Plan.Entries
+	for st.cursor < len(st.step) && st.settledAt(st.cursor) {
 		st.cursor++
 	}
-	for i := st.cursor; i < len(entries) && len(next) < size; i++ {
-		if s := entries[i].Seq; !st.settled(s) {
-			next = append(next, s)
+	for i := st.cursor; i < len(st.step) && len(next) < size; i++ {
+		if !st.settledAt(i) {
+			next = append(next, entries.At(i).Seq)
 		}
 	}
 	return next
 }
 
 // settled: done, or failed (and so not tried again unless retried).
-func (st *State) settled(seq int64) bool {
-	return st.done(seq) || st.step[seq] == RecFailed
+func (st *State) settledAt(i int) bool {
+	switch stepNames[st.step[i]] {
+	case RecRemoved, RecGone, RecSkipped, RecFailed:
+		return true
+	}
+	return false
 }
 
 // Counts says how many entries reached each final step.
 func (st *State) Counts() (moved, gone, skipped, failed int) {
-	for _, step := range st.step {
-		switch step {
+	for _, c := range st.step {
+		switch stepNames[c] {
 		case RecRemoved:
 			moved++
 		case RecGone:
@@ -192,21 +289,24 @@ func (st *State) Counts() (moved, gone, skipped, failed int) {
 }
 
 // MovedByBatch lists, per ended batch of a journal, the entries it moved
-// and the DLQ watermark the batch started from. Entries come from the plan
-// by sequence number, so their event IDs are exact.
-func MovedByBatch(recs []Record) ([][]Entry, []string) {
-	var m movedByBatch
+// (by plan index) and the DLQ watermark the batch started from. Entries
+// come from the plan by sequence number, so their event IDs are exact. p is the run's plan
+// (nil when the run-start embeds it).
+func MovedByBatch(p *Plan, recs []Record) ([]Moved, []string, error) {
+	m := movedByBatch{given: p}
 	for _, r := range recs {
-		m.add(r)
+		if err := m.add(r); err != nil {
+			return nil, nil, err
+		}
 	}
-	return m.batches, m.marks
+	return m.batches, m.marks, nil
 }
 
 // MovedByBatchFile is MovedByBatch over a journal file, streamed: it also
-// returns the run's plan.
-func MovedByBatchFile(path string) (*Plan, [][]Entry, []string, error) {
-	var m movedByBatch
-	if _, err := ScanJournal(path, nil, func(r Record) error { m.add(r); return nil }); err != nil {
+// returns the run's plan. p is as for MovedByBatch.
+func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, error) {
+	m := movedByBatch{given: p}
+	if _, err := ScanJournal(path, nil, m.add); err != nil {
 		return nil, nil, nil, err
 	}
 	if m.plan == nil {
@@ -218,42 +318,48 @@ func MovedByBatchFile(path string) (*Plan, [][]Entry, []string, error) {
 // movedByBatch collects what MovedByBatch returns one record at a time;
 // per entry it keeps only whether it was removed.
 type movedByBatch struct {
+	given   *Plan
 	plan    *Plan
-	entries map[int64]Entry
-	moved   map[int64]bool
+	moved   []bool // by plan index
 	seqs    []int64
 	mark    string
-	batches [][]Entry
+	batches []Moved
 	marks   []string
 }
 
-func (m *movedByBatch) add(r Record) {
+func (m *movedByBatch) add(r Record) error {
 	switch r.Type {
 	case RecRunStart:
-		if m.plan == nil && r.Plan != nil {
-			m.plan = r.Plan
-			m.entries = make(map[int64]Entry, len(r.Plan.Entries))
-			for _, en := range r.Plan.Entries {
-				m.entries[en.Seq] = en
+		if m.plan == nil {
+			p, err := startPlan(r, m.given)
+			if err != nil {
+				return err
 			}
-			m.moved = map[int64]bool{}
+			m.plan = p
+			m.moved = make([]bool, p.Entries.Len())
 		}
 	case RecRemoved:
-		if m.moved != nil {
-			m.moved[r.Seq] = true
+		if m.plan != nil {
+			if i, ok := m.plan.Entries.Index(r.Seq); ok {
+				m.moved[i] = true
+			}
 		}
 	case RecBatchStart:
 		m.seqs, m.mark = r.Seqs, r.batchWatermark()
 	case RecBatchEnd:
-		var b []Entry
-		for _, s := range m.seqs {
-			if m.moved[s] {
-				b = append(b, m.entries[s])
+		var b PlanSubset
+		if m.plan != nil {
+			b.Entries = &m.plan.Entries
+			for _, s := range m.seqs {
+				if i, ok := m.plan.Entries.Index(s); ok && m.moved[i] {
+					b.Index = append(b.Index, i)
+				}
 			}
 		}
 		m.batches = append(m.batches, b)
 		m.marks = append(m.marks, m.mark)
 	}
+	return nil
 }
 
 // batchWatermark is a batch-start's watermark; journals written before it

@@ -16,8 +16,9 @@ import (
 // same bytes and the same digest.
 func TestPlanWithNonUTF8IDsIsByteStable(t *testing.T) {
 	p := testPlan()
-	p.Entries[0].EventID = "E\xff\xfe"
-	p.Entries[0].Key = "k\xc3"
+	en := p.Entries.At(0)
+	en.EventID, en.Key = "E\xff\xfe", "k\xc3"
+	p.Entries.Set(0, en)
 	p.Excluded = append(p.Excluded, Excluded{ID: "9", EventID: "X\xff", Why: "test"})
 	if err := p.Seal(); err != nil {
 		t.Fatal(err)
@@ -33,8 +34,8 @@ func TestPlanWithNonUTF8IDsIsByteStable(t *testing.T) {
 	if err := back.Verify(); err != nil {
 		t.Fatalf("read back: %v", err)
 	}
-	if back.Entries[0].EventID != "E\xff\xfe" || back.Entries[0].Key != "k\xc3" || back.Excluded[len(back.Excluded)-1].EventID != "X\xff" {
-		t.Errorf("bytes changed: %q %q", back.Entries[0].EventID, back.Entries[0].Key)
+	if back.Entries.At(0).EventID != "E\xff\xfe" || back.Entries.At(0).Key != "k\xc3" || back.Excluded[len(back.Excluded)-1].EventID != "X\xff" {
+		t.Errorf("bytes changed: %q %q", back.Entries.At(0).EventID, back.Entries.At(0).Key)
 	}
 	again := filepath.Join(t.TempDir(), "again.json")
 	if err := WritePlan(again, back); err != nil {
@@ -213,7 +214,7 @@ func TestRetryFailedTriesEachOnce(t *testing.T) {
 		t.Fatalf("%d failed, want 1", failed)
 	}
 	recs, _ := ReadJournal(path)
-	st = Replay(recs)
+	st = Replay(p, recs)
 	if n := st.RetryFailed(); n != 1 {
 		t.Fatalf("RetryFailed = %d, want 1", n)
 	}
