@@ -20,8 +20,11 @@
 #
 # Environment: ELASTICMQ_VERSION (1.7.1), MAVEN_REPO_LOCAL (~/.m2/repository),
 # ELASTICMQ_CACHE (~/.cache/dlqctl/elasticmq), ELASTICMQ_READY_TIMEOUT (60 s),
-# ELASTICMQ_HEAP (256m), JAVA_HOME, and ELASTICMQ_WATCH_PID: when set, start
-# leaves a watchdog that stops the server once that process has exited.
+# ELASTICMQ_HEAP (256m), JAVA_HOME, ELASTICMQ_WATCH_PID: when set, start
+# leaves a watchdog that stops the server once that process has exited, and
+# ELASTICMQ_PERSIST (1): 0 keeps messages in memory only — a restart then
+# loses them, but every receive and visibility change no longer waits for
+# the H2 store (the benchmarks, which never restart, use it).
 set -euo pipefail
 
 VERSION=${ELASTICMQ_VERSION:-1.7.1}
@@ -163,7 +166,9 @@ cmd_start() {
     echo "rest-sqs { enabled = true, bind-port = $port, bind-hostname = \"127.0.0.1\", sqs-limits = strict }"
     echo "rest-stats { enabled = false }"
     echo "queues-storage { enabled = true, path = \"$data/queues-storage.conf\" }"
-    echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages\" }"
+    if [ "${ELASTICMQ_PERSIST:-1}" = 1 ]; then
+      echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages\" }"
+    fi
     if [ -f "$data/queues.conf" ]; then echo "include file(\"$data/queues.conf\")"; fi
   } >"$data/elasticmq.conf"
   rm -f "$data/elasticmq.pid" "$data/env"
