@@ -20,8 +20,13 @@
 #
 # Environment: ELASTICMQ_VERSION (1.7.1), MAVEN_REPO_LOCAL (~/.m2/repository),
 # ELASTICMQ_CACHE (~/.cache/dlqctl/elasticmq), ELASTICMQ_READY_TIMEOUT (60 s),
-# ELASTICMQ_HEAP (256m), JAVA_HOME, and ELASTICMQ_WATCH_PID: when set, start
-# leaves a watchdog that stops the server once that process has exited.
+# ELASTICMQ_HEAP (256m), JAVA_HOME, ELASTICMQ_WATCH_PID: when set, start
+# leaves a watchdog that stops the server once that process has exited, and
+# ELASTICMQ_JAVA_OPTS (-XX:+UseSerialGC -XX:TieredStopAtLevel=1: quick to
+# start, small), ELASTICMQ_REQUEST_TIMEOUT (120 s) and
+# ELASTICMQ_PERSIST (1): 0 keeps messages in memory only — a restart then
+# loses them, but every receive and visibility change no longer waits for
+# the H2 store (the benchmarks, which never restart, use it).
 set -euo pipefail
 
 VERSION=${ELASTICMQ_VERSION:-1.7.1}
@@ -162,8 +167,16 @@ cmd_start() {
     echo "node-address { protocol = http, host = \"127.0.0.1\", port = $port, context-path = \"\" }"
     echo "rest-sqs { enabled = true, bind-port = $port, bind-hostname = \"127.0.0.1\", sqs-limits = strict }"
     echo "rest-stats { enabled = false }"
+    # Under load (a shared CI machine, 100,000 messages) an answer can take
+    # longer than pekko-http's 20 s default, which answers 503 while the
+    # queue still does the work: a receive's messages are then handed out
+    # to nobody.
+    echo "pekko.http.server.request-timeout = ${ELASTICMQ_REQUEST_TIMEOUT:-120 s}"
+    echo "pekko.http.server.idle-timeout = infinite"
     echo "queues-storage { enabled = true, path = \"$data/queues-storage.conf\" }"
-    echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages\" }"
+    if [ "${ELASTICMQ_PERSIST:-1}" = 1 ]; then
+      echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages\" }"
+    fi
     if [ -f "$data/queues.conf" ]; then echo "include file(\"$data/queues.conf\")"; fi
   } >"$data/elasticmq.conf"
   rm -f "$data/elasticmq.pid" "$data/env"
@@ -171,7 +184,8 @@ cmd_start() {
     cd "$data"
     # setsid: its own process group, so that stop can signal all of it,
     # and output to a file, never to the caller's pipes.
-    setsid "$java" "-Xmx${ELASTICMQ_HEAP:-256m}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    # shellcheck disable=SC2086 # ELASTICMQ_JAVA_OPTS is a list of options
+    setsid "$java" "-Xmx${ELASTICMQ_HEAP:-256m}" ${ELASTICMQ_JAVA_OPTS:--XX:+UseSerialGC -XX:TieredStopAtLevel=1} \
       "-Djava.io.tmpdir=$data" "-Dconfig.file=$data/elasticmq.conf" \
       -cp "$lib/*" org.elasticmq.server.Main </dev/null >>"$data/elasticmq.log" 2>&1 &
     echo $! >"$data/elasticmq.pid"

@@ -106,7 +106,13 @@ func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, rece
 				for i, h := range part {
 					entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: h}
 				}
-				if _, err := c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: entries}); err != nil {
+				out, err := c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+				if err == nil && len(out.Failed) > 0 {
+					// A message left invisible would be missing from the
+					// next pass, whichever side runs it.
+					err = fmt.Errorf("release: %s: %s", aws.ToString(out.Failed[0].Code), aws.ToString(out.Failed[0].Message))
+				}
+				if err != nil {
 					errs <- err
 					failed = true
 				}
