@@ -297,7 +297,12 @@ func TestUIOnRedis(t *testing.T) {
 	s.waitFor("transient → redrive", "(match)")
 	s.press("r")
 	s.waitFor("read again from the DLQ at 12:00:00")
-	s.press("\x1b[")
+	// Esc and [ as two presses, the list back on screen in between: sent
+	// as one write, the two bytes are the start of a CSI sequence, which is
+	// how a terminal would send them too.
+	s.press("\x1b")
+	s.waitFor("page 3 · entries 101–125")
+	s.press("[")
 	s.waitFor("page 2 · entries 51–100")
 	s.press("p\r")
 	s.waitFor("plan written:", "left out")
