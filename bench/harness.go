@@ -346,21 +346,29 @@ func (c Config) dlqctlRun(ctx context.Context, d *dlqctl, source string, want in
 	return nil
 }
 
+// profilePaths names the CPU and allocation profiles of one case
+// (PREFIX-name.pprof, "" for a profile not asked for) and lists those
+// that will be written.
+func (c Config) profilePaths(name string) (cpu, mem string, paths []string) {
+	if c.CPUProfile != "" {
+		cpu = c.CPUProfile + "-" + name + ".pprof"
+		paths = append(paths, cpu)
+	}
+	if c.MemProfile != "" {
+		mem = c.MemProfile + "-" + name + ".pprof"
+		paths = append(paths, mem)
+	}
+	return cpu, mem, paths
+}
+
 // profile runs dlqctl in-process once more with the CPU and/or allocation
 // profile on.
 func (c Config) profile(ctx context.Context, d *dlqctl, source, name string, res *Results) error {
 	if c.CPUProfile == "" && c.MemProfile == "" {
 		return nil
 	}
-	var cpu, mem string
-	if c.CPUProfile != "" {
-		cpu = c.CPUProfile + "-" + name + ".pprof"
-		res.Profiles = append(res.Profiles, cpu)
-	}
-	if c.MemProfile != "" {
-		mem = c.MemProfile + "-" + name + ".pprof"
-		res.Profiles = append(res.Profiles, mem)
-	}
+	cpu, mem, paths := c.profilePaths(name)
+	res.Profiles = append(res.Profiles, paths...)
 	c.logf("profiling dlqctl stats on %s in-process", name)
 	_, err := d.runInProcess(ctx, source, cpu, mem)
 	return err

@@ -139,15 +139,8 @@ func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now 
 	if c.CPUProfile == "" && c.MemProfile == "" {
 		return nil
 	}
-	var cpu, mem string
-	if c.CPUProfile != "" {
-		cpu = c.CPUProfile + "-kafka-redrive.pprof"
-		res.Profiles = append(res.Profiles, cpu)
-	}
-	if c.MemProfile != "" {
-		mem = c.MemProfile + "-kafka-redrive.pprof"
-		res.Profiles = append(res.Profiles, mem)
-	}
+	cpu, mem, paths := c.profilePaths("kafka-redrive")
+	res.Profiles = append(res.Profiles, paths...)
 	c.logf("kafka-redrive: profiling dlqctl redrive apply in-process")
 	dlt := "profile-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".DLT"
 	if err := produceKafka(ctx, boot, dlt, n, now); err != nil {

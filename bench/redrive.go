@@ -386,15 +386,8 @@ func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Serv
 	if c.CPUProfile == "" && c.MemProfile == "" {
 		return nil
 	}
-	var cpu, mem string
-	if c.CPUProfile != "" {
-		cpu = c.CPUProfile + "-redrive.pprof"
-		rd.Profile = append(rd.Profile, cpu)
-	}
-	if c.MemProfile != "" {
-		mem = c.MemProfile + "-redrive.pprof"
-		rd.Profile = append(rd.Profile, mem)
-	}
+	cpu, mem, paths := c.profilePaths("redrive")
+	rd.Profile = append(rd.Profile, paths...)
 	c.logf("profiling dlqctl redrive apply in-process")
 	if _, err := reseed(ctx, rdb, redriveKey, n, now); err != nil {
 		return err

@@ -23,24 +23,20 @@ type origin struct {
 	offset, timestamp            int64
 }
 
-// ReadLoop reads every partition of topic from its log start to its end
-// offset as it was at the start, read_committed, and per record decodes
-// Spring Kafka's kafka_dlt-* headers (the 4-byte partition, the 8-byte
-// offset and timestamp, the strings) and computes the SHA-256 of the value.
-// It returns the number of records read.
-func ReadLoop(ctx context.Context, bootstrap, topic string) (int, error) {
+// endOffsets lists topic's end offsets and returns, for each partition
+// that holds records, the offset to read up to and a start at the log start.
+func endOffsets(ctx context.Context, bootstrap, topic string) (map[int32]int64, map[int32]kgo.Offset, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	cl.Close()
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
 	want := map[int32]int64{}
 	parts := map[int32]kgo.Offset{}
@@ -50,10 +46,20 @@ func ReadLoop(ctx context.Context, bootstrap, topic string) (int, error) {
 			parts[o.Partition] = kgo.NewOffset().AtStart()
 		}
 	})
-	if len(want) == 0 {
-		return 0, nil
+	return want, parts, nil
+}
+
+// ReadLoop reads every partition of topic from its log start to its end
+// offset as it was at the start, read_committed, and per record decodes
+// Spring Kafka's kafka_dlt-* headers (the 4-byte partition, the 8-byte
+// offset and timestamp, the strings) and computes the SHA-256 of the value.
+// It returns the number of records read.
+func ReadLoop(ctx context.Context, bootstrap, topic string) (int, error) {
+	want, parts, err := endOffsets(ctx, bootstrap, topic)
+	if err != nil || len(want) == 0 {
+		return 0, err
 	}
-	cl, err = kgo.NewClient(kgo.SeedBrokers(bootstrap),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {

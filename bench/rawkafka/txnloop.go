@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -45,28 +44,9 @@ type stateValue struct {
 // the origin offsets. stateTopic must exist.
 func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) (TxnResult, error) {
 	var res TxnResult
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
-	if err != nil {
+	want, parts, err := endOffsets(ctx, bootstrap, dlt)
+	if err != nil || len(want) == 0 {
 		return res, err
-	}
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, dlt)
-	if err == nil {
-		err = ends.Error()
-	}
-	cl.Close()
-	if err != nil {
-		return res, err
-	}
-	want := map[int32]int64{}
-	parts := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-			parts[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	if len(want) == 0 {
-		return res, nil
 	}
 	reader, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dlt: parts}),
