@@ -28,6 +28,15 @@ type Source interface {
 	Close() error
 }
 
+// LeanScanner is a Source that scans more cheaply for a caller that reads
+// neither properties nor payload encodings nor raw forms: stats and the
+// conflicts pass. ScanLean gives what Scan gives, in the same order, with
+// Properties, PayloadEncoding and Raw left empty; everything else,
+// Malformed and its reason included, is the same.
+type LeanScanner interface {
+	ScanLean(ctx context.Context, after string, fn func(envelope.Envelope) error) error
+}
+
 // Importer writes envelopes into a DLQ (dlqctl import).
 type Importer interface {
 	// Import adds e and returns its locator. It refuses, with an error

@@ -170,6 +170,17 @@ func (c *Classifier) Classify(e Envelope, conflict bool) Classification {
 	return Classification{CategoryUnknown, DispositionInvestigate, "fallback", "no rule matched last_error"}
 }
 
+// UsesProperties says whether a rule looks at an entry's properties: if
+// none does, classifying never needs them (see backend.LeanScanner).
+func (c *Classifier) UsesProperties() bool {
+	for _, r := range c.rules {
+		if len(r.Properties) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Memo classifies like its Classifier and remembers the outcome by
 // (error_class, last_error), which is all the default rules look at: an
 // incident repeats a handful of errors a million times, and the regular

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // ConflictTracker finds event IDs that carry more than one fingerprint
@@ -35,9 +36,27 @@ func (p eventPair) event() uint64 { return uint64(p.eventHi)<<32 | uint64(p.even
 
 func newPair(eventID, fingerprint string) eventPair {
 	ev := hashString(eventID)
-	fh := hashString(strings.ToLower(fingerprint))
+	fh := hashLower(fingerprint)
 	// Folding both halves keeps every bit of the 64-bit hash in the 32 kept.
 	return eventPair{uint32(ev >> 32), uint32(ev), uint32(fh>>32) ^ uint32(fh)}
+}
+
+// hashLower is hashString(strings.ToLower(s)), without making the lower
+// case string when s is ASCII, as fingerprints are.
+func hashLower(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return hashString(strings.ToLower(s))
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
 }
 
 // trackerChunk entries make one chunk (768 KiB).

@@ -312,12 +312,12 @@ func DecodeFields(id, backend string, fields map[string]string, names FieldNames
 	e := Envelope{ID: id, Origin: Origin{Backend: backend}}
 	kv := newKVReader(fields, names)
 	kv.readCommon(&e)
-	payload, ok := kv.get(FieldPayload)
+	payload, ok := kv.get(fPayload)
 	if !ok {
 		kv.fail(errors.New("no payload field"))
 	}
 	kv.setPayload(&e, []byte(payload))
-	kv.rest(&e)
+	kv.rest(&e, false)
 	e = kv.finish(e, nil)
 	if e.Malformed != "" {
 		e.Raw = rawFields(fields) // only a malformed entry needs its raw form
@@ -325,11 +325,113 @@ func DecodeFields(id, backend string, fields map[string]string, names FieldNames
 	return e
 }
 
+// field numbers the envelope fields a kvReader reads, so that the names
+// of each are found by index rather than hashed for every entry.
+type field uint8
+
+const (
+	fEventID field = iota
+	fFingerprint
+	fPayload
+	fPayloadVersion
+	fPayloadEncoding
+	fContentType
+	fKey
+	fOriginStream
+	fOriginGroup
+	fOriginConsumer
+	fAttempts
+	fLastError
+	fErrorClass
+	fFirstReceivedAt
+	fDeadLetteredAt
+	fOwner
+	fRecoverBy
+	fSchemaInfo
+	fRedriveCount
+	numFields
+)
+
+// fieldKeys are the FieldNames keys of the fields, by number.
+var fieldKeys = [numFields]string{
+	FieldEventID, FieldFingerprint, FieldPayload, FieldPayloadVersion, FieldPayloadEncoding, FieldContentType,
+	FieldKey, FieldOriginStream, FieldOriginGroup, FieldOriginConsumer, FieldAttempts, FieldLastError,
+	FieldErrorClass, FieldFirstReceivedAt, FieldDeadLetteredAt, FieldOwner, FieldRecoverBy, FieldSchemaInfo,
+	FieldRedriveCount,
+}
+
+func (f field) String() string { return fieldKeys[f] }
+
+// nameTable is FieldNames by field number.
+type nameTable [numFields][]string
+
+func (names FieldNames) table() nameTable {
+	var t nameTable
+	for f, k := range fieldKeys {
+		t[f] = names[k]
+	}
+	return t
+}
+
+// fieldStore holds an entry's key/values. Redis and Pulsar hand over a map;
+// a Kafka record's dozen headers sit in two parallel slices, one value per
+// name (the last), which a scan finds faster than hashing each name.
+type fieldStore struct {
+	m          map[string]string
+	keys, vals []string
+}
+
+func mapStore(m map[string]string) fieldStore { return fieldStore{m: m} }
+
+func (s *fieldStore) lookup(k string) (string, bool) {
+	if s.m != nil {
+		v, ok := s.m[k]
+		return v, ok
+	}
+	for i := range s.keys {
+		if s.keys[i] == k {
+			return s.vals[i], true
+		}
+	}
+	return "", false
+}
+
+func (s *fieldStore) len() int {
+	if s.m != nil {
+		return len(s.m)
+	}
+	return len(s.keys)
+}
+
+// put sets k (slice form): a name already there takes the new value.
+func (s *fieldStore) put(k, v string) {
+	for i := range s.keys {
+		if s.keys[i] == k {
+			s.vals[i] = v
+			return
+		}
+	}
+	s.keys = append(s.keys, k)
+	s.vals = append(s.vals, v)
+}
+
+// asMap is the store as a map, for the rare paths that want one.
+func (s *fieldStore) asMap() map[string]string {
+	if s.m != nil {
+		return s.m
+	}
+	m := make(map[string]string, len(s.keys))
+	for i, k := range s.keys {
+		m[k] = s.vals[i]
+	}
+	return m
+}
+
 // kvReader reads envelope fields out of string key/values, remembering
 // which keys it used and the first error.
 type kvReader struct {
-	fields map[string]string
-	names  FieldNames
+	fields fieldStore
+	names  *nameTable
 	used   usedNames
 	err    error
 }
@@ -349,8 +451,11 @@ func (u usedNames) has(n string) bool {
 	return false
 }
 
+// newKVReader reads fields by names; names is resolved here, once per
+// entry — a decoder that reads many entries resolves it once instead.
 func newKVReader(fields map[string]string, names FieldNames) *kvReader {
-	return &kvReader{fields: fields, names: names, used: make(usedNames, 0, 24)}
+	t := names.table()
+	return &kvReader{fields: mapStore(fields), names: &t, used: make(usedNames, 0, 24)}
 }
 
 func (kv *kvReader) fail(err error) {
@@ -359,14 +464,14 @@ func (kv *kvReader) fail(err error) {
 	}
 }
 
-func (kv *kvReader) get(field string) (string, bool) {
-	for _, n := range kv.names[field] {
-		if v, ok := kv.fields[n]; ok {
+func (kv *kvReader) get(f field) (string, bool) {
+	for _, n := range kv.names[f] {
+		if v, ok := kv.fields.lookup(n); ok {
 			kv.used.add(n)
-			if field != FieldPayload && !utf8.ValidString(v) {
+			if f != fPayload && !utf8.ValidString(v) {
 				// Text fields must be text: two event IDs that differ only in
 				// invalid bytes would otherwise print, and compare, the same.
-				kv.fail(fmt.Errorf("%s: invalid UTF-8", field))
+				kv.fail(fmt.Errorf("%s: invalid UTF-8", f))
 			}
 			return v, true
 		}
@@ -374,22 +479,32 @@ func (kv *kvReader) get(field string) (string, bool) {
 	return "", false
 }
 
-func (kv *kvReader) str(field string) string { v, _ := kv.get(field); return v }
+// present says whether the entry has field f, without reading it.
+func (kv *kvReader) present(f field) bool {
+	for _, n := range kv.names[f] {
+		if _, ok := kv.fields.lookup(n); ok {
+			return true
+		}
+	}
+	return false
+}
 
-func (kv *kvReader) int(field string) int {
-	v, ok := kv.get(field)
+func (kv *kvReader) str(f field) string { v, _ := kv.get(f); return v }
+
+func (kv *kvReader) int(f field) int {
+	v, ok := kv.get(f)
 	if !ok || v == "" {
 		return 0
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		kv.fail(fmt.Errorf("%s: want a whole number, got %q", field, truncateForError(v)))
+		kv.fail(fmt.Errorf("%s: want a whole number, got %q", f, truncateForError(v)))
 	}
 	return n
 }
 
-func (kv *kvReader) time(field string) time.Time {
-	t, err := parseTime(field, kv.str(field))
+func (kv *kvReader) time(f field) time.Time {
+	t, err := parseTime(f.String(), kv.str(f))
 	if err != nil {
 		kv.fail(err)
 	}
@@ -397,30 +512,30 @@ func (kv *kvReader) time(field string) time.Time {
 }
 
 func (kv *kvReader) readCommon(e *Envelope) {
-	e.EventID = kv.str(FieldEventID)
-	e.Fingerprint = kv.str(FieldFingerprint)
-	e.PayloadVersion = kv.str(FieldPayloadVersion)
-	e.ContentType = kv.str(FieldContentType)
-	e.Key = kv.str(FieldKey)
-	e.Origin.Topic = kv.str(FieldOriginStream)
-	e.Origin.Subscription = kv.str(FieldOriginGroup)
-	e.Origin.Consumer = kv.str(FieldOriginConsumer)
-	e.Attempts = kv.int(FieldAttempts)
-	e.LastError = kv.str(FieldLastError)
-	e.ErrorClass = kv.str(FieldErrorClass)
-	e.FirstReceivedAt = kv.time(FieldFirstReceivedAt)
-	e.DeadLetteredAt = kv.time(FieldDeadLetteredAt)
-	e.Owner = kv.str(FieldOwner)
-	e.RecoverBy = kv.time(FieldRecoverBy)
-	e.SchemaInfo = kv.str(FieldSchemaInfo)
-	e.RedriveCount = kv.int(FieldRedriveCount)
+	e.EventID = kv.str(fEventID)
+	e.Fingerprint = kv.str(fFingerprint)
+	e.PayloadVersion = kv.str(fPayloadVersion)
+	e.ContentType = kv.str(fContentType)
+	e.Key = kv.str(fKey)
+	e.Origin.Topic = kv.str(fOriginStream)
+	e.Origin.Subscription = kv.str(fOriginGroup)
+	e.Origin.Consumer = kv.str(fOriginConsumer)
+	e.Attempts = kv.int(fAttempts)
+	e.LastError = kv.str(fLastError)
+	e.ErrorClass = kv.str(fErrorClass)
+	e.FirstReceivedAt = kv.time(fFirstReceivedAt)
+	e.DeadLetteredAt = kv.time(fDeadLetteredAt)
+	e.Owner = kv.str(fOwner)
+	e.RecoverBy = kv.time(fRecoverBy)
+	e.SchemaInfo = kv.str(fSchemaInfo)
+	e.RedriveCount = kv.int(fRedriveCount)
 }
 
 // setPayload takes raw payload bytes and checks them against a
 // payload_encoding field when there is one, else classifies them.
 func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
 	e.Payload = payload
-	e.PayloadEncoding = kv.str(FieldPayloadEncoding)
+	e.PayloadEncoding = kv.str(fPayloadEncoding)
 	switch e.PayloadEncoding {
 	case "":
 	case EncodingJSON:
@@ -442,19 +557,32 @@ func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
 	e.PayloadEncoding = ClassifyPayload(payload)
 }
 
-// rest turns the keys no field used into properties.
-func (kv *kvReader) rest(e *Envelope) {
-	for k, v := range kv.fields {
+// rest turns the keys no field used into properties; checkOnly only
+// checks them (a lean envelope has no properties).
+func (kv *kvReader) rest(e *Envelope, checkOnly bool) {
+	add := func(k, v string) {
 		if kv.used.has(k) {
-			continue
+			return
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			kv.fail(fmt.Errorf("property %q: invalid UTF-8", truncateForError(k)))
+		}
+		if checkOnly {
+			return
 		}
 		if e.Properties == nil {
 			e.Properties = map[string]string{}
 		}
 		e.Properties[k] = v
+	}
+	if kv.fields.m != nil {
+		for k, v := range kv.fields.m {
+			add(k, v)
+		}
+		return
+	}
+	for i, k := range kv.fields.keys {
+		add(k, kv.fields.vals[i])
 	}
 }
 
@@ -463,7 +591,7 @@ func (kv *kvReader) rest(e *Envelope) {
 const MalformedMarker = "dlqctl_malformed"
 
 func (kv *kvReader) finish(e Envelope, raw []byte) Envelope {
-	if reason, ok := kv.fields[MalformedMarker]; ok {
+	if reason, ok := kv.fields.lookup(MalformedMarker); ok {
 		if reason == "" {
 			reason = "malformed where it was imported from"
 		}

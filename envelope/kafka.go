@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -129,7 +130,7 @@ type KafkaOrigin struct {
 // record's dead-lettering headers (Spring, then Kafka Connect, then
 // Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
-	return originFrom(headerList(headers))
+	return originFrom(headerList(headers), nil)
 }
 
 // headerList looks headers up by name, the last of each winning. A record
@@ -137,18 +138,27 @@ func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
 // record.
 type headerList []KafkaHeader
 
+// find is the index of the last header called name, or -1.
+func (hs headerList) find(name string) int {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // get is the value of the last header called name; a header with a null
 // value is there, with an empty value, unlike an absent one.
 func (hs headerList) get(name string) ([]byte, bool) {
-	for i := len(hs) - 1; i >= 0; i-- {
-		if hs[i].Key == name {
-			if hs[i].Value == nil {
-				return []byte{}, true
-			}
-			return hs[i].Value, true
-		}
+	i := hs.find(name)
+	if i < 0 {
+		return nil, false
 	}
-	return nil, false
+	if hs[i].Value == nil {
+		return []byte{}, true
+	}
+	return hs[i].Value, true
 }
 
 // shadowed says whether a later header has the same name as hs[i].
@@ -161,20 +171,29 @@ func (hs headerList) shadowed(i int) bool {
 	return false
 }
 
-// originFrom is OriginOf on headers by name (the last of each).
-func originFrom(h headerList) (KafkaOrigin, error) {
+// originFrom is OriginOf on headers by name (the last of each). text, when
+// given, holds each header's value as a string already, so that the
+// origin's strings are not copied again.
+func originFrom(h headerList, text []string) (KafkaOrigin, error) {
 	o := KafkaOrigin{Partition: -1, Offset: -1}
 	var errs []error
 	str := func(name string) string {
-		v, ok := h.get(name)
-		if !ok {
+		i := h.find(name)
+		if i < 0 {
 			return ""
 		}
-		if !utf8.Valid(v) {
+		if text != nil {
+			if !utf8.ValidString(text[i]) {
+				errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", name))
+				return ""
+			}
+			return text[i]
+		}
+		if !utf8.Valid(h[i].Value) {
 			errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", name))
 			return ""
 		}
-		return string(v)
+		return string(h[i].Value)
 	}
 	num := func(name string, bits int) int64 {
 		s := str(name)
@@ -188,7 +207,7 @@ func originFrom(h headerList) (KafkaOrigin, error) {
 		}
 		return n
 	}
-	has := func(name string) bool { _, ok := h.get(name); return ok }
+	has := func(name string) bool { return h.find(name) >= 0 }
 	switch {
 	case has(SpringOriginalTopic):
 		o.Topic = str(SpringOriginalTopic)
@@ -228,23 +247,67 @@ func originFrom(h headerList) (KafkaOrigin, error) {
 	return o, errors.Join(errs...)
 }
 
-// FromKafka maps a Kafka DLQ record to the canonical envelope (the canonical envelope form, docs/json.md):
-// the dead-lettering headers of Spring Kafka, Kafka Connect or Karafka give
-// the origin, the error and its class; headers named like envelope fields
-// fill them; the rest become properties. The id is partition:offset, the
-// record key the key, and the record timestamp the dead-letter time unless
-// a header says otherwise. It never fails: what does not decode makes the
-// envelope malformed, with the reason.
-//
-// It runs once per record of every scan, so it allocates little: the
-// header values become substrings of one string, the dead-lettering
-// headers are looked up in a slice, and the properties map is sized once.
+// KafkaDecoder maps the records of a Kafka DLQ to canonical envelopes
+// (docs/json.md). It resolves the field names once, for every record it
+// decodes; it holds no per-record state, so one decoder serves several
+// goroutines.
+type KafkaDecoder struct {
+	from    EventIDSource
+	names   FieldNames
+	table   nameTable
+	scratch sync.Pool // of *decodeScratch
+}
+
+// decodeScratch is Decode's working space for a record's headers. Go's
+// escape analysis puts it on the heap (kvReader's methods leak their
+// receiver's contents), and three allocations of it per record cost a
+// scan more than the pool does.
+type decodeScratch struct {
+	dlText, keys, vals [smallHeaders]string
+	used               [numFields + 4]string
+}
+
+// NewKafkaDecoder returns a decoder that takes event IDs from from and
+// envelope fields from the headers names gives.
+func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
+	return &KafkaDecoder{from: from, names: names, table: names.table()}
+}
+
+// Lean is Decode without what a summary never reads: the envelope has no
+// Properties, no PayloadEncoding and no Raw, and is otherwise what Decode
+// returns — Malformed included, since every check still runs. A scan for
+// stats or for conflicts spends most of its decoding on those three.
+func (d *KafkaDecoder) Lean(r KafkaRecord) Envelope { return d.decode(r, true) }
+
+// FromKafka decodes one record; see KafkaDecoder.Decode.
 func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
-	e := Envelope{ID: KafkaID(r.Partition, r.Offset), Origin: Origin{Backend: "kafka"}}
-	// One string holds every text header value: what would be a string
-	// per header is a slice of it.
-	n := 0
-	ndl := 0
+	return NewKafkaDecoder(from, names).Decode(r)
+}
+
+// smallHeaders is how many headers of each kind a record's decoding keeps
+// on the stack; a record with more still decodes, on the heap.
+const smallHeaders = 16
+
+// Decode maps a record to the canonical envelope: the dead-lettering
+// headers of Spring Kafka, Kafka Connect or Karafka give the origin, the
+// error and its class; headers named like envelope fields fill them; the
+// rest become properties. The id is partition:offset, the record key the
+// key, and the record timestamp the dead-letter time unless a header says
+// otherwise. It never fails: what does not decode makes the envelope
+// malformed, with the reason.
+//
+// It runs once per record of every scan, so it allocates little: the id
+// and the header values are substrings of one string, the numbers shown as
+// properties of another, the headers are looked up in slices on the stack,
+// and the properties map is sized once.
+func (d *KafkaDecoder) Decode(r KafkaRecord) Envelope { return d.decode(r, false) }
+
+func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
+	var idBuf [40]byte
+	id := strconv.AppendInt(idBuf[:0], int64(r.Partition), 10)
+	id = append(id, ':')
+	id = strconv.AppendInt(id, r.Offset, 10)
+	n, ndl := len(id)+len(r.Key), 0
 	for _, h := range r.Headers {
 		n += len(h.Value)
 		if DeadLetterHeader(h.Key) {
@@ -253,16 +316,36 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	}
 	var arena strings.Builder
 	arena.Grow(n)
+	arena.Write(id)
+	arena.Write(r.Key)
 	for _, h := range r.Headers {
 		arena.Write(h.Value)
 	}
 	all := arena.String()
-	fields := make(map[string]string, len(r.Headers)-ndl)
-	// The dead-lettering headers, in record order; the last of a name wins.
-	dl := make(headerList, 0, ndl)
-	dlText := make([]string, 0, ndl)
+	e := Envelope{ID: all[:len(id)], Origin: Origin{Backend: "kafka"}}
+	key := all[len(id) : len(id)+len(r.Key)]
+
+	// The dead-lettering headers, in record order, the last of a name
+	// winning; the others by name, the last value of each.
+	var dlBuf [smallHeaders]KafkaHeader
+	sc, _ := d.scratch.Get().(*decodeScratch)
+	if sc == nil {
+		sc = new(decodeScratch)
+	}
+	defer func() {
+		*sc = decodeScratch{} // holds no record's strings while pooled
+		d.scratch.Put(sc)
+	}()
+	dl, dlText := headerList(dlBuf[:0]), sc.dlText[:0]
+	kv := kvReader{names: &d.table, used: sc.used[:0]}
+	if len(r.Headers)-ndl > 2*smallHeaders {
+		// Past a few dozen names a map beats scanning the slices.
+		kv.fields.m = make(map[string]string, len(r.Headers)-ndl)
+	} else {
+		kv.fields.keys, kv.fields.vals = sc.keys[:0], sc.vals[:0]
+	}
 	var headerErr error
-	at := 0
+	at := len(id) + len(r.Key)
 	for _, h := range r.Headers {
 		v := all[at : at+len(h.Value)]
 		at += len(h.Value)
@@ -275,28 +358,39 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", truncateForError(h.Key)))
 			continue
 		}
-		fields[h.Key] = v
+		if kv.fields.m != nil {
+			kv.fields.m[h.Key] = v
+		} else {
+			kv.fields.put(h.Key, v)
+		}
 	}
-	kv := newKVReader(fields, names)
 	if headerErr != nil {
 		kv.fail(headerErr)
 	}
-	if !utf8.Valid(r.Key) {
+	if !utf8.ValidString(key) {
 		kv.fail(errors.New("record key: invalid UTF-8"))
 	}
 	kv.readCommon(&e)
-	if kv.present(FieldPayloadEncoding) {
+	switch {
+	case kv.present(fPayloadEncoding):
 		kv.setPayload(&e, r.Value)
-	} else {
+		if lean {
+			e.PayloadEncoding = ""
+		}
+	case lean:
+		// Without a payload_encoding, classifying the payload never makes
+		// the entry malformed: a lean envelope skips it.
+		e.Payload = r.Value
+	default:
 		// What setPayload does without a payload_encoding, faster.
 		e.Payload = r.Value
 		e.PayloadEncoding = kafkaPayloadEncoding(r.Value)
 	}
 	if e.Key == "" {
-		e.Key = string(r.Key)
+		e.Key = key
 	}
 	// Only dead-lettering headers name the origin.
-	orig, err := originFrom(dl)
+	orig, err := originFrom(dl, dlText)
 	if err != nil {
 		kv.fail(err)
 	}
@@ -307,13 +401,8 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 		e.Origin.Subscription = orig.Group
 	}
 	text := func(name string) string {
-		for i := len(dl) - 1; i >= 0; i-- {
-			if dl[i].Key == name {
-				if !utf8.ValidString(dlText[i]) {
-					return ""
-				}
-				return dlText[i]
-			}
+		if i := dl.find(name); i >= 0 && utf8.ValidString(dlText[i]) {
+			return dlText[i]
 		}
 		return ""
 	}
@@ -333,27 +422,46 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	if e.ErrorClass == "" {
 		e.ErrorClass = class
 	}
-	if len(dl) > 0 || len(fields) > len(kv.used) {
+	if !lean && (len(dl) > 0 || kv.fields.len() > len(kv.used)) {
 		// Room for every property at once rather than growing the map.
-		e.Properties = make(map[string]string, max(len(fields)-len(kv.used), 0)+len(dl))
+		e.Properties = make(map[string]string, max(kv.fields.len()-len(kv.used), 0)+len(dl))
 	}
-	kv.rest(&e)
+	kv.rest(&e, lean)
 	// The dead-lettering headers stay visible as properties, the binary
-	// ones as decimal numbers.
+	// ones as decimal numbers and a time, written into one more string.
+	var numBuf [80]byte
+	nums := numBuf[:0]
+	type span struct {
+		key      string
+		from, to int
+	}
+	var spans [3]span
+	nspans := 0
 	for i, h := range dl {
 		if dl.shadowed(i) {
 			continue // a later header of the name is the one that counts
 		}
 		k, v := h.Key, h.Value
+		from := len(nums)
+		switch k {
+		case SpringOriginalPartition, SpringOriginalOffset:
+			if lean {
+				continue // nothing to check: originFrom did
+			}
+		}
 		switch k {
 		case SpringOriginalPartition:
 			if orig.Partition >= 0 {
-				setProp(&e, k, strconv.FormatInt(int64(orig.Partition), 10))
+				nums = strconv.AppendInt(nums, int64(orig.Partition), 10)
+				spans[nspans] = span{k, from, len(nums)}
+				nspans++
 			}
 			continue
 		case SpringOriginalOffset:
 			if orig.Offset >= 0 {
-				setProp(&e, k, strconv.FormatInt(orig.Offset, 10))
+				nums = strconv.AppendInt(nums, orig.Offset, 10)
+				spans[nspans] = span{k, from, len(nums)}
+				nspans++
 			}
 			continue
 		case SpringOriginalTimestamp:
@@ -361,15 +469,28 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 				kv.fail(fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", k, len(v)))
 				continue
 			}
+			if lean {
+				continue
+			}
 			ms := int64(binary.BigEndian.Uint64(v))
-			setProp(&e, k, time.UnixMilli(ms).UTC().Format(time.RFC3339Nano))
+			nums = time.UnixMilli(ms).UTC().AppendFormat(nums, time.RFC3339Nano)
+			spans[nspans] = span{k, from, len(nums)}
+			nspans++
 			continue
 		}
 		if !utf8.ValidString(dlText[i]) {
 			kv.fail(fmt.Errorf("header %s: invalid UTF-8", truncateForError(k)))
 			continue
 		}
-		setProp(&e, k, dlText[i])
+		if !lean {
+			setProp(&e, k, dlText[i])
+		}
+	}
+	if nspans > 0 {
+		s := string(nums)
+		for _, sp := range spans[:nspans] {
+			setProp(&e, sp.key, s[sp.from:sp.to])
+		}
 	}
 	if len(e.Properties) == 0 {
 		e.Properties = nil
@@ -377,31 +498,21 @@ func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
 	// Without a dead_lettered_at, the record's timestamp is when it was
 	// dead-lettered — unless dlqctl import wrote it, when it is only the
 	// time of the import.
-	if _, imported := fields[ImportedFromProperty]; e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
+	if _, imported := kv.fields.lookup(ImportedFromProperty); e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
 		e.DeadLetteredAt = r.Timestamp.UTC()
 	}
-	if from.Kind != "property" || from.Name != "" || e.EventID == "" {
-		id, err := from.eventID(PulsarMessage{Key: string(r.Key), Properties: fields, Payload: r.Value}, names)
+	if d.from.Kind != "property" || d.from.Name != "" || e.EventID == "" {
+		id, err := d.from.eventID(key, kv.fields, r.Value, d.names)
 		if err != nil {
 			kv.fail(kafkaIDError(err))
 		}
 		e.EventID = id
 	}
 	e = kv.finish(e, nil)
-	if e.Malformed != "" {
+	if e.Malformed != "" && !lean {
 		e.Raw = rawHeaders(r)
 	}
 	return e
-}
-
-// present says whether a header names field, without reading it.
-func (kv *kvReader) present(field string) bool {
-	for _, n := range kv.names[field] {
-		if _, ok := kv.fields[n]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // kafkaIDError says "header" where the shared event ID reader says

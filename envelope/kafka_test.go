@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -247,9 +248,17 @@ func FuzzFromKafka(f *testing.F) {
 		if tsMillis > 0 {
 			r.Timestamp = time.UnixMilli(tsMillis % (maxPublishMillis + 1))
 		}
-		e := FromKafka(r, src, DefaultFieldNames())
+		d := NewKafkaDecoder(src, DefaultFieldNames())
+		e := d.Decode(r)
 		if e.Origin.Backend != "kafka" {
 			t.Fatalf("Origin.Backend = %q", e.Origin.Backend)
+		}
+		// The lean envelope is the full one without properties, payload
+		// encoding and raw form: the same checks, so the same verdict.
+		lean, full := d.Lean(r), e
+		full.Properties, full.PayloadEncoding, full.Raw = nil, "", nil
+		if !reflect.DeepEqual(lean, full) {
+			t.Fatalf("lean decoding differs:\nlean %#v\nfull %#v", lean, full)
 		}
 		if _, err := OriginOf(r.Headers); err != nil && e.Malformed == "" {
 			t.Fatalf("headers that do not decode (%v) gave a well-formed envelope", err)
@@ -276,17 +285,24 @@ func TestFromKafkaRepeatedHeader(t *testing.T) {
 }
 
 // BenchmarkFromKafkaSpring: a Spring dead letter that carries its
-// fingerprint, as the kafka-stats bench case's records do.
+// fingerprint, as the kafka-stats bench case's records do, decoded whole
+// and lean.
 func BenchmarkFromKafkaSpring(b *testing.B) {
 	r := springRecord()
 	r.Headers = append(r.Headers, KafkaHeader{Key: "fingerprint", Value: []byte("sha256:" + strings.Repeat("ab", 32))})
-	names := DefaultFieldNames()
-	b.ReportAllocs()
-	for b.Loop() {
-		e := FromKafka(r, EventIDSource{Kind: "property"}, names)
-		if e.Malformed != "" {
-			b.Fatal(e.Malformed)
-		}
+	d := NewKafkaDecoder(EventIDSource{Kind: "property"}, DefaultFieldNames())
+	for _, c := range []struct {
+		name   string
+		decode func(KafkaRecord) Envelope
+	}{{"full", d.Decode}, {"lean", d.Lean}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if e := c.decode(r); e.Malformed != "" {
+					b.Fatal(e.Malformed)
+				}
+			}
+		})
 	}
 }
 

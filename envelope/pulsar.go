@@ -65,25 +65,25 @@ func ParseEventIDSource(s string) (EventIDSource, error) {
 	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want property:NAME, json:PATH or key", s)
 }
 
-func (s EventIDSource) eventID(m PulsarMessage, names FieldNames) (string, error) {
+func (s EventIDSource) eventID(key string, props fieldStore, payload []byte, names FieldNames) (string, error) {
 	switch s.Kind {
 	case "key":
-		if m.Key == "" {
+		if key == "" {
 			return "", fmt.Errorf("no message key to take the event ID from")
 		}
-		if !utf8.ValidString(m.Key) {
+		if !utf8.ValidString(key) {
 			return "", fmt.Errorf("message key: invalid UTF-8")
 		}
-		return m.Key, nil
+		return key, nil
 	case "json":
-		return jsonPath(m.Payload, s.Name)
+		return jsonPath(payload, s.Name)
 	}
 	candidates := names[FieldEventID]
 	if s.Name != "" {
 		candidates = []string{s.Name}
 	}
 	for _, n := range candidates {
-		if v := m.Properties[n]; v != "" {
+		if v, _ := props.lookup(n); v != "" {
 			return v, nil
 		}
 	}
@@ -152,7 +152,7 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 	if _, imported := m.Properties[ImportedFromProperty]; e.DeadLetteredAt.IsZero() && !imported {
 		e.DeadLetteredAt = m.PublishTime.UTC()
 	}
-	kv.rest(&e)
+	kv.rest(&e, false)
 	if m.OrderingKey != "" {
 		setProp(&e, PropOrderingKey, m.OrderingKey)
 	}
@@ -160,7 +160,7 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 		setProp(&e, PropEventTime, m.EventTime.UTC().Format(time.RFC3339Nano))
 	}
 	if from.Kind != "property" || from.Name != "" || e.EventID == "" {
-		id, err := from.eventID(m, names)
+		id, err := from.eventID(m.Key, mapStore(m.Properties), m.Payload, names)
 		if err != nil {
 			kv.fail(err)
 		}

@@ -120,7 +120,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	}
 	kv.readCommon(&e)
 	body := []byte(m.Body)
-	if enc, _ := kv.get(FieldPayloadEncoding); enc == EncodingBase64 {
+	if enc, _ := kv.get(fPayloadEncoding); enc == EncodingBase64 {
 		// An SQS body is text: dlqctl import writes other bytes as base64.
 		raw, err := base64.StdEncoding.DecodeString(m.Body)
 		if err != nil {
@@ -155,7 +155,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 			}
 		}
 	}
-	if _, ok := kv.get(FieldAttempts); !ok {
+	if _, ok := kv.get(fAttempts); !ok {
 		switch rc, _ := strconv.Atoi(m.Attributes[SQSReceiveCount]); {
 		case m.SourceMaxReceiveCount > 0:
 			e.Attempts = m.SourceMaxReceiveCount
@@ -171,7 +171,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	if e.FirstReceivedAt.IsZero() {
 		e.FirstReceivedAt = millis(m.Attributes[SQSFirstReceiveTimestamp])
 	}
-	kv.rest(&e)
+	kv.rest(&e, false)
 	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
 		setProp(&e, SQSSourceArnProperty, arn)
 	}

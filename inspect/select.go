@@ -146,12 +146,22 @@ type Walker struct {
 	Now        time.Time
 }
 
+// scanLean is Source.Scan from the start, lean when the source can be and
+// nothing needs what lean envelopes lack: the caller reads no properties,
+// and with classify, neither does a rule.
+func (w Walker) scanLean(ctx context.Context, classify bool, fn func(envelope.Envelope) error) error {
+	if ls, ok := w.Source.(backend.LeanScanner); ok && !(classify && w.Classifier.UsesProperties()) {
+		return ls.ScanLean(ctx, "", fn)
+	}
+	return w.Source.Scan(ctx, "", fn)
+}
+
 // Conflicts reads the whole DLQ once and returns the tracker of event IDs
 // in conflict. Categories depend on it, so commands that print entries as
 // they go call it first.
 func (w Walker) Conflicts(ctx context.Context) (*envelope.ConflictTracker, error) {
 	t := envelope.NewConflictTracker()
-	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
+	err := w.scanLean(ctx, false, func(e envelope.Envelope) error {
 		t.Add(e)
 		return nil
 	})

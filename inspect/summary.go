@@ -100,7 +100,7 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	if !sel.IsZero() {
 		selected = envelope.NewConflictTracker()
 	}
-	err := w.Source.Scan(ctx, "", func(e envelope.Envelope) error {
+	err := w.scanLean(ctx, true, func(e envelope.Envelope) error {
 		if track {
 			tracker.Add(e)
 		}

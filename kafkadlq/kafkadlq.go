@@ -95,7 +95,7 @@ type Topic struct {
 	// missing: the DLQ topic did not exist when the Topic was opened.
 	missing  bool
 	names    envelope.FieldNames
-	from     envelope.EventIDSource
+	dec      *envelope.KafkaDecoder
 	password string
 	timeout  time.Duration
 	txnTTL   time.Duration
@@ -151,7 +151,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.display(), src.user)
 	}
 	t := &Topic{
-		src: src, names: names, from: from, password: pw,
+		src: src, names: names, dec: envelope.NewKafkaDecoder(from, names), password: pw,
 		timeout:  orDefault(opts.Timeout, orDefault(src.timeout, defaultTimeout)),
 		txnTTL:   orDefault(opts.TransactionTimeout, defaultTxnTimeout),
 		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
@@ -506,6 +506,22 @@ func (d *doneSet) has(id string) bool {
 	return ok
 }
 
+// hasAt is has for partition:offset, without making the locator string:
+// a scan asks it for every record.
+func (d *doneSet) hasAt(p int32, o int64) bool {
+	if d == nil {
+		return false
+	}
+	var buf [40]byte
+	b := strconv.AppendInt(buf[:0], int64(p), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, o, 10)
+	d.mu.RLock()
+	_, ok := d.m[string(b)]
+	d.mu.RUnlock()
+	return ok
+}
+
 // ids lists the locators taken out of the DLQ.
 func (d *doneSet) ids() []string {
 	if d == nil {
@@ -704,13 +720,16 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 
 // decode maps a record to an envelope.
 func (t *Topic) decode(r *kgo.Record) envelope.Envelope {
-	return envelope.FromKafka(toKafkaRecord(r), t.from, t.names)
+	return t.dec.Decode(toKafkaRecord(r, nil))
 }
 
-func toKafkaRecord(r *kgo.Record) envelope.KafkaRecord {
-	hs := make([]envelope.KafkaHeader, len(r.Headers))
-	for i, h := range r.Headers {
-		hs[i] = envelope.KafkaHeader{Key: h.Key, Value: h.Value}
+// toKafkaRecord is r for the envelope package; its headers go in hs's
+// space when there is room (a scan's decoder reuses one slice: the
+// decoding keeps no header slice).
+func toKafkaRecord(r *kgo.Record, hs []envelope.KafkaHeader) envelope.KafkaRecord {
+	hs = hs[:0]
+	for _, h := range r.Headers {
+		hs = append(hs, envelope.KafkaHeader{Key: h.Key, Value: h.Value})
 	}
 	return envelope.KafkaRecord{
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
@@ -737,6 +756,34 @@ func (a mergeKey) less(b mergeKey) bool {
 
 func keyOf(r *kgo.Record) mergeKey {
 	return mergeKey{ts: r.Timestamp.UnixMilli(), partition: r.Partition, offset: r.Offset}
+}
+
+// mergePart is one partition in scanRecords' merge: its records fetched
+// and not yet merged, the merge key of the first, and where it ends.
+type mergePart struct {
+	p            int32
+	end          int64 // the offset to read up to
+	buf          []*kgo.Record
+	head         mergeKey // keyOf(buf[0]) while buf is not empty
+	done, paused bool
+}
+
+func (m *mergePart) push(r *kgo.Record) {
+	if len(m.buf) == 0 {
+		m.head = keyOf(r)
+	}
+	m.buf = append(m.buf, r)
+}
+
+// pop takes the first record and its key.
+func (m *mergePart) pop() (*kgo.Record, mergeKey) {
+	r, k := m.buf[0], m.head
+	m.buf[0] = nil // the batch it goes to holds it from now on
+	m.buf = m.buf[1:]
+	if len(m.buf) > 0 {
+		m.head = keyOf(m.buf[0])
+	}
+	return r, k
 }
 
 // cursor is where a Scan starts: after one entry in merged order
@@ -793,6 +840,16 @@ func (t *Topic) parseCursor(ctx context.Context, s string) (cursor, error) {
 // buffers at most some 16,000 records per partition, and decodes on other
 // cores while it merges (pipeline.go).
 func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return t.scan(ctx, after, false, fn)
+}
+
+// ScanLean is Scan with lean envelopes (backend.LeanScanner): most of the
+// CPU a scan spends past reading the records is properties.
+func (t *Topic) ScanLean(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return t.scan(ctx, after, true, fn)
+}
+
+func (t *Topic) scan(ctx context.Context, after string, lean bool, fn func(envelope.Envelope) error) error {
 	c, err := t.parseCursor(ctx, after)
 	if err != nil {
 		return err
@@ -801,7 +858,7 @@ func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 	if err != nil {
 		return err
 	}
-	return t.scanDecoded(ctx, c, st, fn)
+	return t.scanDecoded(ctx, c, st, lean, fn)
 }
 
 // scanRecords is Scan on raw records.
@@ -839,9 +896,18 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		return err
 	}
 	defer cl.Close()
-	bufs := map[int32][]*kgo.Record{}
-	done := map[int32]bool{}
-	paused := map[int32]bool{}
+	// One mergePart per partition that holds records to read, found by
+	// partition number through byPart: the loops below run per record.
+	var parts []*mergePart
+	var byPart []*mergePart
+	for p, end := range ends {
+		m := &mergePart{p: p, end: end}
+		parts = append(parts, m)
+		if int(p) >= len(byPart) {
+			byPart = append(byPart, make([]*mergePart, int(p)+1-len(byPart))...)
+		}
+		byPart[p] = m
+	}
 	poll := func() error {
 		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
 		fs := cl.PollFetches(pctx)
@@ -856,34 +922,37 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if idle {
 			// Nothing came although records were due: what is left of
 			// those partitions is gone (compaction, retention).
-			for p := range ends {
-				if len(bufs[p]) == 0 {
-					done[p] = true
+			for _, m := range parts {
+				if len(m.buf) == 0 {
+					m.done = true
 				}
 			}
 			return nil
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := ends[r.Partition]
-			if !ok || done[r.Partition] {
+			if r.Partition < 0 || int(r.Partition) >= len(byPart) {
 				return
 			}
-			if r.Offset >= end {
-				done[r.Partition] = true
+			m := byPart[r.Partition]
+			if m == nil || m.done {
+				return
+			}
+			if r.Offset >= m.end {
+				m.done = true
 				return
 			}
 			if !r.Attrs.IsControl() {
-				bufs[r.Partition] = append(bufs[r.Partition], r)
+				m.push(r)
 			}
-			if r.Offset >= end-1 {
-				done[r.Partition] = true
+			if r.Offset >= m.end-1 {
+				m.done = true
 			}
 		})
 		var pause []int32
-		for p, b := range bufs {
-			if len(b) >= mergeHighWater && !paused[p] && !done[p] {
-				pause = append(pause, p)
-				paused[p] = true
+		for _, m := range parts {
+			if len(m.buf) >= mergeHighWater && !m.paused && !m.done {
+				pause = append(pause, m.p)
+				m.paused = true
 			}
 		}
 		if len(pause) > 0 {
@@ -891,43 +960,49 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		}
 		return nil
 	}
+	need := true // a partition may have run out of buffered records
 	for {
 		// Every partition that may still hold records needs its head.
-		need := false
-		for p := range ends {
-			if len(bufs[p]) == 0 && !done[p] {
-				need = true
-				if paused[p] {
-					cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
-					delete(paused, p)
+		if need {
+			need = false
+			for _, m := range parts {
+				if len(m.buf) == 0 && !m.done {
+					need = true
+					if m.paused {
+						cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {m.p}})
+						m.paused = false
+					}
 				}
 			}
-		}
-		if need {
-			if err := poll(); err != nil {
-				return err
-			}
-			continue
-		}
-		var best *kgo.Record
-		for _, b := range bufs {
-			if len(b) > 0 && (best == nil || keyOf(b[0]).less(keyOf(best))) {
-				best = b[0]
+			if need {
+				if err := poll(); err != nil {
+					return err
+				}
+				continue
 			}
 		}
-		if best == nil {
+		var bm *mergePart
+		for _, m := range parts {
+			if len(m.buf) > 0 && (bm == nil || m.head.less(bm.head)) {
+				bm = m
+			}
+		}
+		if bm == nil {
 			return nil
 		}
-		p := best.Partition
-		bufs[p] = bufs[p][1:]
-		if paused[p] && len(bufs[p]) < mergeLowWater {
-			cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
-			delete(paused, p)
+		best, bestKey := bm.pop()
+		p := bm.p
+		if len(bm.buf) == 0 {
+			need = true
 		}
-		if c.after != nil && !c.after.less(keyOf(best)) {
+		if bm.paused && len(bm.buf) < mergeLowWater {
+			cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
+			bm.paused = false
+		}
+		if c.after != nil && !c.after.less(bestKey) {
 			continue
 		}
-		if st.done.has(envelope.KafkaID(p, best.Offset)) {
+		if st.done.hasAt(p, best.Offset) {
 			continue
 		}
 		if err := fn(best); err != nil {

@@ -3,6 +3,7 @@ package kafkadlq_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,24 @@ func TestScanOrderGetLen(t *testing.T) {
 	}
 	if page := scanAll(t, ctx, src, "2:0"); ids(page) != "1:1 0:1 2:1" {
 		t.Fatalf("after 2:0: %s", ids(page))
+	}
+	// A lean scan gives the same entries, in the same order, malformed one
+	// included, without properties, payload encodings and raw forms.
+	var lean []envelope.Envelope
+	if err := src.ScanLean(ctx, "", func(e envelope.Envelope) error { lean = append(lean, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(lean) != len(got) {
+		t.Fatalf("lean scan: %d entries, want %d", len(lean), len(got))
+	}
+	for i, e := range got {
+		if e.Properties == nil || e.PayloadEncoding == "" {
+			t.Fatalf("whole entry %s has no properties or payload encoding", e.ID)
+		}
+		e.Properties, e.PayloadEncoding, e.Raw = nil, "", nil
+		if !reflect.DeepEqual(lean[i], e) {
+			t.Fatalf("lean entry %d:\n%+v\nwant\n%+v", i, lean[i], e)
+		}
 	}
 	one, err := src.Get(ctx, "1:1")
 	if err != nil || one.EventID != "E5" {

@@ -34,25 +34,43 @@ type decodeJob struct {
 	done chan struct{}
 }
 
-// scanDecoded is scanRecords with each record decoded, calling fn in the
-// caller's goroutine in merged order. fn may return backend.ErrStop.
-func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, fn func(envelope.Envelope) error) error {
+// jobSlices are the two slices of a decodeJob, for the next one.
+type jobSlices struct {
+	recs []*kgo.Record
+	out  []envelope.Envelope
+}
+
+// scanDecoded is scanRecords with each record decoded (lean: without
+// properties, see ScanLean), calling fn in the caller's goroutine in
+// merged order. fn may return backend.ErrStop.
+func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, lean bool, fn func(envelope.Envelope) error) error {
+	decode := t.dec.Decode
+	if lean {
+		decode = t.dec.Lean
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := min(max(runtime.GOMAXPROCS(0), 1), maxDecoders)
 	work := make(chan *decodeJob, decodeAhead)
 	ordered := make(chan *decodeJob, decodeAhead)
+	// Batches' slices go round rather than to the collector: a batch of
+	// envelopes is 100 KiB, and allocating one per 256 records was most
+	// of what a lean scan allocated.
+	spare := make(chan jobSlices, 2*decodeAhead+workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var hs []envelope.KafkaHeader
 			for j := range work {
-				j.out = make([]envelope.Envelope, len(j.recs))
-				for i, r := range j.recs {
-					j.out[i] = t.decode(r)
+				j.out = j.out[:0]
+				for _, r := range j.recs {
+					kr := toKafkaRecord(r, hs)
+					hs = kr.Headers
+					j.out = append(j.out, decode(kr))
 				}
-				j.recs = nil
+				clear(j.recs)
 				close(j.done)
 			}
 		}()
@@ -64,9 +82,10 @@ func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, fn func(env
 		defer close(ordered)
 		defer close(work)
 		var batch []*kgo.Record
+		var out []envelope.Envelope
 		send := func() error {
-			j := &decodeJob{recs: batch, done: make(chan struct{})}
-			batch = nil
+			j := &decodeJob{recs: batch, out: out, done: make(chan struct{})}
+			batch, out = nil, nil
 			// ordered first: a job is taken back only in merge order, and
 			// a worker can only finish what the consumer will wait for.
 			for _, ch := range []chan *decodeJob{ordered, work} {
@@ -80,7 +99,13 @@ func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, fn func(env
 		}
 		err := t.scanRecords(ctx, c, st, func(r *kgo.Record) error {
 			if batch == nil {
-				batch = make([]*kgo.Record, 0, decodeBatch)
+				select {
+				case sl := <-spare:
+					batch, out = sl.recs[:0], sl.out
+				default:
+					batch = make([]*kgo.Record, 0, decodeBatch)
+					out = make([]envelope.Envelope, 0, decodeBatch)
+				}
 			}
 			batch = append(batch, r)
 			if len(batch) == decodeBatch {
@@ -111,6 +136,13 @@ func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, fn func(env
 				cancel()
 				break
 			}
+		}
+		// fn had copies: the slices can take the next batch. Cleared, so
+		// that no spare holds a record's strings or payload.
+		clear(j.out)
+		select {
+		case spare <- jobSlices{recs: j.recs, out: j.out[:0]}:
+		default:
 		}
 	}
 	merr := <-mergeErr
