@@ -432,8 +432,11 @@ func (s *fieldStore) asMap() map[string]string {
 type kvReader struct {
 	fields fieldStore
 	names  *nameTable
-	used   usedNames
-	err    error
+	// resolved, when set, gives for each field the index+1 in fields.keys
+	// of the name it is read from (0: absent), worked out beforehand.
+	resolved *[numFields]int8
+	used     usedNames
+	err      error
 }
 
 // usedNames is the small set of keys that fields were read from; a slice
@@ -465,6 +468,18 @@ func (kv *kvReader) fail(err error) {
 }
 
 func (kv *kvReader) get(f field) (string, bool) {
+	if kv.resolved != nil {
+		i := int(kv.resolved[f]) - 1
+		if i < 0 {
+			return "", false
+		}
+		n, v := kv.fields.keys[i], kv.fields.vals[i]
+		kv.used.add(n)
+		if f != fPayload && !utf8.ValidString(v) {
+			kv.fail(fmt.Errorf("%s: invalid UTF-8", f))
+		}
+		return v, true
+	}
 	for _, n := range kv.names[f] {
 		if v, ok := kv.fields.lookup(n); ok {
 			kv.used.add(n)
@@ -481,6 +496,9 @@ func (kv *kvReader) get(f field) (string, bool) {
 
 // present says whether the entry has field f, without reading it.
 func (kv *kvReader) present(f field) bool {
+	if kv.resolved != nil {
+		return kv.resolved[f] > 0
+	}
 	for _, n := range kv.names[f] {
 		if _, ok := kv.fields.lookup(n); ok {
 			return true

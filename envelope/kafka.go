@@ -130,39 +130,110 @@ type KafkaOrigin struct {
 // record's dead-lettering headers (Spring, then Kafka Connect, then
 // Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
-	return originFrom(headerList(headers), nil)
+	h := headerList(headers)
+	return originFrom(h, h.index(), nil, nil)
 }
 
-// headerList looks headers up by name, the last of each winning. A record
-// has a dozen headers or so: scanning them beats building a map per
-// record.
+// headerList is a record's headers, the last of a name winning.
 type headerList []KafkaHeader
 
-// find is the index of the last header called name, or -1.
-func (hs headerList) find(name string) int {
-	for i := len(hs) - 1; i >= 0; i-- {
-		if hs[i].Key == name {
-			return i
-		}
-	}
-	return -1
+// dlRole numbers the dead-lettering headers dlqctl reads.
+type dlRole uint8
+
+const (
+	roleSpringTopic dlRole = iota
+	roleSpringPartition
+	roleSpringOffset
+	roleSpringTimestamp
+	roleSpringGroup
+	roleSpringFQCN
+	roleSpringMessage
+	roleConnectTopic
+	roleConnectPartition
+	roleConnectOffset
+	roleConnectConnector
+	roleConnectClass
+	roleConnectMessage
+	roleKarafkaTopic
+	roleKarafkaPartition
+	roleKarafkaOffset
+	roleKarafkaGroup
+	numRoles
+	noRole = numRoles
+)
+
+// roleNames are the header names of the roles, by number.
+var roleNames = [numRoles]string{
+	SpringOriginalTopic, SpringOriginalPartition, SpringOriginalOffset, SpringOriginalTimestamp,
+	SpringOriginalGroup, SpringExceptionFQCN, SpringExceptionMessage, ConnectTopic, ConnectPartition,
+	ConnectOffset, ConnectConnectorName, ConnectExceptionClass, ConnectExceptionMessage, KarafkaTopic,
+	KarafkaPartition, KarafkaOffset, KarafkaConsumerGroup,
 }
 
-// get is the value of the last header called name; a header with a null
-// value is there, with an empty value, unlike an absent one.
-func (hs headerList) get(name string) ([]byte, bool) {
-	i := hs.find(name)
-	if i < 0 {
-		return nil, false
+// roleOf is the role of a header name, noRole for any other.
+func roleOf(name string) dlRole {
+	switch name {
+	case SpringOriginalTopic:
+		return roleSpringTopic
+	case SpringOriginalPartition:
+		return roleSpringPartition
+	case SpringOriginalOffset:
+		return roleSpringOffset
+	case SpringOriginalTimestamp:
+		return roleSpringTimestamp
+	case SpringOriginalGroup:
+		return roleSpringGroup
+	case SpringExceptionFQCN:
+		return roleSpringFQCN
+	case SpringExceptionMessage:
+		return roleSpringMessage
+	case ConnectTopic:
+		return roleConnectTopic
+	case ConnectPartition:
+		return roleConnectPartition
+	case ConnectOffset:
+		return roleConnectOffset
+	case ConnectConnectorName:
+		return roleConnectConnector
+	case ConnectExceptionClass:
+		return roleConnectClass
+	case ConnectExceptionMessage:
+		return roleConnectMessage
+	case KarafkaTopic:
+		return roleKarafkaTopic
+	case KarafkaPartition:
+		return roleKarafkaPartition
+	case KarafkaOffset:
+		return roleKarafkaOffset
+	case KarafkaConsumerGroup:
+		return roleKarafkaGroup
 	}
-	if hs[i].Value == nil {
-		return []byte{}, true
+	return noRole
+}
+
+// roleIndex gives, for each role, the index of the last header of its
+// name (-1: none): each header's name is compared once, not once per
+// lookup.
+type roleIndex [numRoles]int
+
+func (hs headerList) index() roleIndex {
+	var ix roleIndex
+	for r := range ix {
+		ix[r] = -1
 	}
-	return hs[i].Value, true
+	for i, h := range hs {
+		if r := roleOf(h.Key); r != noRole {
+			ix[r] = i
+		}
+	}
+	return ix
 }
 
 // shadowed says whether a later header has the same name as hs[i].
-func (hs headerList) shadowed(i int) bool {
+func (hs headerList) shadowed(i int, ix *roleIndex) bool {
+	if r := roleOf(hs[i].Key); r != noRole {
+		return ix[r] != i
+	}
 	for j := i + 1; j < len(hs); j++ {
 		if hs[j].Key == hs[i].Key {
 			return true
@@ -171,70 +242,71 @@ func (hs headerList) shadowed(i int) bool {
 	return false
 }
 
-// originFrom is OriginOf on headers by name (the last of each). text, when
-// given, holds each header's value as a string already, so that the
-// origin's strings are not copied again.
-func originFrom(h headerList, text []string) (KafkaOrigin, error) {
+// originFrom is OriginOf on headers located by ix. text and valid, when
+// given, hold each header's value as a string already and whether it is
+// UTF-8, so that neither is worked out again.
+func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaOrigin, error) {
 	o := KafkaOrigin{Partition: -1, Offset: -1}
 	var errs []error
-	str := func(name string) string {
-		i := h.find(name)
+	str := func(r dlRole) string {
+		i := ix[r]
 		if i < 0 {
 			return ""
 		}
-		if text != nil {
-			if !utf8.ValidString(text[i]) {
-				errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", name))
-				return ""
-			}
-			return text[i]
+		ok := false
+		if valid != nil {
+			ok = valid[i]
+		} else {
+			ok = utf8.Valid(h[i].Value)
 		}
-		if !utf8.Valid(h[i].Value) {
-			errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", name))
+		if !ok {
+			errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", roleNames[r]))
 			return ""
+		}
+		if text != nil {
+			return text[i]
 		}
 		return string(h[i].Value)
 	}
-	num := func(name string, bits int) int64 {
-		s := str(name)
+	num := func(r dlRole, bits int) int64 {
+		s := str(r)
 		if s == "" {
 			return -1
 		}
 		n, err := strconv.ParseInt(s, 10, bits)
 		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", name, truncateForError(s)))
+			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], truncateForError(s)))
 			return -1
 		}
 		return n
 	}
-	has := func(name string) bool { return h.find(name) >= 0 }
 	switch {
-	case has(SpringOriginalTopic):
-		o.Topic = str(SpringOriginalTopic)
-		o.Group = str(SpringOriginalGroup)
-		if v, ok := h.get(SpringOriginalPartition); ok {
-			if len(v) != 4 {
+	case ix[roleSpringTopic] >= 0:
+		o.Topic = str(roleSpringTopic)
+		o.Group = str(roleSpringGroup)
+		if i := ix[roleSpringPartition]; i >= 0 {
+			if v := h[i].Value; len(v) != 4 {
 				errs = append(errs, fmt.Errorf("header %s: want a 4-byte big-endian integer, got %d bytes", SpringOriginalPartition, len(v)))
 			} else {
 				o.Partition = int32(binary.BigEndian.Uint32(v))
 			}
 		}
-		if v, ok := h.get(SpringOriginalOffset); ok {
-			if len(v) != 8 {
+		if i := ix[roleSpringOffset]; i >= 0 {
+			if v := h[i].Value; len(v) != 8 {
 				errs = append(errs, fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", SpringOriginalOffset, len(v)))
 			} else {
 				o.Offset = int64(binary.BigEndian.Uint64(v))
 			}
 		}
-	case has(ConnectTopic):
-		o.Topic = str(ConnectTopic)
-		o.Partition = int32(num(ConnectPartition, 32))
-		o.Offset = num(ConnectOffset, 64)
-	case has(KarafkaTopic):
-		o.Topic = str(KarafkaTopic)
-		o.Partition = int32(num(KarafkaPartition, 32))
-		o.Offset = num(KarafkaOffset, 64)
-		o.Group = str(KarafkaConsumerGroup)
+	case ix[roleConnectTopic] >= 0:
+		o.Topic = str(roleConnectTopic)
+		o.Partition = int32(num(roleConnectPartition, 32))
+		o.Offset = num(roleConnectOffset, 64)
+	case ix[roleKarafkaTopic] >= 0:
+		o.Topic = str(roleKarafkaTopic)
+		o.Partition = int32(num(roleKarafkaPartition, 32))
+		o.Offset = num(roleKarafkaOffset, 64)
+		o.Group = str(roleKarafkaGroup)
 	}
 	if o.Partition < -1 {
 		errs = append(errs, fmt.Errorf("original partition %d is negative", o.Partition))
@@ -252,10 +324,19 @@ func originFrom(h headerList, text []string) (KafkaOrigin, error) {
 // decodes; it holds no per-record state, so one decoder serves several
 // goroutines.
 type KafkaDecoder struct {
-	from    EventIDSource
-	names   FieldNames
-	table   nameTable
+	from  EventIDSource
+	names FieldNames
+	table nameTable
+	// aliasOf gives, for each name a field may be read from, the field
+	// and the name's rank among that field's names (first wins); nil when
+	// a name serves more than one field, which the general lookup handles.
+	aliasOf map[string]fieldAlias
 	scratch sync.Pool // of *decodeScratch
+}
+
+type fieldAlias struct {
+	f    field
+	rank int
 }
 
 // decodeScratch is Decode's working space for a record's headers. Go's
@@ -264,13 +345,27 @@ type KafkaDecoder struct {
 // scan more than the pool does.
 type decodeScratch struct {
 	dlText, keys, vals [smallHeaders]string
+	dlValid            [smallHeaders]bool
 	used               [numFields + 4]string
+	resolved           [numFields]int8
 }
 
 // NewKafkaDecoder returns a decoder that takes event IDs from from and
 // envelope fields from the headers names gives.
 func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
-	return &KafkaDecoder{from: from, names: names, table: names.table()}
+	d := &KafkaDecoder{from: from, names: names, table: names.table(), aliasOf: map[string]fieldAlias{}}
+	for f, ns := range d.table {
+		for rank, n := range ns {
+			if a, ok := d.aliasOf[n]; ok && a.f != field(f) {
+				d.aliasOf = nil
+				return d
+			}
+			if _, ok := d.aliasOf[n]; !ok {
+				d.aliasOf[n] = fieldAlias{field(f), rank}
+			}
+		}
+	}
+	return d
 }
 
 // Lean is Decode without what a summary never reads: the envelope has no
@@ -336,7 +431,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		*sc = decodeScratch{} // holds no record's strings while pooled
 		d.scratch.Put(sc)
 	}()
-	dl, dlText := headerList(dlBuf[:0]), sc.dlText[:0]
+	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
 	kv := kvReader{names: &d.table, used: sc.used[:0]}
 	if len(r.Headers)-ndl > 2*smallHeaders {
 		// Past a few dozen names a map beats scanning the slices.
@@ -352,6 +447,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		if DeadLetterHeader(h.Key) {
 			dl = append(dl, h)
 			dlText = append(dlText, v)
+			dlValid = append(dlValid, utf8.ValidString(v))
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
@@ -363,6 +459,17 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		} else {
 			kv.fields.put(h.Key, v)
 		}
+	}
+	if d.aliasOf != nil && kv.fields.m == nil {
+		// Each name is looked up once, rather than each field's names
+		// compared with every header.
+		var rank [numFields]int
+		for i, k := range kv.fields.keys {
+			if a, ok := d.aliasOf[k]; ok && (sc.resolved[a.f] == 0 || a.rank < rank[a.f]) {
+				sc.resolved[a.f], rank[a.f] = int8(i+1), a.rank
+			}
+		}
+		kv.resolved = &sc.resolved
 	}
 	if headerErr != nil {
 		kv.fail(headerErr)
@@ -390,7 +497,8 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		e.Key = key
 	}
 	// Only dead-lettering headers name the origin.
-	orig, err := originFrom(dl, dlText)
+	ix := dl.index()
+	orig, err := originFrom(dl, ix, dlText, dlValid)
 	if err != nil {
 		kv.fail(err)
 	}
@@ -400,18 +508,18 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	if orig.Group != "" {
 		e.Origin.Subscription = orig.Group
 	}
-	text := func(name string) string {
-		if i := dl.find(name); i >= 0 && utf8.ValidString(dlText[i]) {
+	text := func(r dlRole) string {
+		if i := ix[r]; i >= 0 && dlValid[i] {
 			return dlText[i]
 		}
 		return ""
 	}
-	if c := text(ConnectConnectorName); c != "" && e.Origin.Consumer == "" {
+	if c := text(roleConnectConnector); c != "" && e.Origin.Consumer == "" {
 		e.Origin.Consumer = c
 	}
-	msg, class := text(SpringExceptionMessage), text(SpringExceptionFQCN)
+	msg, class := text(roleSpringMessage), text(roleSpringFQCN)
 	if msg == "" && class == "" {
-		msg, class = text(ConnectExceptionMessage), text(ConnectExceptionClass)
+		msg, class = text(roleConnectMessage), text(roleConnectClass)
 	}
 	if e.LastError == "" {
 		e.LastError = msg
@@ -438,7 +546,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	var spans [3]span
 	nspans := 0
 	for i, h := range dl {
-		if dl.shadowed(i) {
+		if dl.shadowed(i, &ix) {
 			continue // a later header of the name is the one that counts
 		}
 		k, v := h.Key, h.Value
@@ -478,7 +586,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			nspans++
 			continue
 		}
-		if !utf8.ValidString(dlText[i]) {
+		if !dlValid[i] {
 			kv.fail(fmt.Errorf("header %s: invalid UTF-8", truncateForError(k)))
 			continue
 		}

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,7 @@ const (
 	stateTopicPartNum  = 1
 	mergeHighWater     = 16384 // records buffered per partition before it is paused (above one fetch)
 	mergeLowWater      = 4096
+	scanReaders        = 4 // clients a scan reads with, each a share of the partitions
 	stateIdleTimeout   = 10 * time.Second
 	stableWaitFirst    = 5 * time.Millisecond
 	stableWaitInterval = 100 * time.Millisecond
@@ -761,6 +763,7 @@ func keyOf(r *kgo.Record) mergeKey {
 // mergePart is one partition in scanRecords' merge: its records fetched
 // and not yet merged, the merge key of the first, and where it ends.
 type mergePart struct {
+	cl           *kgo.Client // the reader that fetches it
 	p            int32
 	end          int64 // the offset to read up to
 	buf          []*kgo.Record
@@ -888,14 +891,6 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 	if len(from) == 0 {
 		return nil
 	}
-	// The client's default of 1 MiB per partition per fetch is kept: the
-	// limit counts compressed bytes, and 4 MiB of well-compressed dead
-	// letters tripled the peak memory of a scan for no measurable gain.
-	cl, err := t.reader(t.src.topic, from)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	// One mergePart per partition that holds records to read, found by
 	// partition number through byPart: the loops below run per record.
 	var parts []*mergePart
@@ -908,7 +903,40 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		}
 		byPart[p] = m
 	}
-	poll := func() error {
+	slices.SortFunc(parts, func(a, b *mergePart) int { return int(a.p) - int(b.p) })
+	// A client fetches from one broker one request at a time, and decodes
+	// the response on one goroutine before it asks again: with one
+	// client, that goroutine is what a scan waits on. Up to
+	// scanReaders clients, each with a share of the partitions, fetch and
+	// decode side by side, and each holds at most one fetch the merge has
+	// not taken. The client's default of 1 MiB per partition per fetch is
+	// kept: the limit counts compressed bytes, and 4 MiB of well-compressed
+	// dead letters tripled the peak memory of a scan for no measurable gain.
+	nr := min(len(parts), scanReaders)
+	share := make([]map[int32]int64, nr)
+	for i, m := range parts {
+		if share[i%nr] == nil {
+			share[i%nr] = map[int32]int64{}
+		}
+		share[i%nr][m.p] = from[m.p]
+	}
+	readers := make([]*kgo.Client, 0, nr)
+	defer func() {
+		for _, cl := range readers {
+			cl.Close()
+		}
+	}()
+	for i := range nr {
+		cl, err := t.reader(t.src.topic, share[i])
+		if err != nil {
+			return err
+		}
+		readers = append(readers, cl)
+	}
+	for i, m := range parts {
+		m.cl = readers[i%nr]
+	}
+	poll := func(cl *kgo.Client) error {
 		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
 		fs := cl.PollFetches(pctx)
 		idle := pctx.Err() != nil && fs.NumRecords() == 0
@@ -923,7 +951,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 			// Nothing came although records were due: what is left of
 			// those partitions is gone (compaction, retention).
 			for _, m := range parts {
-				if len(m.buf) == 0 {
+				if m.cl == cl && len(m.buf) == 0 {
 					m.done = true
 				}
 			}
@@ -950,7 +978,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		})
 		var pause []int32
 		for _, m := range parts {
-			if len(m.buf) >= mergeHighWater && !m.paused && !m.done {
+			if m.cl == cl && len(m.buf) >= mergeHighWater && !m.paused && !m.done {
 				pause = append(pause, m.p)
 				m.paused = true
 			}
@@ -964,22 +992,25 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 	for {
 		// Every partition that may still hold records needs its head.
 		if need {
-			need = false
+			var empty *mergePart
 			for _, m := range parts {
 				if len(m.buf) == 0 && !m.done {
-					need = true
 					if m.paused {
-						cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {m.p}})
+						m.cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {m.p}})
 						m.paused = false
+					}
+					if empty == nil {
+						empty = m
 					}
 				}
 			}
-			if need {
-				if err := poll(); err != nil {
+			if empty != nil {
+				if err := poll(empty.cl); err != nil {
 					return err
 				}
 				continue
 			}
+			need = false
 		}
 		var bm *mergePart
 		for _, m := range parts {
@@ -996,7 +1027,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 			need = true
 		}
 		if bm.paused && len(bm.buf) < mergeLowWater {
-			cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
+			bm.cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {p}})
 			bm.paused = false
 		}
 		if c.after != nil && !c.after.less(bestKey) {
