@@ -99,6 +99,13 @@ type Registration struct {
 	// Env lists the environment variables it reads.
 	Env          []EnvVar
 	Capabilities Capabilities
+	// ScanGC, when not 0, is the collector's GOGC for a command that reads
+	// this backend. At Go's default of 100 the collector runs each time
+	// the heap doubles what is live; a client that decodes every fetch
+	// into new memory (Kafka's: about 1.7 KB per record, of which a scan
+	// keeps a few bytes) makes it run so often that it costs a quarter of
+	// a scan's CPU. The operator's GOGC, when set, wins.
+	ScanGC int
 	// Parse checks raw without connecting. Its error must not contain a
 	// secret; Parsed.Secrets lists those found so callers can scrub.
 	Parse func(raw string) (Parsed, error)

@@ -200,5 +200,8 @@ func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
 	if f.source == "" {
 		return nil, usageErrorf("no source: give --source (e.g. --source dir:testdata/incident), set DLQCTL_SOURCE, or choose a --profile")
 	}
+	if reg, err := f.backends().Lookup(f.source); err == nil {
+		paceCollector(reg, f.Getenv)
+	}
 	return f.backends().Open(ctx, f.source, f.openOptions())
 }

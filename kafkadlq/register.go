@@ -7,6 +7,10 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
+// scanGC is the collector's GOGC for commands reading a Kafka DLQ
+// (backend.Registration.ScanGC).
+const scanGC = 300
+
 // Registration describes Apache Kafka to the command layer.
 func Registration() backend.Registration {
 	return backend.Registration{
@@ -20,6 +24,8 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
+		// franz-go decodes each fetch into new memory; see docs/decisions.md.
+		ScanGC: scanGC,
 		Parse: func(raw string) (backend.Parsed, error) {
 			u, err := parseURL(raw)
 			if err != nil {
