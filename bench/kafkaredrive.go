@@ -16,6 +16,11 @@ import (
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
+
+// targetKafkaRedriveRatio: an unthrottled transactional redrive at least
+// this fast against the raw transactional loop (issue 11).
+const targetKafkaRedriveRatio = 0.5
+
 // The kafka-redrive case: an unthrottled transactional `dlqctl redrive
 // apply` (journal on) of a Spring dead-letter topic against
 // rawkafka.TxnLoop, which redrives the same records in transactions of the
@@ -211,10 +216,10 @@ func (kr *KafkaRedrive) write(w io.Writer) {
 	}
 	if len(ratios) > 0 {
 		verdict := "met"
-		if median(ratios) < targetRedriveRatio {
+		if median(ratios) < targetKafkaRedriveRatio {
 			verdict = "**NOT met**"
 		}
-		fmt.Fprintf(w, "\nRatio apply/raw (records/s), median of the %d runs: **%.2f×**. Target ≥ %.1f×: %s.\n", len(ratios), median(ratios), targetRedriveRatio, verdict)
+		fmt.Fprintf(w, "\nRatio apply/raw (records/s), median of the %d runs: **%.2f×**. Target ≥ %.1f×: %s.\n", len(ratios), median(ratios), targetKafkaRedriveRatio, verdict)
 	}
 	fmt.Fprintf(w, "Broker: Apache Kafka 4.4.0, one KRaft node (started in %.1fs); each side redrives a DLT of its own (4 partitions, Spring Kafka headers) to 5 origin topics of %d partitions.\n", kr.BrokerStart.Seconds(), kafkaOriginPartitions)
 	fmt.Fprintf(w, "dlqctl: `%s` then `%s` (timed: the apply process, journal on).\n", kr.Plan, kr.Apply)
