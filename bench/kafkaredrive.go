@@ -16,7 +16,6 @@ import (
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
-
 // targetKafkaRedriveRatio: an unthrottled transactional redrive at least
 // this fast against the raw transactional loop (issue 11).
 const targetKafkaRedriveRatio = 0.5
