@@ -88,7 +88,14 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 		for o := s.start; o < s.end; o++ {
 			if !doneIn[s.partition][o] {
 				pe.OldestRemaining = o
-				want[s.partition] = append(want[s.partition], o)
+				// stats scanned just before: no need to fetch it again.
+				if ts, ok := t.seenAt(s.partition, o); ok {
+					if oldest.IsZero() || ts.Before(oldest) {
+						oldest = ts
+					}
+				} else {
+					want[s.partition] = append(want[s.partition], o)
+				}
 				break
 			}
 		}

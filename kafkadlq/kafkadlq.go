@@ -119,6 +119,10 @@ type Topic struct {
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
 	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
+	// firstSeen is, per DLQ partition, the first record the last scan gave
+	// out: stats' extras want each partition's oldest remaining record,
+	// which that usually is, and a record at an offset never changes.
+	firstSeen map[int32]seenRecord
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -769,6 +773,7 @@ type mergePart struct {
 	buf          []*kgo.Record
 	head         mergeKey // keyOf(buf[0]) while buf is not empty
 	done, paused bool
+	seen         bool // a record of it was given out (Topic.firstSeen)
 }
 
 func (m *mergePart) push(r *kgo.Record) {
@@ -1036,6 +1041,15 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if st.done.hasAt(p, best.Offset) {
 			continue
 		}
+		if !bm.seen {
+			bm.seen = true
+			t.mu.Lock()
+			if t.firstSeen == nil {
+				t.firstSeen = map[int32]seenRecord{}
+			}
+			t.firstSeen[p] = seenRecord{offset: best.Offset, ts: best.Timestamp}
+			t.mu.Unlock()
+		}
 		if err := fn(best); err != nil {
 			if errors.Is(err, backend.ErrStop) {
 				return nil
@@ -1043,6 +1057,21 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 			return err
 		}
 	}
+}
+
+// seenRecord is a record's offset and timestamp (Topic.firstSeen).
+type seenRecord struct {
+	offset int64
+	ts     time.Time
+}
+
+// seenAt is the timestamp of the record at p:o if a scan gave it out first
+// in its partition.
+func (t *Topic) seenAt(p int32, o int64) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.firstSeen[p]
+	return s.ts, ok && s.offset == o
 }
 
 // fetch reads the record at partition:offset of the DLQ topic; it is

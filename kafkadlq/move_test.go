@@ -382,6 +382,21 @@ func TestExtras(t *testing.T) {
 	if len(x.Rows) == 0 || x.Title == "" {
 		t.Fatal("no rows")
 	}
+	// After a scan (as stats runs one), the extras take the oldest remaining
+	// records' times from what the scan read, and say the same; a scan that
+	// started after the oldest entry gives nothing to take, and still the
+	// same is said.
+	for _, after := range []string{"", "0:0"} {
+		fresh := openTopic(t, ctx, dlt, kafkadlq.Options{})
+		scanAll(t, ctx, fresh, after)
+		y, err := fresh.Extras(ctx, []string{origin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := y.JSON.(kafkadlq.KafkaExtras); got.OldestRemaining != ke.OldestRemaining || len(got.Warnings) != 1 {
+			t.Fatalf("after a scan from %q: oldest %q, warnings %q; without: %q", after, got.OldestRemaining, got.Warnings, ke.OldestRemaining)
+		}
+	}
 }
 
 // TestStateCacheSeesOtherWriters: a Topic that has read the state topic
