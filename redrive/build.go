@@ -180,9 +180,11 @@ func refusal(req PlanRequest, c envelope.Classification) string {
 // Stale lists the plan's entries that are gone from the DLQ or whose
 // fingerprint changed, with one read of the DLQ.
 func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed []Entry, err error) {
+	// The ids and fingerprints are read from the plan's records as they
+	// are, without making each entry: this runs over every entry.
 	want := make(map[string]int, p.Entries.Len())
 	for i := range p.Entries.Len() {
-		want[p.Entries.At(i).ID] = i
+		want[p.Entries.ID(i)] = i
 	}
 	seen := make([]bool, p.Entries.Len())
 	check := func(id, fingerprint string) error {
@@ -191,8 +193,8 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 			return nil
 		}
 		seen[i] = true
-		if en := p.Entries.At(i); fingerprint != en.Fingerprint {
-			changed = append(changed, en)
+		if !p.Entries.HasFingerprint(i, fingerprint) {
+			changed = append(changed, p.Entries.At(i))
 		}
 		return nil
 	}
