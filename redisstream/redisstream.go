@@ -54,12 +54,14 @@ type Options struct {
 // Stream is a DLQ held in one Redis stream.
 type Stream struct {
 	// rdb is a *redis.Client, or a *redis.ClusterClient with ?cluster=true.
-	rdb      redis.UniversalClient
-	cluster  bool
-	src      sourceURL
-	key      string
-	group    string
-	names    envelope.FieldNames
+	rdb     redis.UniversalClient
+	cluster bool
+	src     sourceURL
+	key     string
+	group   string
+	names   envelope.FieldNames
+	// move is the move script for this stream's group and field names.
+	move     *redis.Script
 	pageSize int
 	password string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
@@ -142,6 +144,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		key:      src.stream,
 		group:    src.group,
 		names:    names,
+		move:     moveScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
 		pageSize: pageSize,
 		password: ro.Password,
 		leaseTTL: opts.LeaseTTL,
