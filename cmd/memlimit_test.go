@@ -156,3 +156,45 @@ func TestRuntimeHeapReadsTheCollector(t *testing.T) {
 		t.Errorf("gogc %d, want %d", b.gogc, want)
 	}
 }
+
+// BenchmarkFollowHeapLargeHeap is a scan whose live heap is large (150 MiB,
+// as Kafka's fetch buffers can be) and that allocates 4 GiB while it runs,
+// with and without the follower: the follower must not make it collect
+// more often. It reports the collector's cycles and its share of the CPU.
+func BenchmarkFollowHeapLargeHeap(b *testing.B) {
+	for _, follow := range []bool{false, true} {
+		b.Run(map[bool]string{false: "default", true: "follower"}[follow], func(b *testing.B) {
+			for range b.N {
+				live := make([][]byte, 0, 150)
+				for range 150 {
+					live = append(live, make([]byte, 1<<20))
+				}
+				var stop func()
+				if follow {
+					stop = followHeap(context.Background(), func(string) string { return "" }, runtimeHeap(), debug.SetMemoryLimit)
+				}
+				var ms0, ms1 runtime.MemStats
+				runtime.ReadMemStats(&ms0)
+				start := time.Now()
+				sink := 0
+				for i := range 4 << 10 { // 4 GiB in 1 MiB pieces, some kept a while
+					buf := make([]byte, 1<<20)
+					buf[0] = byte(i)
+					live[i%150] = buf // the live set turns over, its size stays
+					sink += int(buf[0])
+				}
+				wall := time.Since(start)
+				runtime.ReadMemStats(&ms1)
+				if stop != nil {
+					stop()
+				}
+				b.ReportMetric(float64(ms1.NumGC-ms0.NumGC), "gc-cycles")
+				b.ReportMetric(float64(ms1.PauseTotalNs-ms0.PauseTotalNs)/1e6, "pause-ms")
+				b.ReportMetric(wall.Seconds(), "s")
+				b.ReportMetric(float64(ms1.HeapSys)/(1<<20), "heap-sys-MiB")
+				runtime.KeepAlive(live)
+				_ = sink
+			}
+		})
+	}
+}
