@@ -3,6 +3,7 @@ package redisstream
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -170,4 +171,44 @@ func BenchmarkRawMove(b *testing.B) {
 	b.ReportMetric((evalshaUsec(b, rdb)-before)/float64(b.N), "server-µs/entry")
 	b.ReportMetric((serverCPU(b, rdb)-cpu0)/float64(b.N), "server-cpu-µs/entry")
 	rdb.Del(ctx, k, dest)
+}
+
+// BenchmarkScanFingerprints reads the fingerprints of 100,000 entries
+// shaped like the bench's, in one range (one CPU) and in two halves at once.
+func BenchmarkScanFingerprints(b *testing.B) {
+	ctx := context.Background()
+	rdb := shared.Client()
+	k := "bench:fingerprints:dlq"
+	const n = 100000
+	if rdb.XLen(ctx, k).Val() != n {
+		rdb.Del(ctx, k)
+		for lo := 0; lo < n; lo += 1000 {
+			pipe := rdb.Pipeline()
+			for i := lo; i < lo+1000; i++ {
+				pipe.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: benchFields(i)})
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	s, err := Open(ctx, shared.URL(0, k), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, procs := range []int{1, 2} {
+		b.Run(fmt.Sprintf("procs%d", procs), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			cpu0, own0 := serverCPU(b, rdb), clientCPU()
+			for range b.N {
+				got := 0
+				if err := s.ScanFingerprints(ctx, func(string, string) error { got++; return nil }); err != nil || got != n {
+					b.Fatal(err, got)
+				}
+			}
+			b.ReportMetric((serverCPU(b, rdb)-cpu0)/float64(b.N)/1e6, "server-cpu-s/op")
+			b.ReportMetric((clientCPU()-own0)/float64(b.N), "client-cpu-s/op")
+		})
+	}
 }

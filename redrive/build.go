@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,11 +183,14 @@ func refusal(req PlanRequest, c envelope.Classification) string {
 func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed []Entry, err error) {
 	// The ids and fingerprints are read from the plan's records as they
 	// are, without making each entry: this runs over every entry.
+	var changedAt []int
 	want := make(map[string]int, p.Entries.Len())
 	for i := range p.Entries.Len() {
 		want[p.Entries.ID(i)] = i
 	}
 	seen := make([]bool, p.Entries.Len())
+	// A scanner need not answer in plan order (Redis reads two halves at
+	// once): the changed entries are listed in plan order after the scan.
 	check := func(id, fingerprint string) error {
 		i, ok := want[id]
 		if !ok {
@@ -194,7 +198,7 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 		}
 		seen[i] = true
 		if !p.Entries.HasFingerprint(i, fingerprint) {
-			changed = append(changed, p.Entries.At(i))
+			changedAt = append(changedAt, i)
 		}
 		return nil
 	}
@@ -202,6 +206,10 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 		err = fs.ScanFingerprints(ctx, check)
 	} else {
 		err = src.Scan(ctx, "", func(env envelope.Envelope) error { return check(env.ID, env.Fingerprint) })
+	}
+	slices.Sort(changedAt)
+	for _, i := range changedAt {
+		changed = append(changed, p.Entries.At(i))
 	}
 	for i, ok := range seen {
 		if !ok {
