@@ -43,6 +43,11 @@ type Factory struct {
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
+	// heapSample and setMemoryLimit are what stats's heap follower reads
+	// and sets (memlimit.go); nil: runtime/metrics and
+	// debug.SetMemoryLimit. Tests pass their own.
+	heapSample     func() heapSample
+	setMemoryLimit func(int64) int64
 }
 
 // GlobalOptions are the flags every command takes (the command contract).

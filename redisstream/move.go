@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 var (
@@ -18,22 +17,23 @@ var (
 	_ backend.Tailer = (*Stream)(nil)
 )
 
-// moveScript moves one DLQ entry to its destination stream, atomically and
-// only if it is still in the DLQ, so that a move can never happen twice.
+// moveScriptFor is the script that moves one DLQ entry to its destination
+// stream, atomically and only if it is still in the DLQ, so that a move can
+// never happen twice. The stream's configuration is written into its text:
+// group is the consumer group ("" when the DLQ is read through none), fp
+// and rc the names of the fingerprint and redrive_count fields (the first
+// name an entry has wins, as when dlqctl decodes).
 //
 //	KEYS[1]  the DLQ stream
 //	KEYS[2]  the destination stream
-//	ARGV     id, expected fingerprint, group ("" when the DLQ is read
-//	         through none), then n and the n names of the fingerprint
-//	         field, then m and the m names of the redrive_count field
-//	         (first present name wins, as when dlqctl decodes), then the
-//	         marker fields as name/value pairs up to the end
+//	ARGV     id, expected fingerprint, run ID, seq
 //
 // Replies: {"gone"} when the entry is not in the DLQ; {"changed", actual}
-// when its fingerprint is not the expected one; {"ok", new id} when it was
-// added to the destination with all its fields in their order, redrive_count
-// one higher and the markers replacing any earlier ones, deleted from the
-// DLQ and acked in the group. Nothing is written in the first two cases.
+// when its fingerprint is not the expected one; the new entry's id when it
+// was added to the destination with all its fields in their order,
+// redrive_count one higher and the markers (run ID, seq, the id it was
+// redriven from) replacing any earlier ones, deleted from the DLQ and
+// acked in the group. Nothing is written in the first two cases.
 //
 // An entry without a fingerprint field is moved unverified: its planned
 // fingerprint was computed with SHA-256, which Redis's Lua does not have.
@@ -42,41 +42,57 @@ var (
 // first write: Redis does not roll a script back, so a failure after it
 // would leave a half-done move.
 //
-// It runs once per entry moved, so it makes as few Lua tables as it can:
-// the names are read from ARGV where they are, and the new entry is built
-// in place in the table XRANGE returned (the write index never passes the
-// read index). That took a fifth to a third off its server time per call,
-// which is most of a redrive's time on the server.
-var moveScript = redis.NewScript(`
-local id, want, group = ARGV[1], ARGV[2], ARGV[3]
-local rcAt = 5 + tonumber(ARGV[4])
-local mAt = rcAt + tonumber(ARGV[rcAt]) + 1
+// It runs once per entry moved, and the server's time in it is most of a
+// redrive's: the names are in the text rather than in every call's
+// arguments (15 arguments a call were 4); one pass over the entry's fields
+// finds the fingerprint and redrive_count and whether it carries markers
+// already; the usual entry (no markers yet) keeps the table XRANGE
+// returned and gets the count in place and the markers after its fields,
+// and only an entry redriven before is rebuilt (in place: the write index
+// never passes the read index).
+func moveScriptFor(group string, fp, rc []string) *redis.Script {
+	src := `
+local id, want, run, seq = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local group = ` + luaString(group) + `
+local fpNames = {` + luaStrings(fp) + `}
+local rcNames = {` + luaStrings(rc) + `}
+local mRun, mSeq, mFrom = ` + luaStrings([]string{backend.MarkerRunID, backend.MarkerSeq, backend.MarkerRedrivenFrom}) + `
 
 local found = redis.call('XRANGE', KEYS[1], id, id)
 if #found == 0 then return {'gone'} end
 local fields = found[1][2]
 local nf = #fields
--- The first of the names ARGV[from..to] that the entry has, and its value
--- (the last one, should a name repeat).
-local function pick(from, to)
-  for a = from, to do
-    local name, v = ARGV[a], nil
-    for i = 1, nf, 2 do
-      if fields[i] == name then v = fields[i + 1] end
-    end
-    if v ~= nil then return name, v end
+
+-- One pass. Of fpNames (and of rcNames) the first one the entry has wins,
+-- with its last value should it repeat: a match at rank a replaces what
+-- was found when a is not larger. rcPos is where the winning redrive_count
+-- name was seen last and rcN how often.
+local nfp, nrc = #fpNames, #rcNames
+local fpR, have = nfp, nil
+local rcR, rcName, old, rcPos, rcN = nrc, nil, nil, 0, 0
+local marked = false
+for i = 1, nf, 2 do
+  local k = fields[i]
+  for a = 1, fpR do
+    if k == fpNames[a] then fpR, have = a, fields[i + 1] break end
   end
+  for a = 1, rcR do
+    if k == rcNames[a] then
+      if a < rcR or rcName == nil then rcN = 0 end
+      rcR, rcName, old, rcPos, rcN = a, k, fields[i + 1], i, rcN + 1
+      break
+    end
+  end
+  if k == mRun or k == mSeq or k == mFrom then marked = true end
 end
 
-local _, have = pick(5, rcAt - 1)
 if have ~= nil and have ~= '' and have ~= want and string.lower(have) ~= string.lower(want) then
   return {'changed', have}
 end
 
-local rcName, old = pick(rcAt + 1, mAt - 1)
 local count = 0
 if rcName == nil then
-  rcName = ARGV[rcAt + 1]
+  rcName = rcNames[1]
 elseif old ~= '' then
   if not string.match(old, '^[+-]?%d+$') then
     return redis.error_reply('field ' .. rcName .. ' of ' .. id .. ' is not a whole number: ' .. old)
@@ -90,33 +106,64 @@ if group ~= '' then
   redis.call('XPENDING', KEYS[1], group, id, id, 1)
 end
 
-local marker = {}
-for i = mAt, #ARGV, 2 do marker[ARGV[i]] = true end
-local n, rcDone = 0, false
-for i = 1, nf, 2 do
-  local k = fields[i]
-  if k == rcName then
-    fields[n + 1], fields[n + 2] = k, newCount
-    n, rcDone = n + 2, true
-  elseif not marker[k] then
-    fields[n + 1], fields[n + 2] = k, fields[i + 1]
+local n = nf
+if not marked and rcN <= 1 then
+  if rcN == 1 then
+    fields[rcPos + 1] = newCount
+  else
+    fields[n + 1], fields[n + 2] = rcName, newCount
+    n = n + 2
+  end
+else
+  local rcDone = false
+  n = 0
+  for i = 1, nf, 2 do
+    local k = fields[i]
+    if k == rcName then
+      fields[n + 1], fields[n + 2] = k, newCount
+      n, rcDone = n + 2, true
+    elseif k ~= mRun and k ~= mSeq and k ~= mFrom then
+      fields[n + 1], fields[n + 2] = k, fields[i + 1]
+      n = n + 2
+    end
+  end
+  if not rcDone then
+    fields[n + 1], fields[n + 2] = rcName, newCount
     n = n + 2
   end
 end
-if not rcDone then
-  fields[n + 1], fields[n + 2] = rcName, newCount
-  n = n + 2
-end
-for i = mAt, #ARGV do
-  n = n + 1
-  fields[n] = ARGV[i]
-end
+fields[n + 1], fields[n + 2] = mRun, run
+fields[n + 3], fields[n + 4] = mSeq, seq
+fields[n + 5], fields[n + 6] = mFrom, id
 
-local newID = redis.call('XADD', KEYS[2], '*', unpack(fields, 1, n))
+local newID = redis.call('XADD', KEYS[2], '*', unpack(fields, 1, n + 6))
 redis.call('XDEL', KEYS[1], id)
 if group ~= '' then redis.call('XACK', KEYS[1], group, id) end
-return {'ok', newID}
-`)
+return newID
+`
+	return redis.NewScript(src)
+}
+
+// luaString is s as a Lua string literal: every byte as a decimal escape,
+// so that no name can end the literal or change the script.
+func luaString(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "\\%d", s[i])
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// luaStrings is names as a comma-separated list of Lua string literals.
+func luaStrings(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = luaString(n)
+	}
+	return strings.Join(parts, ", ")
+}
 
 // removeScript deletes one DLQ entry if it is still there.
 //
@@ -160,28 +207,19 @@ func (s *Stream) publishScript(ctx context.Context, items []backend.MoveItem, m 
 	results := make([]backend.MoveResult, len(items))
 	calls := make([]scriptCall, 0, len(items))
 	at := make([]int, 0, len(items))
-	// What every call of the chunk shares, made once: the group and the
-	// field names.
-	common := appendNames([]any{s.group}, s.names[envelope.FieldFingerprint])
-	common = appendNames(common, s.names[envelope.FieldRedriveCount])
 	var runID any = m.RunID
 	for i, it := range items {
 		if it.Dest == "" {
 			results[i].Err = fmt.Errorf("move %s: no destination stream", it.ID)
 			continue
 		}
-		var id any = it.ID
-		args := make([]any, 0, 2+len(common)+6)
-		args = append(args, id, it.Fingerprint)
-		args = append(args, common...)
-		args = append(args,
-			backend.MarkerRunID, runID,
-			backend.MarkerSeq, strconv.FormatInt(it.Seq, 10),
-			backend.MarkerRedrivenFrom, id)
-		calls = append(calls, scriptCall{keys: []string{s.key, it.Dest}, args: args})
+		calls = append(calls, scriptCall{
+			keys: []string{s.key, it.Dest},
+			args: []any{it.ID, it.Fingerprint, runID, strconv.FormatInt(it.Seq, 10)},
+		})
 		at = append(at, i)
 	}
-	cmds, err := s.runScripts(ctx, moveScript, calls)
+	cmds, err := s.runScripts(ctx, s.move, calls)
 	if err != nil {
 		return nil, s.cmdErr(ctx, "publish", err)
 	}
@@ -193,16 +231,20 @@ func (s *Stream) publishScript(ctx context.Context, items []backend.MoveItem, m 
 }
 
 func (s *Stream) moveResult(it backend.MoveItem, cmd *redis.Cmd) backend.MoveResult {
+	if err := cmd.Err(); err != nil {
+		return backend.MoveResult{Err: s.itemErr("move "+it.ID+" to "+it.Dest, it.Dest, err)}
+	}
+	if newID, ok := cmd.Val().(string); ok {
+		return backend.MoveResult{DestID: newID, Removed: true}
+	}
 	reply, err := cmd.StringSlice()
 	switch {
 	case err != nil:
-		return backend.MoveResult{Err: s.itemErr("move "+it.ID+" to "+it.Dest, it.Dest, err)}
+		return backend.MoveResult{Err: fmt.Errorf("move %s: unexpected script reply %v: %w", it.ID, cmd.Val(), err)}
 	case len(reply) == 1 && reply[0] == "gone":
 		return backend.MoveResult{Err: fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, s)}
 	case len(reply) == 2 && reply[0] == "changed":
 		return backend.MoveResult{Err: fmt.Errorf("entry %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, reply[1])}
-	case len(reply) == 2 && reply[0] == "ok":
-		return backend.MoveResult{DestID: reply[1], Removed: true}
 	}
 	return backend.MoveResult{Err: fmt.Errorf("move %s: unexpected script reply %q", it.ID, reply)}
 }
@@ -256,15 +298,6 @@ func (s *Stream) itemErr(what, other string, err error) error {
 			what, s.key, keySlot(s.key), other, keySlot(other), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// appendNames adds a count and the names to script arguments.
-func appendNames(args []any, names []string) []any {
-	args = append(args, len(names))
-	for _, n := range names {
-		args = append(args, n)
-	}
-	return args
 }
 
 // scriptCall is one run of a script.

@@ -356,7 +356,7 @@ func TestPublishConnectionLost(t *testing.T) {
 	dlq := "dlq"
 	id := xadd(t, srv.Client(), dlq, "event_id", "E1", "payload", "x")
 	s := openStream(t, srv.URL(0, dlq), Options{})
-	if err := moveScript.Load(context.Background(), s.Client()).Err(); err != nil {
+	if err := s.move.Load(context.Background(), s.Client()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	s.Client().AddHook(&roundTrips{beforePipeline: func() {
@@ -463,7 +463,7 @@ func TestPublishReplyLost(t *testing.T) {
 	id := xadd(t, rdb, dlq, "event_id", "E1", "payload", "x")
 	proxy := startCutProxy(t, shared.Addr())
 	s := openStream(t, "redis://"+proxy.ln.Addr().String()+"/0?stream="+dlq, Options{})
-	if err := moveScript.Load(ctx, s.Client()).Err(); err != nil {
+	if err := s.move.Load(ctx, s.Client()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	proxy.armed.Store(true)
@@ -573,5 +573,49 @@ func TestPublishRedriveCountNames(t *testing.T) {
 	}
 	if entryFields(t, rdb, dlq, bad) == nil || xlen(t, rdb, orders) != 2 {
 		t.Error("a refused move wrote something")
+	}
+}
+
+// The move script carries the stream's field names in its text: names that
+// Lua would read as code, quotes or the end of a literal are only names.
+func TestPublishFieldNamesInTheScript(t *testing.T) {
+	ctx := context.Background()
+	rdb := shared.Client()
+	dlq, orders := key(t, "dlq"), key(t, "orders")
+	odd := "it's \"the\" count\\n]]\n--\x00é"
+	fpName := "fp'); redis.call('FLUSHALL"
+	names := envelope.FieldNames{envelope.FieldRedriveCount: {odd}, envelope.FieldFingerprint: {fpName}}
+	s := openStream(t, shared.URL(0, dlq), Options{Fields: names})
+	fp := envelope.ComputeFingerprint([]byte("x"))
+	a := xadd(t, rdb, dlq, "event_id", "E1", odd, "4", "payload", "x", fpName, fp)
+	// The count's name twice: every one of them gets the new count, from
+	// the last value, as when dlqctl decodes.
+	b := xadd(t, rdb, dlq, "event_id", "E2", odd, "2", "payload", "x", odd, "6")
+	c := xadd(t, rdb, dlq, "event_id", "E3", fpName, "sha256:other", "payload", "x")
+	res, err := s.Publish(ctx, []backend.MoveItem{
+		{Seq: 1, ID: a, Fingerprint: fp, Dest: orders},
+		{Seq: 2, ID: b, Dest: orders},
+		{Seq: 3, ID: c, Fingerprint: fp, Dest: orders},
+	}, testMarkers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"event_id", "E1", odd, "5", "payload", "x", fpName, fp, "dlqctl_run_id", "run-1", "dlqctl_seq", "1", "dlqctl_redriven_from", a},
+		{"event_id", "E2", odd, "7", "payload", "x", odd, "7", "dlqctl_run_id", "run-1", "dlqctl_seq", "2", "dlqctl_redriven_from", b},
+	}
+	for i, w := range want {
+		if res[i].Err != nil {
+			t.Fatalf("item %d: %v", i, res[i].Err)
+		}
+		if got := entryFields(t, rdb, orders, res[i].DestID); !reflect.DeepEqual(got, w) {
+			t.Errorf("moved entry %d:\n got %q\nwant %q", i, got, w)
+		}
+	}
+	if !errors.Is(res[2].Err, backend.ErrChanged) || !strings.Contains(res[2].Err.Error(), "now sha256:other") {
+		t.Errorf("item 3: %+v, want its changed fingerprint", res[2])
+	}
+	if xlen(t, rdb, dlq) != 1 || xlen(t, rdb, orders) != 2 {
+		t.Errorf("DLQ %d, destination %d entries; want 1 and 2", xlen(t, rdb, dlq), xlen(t, rdb, orders))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +55,14 @@ type Options struct {
 // Stream is a DLQ held in one Redis stream.
 type Stream struct {
 	// rdb is a *redis.Client, or a *redis.ClusterClient with ?cluster=true.
-	rdb      redis.UniversalClient
-	cluster  bool
-	src      sourceURL
-	key      string
-	group    string
-	names    envelope.FieldNames
+	rdb     redis.UniversalClient
+	cluster bool
+	src     sourceURL
+	key     string
+	group   string
+	names   envelope.FieldNames
+	// move is the move script for this stream's group and field names.
+	move     *redis.Script
 	pageSize int
 	password string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
@@ -142,6 +145,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		key:      src.stream,
 		group:    src.group,
 		names:    names,
+		move:     moveScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
 		pageSize: pageSize,
 		password: ro.Password,
 		leaseTTL: opts.LeaseTTL,
@@ -250,14 +254,104 @@ func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelo
 // ScanFingerprints reads every entry's id and fingerprint: the carried
 // fingerprint field when there is one, else the full decode's (computed)
 // one. It pages like Scan and skips decoding what it does not need.
+//
+// With more than one CPU the stream is read in two halves at once, each on
+// its own connection: parsing go-redis's reply (a map per entry) is most
+// of the time of an apply's staleness read, which reads the whole DLQ
+// before anything moves, and the server answers faster than one client
+// goroutine parses. fn is still called by one goroutine at a time, but not
+// in stream order.
 func (s *Stream) ScanFingerprints(ctx context.Context, fn func(id, fingerprint string) error) error {
+	ranges, err := s.halves(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ranges) == 1 {
+		return s.scanFingerprints(ctx, ranges[0], fn)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex // held while fn runs
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	for _, r := range ranges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.scanFingerprints(ctx, r, func(id, fp string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return fn(id, fp)
+			})
+			if err != nil {
+				errMu.Lock()
+				if first == nil {
+					first = err
+				}
+				errMu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// idRange is an XRANGE's start and end.
+type idRange struct{ start, end string }
+
+// halves splits the stream in two ranges at the millisecond halfway
+// between its first and last entries, or gives the whole stream as one
+// range when there is one CPU or too little to split.
+func (s *Stream) halves(ctx context.Context) ([]idRange, error) {
+	whole := []idRange{{"-", "+"}}
+	if runtime.GOMAXPROCS(0) < 2 {
+		return whole, nil
+	}
+	first, err := s.rdb.XRangeN(ctx, s.key, "-", "+", 1).Result()
+	if err != nil {
+		return nil, s.cmdErr(ctx, "xrange", err)
+	}
+	last, err := s.rdb.XRevRangeN(ctx, s.key, "+", "-", 1).Result()
+	if err != nil {
+		return nil, s.cmdErr(ctx, "xrevrange", err)
+	}
+	if len(first) == 0 || len(last) == 0 {
+		return whole, nil
+	}
+	lo, ok1 := idMillis(first[0].ID)
+	hi, ok2 := idMillis(last[0].ID)
+	if !ok1 || !ok2 || hi <= lo {
+		return whole, nil
+	}
+	// Every id below mid-0 is in the first range, every other in the
+	// second: "(" makes the first range's end exclusive.
+	mid := strconv.FormatUint(lo+(hi-lo)/2+1, 10) + "-0"
+	return []idRange{{"-", "(" + mid}, {mid, "+"}}, nil
+}
+
+// idMillis is the millisecond part of a stream id.
+func idMillis(id string) (uint64, bool) {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(ms, 10, 64)
+	return v, err == nil
+}
+
+// scanFingerprints is ScanFingerprints over one range, in stream order.
+func (s *Stream) scanFingerprints(ctx context.Context, r idRange, fn func(id, fingerprint string) error) error {
 	names := s.names[envelope.FieldFingerprint]
-	start := "-"
+	start := r.start
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, start, "+", int64(s.pageSize)).Result()
+		msgs, err := s.rdb.XRangeN(ctx, s.key, start, r.end, int64(s.pageSize)).Result()
 		if err != nil {
 			return s.cmdErr(ctx, "xrange", err)
 		}

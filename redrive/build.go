@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,19 +181,24 @@ func refusal(req PlanRequest, c envelope.Classification) string {
 // Stale lists the plan's entries that are gone from the DLQ or whose
 // fingerprint changed, with one read of the DLQ.
 func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed []Entry, err error) {
+	// The ids and fingerprints are read from the plan's records as they
+	// are, without making each entry: this runs over every entry.
+	var changedAt []int
 	want := make(map[string]int, p.Entries.Len())
 	for i := range p.Entries.Len() {
-		want[p.Entries.At(i).ID] = i
+		want[p.Entries.ID(i)] = i
 	}
 	seen := make([]bool, p.Entries.Len())
+	// A scanner need not answer in plan order (Redis reads two halves at
+	// once): the changed entries are listed in plan order after the scan.
 	check := func(id, fingerprint string) error {
 		i, ok := want[id]
 		if !ok {
 			return nil
 		}
 		seen[i] = true
-		if en := p.Entries.At(i); fingerprint != en.Fingerprint {
-			changed = append(changed, en)
+		if !p.Entries.HasFingerprint(i, fingerprint) {
+			changedAt = append(changedAt, i)
 		}
 		return nil
 	}
@@ -200,6 +206,10 @@ func Stale(ctx context.Context, src backend.Source, p *Plan) (missing, changed [
 		err = fs.ScanFingerprints(ctx, check)
 	} else {
 		err = src.Scan(ctx, "", func(env envelope.Envelope) error { return check(env.ID, env.Fingerprint) })
+	}
+	slices.Sort(changedAt)
+	for _, i := range changedAt {
+		changed = append(changed, p.Entries.At(i))
 	}
 	for i, ok := range seen {
 		if !ok {

@@ -197,6 +197,34 @@ func (es *Entries) At(i int) Entry {
 	return e
 }
 
+// ID is the locator of the entry at index i, without the rest.
+func (es *Entries) ID(i int) string {
+	r := es.rec(i)
+	return es.text(r.block, r.off, r.idLen)
+}
+
+// HasFingerprint says whether fp is the fingerprint of the entry at index
+// i, exactly as Fingerprint(i) == fp, without making that string: an
+// apply's staleness check asks it of every entry.
+func (es *Entries) HasFingerprint(i int, fp string) bool {
+	r := es.rec(i)
+	off := r.off + r.idLen + r.eventLen + r.keyLen
+	if r.fpLen != fpRaw {
+		return es.text(r.block, off, r.fpLen) == fp
+	}
+	const digits = "0123456789abcdef"
+	if len(fp) != len(sha256Prefix)+64 || fp[:len(sha256Prefix)] != sha256Prefix {
+		return false
+	}
+	hexed := fp[len(sha256Prefix):]
+	for k, c := range es.blocks[r.block][off : off+32] {
+		if hexed[2*k] != digits[c>>4] || hexed[2*k+1] != digits[c&0xf] {
+			return false
+		}
+	}
+	return true
+}
+
 // EventID is the event ID of the entry at index i, without the rest.
 func (es *Entries) EventID(i int) string {
 	r := es.rec(i)

@@ -89,6 +89,13 @@ type Journal struct {
 	// chain is the record chain's key and last MAC; a nil key writes
 	// records without MACs (a one-step run without an approval key).
 	chain chainState
+	// text, lines and out are AppendAll's buffers, kept from one write
+	// to the next: a redrive writes a chunk's records (up to 768) per
+	// write, and making them afresh was most of what its journal
+	// allocated.
+	text  []byte
+	lines [][]byte
+	out   bytes.Buffer
 }
 
 // CreateJournal starts a new journal; it refuses to overwrite one, since a
@@ -151,28 +158,37 @@ func (j *Journal) AppendAll(rs []Record) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	var buf bytes.Buffer
-	lines := make([][]byte, 0, len(rs))
+	text, ends := j.text[:0], make([]int, 0, len(rs))
 	now := j.now().UTC()
 	for i, r := range rs {
 		if r.At.IsZero() && (i == 0 || !isStep(r.Type)) {
 			r.At = now
 		}
 		r.MAC = ""
-		line, ok := appendStep(make([]byte, 0, 256), r)
-		if !ok {
+		var ok bool
+		if text, ok = appendStep(text, r); !ok {
 			var one bytes.Buffer
 			enc := json.NewEncoder(&one)
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
-			line = one.Bytes()
+			text = append(text, one.Bytes()...)
 		}
-		lines = append(lines, line)
+		ends = append(ends, len(text))
 	}
+	// The lines are cut from text only now: appending may have moved it.
+	lines := j.lines[:0]
+	start := 0
+	for _, end := range ends {
+		lines = append(lines, text[start:end:end])
+		start = end
+	}
+	j.text, j.lines = text, lines
+	buf := &j.out
+	buf.Reset()
 	chain := j.chain
-	chain.sealGroup(&buf, lines)
+	chain.sealGroup(buf, lines)
 	if _, err := j.f.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("journal %s: %w", j.path, err)
 	}

@@ -94,6 +94,10 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		stop  error    // why no more chunks are prepared
 		next  int      // the first entry of the next chunk
 		sent  int      // entries whose publish came back
+		// The step records of a chunk's results, and of each write: kept
+		// from chunk to chunk (up to 768 records a write), since nothing
+		// holds on to them once they are journaled.
+		resultBuf, writeBuf []Record
 	)
 	// Never leave with a publish running: not on an error, not when a
 	// crash hook (tests) unwinds the stack. The backend then sees no
@@ -112,7 +116,8 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		if err != nil {
 			return err
 		}
-		recs, remove := e.publishedRecs(st, flown, results)
+		recs, remove := e.publishedRecs(resultBuf[:0], st, flown, results)
+		resultBuf = recs
 		sent += len(flown)
 		if canCarry && len(remove) == 0 {
 			carry = recs
@@ -156,7 +161,7 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		}
 		// One write (with an atomic mover, while the chunk in flight is on
 		// its round trip).
-		if err := e.commitGroup(st, carry, part); err != nil {
+		if err := e.commitGroup(st, &writeBuf, carry, part); err != nil {
 			return err
 		}
 		carry = nil
@@ -176,11 +181,12 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 
 // commitGroup journals, in one write and one sync, the results carried
 // from an earlier chunk and the intents of part, the chunk about to be
-// sent. The crash hook (tests) hears each kind of step the write held: a
-// crash "after the published step" then also finds the next intents
-// synced, as a real crash there would.
-func (e *Engine) commitGroup(st *State, results []Record, part []Entry) error {
-	recs := results
+// sent; buf is where the write's records are put together. The crash hook
+// (tests) hears each kind of step the write held: a crash "after the
+// published step" then also finds the next intents synced, as a real crash
+// there would.
+func (e *Engine) commitGroup(st *State, buf *[]Record, results []Record, part []Entry) error {
+	recs := append((*buf)[:0], results...)
 	for _, en := range part {
 		// An entry resumed as ambiguous, or whose intent a crash left,
 		// has its intent journaled already.
@@ -188,6 +194,7 @@ func (e *Engine) commitGroup(st *State, results []Record, part []Entry) error {
 			recs = append(recs, e.entryRec(RecIntent, st, en, ""))
 		}
 	}
+	*buf = recs
 	if err := e.commit(st, "", recs...); err != nil {
 		return err
 	}
@@ -200,10 +207,10 @@ func (e *Engine) commitGroup(st *State, results []Record, part []Entry) error {
 	return nil
 }
 
-// publishedRecs are the step records of a chunk's publish results, and the
-// entries that still have to be removed from the DLQ.
-func (e *Engine) publishedRecs(st *State, part []Entry, results []backend.MoveResult) ([]Record, []Entry) {
-	recs := make([]Record, 0, 2*len(part))
+// publishedRecs appends to recs the step records of a chunk's publish
+// results, and returns them with the entries that still have to be
+// removed from the DLQ.
+func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results []backend.MoveResult) ([]Record, []Entry) {
 	var remove []Entry
 	for i, res := range results {
 		en := part[i]
