@@ -313,7 +313,7 @@ func contains(list []string, s string) bool {
 // without a key and without an original partition goes to partition 0:
 // it has no order to keep.
 func destPartition(src, out *kgo.Record, dest string, n int) int32 {
-	if o, err := envelope.OriginOf(toKafkaRecord(src, nil).Headers); err == nil && o.Topic == dest && o.Partition >= 0 && int(o.Partition) < n {
+	if o, err := envelope.OriginOf(toKafkaRecord(src).Headers); err == nil && o.Topic == dest && o.Partition >= 0 && int(o.Partition) < n {
 		return o.Partition
 	}
 	if out.Key == nil || n <= 0 {

@@ -62,13 +62,10 @@ func (t *Topic) scanDecoded(ctx context.Context, c cursor, st state, lean bool, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var hs []envelope.KafkaHeader
 			for j := range work {
 				j.out = j.out[:0]
 				for _, r := range j.recs {
-					kr := toKafkaRecord(r, hs)
-					hs = kr.Headers
-					j.out = append(j.out, decode(kr))
+					j.out = append(j.out, decode(toKafkaRecord(r)))
 				}
 				clear(j.recs)
 				close(j.done)
