@@ -20,10 +20,12 @@ func (s sliceSource) Scan(ctx context.Context, after string, fn func(envelope.En
 	}
 	return nil
 }
-func (s sliceSource) Get(context.Context, string) (envelope.Envelope, error) { return envelope.Envelope{}, nil }
-func (s sliceSource) Len(context.Context) (int64, error)                   { return int64(len(s)), nil }
-func (s sliceSource) String() string                                        { return "memory" }
-func (s sliceSource) Close() error                                          { return nil }
+func (s sliceSource) Get(context.Context, string) (envelope.Envelope, error) {
+	return envelope.Envelope{}, nil
+}
+func (s sliceSource) Len(context.Context) (int64, error) { return int64(len(s)), nil }
+func (s sliceSource) String() string                     { return "memory" }
+func (s sliceSource) Close() error                       { return nil }
 
 // BenchmarkSummarize: what stats costs per entry past reading it, on
 // entries like a Spring dead-letter topic's (unique events, a handful of
