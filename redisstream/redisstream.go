@@ -273,6 +273,7 @@ func (s *Stream) ScanFingerprints(ctx context.Context, fn func(id, fingerprint s
 	defer cancel()
 	var (
 		mu    sync.Mutex // held while fn runs
+		fnErr error      // what fn returned, once it failed: fn is not called again
 		wg    sync.WaitGroup
 		errMu sync.Mutex
 		first error
@@ -284,11 +285,16 @@ func (s *Stream) ScanFingerprints(ctx context.Context, fn func(id, fingerprint s
 			err := s.scanFingerprints(ctx, r, func(id, fp string) error {
 				mu.Lock()
 				defer mu.Unlock()
-				return fn(id, fp)
+				if fnErr != nil {
+					return fnErr
+				}
+				fnErr = fn(id, fp)
+				return fnErr
 			})
 			if err != nil {
 				errMu.Lock()
-				if first == nil {
+				// The other half's cancellation is not the cause.
+				if first == nil || (errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
 					first = err
 				}
 				errMu.Unlock()
@@ -297,6 +303,9 @@ func (s *Stream) ScanFingerprints(ctx context.Context, fn func(id, fingerprint s
 		}()
 	}
 	wg.Wait()
+	if fnErr != nil {
+		return fnErr
+	}
 	return first
 }
 
