@@ -73,6 +73,27 @@ func evalshaUsec(b *testing.B, rdb *redis.Client) float64 {
 	return 0
 }
 
+// seedBench adds n entries shaped like the bench's to stream k, 1,000 per
+// round trip, and returns their IDs.
+func seedBench(b *testing.B, rdb *redis.Client, k string, n int) []string {
+	ctx := context.Background()
+	ids := make([]string, 0, n)
+	for lo := 0; lo < n; lo += 1000 {
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, 0, 1000)
+		for i := lo; i < min(lo+1000, n); i++ {
+			cmds = append(cmds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: benchFields(i)}))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range cmds {
+			ids = append(ids, c.Val())
+		}
+	}
+	return ids
+}
+
 // BenchmarkPublish moves entries shaped like the bench's in chunks of 256,
 // one Publish per chunk, and reports the server's time per entry: the
 // part of a redrive's cost the move script decides.
@@ -89,18 +110,8 @@ func BenchmarkPublish(b *testing.B) {
 	rdb.Del(ctx, k, dest)
 	const chunk = 256
 	items := make([]backend.MoveItem, 0, b.N)
-	for lo := 0; lo < b.N; lo += 1000 {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.StringCmd, 0, 1000)
-		for i := lo; i < min(lo+1000, b.N); i++ {
-			cmds = append(cmds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: benchFields(i)}))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			b.Fatal(err)
-		}
-		for j, c := range cmds {
-			items = append(items, backend.MoveItem{Seq: int64(lo + j + 1), ID: c.Val(), Fingerprint: fmt.Sprintf("sha256:%064x", lo+j), Dest: dest})
-		}
+	for i, id := range seedBench(b, rdb, k, b.N) {
+		items = append(items, backend.MoveItem{Seq: int64(i + 1), ID: id, Fingerprint: fmt.Sprintf("sha256:%064x", i), Dest: dest})
 	}
 	if err := s.move.Load(ctx, rdb).Err(); err != nil {
 		b.Fatal(err)
@@ -141,20 +152,7 @@ func BenchmarkRawMove(b *testing.B) {
 	k := "bench:raw:dlq"
 	dest := "bench:raw:orders"
 	rdb.Del(ctx, k, dest)
-	var ids []string
-	for lo := 0; lo < b.N; lo += 1000 {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.StringCmd, 0, 1000)
-		for i := lo; i < min(lo+1000, b.N); i++ {
-			cmds = append(cmds, pipe.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: benchFields(i)}))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			b.Fatal(err)
-		}
-		for _, c := range cmds {
-			ids = append(ids, c.Val())
-		}
-	}
+	ids := seedBench(b, rdb, k, b.N)
 	rawMoveScript.Load(ctx, rdb)
 	before, cpu0 := evalshaUsec(b, rdb), serverCPU(b, rdb)
 	b.ResetTimer()
@@ -182,15 +180,7 @@ func BenchmarkScanFingerprints(b *testing.B) {
 	const n = 100000
 	if rdb.XLen(ctx, k).Val() != n {
 		rdb.Del(ctx, k)
-		for lo := 0; lo < n; lo += 1000 {
-			pipe := rdb.Pipeline()
-			for i := lo; i < lo+1000; i++ {
-				pipe.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: benchFields(i)})
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		seedBench(b, rdb, k, n)
 	}
 	s, err := Open(ctx, shared.URL(0, k), Options{})
 	if err != nil {
