@@ -91,6 +91,24 @@ func produceKafka(ctx context.Context, bootstrap, topic string, n int, now time.
 	return nil
 }
 
+// startKafka starts the broker of a case and returns it, how long it took
+// to be ready, and what stops it.
+func (c Config) startKafka(caseName string) (*kafkatest.Broker, time.Duration, func(), error) {
+	c.logf("%s: starting a Kafka broker", caseName)
+	start := time.Now()
+	b, err := kafkatest.StartProcess()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	stop := func() {
+		c.logf("%s: stopping the broker", caseName)
+		if err := b.Stop(); err != nil {
+			c.logf("%s: %v", caseName, err)
+		}
+	}
+	return b, time.Since(start), stop, nil
+}
+
 // rawKafkaScan times one pass of rawkafka.ReadLoop in this process.
 func rawKafkaScan(ctx context.Context, bootstrap, topic string) (rawRedisResult, error) {
 	runtime.GC()
@@ -105,22 +123,15 @@ func rawKafkaScan(ctx context.Context, bootstrap, topic string) (rawRedisResult,
 
 func (c Config) runKafka(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
 	n := c.KafkaN
-	c.logf("kafka-stats: starting a Kafka broker")
-	start := time.Now()
-	b, err := kafkatest.StartProcess()
+	b, ready, stop, err := c.startKafka("kafka-stats")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c.logf("kafka-stats: stopping the broker")
-		if err := b.Stop(); err != nil {
-			c.logf("kafka-stats: %v", err)
-		}
-	}()
-	ks := &KafkaStats{BrokerStart: time.Since(start), Partitions: kafkaBenchPartitions}
+	defer stop()
+	ks := &KafkaStats{BrokerStart: ready, Partitions: kafkaBenchPartitions}
 	topic := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".DLT"
 	c.logf("kafka-stats: producing %d records to %s", n, topic)
-	start = time.Now()
+	start := time.Now()
 	if err := produceKafka(ctx, b.Bootstrap(), topic, n, now); err != nil {
 		return fmt.Errorf("produce: %v", err)
 	}

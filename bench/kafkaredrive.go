@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/bench/rawkafka"
-	"github.com/dlqctl/dlqctl/internal/kafkatest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -58,19 +57,12 @@ func (r KafkaRedriveRun) ratio() float64 { return r.Raw.Seconds() / r.Apply.Seco
 
 func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
 	n := c.KafkaRedriveN
-	c.logf("kafka-redrive: starting a Kafka broker")
-	start := time.Now()
-	b, err := kafkatest.StartProcess()
+	b, ready, stop, err := c.startKafka("kafka-redrive")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		c.logf("kafka-redrive: stopping the broker")
-		if err := b.Stop(); err != nil {
-			c.logf("kafka-redrive: %v", err)
-		}
-	}()
-	kr := &KafkaRedrive{N: n, BrokerStart: time.Since(start)}
+	defer stop()
+	kr := &KafkaRedrive{N: n, BrokerStart: ready}
 	res.KafkaRedrive = kr
 	boot := b.Bootstrap()
 	if err := createKafkaTopics(ctx, boot, kafkaOriginPartitions, originStreams()...); err != nil {
