@@ -373,7 +373,7 @@ func (names FieldNames) table() nameTable {
 	return t
 }
 
-// fieldStore holds an entry's key/values. Redis and Pulsar hand over a map;
+// fieldStore holds an entry's key/values. Redis, Pulsar and SQS hand over a map;
 // a Kafka record's dozen headers sit in two parallel slices, one value per
 // name (the last), which a scan finds faster than hashing each name.
 type fieldStore struct {
@@ -413,18 +413,6 @@ func (s *fieldStore) put(k, v string) {
 	}
 	s.keys = append(s.keys, k)
 	s.vals = append(s.vals, v)
-}
-
-// asMap is the store as a map, for the rare paths that want one.
-func (s *fieldStore) asMap() map[string]string {
-	if s.m != nil {
-		return s.m
-	}
-	m := make(map[string]string, len(s.keys))
-	for i, k := range s.keys {
-		m[k] = s.vals[i]
-	}
-	return m
 }
 
 // kvReader reads envelope fields out of string key/values, remembering
