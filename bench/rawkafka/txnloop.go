@@ -134,14 +134,8 @@ func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) 
 
 // redriveHeaders reads the original topic and partition from Spring's
 // headers and returns the headers to send: the others, then the markers.
-func redriveHeaders(in []kgo.RecordHeader, runID string, seq int64) (struct {
-	topic     string
-	partition int32
-}, []kgo.RecordHeader) {
-	var o struct {
-		topic     string
-		partition int32
-	}
+func redriveHeaders(in []kgo.RecordHeader, runID string, seq int64) (origin, []kgo.RecordHeader) {
+	var o origin
 	hs := make([]kgo.RecordHeader, 0, len(in))
 	for _, h := range in {
 		switch h.Key {
