@@ -92,8 +92,14 @@ type Registration struct {
 	// Schemes are the URL schemes it serves ("redis", "rediss"). A scheme
 	// followed by ":" alone (dir:PATH) is as valid as "://".
 	Schemes []string
+	// Title is the broker's name as help and the README write it
+	// ("Redis Streams", "Apache Kafka").
+	Title string
 	// Usage is the URL form for help ("redis://[user:pass@]host:port/db?stream=KEY").
 	Usage string
+	// EventIDFrom lists the --event-id-from forms the backend reads
+	// ("header:NAME, json:PATH or key"); "" when it takes none.
+	EventIDFrom string
 	// Summary says in a few words what the DLQ is ("a Redis stream").
 	Summary string
 	// Env lists the environment variables it reads.
@@ -158,6 +164,38 @@ func (r *Registry) All() []Registration {
 		out[i] = *rp
 	}
 	return out
+}
+
+// Titles lists the backends' titles as prose: "A, B or C".
+func (r *Registry) Titles() string {
+	var t []string
+	for _, reg := range r.All() {
+		t = append(t, reg.Title)
+	}
+	return proseList(t, " or ")
+}
+
+// EventIDFromHelp says, for each backend that takes --event-id-from,
+// which forms it reads: "for Apache Kafka (header:NAME, …) and …".
+func (r *Registry) EventIDFromHelp() string {
+	var parts []string
+	for _, reg := range r.All() {
+		if reg.EventIDFrom != "" {
+			parts = append(parts, reg.Title+" ("+reg.EventIDFrom+")")
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "for " + proseList(parts, " and ")
+}
+
+// proseList joins items as a sentence does: "a, b" + last + "c".
+func proseList(items []string, last string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
 }
 
 // Schemes lists every registered scheme, sorted.

@@ -3,7 +3,10 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/dlqctl/dlqctl/backends/all"
 )
 
 // TestCommandReferenceIsCurrent regenerates docs/commands and compares it
@@ -53,5 +56,25 @@ func TestBackendsPageIsCurrent(t *testing.T) {
 	got, err := os.ReadFile("../docs/backends.md")
 	if err != nil || string(got) != out {
 		t.Errorf("docs/backends.md is out of date: run go run . docs backends > docs/backends.md")
+	}
+}
+
+// TestReadmeNamesEveryBackend: the README's opening paragraph names every
+// backend of the build by its title, as help does from the registry.
+func TestReadmeNamesEveryBackend(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	opening, _, _ := strings.Cut(readme, "## ")
+	for _, reg := range all.Registry().All() {
+		if reg.Title == "" {
+			t.Errorf("backend %s has no Title", reg.Name)
+			continue
+		}
+		if !strings.Contains(opening, reg.Title) {
+			t.Errorf("README.md's opening paragraph does not name %s (%q)", reg.Name, reg.Title)
+		}
 	}
 }

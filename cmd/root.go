@@ -142,9 +142,9 @@ func NewRootCmd(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "dlqctl",
 		Short: "Inspect and safely redrive dead-letter queues",
-		Long: `dlqctl lists, categorizes and samples dead-letter queue envelopes on a
-directory queue, Redis Streams or Apache Pulsar, and redrives them in small
-rate-limited batches, reconciling delivery attempts against effects.
+		Long: strings.Join(report.TUIWrap("dlqctl lists, categorizes and samples dead-letter queue envelopes on "+
+			f.backends().Titles()+", and redrives them in small rate-limited batches, reconciling delivery "+
+			"attempts against effects.", 76), "\n") + `
 
 Start with:  dlqctl --source dir:testdata/incident categorize`,
 		SilenceUsage:  true,
@@ -166,7 +166,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.JQ, "jq", "", "filter the JSON output with a jq expression, e.g. '.items[].id' (implies -o json)")
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
-	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, for Pulsar (property:NAME, json:PATH or key), Kafka (header:NAME, json:PATH or key) and SQS (attribute:NAME or json:PATH)")
+	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.backends().EventIDFromHelp())
 
 	root.AddCommand(
 		newListCmd(f),

@@ -11,6 +11,7 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    "dir",
 		Schemes: []string{"dir"},
+		Title:   "a directory queue",
 		Usage:   "dir:PATH",
 		Summary: "`PATH/error/*.json`, one envelope per file, redriven to `PATH/inbox/`; needs no server",
 		Capabilities: backend.Capabilities{

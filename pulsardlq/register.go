@@ -12,10 +12,12 @@ import (
 // Registration describes Apache Pulsar to the command layer.
 func Registration() backend.Registration {
 	return backend.Registration{
-		Name:    "pulsar",
-		Schemes: []string{"pulsar", "pulsar+ssl"},
-		Usage:   "pulsar://host:port?topic=T&subscription=S&admin=URL",
-		Summary: "A DLQ topic read through a durable subscription (default `dlqctl`), redriven to its `REAL_TOPIC`; `pulsar+ssl://` for TLS",
+		Name:        "pulsar",
+		Schemes:     []string{"pulsar", "pulsar+ssl"},
+		Title:       "Apache Pulsar",
+		EventIDFrom: "property:NAME, json:PATH or key",
+		Usage:       "pulsar://host:port?topic=T&subscription=S&admin=URL",
+		Summary:     "A DLQ topic read through a durable subscription (default `dlqctl`), redriven to its `REAL_TOPIC`; `pulsar+ssl://` for TLS",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_PULSAR_TOKEN", Help: "JWT for the broker and the admin API"},
 			{Name: "DLQCTL_PULSAR_TOKEN_FILE", Help: "file holding that token"},

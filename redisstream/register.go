@@ -11,6 +11,7 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    "redis",
 		Schemes: []string{"redis", "rediss"},
+		Title:   "Redis Streams",
 		Usage:   "redis://[user:pass@]host:port/db?stream=KEY",
 		Summary: "A Redis stream, redriven to the stream its envelope names; `rediss://` for TLS, `&cluster=true` for Redis Cluster (a move across hash slots takes two journaled steps)",
 		Env: []backend.EnvVar{

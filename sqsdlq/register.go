@@ -13,10 +13,12 @@ import (
 // refused with a configuration error that points at sqs://…?endpoint=.
 func Registration() backend.Registration {
 	return backend.Registration{
-		Name:    "sqs",
-		Schemes: []string{"sqs", "https"},
-		Usage:   "sqs://QUEUE?region=R[&endpoint=URL] or https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE",
-		Summary: "an SQS dead-letter queue (standard or FIFO); credentials from the AWS chain",
+		Name:        "sqs",
+		Schemes:     []string{"sqs", "https"},
+		Title:       "Amazon SQS",
+		EventIDFrom: "attribute:NAME or json:PATH",
+		Usage:       "sqs://QUEUE?region=R[&endpoint=URL] or https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE",
+		Summary:     "an SQS dead-letter queue (standard or FIFO); credentials from the AWS chain",
 		Env: []backend.EnvVar{
 			{Name: "AWS_REGION", Help: "region when the URL names none"},
 			{Name: "AWS_PROFILE", Help: "shared config profile (SSO and assumed roles included)"},
