@@ -1,0 +1,10 @@
+//go:build !no_kafka
+
+package all
+
+import (
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/kafkadlq"
+)
+
+func kafka() (backend.Registration, bool) { return kafkadlq.Registration(), true }

@@ -1,0 +1,10 @@
+//go:build !no_pulsar
+
+package all
+
+import (
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/pulsardlq"
+)
+
+func pulsar() (backend.Registration, bool) { return pulsardlq.Registration(), true }

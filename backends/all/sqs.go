@@ -1,0 +1,10 @@
+//go:build !no_sqs
+
+package all
+
+import (
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/sqsdlq"
+)
+
+func sqs() (backend.Registration, bool) { return sqsdlq.Registration(), true }
