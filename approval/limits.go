@@ -15,8 +15,11 @@ const MinHMACKeyBytes = 32
 // rand -hex 32` gives 64 bytes over 16 values.
 const minDistinctBytes = 8
 
-// ErrWeakKey is wrapped by CheckHMACKey.
-var ErrWeakKey = errors.New("approval key too weak")
+// ErrShortKey and ErrWeakKey are wrapped by CheckHMACKey.
+var (
+	ErrShortKey = errors.New("approval key too short")
+	ErrWeakKey  = errors.New("approval key too weak")
+)
 
 // CheckHMACKey refuses a missing, short or patterned HMAC approval key.
 func CheckHMACKey(key []byte) error {
@@ -24,7 +27,7 @@ func CheckHMACKey(key []byte) error {
 		return errors.New("no approval key")
 	}
 	if len(key) < MinHMACKeyBytes {
-		return fmt.Errorf("%w: it is %d bytes, at least %d are needed", ErrWeakKey, len(key), MinHMACKeyBytes)
+		return fmt.Errorf("%w: it is %d bytes, at least %d are needed", ErrShortKey, len(key), MinHMACKeyBytes)
 	}
 	seen := map[byte]bool{}
 	for _, c := range key {

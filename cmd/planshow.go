@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -227,20 +227,14 @@ func selectorsText(s redrive.Selectors) string {
 	return strings.Join(parts, " ")
 }
 
-// minApprovalKeyBytes: an HMAC-SHA256 key shorter than its 32-byte output
-// is weaker than the signature it makes.
-const minApprovalKeyBytes = 32
-
-// errShortKey is wrapped by checkApprovalKey.
-var errShortKey = errors.New("approval key too short")
-
-// checkApprovalKey refuses a missing or short key with how to make one.
+// checkApprovalKey refuses a missing, short or patterned HMAC key with how
+// to make one.
 func checkApprovalKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
-	case len(key) < minApprovalKeyBytes:
-		return usageErrorf("%w: it is %d bytes, at least %d are needed (make one with: openssl rand -hex 32)", errShortKey, len(key), minApprovalKeyBytes)
+	if len(key) == 0 {
+		return usageErrorf("no approval key: sign with your SSH key (--sign-with KEY), or set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
+	}
+	if err := approval.CheckHMACKey(key); err != nil {
+		return usageErrorf("%w (make one with: openssl rand -hex 32)", err)
 	}
 	return nil
 }
@@ -250,10 +244,11 @@ func checkApprovalKey(key []byte) error {
 // while their first is in force: one person approving twice is still one
 // approval. An expired one, or one that does not verify with this key, is
 // renewed; --again records a fresh one anyway (going on past a gate needs
-// an approval given after the halt).
-func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, key []byte, again bool) error {
+// an approval given after the halt). inForce says whether an earlier
+// approval is this approver's own and in force.
+func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, inForce func(redrive.Approval) bool, again bool) error {
 	for _, a := range p.Approvals {
-		if a.By == by && !again && p.InForce(a, key, f.now()) {
+		if a.By == by && !again && inForce(a) {
 			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s, in force until %s; a second approval by the same approver adds nothing (another approver: --by NAME; a fresh one after a halt: --again)",
 				by, path, a.At.UTC().Format(time.RFC3339), a.ExpiresAt.UTC().Format(time.RFC3339)))
 		}
