@@ -45,6 +45,9 @@ func runPlanShow(f *Factory, kind, path string) error {
 	}
 	ro := f.reportOptions()
 	tampered := plan.Verify()
+	if err := f.planApprovals(plan, path); err != nil {
+		return err
+	}
 	switch ro.Format {
 	case report.FormatJSON, report.FormatNDJSON:
 		_, err = f.emitJSON(plan)
@@ -171,25 +174,55 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 	if len(p.Approvals) == 0 {
 		return report.WriteLine(w, report.ToneWarn, "Approvals: none yet", ro)
 	}
-	now := f.now()
 	t = report.Table{Title: "Approvals", Columns: []report.Column{
-		{Name: "by", Kind: report.Key}, {Name: "at"}, {Name: "expires"}, {Name: "state", Kind: report.Key, Tone: approvalTone},
+		{Name: "by", Kind: report.Key}, {Name: "key", Kind: report.Key}, {Name: "at"}, {Name: "expires"},
+		{Name: "state", Kind: report.Key, Tone: approvalTone, MaxWidth: 120},
 	}}
-	for _, a := range p.Approvals {
-		state := "valid until expiry (signature checked by apply)"
-		if !now.Before(a.ExpiresAt) {
-			state = "expired"
+	verdicts, needed, perr := f.judgeApprovals(p)
+	for _, v := range verdicts {
+		a := v.Approval
+		key := a.Key
+		if !a.Signed() {
+			key = "hmac"
 		}
-		t.Rows = append(t.Rows, []any{a.By, a.At, a.ExpiresAt, state})
+		state := "valid"
+		switch {
+		case perr != nil:
+			state = "not checked: " + perr.Error()
+		case v.Problem != "":
+			state = strings.TrimPrefix(v.Problem, "approval by "+a.By+": ")
+		}
+		t.Rows = append(t.Rows, []any{a.By, key, a.At, a.ExpiresAt, state})
 	}
-	return report.WriteTable(w, t, ro)
+	if err := report.WriteTable(w, t, ro); err != nil {
+		return err
+	}
+	if perr != nil {
+		return nil
+	}
+	tone, line := report.ToneGood, "Approvals: enough, 0 more needed"
+	if needed > 0 {
+		tone, line = report.ToneWarn, fmt.Sprintf("Approvals: %d more needed (by distinct approvers)", needed)
+	}
+	return report.WriteLine(w, tone, line, ro)
+}
+
+// judgeApprovals checks a plan's approvals as apply would now, on this
+// host's allowed_signers and keys, for the review.
+func (f *Factory) judgeApprovals(p *redrive.Plan) ([]redrive.Verdict, int, error) {
+	pol, err := f.approvalPolicy(keyFlags{}, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, needed := p.Judge(pol)
+	return v, needed, nil
 }
 
 func approvalTone(s string) report.Tone {
-	if s == "expired" {
-		return report.ToneBad
+	if s == "valid" {
+		return report.ToneGood
 	}
-	return report.ToneGood
+	return report.ToneBad
 }
 
 // whyKind groups exclusion reasons by their first clause ("held back",

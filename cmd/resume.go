@@ -146,8 +146,8 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 	}
 	start := st.Start.RecordedApprovals()
 	if len(start) == 0 && !halted {
-		if f.config.Policy.RequireApproval {
-			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
+		if rule := f.approvalRequired(); rule != "" {
+			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, rule, f.config))
 		}
 		if tr.key == nil {
 			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))

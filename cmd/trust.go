@@ -117,6 +117,21 @@ func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPol
 	return pol, nil
 }
 
+// approvalRequired names the policy rule that forbids a run without an
+// approval ("" when none does): a policy that asks for signatures or for
+// several approvers asks for an approval first.
+func (f *Factory) approvalRequired() string {
+	switch pp := f.config.Policy; {
+	case pp.RequireApproval:
+		return "policy.require_approval"
+	case pp.SignaturesOnly:
+		return "policy.signatures_only"
+	case pp.ApprovalsRequired > 1:
+		return "policy.approvals_required"
+	}
+	return ""
+}
+
 // signingKey is the HMAC key an approval by `by` is made with.
 func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
 	if dir := f.keysDir(k); dir != "" && k.keyFile == "" {
