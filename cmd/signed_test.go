@@ -334,3 +334,32 @@ func TestSignedRunJournalIsNotTakenOnItsWord(t *testing.T) {
 		t.Errorf("inbox has %d entries, want 12: forged published steps removed entries unsent", n)
 	}
 }
+
+// doctor names the principals of the allowed_signers file, or says why it
+// does not parse; completion offers SSH keys to sign with.
+func TestDoctorAndCompletionKnowSSHKeys(t *testing.T) {
+	s := newSignedSetup(t)
+	out, _ := s.c.must(0, "--config", s.conf, "doctor")
+	if !strings.Contains(out, "allowed signers\tpass") || !strings.Contains(out, "alice@example.com, bob@example.com, carol@example.com") ||
+		!strings.Contains(out, "approval key\tpass\tnot used") {
+		t.Errorf("doctor with an allowed_signers file:\n%s", out)
+	}
+	bad := filepath.Join(s.c.dir, "bad_signers")
+	os.WriteFile(bad, []byte("bob ssh-ed25519 not-a-key\n"), 0o644)
+	out, _ = s.c.must(ExitError, "--config", s.conf, "doctor", "--allowed-signers", bad)
+	if !strings.Contains(out, "allowed signers\tfail\tallowed signers "+bad+": line 1") {
+		t.Errorf("doctor with a broken allowed_signers file:\n%s", out)
+	}
+
+	home := t.TempDir()
+	os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+	copyFile(t, s.keys["bob"], filepath.Join(home, ".ssh", "id_ed25519"))
+	copyFile(t, s.keys["bob"]+".pub", filepath.Join(home, ".ssh", "id_ed25519.pub"))
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("x"), 0o600)
+	s.c.env["HOME"] = home
+	out, _ = s.c.must(0, "__complete", "redrive", "approve", s.plan, "--sign-with", "")
+	if !strings.Contains(out, filepath.Join(home, ".ssh", "id_ed25519.pub")) || !strings.Contains(out, filepath.Join(home, ".ssh", "id_ed25519")+"\n") ||
+		strings.Contains(out, "known_hosts") {
+		t.Errorf("completion of --sign-with:\n%s", out)
+	}
+}
