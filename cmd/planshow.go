@@ -14,12 +14,14 @@ import (
 )
 
 func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
-	return &cobra.Command{
+	var keys keyFlags
+	c := &cobra.Command{
 		Use:   "show PLAN",
 		Short: "What an approver reviews: reason, planner, source, parameters, entries, exclusions, approvals",
 		Long: fmt.Sprintf(`Show a %s plan as an approver reviews it: the reason, who planned it and
 when, the source, the parameters, the entries by category and disposition,
-what was left out and why, and the approvals so far. It never changes the
+what was left out and why, and the approvals so far (each judged as apply
+would judge it here, and how many more are needed). It never changes the
 plan. -o markdown writes it for a ticket; -o json prints the plan document.
 A plan changed after it was made is shown, then refused with exit 5.`, kind),
 		Example: fmt.Sprintf(`  dlqctl %[1]s show %[1]s.plan.json
@@ -27,12 +29,14 @@ A plan changed after it was made is shown, then refused with exit 5.`, kind),
   dlqctl %[1]s show %[1]s.plan.json --jq '.entries | length'`, kind),
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPlanShow(f, kind, args[0])
+			return runPlanShow(f, kind, args[0], keys)
 		},
 	}
+	keys.register(c.Flags())
+	return c
 }
 
-func runPlanShow(f *Factory, kind, path string) error {
+func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
 	if err := wantPlan(path, kind); err != nil {
 		return err
 	}
@@ -52,7 +56,7 @@ func runPlanShow(f *Factory, kind, path string) error {
 	case report.FormatJSON, report.FormatNDJSON:
 		_, err = f.emitJSON(plan)
 	default:
-		err = f.writePlanReview(f.IO.Out, plan, path, ro)
+		err = f.writePlanReview(f.IO.Out, plan, path, keys, ro)
 	}
 	if err != nil {
 		return err
@@ -66,7 +70,7 @@ func runPlanShow(f *Factory, kind, path string) error {
 // writePlanReview is the approver's view of a plan: the headline fields,
 // then entries by category and disposition, exclusions grouped by why
 // (then each one), and the approvals so far.
-func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro report.Options) error {
+func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, keys keyFlags, ro report.Options) error {
 	integrity := "verified: the content matches the digest"
 	if err := p.Verify(); err != nil {
 		integrity = "CHANGED after it was made: " + err.Error()
@@ -178,7 +182,7 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 		{Name: "by", Kind: report.Key}, {Name: "key", Kind: report.Key}, {Name: "at"}, {Name: "expires"},
 		{Name: "state", Kind: report.Key, Tone: approvalTone, MaxWidth: 120},
 	}}
-	verdicts, needed, perr := f.judgeApprovals(p)
+	verdicts, needed, perr := f.judgeApprovals(p, keys)
 	for _, v := range verdicts {
 		a := v.Approval
 		key := a.Key
@@ -209,8 +213,8 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 
 // judgeApprovals checks a plan's approvals as apply would now, on this
 // host's allowed_signers and keys, for the review.
-func (f *Factory) judgeApprovals(p *redrive.Plan) ([]redrive.Verdict, int, error) {
-	pol, err := f.approvalPolicy(keyFlags{}, false)
+func (f *Factory) judgeApprovals(p *redrive.Plan, keys keyFlags) ([]redrive.Verdict, int, error) {
+	pol, err := f.approvalPolicy(keys, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -279,7 +283,7 @@ func checkApprovalKey(key []byte) error {
 // renewed; --again records a fresh one anyway (going on past a gate needs
 // an approval given after the halt). inForce says whether an earlier
 // approval is this approver's own and in force.
-func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, inForce func(redrive.Approval) bool, again bool) error {
+func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error {
 	for _, a := range p.Approvals {
 		if a.By == by && !again && inForce(a) {
 			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s, in force until %s; a second approval by the same approver adds nothing (another approver: --by NAME; a fresh one after a halt: --again)",
@@ -290,7 +294,7 @@ func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, inForce
 	if ro.Format.IsJSON() {
 		return nil
 	}
-	if err := f.writePlanReview(f.IO.Out, p, path, ro); err != nil {
+	if err := f.writePlanReview(f.IO.Out, p, path, keys, ro); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.IO.Out)

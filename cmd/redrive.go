@@ -404,7 +404,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 			return err
 		}
 		sign = func(by string) (redrive.Approval, error) { return plan.Approve(key, by, f.Now(), o.ttl) }
-		if err := f.reviewBeforeApproval(plan, path, by, func(a redrive.Approval) bool { return plan.InForce(a, key, f.Now()) }, o.again); err != nil {
+		if err := f.reviewBeforeApproval(plan, path, by, o.keys, func(a redrive.Approval) bool { return plan.InForce(a, key, f.Now()) }, o.again); err != nil {
 			return err
 		}
 	}
@@ -460,7 +460,7 @@ func (f *Factory) sshApproval(plan *redrive.Plan, path string, o *approveOptions
 	}
 	fp := approval.Fingerprint(signer.PublicKey())
 	inForce := func(a redrive.Approval) bool { return a.Principal == by && a.Key == fp && f.Now().Before(a.ExpiresAt) }
-	if err := f.reviewBeforeApproval(plan, path, by, inForce, o.again); err != nil {
+	if err := f.reviewBeforeApproval(plan, path, by, o.keys, inForce, o.again); err != nil {
 		signer.Close()
 		return nil, "", err
 	}
