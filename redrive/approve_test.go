@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,43 @@ func TestTrustRunAndDistrust(t *testing.T) {
 	st.Distrust()
 	if st.Step(1) != RecIntent {
 		t.Errorf("after Distrust a published step is %q, want intent", st.Step(1))
+	}
+}
+
+// A journal that says "published" for entries never sent (a hand-written
+// journal of a signed run): after Distrust, a non-atomic mover without a
+// destination lookup (Kafka, SQS, Pulsar) sends them before removing them;
+// without Distrust the journal's word alone would remove them unsent.
+func TestDistrustedJournalNeverRemovesUnsentEntries(t *testing.T) {
+	for _, distrust := range []bool{true, false} {
+		q := newFakeQueue(8, false)
+		journal := filepath.Join(t.TempDir(), "j")
+		eng, _ := newEngine(t, q, journal)
+		eng.Chunk = 4
+		eng.Crash = crashAfter(RecBatchStart, 1)
+		st, _ := eng.Start("run1", q.planFor(t, []int{8}), "p", "fake", "t", nil)
+		runUntilCrash(eng, st)
+		j, _ := OpenJournal(journal, time.Now)
+		for seq := int64(1); seq <= 8; seq++ {
+			j.Append(Record{Type: RecPublished, Seq: seq, DestID: "forged"})
+		}
+		j.Close()
+		recs, _ := ReadJournal(journal)
+		st = Replay(st.Plan, recs)
+		if distrust {
+			st.Distrust()
+		}
+		eng2, _ := newEngine(t, q, journal)
+		eng2.Resume(st, "t", nil)
+		if err := eng2.Run(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		lost := 8 - len(q.inbox) - len(q.dlq)
+		if distrust && lost != 0 {
+			t.Errorf("distrusted: %d entries removed from the DLQ without reaching the destination", lost)
+		}
+		if !distrust && lost == 0 {
+			t.Error("the test cannot fail: a believed forged journal lost nothing")
+		}
 	}
 }
