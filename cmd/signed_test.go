@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/internal/sshtest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
@@ -29,7 +31,16 @@ type signedSetup struct {
 }
 
 func newSignedSetup(t *testing.T) *signedSetup {
-	s := &signedSetup{q: dirQueue(t), keys: map[string]string{}}
+	q := dirQueue(t)
+	s := newSigners(t, "dir:"+q, "--category", "transient", "--max", "12", "--ramp", "4")
+	s.q = q
+	return s
+}
+
+// newSigners makes the approvers' world for a DLQ at source and plans
+// with planArgs.
+func newSigners(t *testing.T, source string, planArgs ...string) *signedSetup {
+	s := &signedSetup{keys: map[string]string{}}
 	keyDir := t.TempDir()
 	var allowed strings.Builder
 	for _, name := range []string{"alice", "bob", "carol", "eve"} {
@@ -43,15 +54,15 @@ func newSignedSetup(t *testing.T) *signedSetup {
 	sshtest.Add(t, s.agent, s.keys["carol"])
 	// carol's private key lives only in her agent from now on.
 	os.Remove(s.keys["carol"])
-	s.c = newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + s.q})
+	s.c = newCLI(t, map[string]string{"DLQCTL_SOURCE": source})
 	s.allowed = filepath.Join(s.c.dir, "allowed_signers")
 	os.WriteFile(s.allowed, []byte(allowed.String()), 0o644)
 	s.conf = filepath.Join(s.c.dir, "dlqctl.yaml")
 	os.WriteFile(s.conf, []byte(fmt.Sprintf("policy:\n  allowed_signers: %s\n  approvals_required: 2\n  distinct_approver: true\n  signatures_only: true\n", s.allowed)), 0o644)
 	s.plan = filepath.Join(s.c.dir, "p.json")
 	s.journal = filepath.Join(s.c.dir, "p.journal")
-	s.c.must(0, "redrive", "plan", "--category", "transient", "--max", "12", "--ramp", "4", "--rate", "0", "--settle", "0s",
-		"--reason", "psp fixed", "--by", "alice@example.com", "--out", s.plan)
+	s.c.must(0, append([]string{"redrive", "plan", "--rate", "0", "--settle", "0s",
+		"--reason", "psp fixed", "--by", "alice@example.com", "--out", s.plan}, planArgs...)...)
 	return s
 }
 
@@ -361,5 +372,41 @@ func TestDoctorAndCompletionKnowSSHKeys(t *testing.T) {
 	if !strings.Contains(out, filepath.Join(home, ".ssh", "id_ed25519.pub")) || !strings.Contains(out, filepath.Join(home, ".ssh", "id_ed25519")+"\n") ||
 		strings.Contains(out, "known_hosts") {
 		t.Errorf("completion of --sign-with:\n%s", out)
+	}
+}
+
+// On Redis: a plan signed by two listed principals applies on a host with
+// only allowed_signers; after a crash, forged published steps in the
+// unchained journal lose nothing.
+func TestSignedApprovalsOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	seedRedis(t, rdb, "dlq", "E1", "E2", "E3", "E4", "E5", "E6")
+	s := newSigners(t, srv.URL(0, "dlq"), "--category", "transient", "--ramp", "2")
+	s.apply(s.plan, ExitApproval)
+	s.approve(0, s.plan, "--sign-with", s.keys["bob"], "--detach")
+	s.approve(0, s.plan, "--sign-with", s.keys["carol"]+".pub")
+	s.c.crashAt("intent", 2, "--config", s.conf, "redrive", "apply", s.plan)
+	var p redrive.Plan
+	b, _ := os.ReadFile(s.plan)
+	json.Unmarshal(b, &p)
+	lines := readLines(t, s.journal)
+	lines[len(lines)-1] += "\n"
+	for _, en := range p.Entries.Slice()[2:] {
+		rec, _ := json.Marshal(redrive.Record{Type: redrive.RecPublished, Seq: en.Seq, DestID: "0-1"})
+		lines = append(lines, string(rec)+"\n")
+	}
+	lines[len(lines)-1] = strings.TrimSuffix(lines[len(lines)-1], "\n")
+	writeLines(t, s.journal, lines)
+	out, _ := s.c.must(0, "-o", "json", "--config", s.conf, "redrive", "resume", s.journal)
+	if d := runJSON(t, out); d.Moved != 6 {
+		t.Errorf("moved %d, want 6", d.Moved)
+	}
+	ctx := context.Background()
+	if n, _ := rdb.XLen(ctx, "orders").Result(); n != 6 {
+		t.Errorf("orders has %d entries, want 6", n)
+	}
+	if n, _ := rdb.XLen(ctx, "dlq").Result(); n != 0 {
+		t.Errorf("the DLQ has %d entries, want 0", n)
 	}
 }
