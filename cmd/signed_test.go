@@ -410,3 +410,47 @@ func TestSignedApprovalsOnRedis(t *testing.T) {
 		t.Errorf("the DLQ has %d entries, want 0", n)
 	}
 }
+
+// Going on past a gate in signature mode needs the quorum afresh, given
+// after the halt; resolve takes signed approvals as redrive does.
+func TestSignedPastGateAndResolve(t *testing.T) {
+	q := dirQueue(t)
+	dbPath := filepath.Join(t.TempDir(), "effects.db")
+	db := emptyInbox(t, dbPath)
+	s := newSigners(t, "dir:"+q, "--category", "transient", "--max", "12", "--ramp", "2,5", "--effects", "sqlite:"+dbPath)
+	s.approve(0, s.plan, "--sign-with", s.keys["bob"])
+	s.approve(0, s.plan, "--sign-with", s.keys["carol"]+".pub", "--detach")
+	s.apply(s.plan, ExitGate)
+	var p redrive.Plan
+	b, _ := os.ReadFile(s.plan)
+	json.Unmarshal(b, &p)
+	for en := range p.Entries.All() {
+		db.Exec(`INSERT OR IGNORE INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint)
+	}
+	_, stderr := s.c.must(ExitApproval, "--config", s.conf, "redrive", "resume", s.plan+".journal", "--past-gate")
+	if !strings.Contains(stderr, "fresh approval") {
+		t.Errorf("--past-gate under the approvals the run started with: %s", stderr)
+	}
+	s.approve(0, s.plan, "--sign-with", s.keys["bob"], "--again")
+	_, stderr = s.c.must(ExitApproval, "--config", s.conf, "redrive", "resume", s.plan+".journal", "--past-gate")
+	if !strings.Contains(stderr, "1 more needed") {
+		t.Errorf("--past-gate with one fresh approval of two: %s", stderr)
+	}
+	s.approve(0, s.plan, "--sign-with", s.keys["carol"]+".pub", "--again", "--detach")
+	out, _ := s.c.must(0, "-o", "json", "--config", s.conf, "redrive", "resume", s.plan+".journal", "--past-gate")
+	if d := runJSON(t, out); d.Moved != 12 || d.ApprovedBy != "bob@example.com, carol@example.com" {
+		t.Errorf("moved %d, approved by %q", d.Moved, d.ApprovedBy)
+	}
+
+	r := filepath.Join(s.c.dir, "r.json")
+	s.c.must(0, "resolve", "plan", "--category", "missing-reference", "--max", "3", "--reason", "deleted upstream", "--by", "alice@example.com", "--out", r)
+	for _, who := range []string{s.keys["bob"], s.keys["carol"] + ".pub"} {
+		s.c.env["SSH_AUTH_SOCK"] = s.agent
+		s.c.must(0, "--config", s.conf, "resolve", "approve", r, "--sign-with", who)
+		delete(s.c.env, "SSH_AUTH_SOCK")
+	}
+	out, _ = s.c.must(0, "-o", "json", "--config", s.conf, "resolve", "apply", r)
+	if d := runJSON(t, out); d.Moved != 3 {
+		t.Errorf("resolve moved %d, want 3", d.Moved)
+	}
+}
