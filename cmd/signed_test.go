@@ -218,8 +218,17 @@ func TestSignedApprovalsGateApply(t *testing.T) {
 
 	// bob hands over a detached approval; carol signs through her agent.
 	s.approve(0, s.plan, "--sign-with", s.keys["bob"], "--detach")
-	if _, err := os.Stat(s.plan + ".approval-bob@example.com"); err != nil {
-		t.Fatalf("no detached approval file: %v", err)
+	detached := readPlanJSON(t, s.plan+".approval-bob@example.com")
+	fields := map[string]bool{}
+	paths(detached, "", map[string]bool{}, fields)
+	for _, f := range documented(t)["dlqctl.approval/v1"] {
+		if !fields[f] && !strings.HasSuffix(f, "hmac") {
+			t.Errorf("the detached approval has no %s (docs/json.md)", f)
+		}
+		delete(fields, f)
+	}
+	if len(fields) > 0 || detached["schema"] != "dlqctl.approval/v1" {
+		t.Errorf("the detached approval has fields docs/json.md does not list: %v", fields)
 	}
 	s.approve(0, s.plan, "--sign-with", s.keys["carol"]+".pub")
 	out, _ := c.must(0, "--config", s.conf, "redrive", "show", s.plan)
