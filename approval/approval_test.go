@@ -125,6 +125,9 @@ func TestSignThroughTheAgent(t *testing.T) {
 	if out, err := exec.Command("ssh-keygen", "-q", "-p", "-P", "", "-N", "secret-passphrase", "-f", locked).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	if _, err := LoadSigner(locked, ""); !errors.Is(err, ErrNoPrivateKey) || !strings.Contains(err.Error(), "passphrase-protected") {
+		t.Errorf("a locked key without an agent: %v", err)
+	}
 	if _, err := LoadSigner(locked, sock); !errors.Is(err, ErrNoPrivateKey) || !strings.Contains(err.Error(), "ssh-add") {
 		t.Errorf("a locked key the agent does not hold: %v", err)
 	}

@@ -42,8 +42,10 @@ func LoadSigner(path, agentSocket string) (*KeySigner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--sign-with: %w", err)
 	}
+	what := "a public key"
 	pub, _, _, _, perr := ssh.ParseAuthorizedKey(b)
 	if perr != nil {
+		what = "passphrase-protected (dlqctl asks for no passphrase)"
 		s, err := ssh.ParsePrivateKey(b)
 		var missing *ssh.PassphraseMissingError
 		switch {
@@ -65,13 +67,13 @@ func LoadSigner(path, agentSocket string) (*KeySigner, error) {
 	if _, ok := pub.(*ssh.Certificate); ok {
 		return nil, fmt.Errorf("--sign-with %s: a certificate; dlqctl approvals are signed with plain keys", path)
 	}
-	return agentSigner(path, pub, agentSocket)
+	return agentSigner(path, what, pub, agentSocket)
 }
 
-func agentSigner(path string, pub ssh.PublicKey, socket string) (*KeySigner, error) {
+func agentSigner(path, what string, pub ssh.PublicKey, socket string) (*KeySigner, error) {
 	fp := Fingerprint(pub)
 	if socket == "" {
-		return nil, fmt.Errorf("%w: %s is a public key (%s) and SSH_AUTH_SOCK is not set, so no ssh-agent can sign with its private half", ErrNoPrivateKey, path, fp)
+		return nil, fmt.Errorf("%w: %s is %s (%s) and SSH_AUTH_SOCK is not set, so no ssh-agent can sign with its private half (ssh-add it)", ErrNoPrivateKey, path, what, fp)
 	}
 	conn, err := net.Dial("unix", socket)
 	if err != nil {

@@ -145,7 +145,7 @@ func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
 }
 
 // planApprovals adds to the plan (in memory) the approvals handed over
-// as files beside it (approve --detach), and says which files it read.
+// as files beside it (approve --detach).
 func (f *Factory) planApprovals(plan *redrive.Plan, planPath string) error {
 	found, err := redrive.ReadDetached(planPath)
 	if err != nil {
