@@ -28,8 +28,12 @@ func newResumeCmd(f *Factory, kind string) *cobra.Command {
 		Short: "Continue a run without repeating any completed move",
 		Long: `Continue an interrupted or failed run from its journal, on the source the
 journal names (--source only when its URL needs a password). The run's
-approval is checked as apply checks it, and the journal's signature chain
-with the same key: an edited or hand-written journal is refused (exit 5).
+approvals are checked as apply checks them (with those given since, in the
+plan file or beside it). An HMAC-approved run's journal must verify its
+chain with the same key: an edited or hand-written journal is refused (exit
+5). A run approved by SSH signatures has no secret to chain with: its
+recorded approvals must verify, and every step its journal says reached a
+destination is checked against the DLQ and the destination again.
 Confirmed moves are never repeated; an entry whose move outcome is unknown
 is checked against the DLQ and the destination (Redis, dir: still in the DLQ
 means not moved) or sent again with the same identity (Pulsar) and journaled
