@@ -146,7 +146,9 @@ func (p *Plan) Judge(pol ApprovalPolicy) (verdicts []Verdict, needed int) {
 	counted := 0
 	for _, a := range p.Approvals {
 		v := p.judge(pol, a)
-		if v.Problem == "" {
+		// Once enough are counted, a further valid approval is valid and
+		// simply not needed; before, a repeat is named as such.
+		if v.Problem == "" && counted < pol.required() {
 			switch {
 			case principals[v.who]:
 				v.Problem = fmt.Sprintf("approval by %s: %s already approved; one approver counts once", a.By, v.who)
