@@ -249,3 +249,26 @@ func unlockedCopy(t *testing.T, path string) string {
 	}
 	return cp
 }
+
+// BenchmarkVerify is the cost apply pays per signed approval.
+func BenchmarkVerify(b *testing.B) {
+	for _, typ := range []string{"ed25519", "ecdsa", "rsa"} {
+		b.Run(typ, func(b *testing.B) {
+			key := sshtest.Keygen(b, b.TempDir(), typ, typ, "")
+			s, err := LoadSigner(key, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			msg := Message("sha256:abc", "alice", t0, t0.Add(time.Hour))
+			sig, err := Sign(s, Namespace, msg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := Verify(sig, Namespace, msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
