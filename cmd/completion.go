@@ -49,6 +49,9 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 		if fl := c.Flags().Lookup("journal"); fl != nil {
 			_ = c.RegisterFlagCompletionFunc("journal", fileKinds(kindJournal))
 		}
+		if fl := c.Flags().Lookup("sign-with"); fl != nil {
+			_ = c.RegisterFlagCompletionFunc("sign-with", sshKeyFiles(f.Getenv("HOME")))
+		}
 		switch {
 		case c.Name() == "show" && c.HasParent() && c.Parent().HasParent(),
 			c.Name() == "approve", c.Name() == "apply":
@@ -128,4 +131,60 @@ func fileKinds(kind fileKind) cobra.CompletionFunc {
 		sort.Strings(out)
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	}
+}
+
+// sshKeyFiles completes SSH keys to sign with: files in the folder being
+// typed that hold an SSH private or public key, and, before a folder is
+// typed, those in ~/.ssh (id_ed25519, id_ed25519.pub, …).
+func sshKeyFiles(home string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		dir := filepath.Dir(toComplete)
+		if strings.HasSuffix(toComplete, "/") {
+			dir = toComplete
+		}
+		var out []string
+		add := func(dir string, bare bool) {
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				return
+			}
+			for _, e := range ents {
+				p := filepath.Join(dir, e.Name())
+				if bare {
+					p = e.Name()
+				}
+				switch {
+				case e.IsDir() && !strings.HasPrefix(e.Name(), "."):
+					out = append(out, p+"/")
+				case !e.IsDir() && isSSHKey(filepath.Join(dir, e.Name())):
+					out = append(out, p)
+				}
+			}
+		}
+		add(dir, dir == "." && !strings.HasPrefix(toComplete, "./"))
+		if !strings.Contains(toComplete, "/") && home != "" {
+			add(filepath.Join(home, ".ssh"), false)
+		}
+		sort.Strings(out)
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+// isSSHKey sniffs a file's first bytes for an OpenSSH or PEM private key,
+// or a public key line.
+func isSSHKey(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, _ := f.Read(head)
+	h := string(head[:n])
+	for _, prefix := range []string{"-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY", "-----BEGIN PRIVATE KEY", "ssh-", "ecdsa-sha2-", "sk-"} {
+		if strings.HasPrefix(h, prefix) {
+			return true
+		}
+	}
+	return false
 }

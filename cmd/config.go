@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -54,6 +55,16 @@ func (p Profile) secret(key string) string {
 type Policy struct {
 	RequireApproval  bool `yaml:"require_approval"`
 	DistinctApprover bool `yaml:"distinct_approver"`
+	// AllowedSigners is the ssh-keygen allowed_signers file that SSH-signed
+	// approvals verify against.
+	AllowedSigners string `yaml:"allowed_signers"`
+	// ApprovalsRequired is how many approvals by distinct approvers a plan
+	// needs (0 means 1).
+	ApprovalsRequired int `yaml:"approvals_required"`
+	// SignaturesOnly refuses HMAC approvals.
+	SignaturesOnly bool `yaml:"signatures_only"`
+	// MaxApprovalTTL caps --ttl (default 24h).
+	MaxApprovalTTL time.Duration `yaml:"max_approval_ttl"`
 }
 
 // loadConfig reads the config file: explicit (flag or env) must exist;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ type doctorOptions struct {
 	effects      string
 	effectsQuery string
 	keyFile      string
+	signers      string
 }
 
 func newDoctorCmd(f *Factory) *cobra.Command {
@@ -26,9 +28,11 @@ func newDoctorCmd(f *Factory) *cobra.Command {
 		Long: `Check, one line each, what a redrive will need, and say how to fix each
 failure: the config and profile parse; the source answers and the DLQ
 exists; the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
-effects store answers and has the inbox table (with --effects); the approval
-key is set and at least 32 bytes. Exit 0 only when every check passes, 1
-otherwise.`,
+effects store answers and has the inbox table (with --effects); the
+allowed_signers file that SSH-signed approvals verify against parses, and
+which principals it lists; the HMAC approval key, when approvals are not
+signatures only, is set, at least 32 bytes and not a placeholder. Exit 0 only
+when every check passes, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return runDoctor(c.Context(), f, o)
@@ -36,7 +40,8 @@ otherwise.`,
 	}
 	c.Flags().StringVar(&o.effects, "effects", "", "effects store to check, as for redrive plan (e.g. sqlite:inbox.db)")
 	c.Flags().StringVar(&o.effectsQuery, "effects-query", "", "the custom PostgreSQL query a plan would use")
-	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
+	c.Flags().StringVar(&o.keyFile, "key-file", "", "file with the HMAC approval key (default: DLQCTL_APPROVAL_KEY)")
+	c.Flags().StringVar(&o.signers, "allowed-signers", "", "allowed_signers file to check (default: DLQCTL_ALLOWED_SIGNERS, then policy.allowed_signers)")
 	return c
 }
 
@@ -108,15 +113,8 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 		}
 	}
 
-	key, err := f.approvalKey(o.keyFile)
-	if err == nil {
-		err = checkApprovalKey(key)
-	}
-	if err != nil {
-		add(Check{Name: "approval key", Detail: errors.Unwrap(err).Error(),
-			Fix: "export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
-	} else {
-		add(Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})
+	for _, c := range f.approvalChecks(o) {
+		add(c)
 	}
 
 	doc.OK = true
@@ -212,4 +210,45 @@ func originChecks(ctx context.Context, src backend.Source) []Check {
 		out = append(out, Check{Name: "origin " + origin, OK: st.OK, Detail: st.Detail, Fix: st.Fix})
 	}
 	return out
+}
+
+// approvalChecks are doctor's lines on approvals: the allowed_signers file
+// (when one is in effect), and the HMAC key unless approvals are signatures
+// only or signed approvals are set up and no HMAC key is.
+func (f *Factory) approvalChecks(o *doctorOptions) []Check {
+	var checks []Check
+	signers, serr := f.allowedSigners(keyFlags{allowedSigners: o.signers})
+	switch {
+	case serr != nil:
+		checks = append(checks, Check{Name: "allowed signers", Detail: errors.Unwrap(serr).Error(),
+			Fix: "fix the file: one line per key, PRINCIPALS [OPTIONS] KEYTYPE KEY (the ssh-keygen ALLOWED SIGNERS format)"})
+	case signers != nil && len(signers.Signers) == 0:
+		checks = append(checks, Check{Name: "allowed signers", Detail: signers.Path + " lists no key",
+			Fix: "add one line per approver: PRINCIPAL KEYTYPE KEY (their ~/.ssh/id_ed25519.pub)"})
+	case signers != nil:
+		detail := fmt.Sprintf("%s: %s, principals %s", signers.Path, plural(len(signers.Signers), "key"), strings.Join(signers.Principals(), ", "))
+		if n := len(signers.CertAuthority); n > 0 {
+			detail += fmt.Sprintf("; %s marked cert-authority let no one approve (certificates are not accepted)", plural(n, "line"))
+		}
+		checks = append(checks, Check{Name: "allowed signers", OK: true, Detail: detail})
+	}
+	key, kerr := f.approvalKey(o.keyFile)
+	switch {
+	case f.config.Policy.SignaturesOnly:
+		checks = append(checks, Check{Name: "approval key", OK: true, Detail: "not used: policy.signatures_only accepts SSH signatures only"})
+		return checks
+	case signers != nil && kerr == nil && len(key) == 0:
+		checks = append(checks, Check{Name: "approval key", OK: true, Detail: "not set: approvals are SSH signatures checked against " + signers.Path})
+		return checks
+	}
+	if kerr == nil {
+		kerr = checkApprovalKey(key)
+	}
+	if kerr != nil {
+		checks = append(checks, Check{Name: "approval key", Detail: errors.Unwrap(kerr).Error(),
+			Fix: "sign approvals with SSH keys (approve --sign-with, allowed_signers), or export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
+	} else {
+		checks = append(checks, Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})
+	}
+	return checks
 }

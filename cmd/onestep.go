@@ -38,8 +38,8 @@ type oneStepOptions struct {
 
 func runOneStep(ctx context.Context, f *Factory, o *oneStepOptions) error {
 	kind := o.plan.kind
-	if f.config.Policy.RequireApproval && !o.dryRun {
-		return withCode(ExitApproval, fmt.Errorf("policy.require_approval is set in %s: use dlqctl %s plan, then approve, then apply", f.config, kind))
+	if rule := f.approvalRequired(); rule != "" && !o.dryRun {
+		return withCode(ExitApproval, fmt.Errorf("%s is set in %s: use dlqctl %s plan, then approve, then apply", rule, f.config, kind))
 	}
 	if !o.yes && !o.dryRun && !f.IO.CanPrompt() {
 		return usageErrorf("not on a terminal: give --yes to %s without a prompt (or --dry-run to only see the plan)", kind)

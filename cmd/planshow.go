@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,17 +8,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
 
 func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
-	return &cobra.Command{
+	var keys keyFlags
+	c := &cobra.Command{
 		Use:   "show PLAN",
 		Short: "What an approver reviews: reason, planner, source, parameters, entries, exclusions, approvals",
 		Long: fmt.Sprintf(`Show a %s plan as an approver reviews it: the reason, who planned it and
 when, the source, the parameters, the entries by category and disposition,
-what was left out and why, and the approvals so far. It never changes the
+what was left out and why, and the approvals so far (each judged as apply
+would judge it here, and how many more are needed). It never changes the
 plan. -o markdown writes it for a ticket; -o json prints the plan document.
 A plan changed after it was made is shown, then refused with exit 5.`, kind),
 		Example: fmt.Sprintf(`  dlqctl %[1]s show %[1]s.plan.json
@@ -27,12 +29,14 @@ A plan changed after it was made is shown, then refused with exit 5.`, kind),
   dlqctl %[1]s show %[1]s.plan.json --jq '.entries | length'`, kind),
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPlanShow(f, kind, args[0])
+			return runPlanShow(f, kind, args[0], keys)
 		},
 	}
+	keys.register(c.Flags())
+	return c
 }
 
-func runPlanShow(f *Factory, kind, path string) error {
+func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
 	if err := wantPlan(path, kind); err != nil {
 		return err
 	}
@@ -45,11 +49,14 @@ func runPlanShow(f *Factory, kind, path string) error {
 	}
 	ro := f.reportOptions()
 	tampered := plan.Verify()
+	if err := f.planApprovals(plan, path); err != nil {
+		return err
+	}
 	switch ro.Format {
 	case report.FormatJSON, report.FormatNDJSON:
 		_, err = f.emitJSON(plan)
 	default:
-		err = f.writePlanReview(f.IO.Out, plan, path, ro)
+		err = f.writePlanReview(f.IO.Out, plan, path, keys, ro)
 	}
 	if err != nil {
 		return err
@@ -63,7 +70,7 @@ func runPlanShow(f *Factory, kind, path string) error {
 // writePlanReview is the approver's view of a plan: the headline fields,
 // then entries by category and disposition, exclusions grouped by why
 // (then each one), and the approvals so far.
-func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro report.Options) error {
+func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, keys keyFlags, ro report.Options) error {
 	integrity := "verified: the content matches the digest"
 	if err := p.Verify(); err != nil {
 		integrity = "CHANGED after it was made: " + err.Error()
@@ -171,25 +178,55 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 	if len(p.Approvals) == 0 {
 		return report.WriteLine(w, report.ToneWarn, "Approvals: none yet", ro)
 	}
-	now := f.now()
 	t = report.Table{Title: "Approvals", Columns: []report.Column{
-		{Name: "by", Kind: report.Key}, {Name: "at"}, {Name: "expires"}, {Name: "state", Kind: report.Key, Tone: approvalTone},
+		{Name: "by", Kind: report.Key}, {Name: "key", Kind: report.Key}, {Name: "at"}, {Name: "expires"},
+		{Name: "state", Kind: report.Key, Tone: approvalTone, MaxWidth: 120},
 	}}
-	for _, a := range p.Approvals {
-		state := "valid until expiry (signature checked by apply)"
-		if !now.Before(a.ExpiresAt) {
-			state = "expired"
+	verdicts, needed, perr := f.judgeApprovals(p, keys)
+	for _, v := range verdicts {
+		a := v.Approval
+		key := a.Key
+		if !a.Signed() {
+			key = "hmac"
 		}
-		t.Rows = append(t.Rows, []any{a.By, a.At, a.ExpiresAt, state})
+		state := "valid"
+		switch {
+		case perr != nil:
+			state = "not checked: " + perr.Error()
+		case v.Problem != "":
+			state = strings.TrimPrefix(v.Problem, "approval by "+a.By+": ")
+		}
+		t.Rows = append(t.Rows, []any{a.By, key, a.At, a.ExpiresAt, state})
 	}
-	return report.WriteTable(w, t, ro)
+	if err := report.WriteTable(w, t, ro); err != nil {
+		return err
+	}
+	if perr != nil {
+		return nil
+	}
+	tone, line := report.ToneGood, "Approvals: enough, 0 more needed"
+	if needed > 0 {
+		tone, line = report.ToneWarn, fmt.Sprintf("Approvals: %d more needed (by distinct approvers)", needed)
+	}
+	return report.WriteLine(w, tone, line, ro)
+}
+
+// judgeApprovals checks a plan's approvals as apply would now, on this
+// host's allowed_signers and keys, for the review.
+func (f *Factory) judgeApprovals(p *redrive.Plan, keys keyFlags) ([]redrive.Verdict, int, error) {
+	pol, err := f.approvalPolicy(keys, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, needed := p.Judge(pol)
+	return v, needed, nil
 }
 
 func approvalTone(s string) report.Tone {
-	if s == "expired" {
-		return report.ToneBad
+	if s == "valid" {
+		return report.ToneGood
 	}
-	return report.ToneGood
+	return report.ToneBad
 }
 
 // whyKind groups exclusion reasons by their first clause ("held back",
@@ -227,20 +264,14 @@ func selectorsText(s redrive.Selectors) string {
 	return strings.Join(parts, " ")
 }
 
-// minApprovalKeyBytes: an HMAC-SHA256 key shorter than its 32-byte output
-// is weaker than the signature it makes.
-const minApprovalKeyBytes = 32
-
-// errShortKey is wrapped by checkApprovalKey.
-var errShortKey = errors.New("approval key too short")
-
-// checkApprovalKey refuses a missing or short key with how to make one.
+// checkApprovalKey refuses a missing, short or patterned HMAC key with how
+// to make one.
 func checkApprovalKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
-	case len(key) < minApprovalKeyBytes:
-		return usageErrorf("%w: it is %d bytes, at least %d are needed (make one with: openssl rand -hex 32)", errShortKey, len(key), minApprovalKeyBytes)
+	if len(key) == 0 {
+		return usageErrorf("no approval key: sign with your SSH key (--sign-with KEY), or set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
+	}
+	if err := approval.CheckHMACKey(key); err != nil {
+		return usageErrorf("%w (make one with: openssl rand -hex 32)", err)
 	}
 	return nil
 }
@@ -250,10 +281,11 @@ func checkApprovalKey(key []byte) error {
 // while their first is in force: one person approving twice is still one
 // approval. An expired one, or one that does not verify with this key, is
 // renewed; --again records a fresh one anyway (going on past a gate needs
-// an approval given after the halt).
-func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, key []byte, again bool) error {
+// an approval given after the halt). inForce says whether an earlier
+// approval is this approver's own and in force.
+func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error {
 	for _, a := range p.Approvals {
-		if a.By == by && !again && p.InForce(a, key, f.now()) {
+		if a.By == by && !again && inForce(a) {
 			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s, in force until %s; a second approval by the same approver adds nothing (another approver: --by NAME; a fresh one after a halt: --again)",
 				by, path, a.At.UTC().Format(time.RFC3339), a.ExpiresAt.UTC().Format(time.RFC3339)))
 		}
@@ -262,7 +294,7 @@ func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, key []b
 	if ro.Format.IsJSON() {
 		return nil
 	}
-	if err := f.writePlanReview(f.IO.Out, p, path, ro); err != nil {
+	if err := f.writePlanReview(f.IO.Out, p, path, keys, ro); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.IO.Out)

@@ -329,68 +329,6 @@ func newPlanCmd(f *Factory, kind string) *cobra.Command {
 	return c
 }
 
-type approveOptions struct {
-	by       string
-	ttl      time.Duration
-	keys     keyFlags
-	distinct bool
-	again    bool
-}
-
-func newApproveCmd(f *Factory, kind string) *cobra.Command {
-	o := &approveOptions{}
-	c := &cobra.Command{
-		Use:   "approve PLAN",
-		Short: "Record an approval of the plan: who, when, until when, signed with the approval key",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return runApprove(f, kind, args[0], o)
-		},
-	}
-	c.Flags().StringVar(&o.by, "by", "", "approver (default: the OS user)")
-	c.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "how long the approval stays valid")
-	o.keys.register(c.Flags())
-	c.Flags().BoolVar(&o.distinct, "require-distinct-approver", false, "refuse when the approver is the planner (also policy.distinct_approver)")
-	c.Flags().BoolVar(&o.again, "again", false, "record a fresh approval although this approver's earlier one is in force (to go on past a gate)")
-	return c
-}
-
-func runApprove(f *Factory, kind, path string, o *approveOptions) error {
-	if o.ttl <= 0 {
-		return usageErrorf("--ttl must be positive")
-	}
-	plan, err := f.readPlanFor(path, kind)
-	if err != nil {
-		return err
-	}
-	by := f.identity(o.by)
-	key, err := f.signingKey(o.keys, by)
-	if err != nil {
-		return err
-	}
-	if len(key) == 0 {
-		return usageErrorf("no approval key: set DLQCTL_APPROVAL_KEY, or give --key-file or --keys-dir")
-	}
-	if err := checkApprovalKey(key); err != nil {
-		return err
-	}
-	if err := f.reviewBeforeApproval(plan, path, by, key, o.again); err != nil {
-		return err
-	}
-	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
-		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
-	}
-	a, err := plan.Approve(key, by, f.now(), o.ttl)
-	if err != nil {
-		return err
-	}
-	if err := redrive.WritePlan(path, plan); err != nil {
-		return fmt.Errorf("write plan: %w", err)
-	}
-	fmt.Fprintf(f.IO.ErrOut, "approved by %s until %s; next: dlqctl %s apply %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), kind, path)
-	return nil
-}
-
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
 func (f *Factory) readPlanFor(path, kind string) (*redrive.Plan, error) {
 	boundHeap(f.Getenv)
@@ -448,26 +386,33 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 	if err != nil {
 		return err
 	}
+	if err := f.planApprovals(plan, path); err != nil {
+		return err
+	}
 	pol, err := f.approvalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
-	approval, err := plan.CheckApproval(pol)
+	approvals, err := plan.CheckApprovals(pol)
 	if err != nil {
 		return withCode(ExitApproval, fmt.Errorf("%s: not approved: %w", path, err))
 	}
-	key, err := pol.KeyOf(approval.By)
-	if err != nil {
-		return withCode(ExitApproval, err)
+	// An HMAC-approved run's journal is chained with the approval key; a
+	// signed run's host holds no secret to chain it with (docs/journal.md).
+	var key []byte
+	if !approvals[0].Signed() {
+		if key, err = pol.KeyOf(approvals[0].By); err != nil {
+			return withCode(ExitApproval, err)
+		}
 	}
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
-	return f.applyPlan(ctx, plan, path, journal, &approval, key, o.skipMissing, o.effects, hintFlags{keys: o.keys})
+	return f.applyPlan(ctx, plan, path, journal, approvals, key, o.skipMissing, o.effects, hintFlags{keys: o.keys})
 }
 
 // applyPlan checks the plan against the DLQ and runs it. key is the
-// approval key the journal is chained with (nil: a one-step run without
-// one, whose journal is not signed).
-func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approval *redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) error {
+// approval key the journal is chained with (nil: a signed run, or a
+// one-step run without one, whose journal is not chained).
+func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approvals []redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) error {
 	runID := redrive.NewRunID(f.now(), randomSuffix())
 	unlock, err := f.lockJournal(journalPath, runID)
 	if err != nil {
@@ -511,7 +456,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if len(key) > 0 {
 		j.Chain(redrive.JournalKey(key, runID), "")
 	}
-	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approval)
+	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approvals)
 	if err != nil {
 		return err
 	}

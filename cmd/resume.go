@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -28,8 +28,12 @@ func newResumeCmd(f *Factory, kind string) *cobra.Command {
 		Short: "Continue a run without repeating any completed move",
 		Long: `Continue an interrupted or failed run from its journal, on the source the
 journal names (--source only when its URL needs a password). The run's
-approval is checked as apply checks it, and the journal's signature chain
-with the same key: an edited or hand-written journal is refused (exit 5).
+approvals are checked as apply checks them (with those given since, in the
+plan file or beside it). An HMAC-approved run's journal must verify its
+chain with the same key: an edited or hand-written journal is refused (exit
+5). A run approved by SSH signatures has no secret to chain with: its
+recorded approvals must verify, and every step its journal says reached a
+destination is checked against the DLQ and the destination again.
 Confirmed moves are never repeated; an entry whose move outcome is unknown
 is checked against the DLQ and the destination (Redis, dir: still in the DLQ
 means not moved) or sent again with the same identity (Pulsar) and journaled
@@ -65,8 +69,8 @@ type trustedRun struct {
 	// unsigned one-step run), v how far it verified.
 	key []byte
 	v   redrive.Verified
-	// fresh is the approval to record when it is not the run-start's.
-	fresh *redrive.Approval
+	// fresh are the approvals to record when they are not the run-start's.
+	fresh []redrive.Approval
 	// fromFile says the run's plan was read from its plan file (checked
 	// by digest), whose approvals are then st.Plan's own.
 	fromFile bool
@@ -99,30 +103,14 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	if err != nil {
 		return nil, err
 	}
-	signed := start.MAC != ""
-	tr := &trustedRun{}
-	switch {
-	case start.Approval != nil:
-		// The approval's signature first, so that a wrong key is named as such.
-		sig := pol
-		sig.Now, sig.DistinctApprover = time.Time{}, false
-		check := *plan
-		check.Approvals = []redrive.Approval{*start.Approval}
-		if _, err := check.CheckApproval(sig); err != nil {
-			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: the run's approval: %w", path, err))
+	trust, err := plan.TrustRun(start, pol)
+	if err != nil {
+		if errors.Is(err, redrive.ErrUnsigned) {
+			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w; resume refuses it", path, err))
 		}
-		if tr.key, err = pol.KeyOf(start.Approval.By); err != nil {
-			return nil, withCode(ExitApproval, err)
-		}
-		if !signed {
-			return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w, but its run has an approval: a journal made by dlqctl is signed; resume refuses it", path, redrive.ErrUnsigned))
-		}
-	case signed:
-		// A one-step run signed with the approval key in effect then.
-		if tr.key, err = pol.KeyOf(""); err != nil {
-			return nil, withCode(ExitApproval, fmt.Errorf("journal %s is signed: %w", path, err))
-		}
+		return nil, withCode(ExitApproval, fmt.Errorf("journal %s: %w", path, err))
 	}
+	tr := &trustedRun{key: trust.Key}
 	var jkey []byte
 	if tr.key != nil {
 		jkey = redrive.JournalKey(tr.key, start.RunID)
@@ -136,6 +124,11 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 			return nil, withCode(ExitApproval, fmt.Errorf("%w; resume refuses it (a journal made by dlqctl verifies with the approval key the run started under)", err))
 		}
 		return nil, usageErrorf("%v", err)
+	}
+	if trust.Unauthenticated {
+		// A signed run's journal is not believed where believing it could
+		// remove an entry that never reached its destination.
+		st.Distrust()
 	}
 	tr.st, tr.v = st, v
 	tr.fromFile = start.Plan == nil
@@ -155,10 +148,10 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 	if halted {
 		pol.After = st.HaltedAt
 	}
-	start := st.Start.Approval
-	if start == nil && !halted {
-		if f.config.Policy.RequireApproval {
-			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and policy.require_approval is set in %s", path, f.config))
+	start := st.Start.RecordedApprovals()
+	if len(start) == 0 && !halted {
+		if rule := f.approvalRequired(); rule != "" {
+			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, rule, f.config))
 		}
 		if tr.key == nil {
 			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
@@ -180,14 +173,24 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 		}
 		return withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
 	}
+	// Approvals handed over beside the plan (approve --detach).
+	if planPath != "" {
+		found, err := redrive.ReadDetached(planPath)
+		if err != nil {
+			return withCode(ExitApproval, err)
+		}
+		for _, d := range found {
+			cands = append(cands, d.Approval)
+		}
+	}
 	check := *st.Plan
 	check.Approvals = cands
-	a, err := check.CheckApproval(pol)
+	ok, err := check.CheckApprovals(pol)
 	if err != nil {
 		return withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
 	}
-	if start == nil || a != *start {
-		tr.fresh = &a
+	if !slices.Equal(ok, start) {
+		tr.fresh = ok
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/redrive"
@@ -47,9 +48,11 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 		// A journal that ends without run-end: the process died mid-run.
 		d.Status = redrive.StatusInterrupted
 	}
-	if st.Start.Approval != nil {
-		d.ApprovedBy = st.Start.Approval.By
+	var by []string
+	for _, a := range st.Start.RecordedApprovals() {
+		by = append(by, a.By)
 	}
+	d.ApprovedBy = strings.Join(by, ", ")
 	d.Moved, d.Gone, d.Skipped, d.Failed = st.Counts()
 	d.Remaining = d.Planned - d.Moved - d.Gone - d.Skipped
 	for _, b := range st.Batches {

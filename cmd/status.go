@@ -28,7 +28,7 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 			}
 			doc := journalRunDoc(st, args[0])
 			if doc.Resume != "" {
-				doc.Resume = f.resumeCommand(kind, args[0], hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: st.Start.Approval == nil && st.Start.MAC == ""})
+				doc.Resume = f.resumeCommand(kind, args[0], hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: len(st.Start.RecordedApprovals()) == 0 && st.Start.MAC == ""})
 			}
 			ro := f.reportOptions()
 			if !ro.Format.IsJSON() {

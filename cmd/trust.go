@@ -11,23 +11,29 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
-// keyFlags say where the approval key comes from: one key for everyone
-// (--key-file or DLQCTL_APPROVAL_KEY), or a folder with a key per approver
-// (--keys-dir or DLQCTL_APPROVAL_KEYS_DIR, file APPROVER.key).
+// keyFlags say what approvals are made and checked with: an SSH key
+// (--sign-with, approve only) checked against an allowed_signers file
+// (--allowed-signers, DLQCTL_ALLOWED_SIGNERS or policy.allowed_signers),
+// or the weaker HMAC: one key for everyone (--key-file or
+// DLQCTL_APPROVAL_KEY), or a folder with a key per approver (--keys-dir or
+// DLQCTL_APPROVAL_KEYS_DIR, file APPROVER.key).
 type keyFlags struct {
-	keyFile string
-	keysDir string
+	keyFile        string
+	keysDir        string
+	allowedSigners string
 }
 
 func (k *keyFlags) register(fs interface {
 	StringVar(p *string, name, value, usage string)
 }) {
-	fs.StringVar(&k.keyFile, "key-file", "", "file with the approval key (default: DLQCTL_APPROVAL_KEY)")
-	fs.StringVar(&k.keysDir, "keys-dir", "", "folder with one key per approver, APPROVER.key: an approval verifies only with its approver's key (default: DLQCTL_APPROVAL_KEYS_DIR)")
+	fs.StringVar(&k.allowedSigners, "allowed-signers", "", "ssh-keygen allowed_signers file that SSH-signed approvals verify against (default: DLQCTL_ALLOWED_SIGNERS, then policy.allowed_signers)")
+	fs.StringVar(&k.keyFile, "key-file", "", "file with the HMAC approval key (default: DLQCTL_APPROVAL_KEY)")
+	fs.StringVar(&k.keysDir, "keys-dir", "", "folder with one HMAC key per approver, APPROVER.key: an approval verifies only with its approver's key (default: DLQCTL_APPROVAL_KEYS_DIR)")
 }
 
 // approverName is what may name a key file in a keys folder.
@@ -50,16 +56,44 @@ func approverKey(dir, by string) ([]byte, error) {
 		return nil, err
 	}
 	key := []byte(strings.TrimRight(string(b), "\r\n"))
-	if len(key) == 0 {
-		return nil, fmt.Errorf("%s: the key file is empty", filepath.Join(dir, by+".key"))
+	if err := approval.CheckHMACKey(key); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, by+".key"), err)
 	}
 	return key, nil
 }
 
-// approvalPolicy is what apply and resume require: the key (or keys) to
-// verify with and the distinct-approver rule.
+// allowedSigners reads the allowed_signers file in effect (nil: none).
+func (f *Factory) allowedSigners(k keyFlags) (*approval.AllowedSigners, error) {
+	path := firstNonEmpty(k.allowedSigners, f.Getenv("DLQCTL_ALLOWED_SIGNERS"), f.config.Policy.AllowedSigners)
+	if path == "" {
+		return nil, nil
+	}
+	as, err := approval.ReadAllowedSigners(path)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return as, nil
+}
+
+// approvalPolicy is what apply and resume require: the allowed signers
+// and HMAC key (or keys) to verify with, how many approvers, and the
+// distinct-approver rule.
 func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error) {
-	pol := redrive.ApprovalPolicy{DistinctApprover: distinct || f.config.Policy.DistinctApprover, Now: f.now()}
+	pp := f.config.Policy
+	pol := redrive.ApprovalPolicy{
+		DistinctApprover: distinct || pp.DistinctApprover, Required: pp.ApprovalsRequired,
+		SignaturesOnly: pp.SignaturesOnly, Applier: f.identity(""),
+		// Approval times keep their fraction of a second; so does the
+		// clock they are compared with.
+		Now: f.Now().UTC(),
+	}
+	if pp.ApprovalsRequired < 0 {
+		return pol, usageErrorf("policy.approvals_required is %d in %s; it is a count of approvers", pp.ApprovalsRequired, f.config)
+	}
+	var err error
+	if pol.Signers, err = f.allowedSigners(k); err != nil {
+		return pol, err
+	}
 	if dir := f.keysDir(k); dir != "" {
 		if k.keyFile != "" {
 			return pol, usageErrorf("give --key-file or --keys-dir, not both")
@@ -74,11 +108,31 @@ func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPol
 	if err != nil {
 		return pol, err
 	}
+	if len(key) > 0 {
+		if err := checkApprovalKey(key); err != nil {
+			return pol, err
+		}
+	}
 	pol.Key = key
 	return pol, nil
 }
 
-// signingKey is the key an approval by `by` is made with.
+// approvalRequired names the policy rule that forbids a run without an
+// approval ("" when none does): a policy that asks for signatures or for
+// several approvers asks for an approval first.
+func (f *Factory) approvalRequired() string {
+	switch pp := f.config.Policy; {
+	case pp.RequireApproval:
+		return "policy.require_approval"
+	case pp.SignaturesOnly:
+		return "policy.signatures_only"
+	case pp.ApprovalsRequired > 1:
+		return "policy.approvals_required"
+	}
+	return ""
+}
+
+// signingKey is the HMAC key an approval by `by` is made with.
 func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
 	if dir := f.keysDir(k); dir != "" && k.keyFile == "" {
 		key, err := approverKey(dir, by)
@@ -88,6 +142,19 @@ func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
 		return key, nil
 	}
 	return f.approvalKey(k.keyFile)
+}
+
+// planApprovals adds to the plan (in memory) the approvals handed over
+// as files beside it (approve --detach).
+func (f *Factory) planApprovals(plan *redrive.Plan, planPath string) error {
+	found, err := redrive.ReadDetached(planPath)
+	if err != nil {
+		return withCode(ExitApproval, err)
+	}
+	for _, d := range found {
+		plan.Approvals = append(plan.Approvals, d.Approval)
+	}
+	return nil
 }
 
 // readAnswer reads one line from in, or gives up at once when ctx ends
@@ -142,6 +209,9 @@ func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
 	}
 	if h.keys.keysDir != "" {
 		parts = append(parts, "--keys-dir", shellQuote(h.keys.keysDir))
+	}
+	if h.keys.allowedSigners != "" {
+		parts = append(parts, "--allowed-signers", shellQuote(h.keys.allowedSigners))
 	}
 	return strings.Join(parts, " ")
 }

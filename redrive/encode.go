@@ -13,7 +13,7 @@ import (
 // CPU; every other record goes through encoding/json. It reports false for
 // a record it does not handle.
 func appendStep(b []byte, r Record) ([]byte, bool) {
-	if r.Plan != nil || r.Approval != nil || r.Envelope != nil || r.Batch != nil || r.Seqs != nil ||
+	if r.Plan != nil || r.Approval != nil || r.Approvals != nil || r.Envelope != nil || r.Batch != nil || r.Seqs != nil ||
 		r.PlanPath != "" || r.PlanDigest != "" || r.Source != "" || r.Watermark != "" || r.AppliedBy != "" || r.Status != "" || r.HaltedBy != "" || r.Moved != 0 {
 		return b, false
 	}

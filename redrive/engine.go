@@ -64,28 +64,50 @@ func NewRunID(now time.Time, random string) string {
 }
 
 // Start begins a new run of p: it writes the run-start record, with the
-// plan's digest and path and the approval, into the journal, and returns
+// plan's digest and path and the approvals, into the journal, and returns
 // the run's state.
-func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string, a *Approval) (*State, error) {
+func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string, approvals []Approval) (*State, error) {
 	st := newState(runID, p)
 	// The plan is named by its digest, not embedded: readers of the journal
 	// read the plan file and check it against this digest (runplan.go).
-	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
+	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy}
+	st.Start.setApprovals(approvals)
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err
 	}
+	st.Approvals = append(st.Approvals, approvals...)
 	return st, nil
 }
 
-// Resume marks the journal as resumed by `by`, under approval a when it
-// is not the one the run started with (nil: that one).
-func (e *Engine) Resume(st *State, by string, a *Approval) error {
-	if err := e.Journal.Append(Record{Type: RecResume, RunID: st.RunID, AppliedBy: by, Approval: a}); err != nil {
+// setApprovals records one approval as `approval` (as journals always
+// have), several as `approvals`.
+func (r *Record) setApprovals(as []Approval) {
+	switch len(as) {
+	case 0:
+	case 1:
+		r.Approval = &as[0]
+	default:
+		r.Approvals = as
+	}
+}
+
+// RecordedApprovals are the approvals a run-start or resume record names.
+func (r Record) RecordedApprovals() []Approval {
+	if r.Approval != nil {
+		return append([]Approval{*r.Approval}, r.Approvals...)
+	}
+	return r.Approvals
+}
+
+// Resume marks the journal as resumed by `by`, under the approvals fresh
+// when they are not the ones the run started with (nil: those).
+func (e *Engine) Resume(st *State, by string, fresh []Approval) error {
+	r := Record{Type: RecResume, RunID: st.RunID, AppliedBy: by}
+	r.setApprovals(fresh)
+	if err := e.Journal.Append(r); err != nil {
 		return err
 	}
-	if a != nil {
-		st.Approvals = append(st.Approvals, *a)
-	}
+	st.Approvals = append(st.Approvals, fresh...)
 	return nil
 }
 

@@ -52,6 +52,9 @@ type Record struct {
 	Source     string    `json:"source,omitempty"`
 	AppliedBy  string    `json:"applied_by,omitempty"`
 	Approval   *Approval `json:"approval,omitempty"`
+	// Approvals holds the approvals a run went on under when a policy
+	// needs more than one (Approval holds a single one).
+	Approvals []Approval `json:"approvals,omitempty"`
 
 	// entry steps
 	Seq         int64              `json:"seq,omitempty"`

@@ -153,9 +153,7 @@ func (rp *replayer) add(r Record) error {
 		}
 		st := newState(r.RunID, p)
 		st.Start = r
-		if r.Approval != nil {
-			st.Approvals = append(st.Approvals, *r.Approval)
-		}
+		st.Approvals = append(st.Approvals, r.RecordedApprovals()...)
 		rp.st = st
 		return nil
 	}
@@ -184,9 +182,7 @@ func (rp *replayer) add(r Record) error {
 		}
 	case RecResume:
 		st.Status, st.HaltedBy = "", ""
-		if r.Approval != nil {
-			st.Approvals = append(st.Approvals, *r.Approval)
-		}
+		st.Approvals = append(st.Approvals, r.RecordedApprovals()...)
 	}
 	return nil
 }
