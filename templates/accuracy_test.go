@@ -154,7 +154,8 @@ func TestExternalAccuracy(t *testing.T) {
 		got := mine(msgs)
 		acc := GroupingAccuracy(truth, got)
 		sum += acc
-		t.Logf("%-12s %5d messages %4d templates: %.3f", strings.TrimSuffix(filepath.Base(f), ".tsv"), len(msgs), count(truth), acc)
+		t.Logf("%-12s %5d messages %4d templates: %.3f (rules: %d messages matched by another group's rule first)",
+			strings.TrimSuffix(filepath.Base(f), ".tsv"), len(msgs), count(truth), acc, ruleMisses(t, msgs, os.Getenv("DLQCTL_TEMPLATE_DETAIL") == filepath.Base(f)))
 		if os.Getenv("DLQCTL_TEMPLATE_DETAIL") == filepath.Base(f) {
 			reportMisgrouped(t, truth, got, msgs)
 		}

@@ -65,7 +65,9 @@ func Prepare(msg string) Prepared {
 	if !utf8.ValidString(msg) {
 		msg = strings.ToValidUTF8(msg, "\uFFFD")
 	}
-	fields := strings.Fields(msg)
+	// Split where a regular expression's \s would, so that a rule made
+	// from the template (Pattern) sees the same tokens.
+	fields := strings.FieldsFunc(msg, isSpace)
 	p.tokens = make([]token, 0, len(fields))
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -85,9 +87,16 @@ func Prepare(msg string) Prepared {
 		}
 		p.tokens = append(p.tokens, maskToken(f))
 	}
+	if p.Cut && len(p.tokens) > 1 {
+		// The cut may have fallen inside the last token: it says nothing.
+		p.tokens = p.tokens[:len(p.tokens)-1]
+	}
 	p.tokens = fold(p.tokens)
 	return p
 }
+
+// isSpace is what RE2's \s matches.
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r' }
 
 // openQuote says whether f opens a quoted string, after leading brackets
 // or a key= ("(\"abc", "name='x"), and where the quote is.
@@ -131,7 +140,7 @@ func fold(ts []token) []token {
 	out := ts[:0]
 	for _, t := range ts {
 		if n := len(out); n > 0 && t.variable && out[n-1].variable && bare(out[n-1].text) && bare(t.text) {
-			out[n-1].spans = true
+			out[n-1].text, out[n-1].spans = t.text, true // "<*>, <*>" ends as the last one does
 			continue
 		}
 		out = append(out, t)
@@ -182,10 +191,10 @@ func maskToken(f string) token {
 	return token{text: f}
 }
 
-// isWord: letters and underscores only.
+// isWord: letters, underscores and inner dashes only.
 func isWord(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+		if c := s[i]; !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' && i > 0) {
 			return false
 		}
 	}

@@ -176,8 +176,8 @@ func merge(tmpl, msg []token) {
 		switch {
 		case t.variable:
 			t.spans = t.spans || u.spans
-			if u.variable && t.text != u.text {
-				t.text = Wildcard // "(<*>)" against "<*>,": keep no punctuation
+			if t.text != u.text {
+				t.text = Wildcard // "(<*>)" against "<*>," or "abc": keep no punctuation
 			}
 		case u.variable || t.text != u.text:
 			t.text, t.variable, t.spans = Wildcard, true, u.spans
