@@ -69,16 +69,34 @@ type Miner struct {
 	byLen    map[int]*node
 	clusters []*Cluster
 	overflow *Cluster
+	// seen remembers the cluster of messages met before: a DLQ repeats a
+	// handful of errors many times, and a message met again joins the
+	// cluster it joined the first time (whose template already holds it)
+	// without being masked again. Bounded by seenBytes.
+	seen      map[string]*Cluster
+	seenBytes int
 }
+
+// seenMaxBytes bounds the text the miner remembers in seen.
+const seenMaxBytes = 4 << 20
 
 // New returns an empty miner.
 func New(cfg Config) *Miner {
-	return &Miner{cfg: cfg, byLen: map[int]*node{}}
+	return &Miner{cfg: cfg, byLen: map[int]*node{}, seen: map[string]*Cluster{}}
 }
 
 // Add mines one message and returns the cluster it joined.
 func (m *Miner) Add(msg string) *Cluster {
-	return m.AddPrepared(Prepare(msg))
+	if c, ok := m.seen[msg]; ok {
+		c.Count++
+		return c
+	}
+	c := m.AddPrepared(Prepare(msg))
+	if !c.overflow && m.seenBytes+len(msg) <= seenMaxBytes {
+		m.seen[strings.Clone(msg)] = c
+		m.seenBytes += len(msg)
+	}
+	return c
 }
 
 // AddPrepared mines a message that Prepare already masked.

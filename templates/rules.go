@@ -66,16 +66,12 @@ func Name(template string) string {
 		if strings.Contains(f, Wildcard) {
 			continue
 		}
-		var w strings.Builder
-		for _, r := range strings.ToLower(f) {
-			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-				w.WriteRune(r)
-			}
-		}
-		if w.Len() > 0 {
-			words = append(words, w.String())
-		}
-		if len(words) == 6 {
+		// Other characters separate words: do_not_honor, "orders.v2".
+		words = append(words, strings.FieldsFunc(strings.ToLower(f), func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		})...)
+		if len(words) >= 6 {
+			words = words[:6]
 			break
 		}
 	}
