@@ -56,7 +56,7 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 	json := ro.Format == report.FormatJSON || ro.Format == report.FormatNDJSON
 	dopts := inspect.DiscoverOptions{KeepIDs: json}
 	if scope != "all" {
-		dopts.Category = scope
+		dopts.Selector.Categories = []string{scope}
 	}
 	d, err := s.walker.Discover(ctx, dopts)
 	if err != nil {

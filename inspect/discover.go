@@ -13,8 +13,9 @@ import (
 
 // DiscoverOptions says what Discover mines.
 type DiscoverOptions struct {
-	// Category limits the mining to one category; "" mines every entry.
-	Category string
+	// Selector picks the entries to mine (a category, a filter); the zero
+	// value mines every entry. Its Limit is ignored.
+	Selector Selector
 	// KeepIDs keeps every entry id of every group (for JSON output); without
 	// it only sample ids are kept and memory does not grow with the DLQ.
 	KeepIDs bool
@@ -77,13 +78,16 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 	memo := w.Classifier.Memo()
 	var accs []*clusterAcc
 	seq := 0
+	sel := opts.Selector
+	sel.Limit = 0
+	pick := !sel.IsZero()
 	err := w.scanLean(ctx, true, func(e envelope.Envelope) error {
 		if track {
 			tracker.Add(e)
 		}
-		if opts.Category != "" {
+		if pick {
 			c := memo.Classify(e, !track && tracker.IsConflict(e.EventID))
-			if c.Category != opts.Category {
+			if !sel.Match(e, c, w.Now) {
 				return nil
 			}
 		}
