@@ -64,6 +64,11 @@ type clusterAcc struct {
 // by template; when the DLQ holds event IDs in conflict it reads it a
 // second time, as Summarize does, since they change categories.
 func (w Walker) Discover(ctx context.Context, opts DiscoverOptions) (Discovery, error) {
+	if len(opts.Selector.Categories) == 0 && len(opts.Selector.Dispositions) == 0 {
+		// No category decides what is mined: one pass, no classifying,
+		// no conflict tracking (--all).
+		return w.discover(ctx, nil, false, opts)
+	}
 	tracker := envelope.NewConflictTracker()
 	d, err := w.discover(ctx, tracker, true, opts)
 	if err != nil || tracker.ConflictCount() == 0 {
@@ -81,12 +86,15 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 	sel := opts.Selector
 	sel.Limit = 0
 	pick := !sel.IsZero()
-	err := w.scanLean(ctx, true, func(e envelope.Envelope) error {
+	err := w.scanLean(ctx, tracker != nil, func(e envelope.Envelope) error {
 		if track {
 			tracker.Add(e)
 		}
 		if pick {
-			c := memo.Classify(e, !track && tracker.IsConflict(e.EventID))
+			var c envelope.Classification
+			if tracker != nil {
+				c = memo.Classify(e, !track && tracker.IsConflict(e.EventID))
+			}
 			if !sel.Match(e, c, w.Now) {
 				return nil
 			}
