@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 func discoverDoc(t *testing.T, args ...string) TemplatesDoc {
@@ -26,7 +28,30 @@ func discoverDoc(t *testing.T, args ...string) TemplatesDoc {
 // TestDiscoverIncident: the unknown bucket of the sample incident falls
 // into the business rejections it hides, one template each.
 func TestDiscoverIncident(t *testing.T) {
-	doc := discoverDoc(t, "--source", incidentSource(t))
+	checkIncidentTemplates(t, incidentSource(t))
+}
+
+// TestDiscoverOnRedis: the same on the incident imported into a real
+// Redis stream, read through the lean scan.
+func TestDiscoverOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	dump := filepath.Join(t.TempDir(), "incident.ndjson")
+	if _, stderr, code := run(t, nil, "--source", incidentSource(t), "export", "--out", dump); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	source := srv.URL(0, "orders-dlq")
+	if _, stderr, code := run(t, nil, "--source", source, "import", dump); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	checkIncidentTemplates(t, source)
+	if all := discoverDoc(t, "--source", source, "--all"); all.Total != 284 {
+		t.Errorf("--all on Redis: total %d, want 284", all.Total)
+	}
+}
+
+func checkIncidentTemplates(t *testing.T, source string) {
+	t.Helper()
+	doc := discoverDoc(t, "--source", source)
 	want := []string{
 		"fraud check rejected order <*> (score <*>)=5",
 		"refund amount exceeds captured amount=3",
