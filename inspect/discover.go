@@ -57,7 +57,7 @@ type clusterAcc struct {
 	sampleIDs   []string
 	// ids and seqs: every id (with KeepIDs) and its place in the scan.
 	ids  []string
-	seqs []int
+	seqs []int32
 }
 
 // Discover reads the DLQ once and groups the errors of the chosen entries
@@ -119,7 +119,7 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 		}
 		if opts.KeepIDs {
 			a.ids = append(a.ids, e.ID)
-			a.seqs = append(a.seqs, seq)
+			a.seqs = append(a.seqs, int32(seq))
 		}
 		seq++
 		return nil
@@ -131,7 +131,7 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 		tg := TemplateGroup{Template: g.Template, Count: g.Count, Overflow: g.IsOverflow(), group: g}
 		type idAt struct {
 			id  string
-			seq int
+			seq int32
 		}
 		var all []idAt
 		for _, cid := range g.Clusters {
@@ -150,14 +150,18 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 					tg.SampleIDs = append(tg.SampleIDs, id)
 				}
 			}
-			for i, id := range a.ids {
-				all = append(all, idAt{id, a.seqs[i]})
+			if opts.KeepIDs && len(g.Clusters) == 1 {
+				tg.IDs = a.ids // already in DLQ order
+			} else {
+				for i, id := range a.ids {
+					all = append(all, idAt{id, a.seqs[i]})
+				}
 			}
+			a.ids, a.seqs = nil, nil
 		}
-		if opts.KeepIDs {
-			if len(g.Clusters) > 1 {
-				slices.SortFunc(all, func(a, b idAt) int { return a.seq - b.seq })
-			}
+		if opts.KeepIDs && len(g.Clusters) > 1 {
+			// Several clusters' ids, each in DLQ order: merged back into it.
+			slices.SortFunc(all, func(a, b idAt) int { return int(a.seq - b.seq) })
 			tg.IDs = make([]string, len(all))
 			for i, x := range all {
 				tg.IDs[i] = x.id
