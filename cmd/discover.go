@@ -82,12 +82,27 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 	if d.Total == 0 {
 		fmt.Fprintf(f.IO.ErrOut, "dlqctl: no entries in %s\n", scopeName(scope))
 	}
+	// On a terminal the template is what this table is for: one sample id
+	// (ids are never cut, and three would leave it no room) and no sample
+	// error, which -o wide, markdown and piped output add.
+	full := !ro.TTY || ro.Format != report.FormatTable
 	t := report.Table{Columns: []report.Column{
-		{Name: "template", MaxWidth: 70}, {Name: "count", Right: true}, {Name: "oldest", Right: true},
-		{Name: "sample error", MaxWidth: 50, Optional: true}, {Name: "sample ids", Kind: report.Key, Optional: true},
+		{Name: "template", MaxWidth: -1}, {Name: "count", Right: true}, {Name: "oldest", Right: true},
+		{Name: "sample id", Kind: report.Key, Optional: true},
 	}}
+	if full {
+		t.Columns = append(t.Columns, report.Column{Name: "sample error"})
+	}
 	for _, g := range d.Groups {
-		t.Rows = append(t.Rows, []any{g.Template, g.Count, report.AgeOrUnknown(g.OldestAge, g.OldestKnown), g.SampleError, strings.Join(g.SampleIDs, " ")})
+		first := ""
+		if len(g.SampleIDs) > 0 {
+			first = g.SampleIDs[0]
+		}
+		row := []any{g.Template, g.Count, report.AgeOrUnknown(g.OldestAge, g.OldestKnown), first}
+		if full {
+			row = append(row, g.SampleError)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return report.WriteTable(f.IO.Out, t, ro)
 }
