@@ -29,7 +29,7 @@ const (
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI, caseRedisDiscover}
 
 // Config is one benchmark run.
 type Config struct {
@@ -77,13 +77,14 @@ type Results struct {
 	DirStats   *Throughput
 	RSS        []RSSPoint
 	Profiles   []string
-	Redrive    *Redrive     // redis-redrive (redrive.go)
-	Rate       *RateResult  // rate (redrive.go)
-	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
-	Kafka      *KafkaStats  // kafka-stats (kafka.go)
-	UI         *UIResult    // redis-ui (ui.go)
-	SQS        *SQSStats    // sqs-stats (sqs.go)
-	Scale      *Scale       // redrive-scale (scale.go)
+	Redrive    *Redrive        // redis-redrive (redrive.go)
+	Rate       *RateResult     // rate (redrive.go)
+	Pulsar     *PulsarStats    // pulsar-stats (pulsar.go)
+	Kafka      *KafkaStats     // kafka-stats (kafka.go)
+	UI         *UIResult       // redis-ui (ui.go)
+	Discover   *DiscoverResult // redis-discover (discover.go)
+	SQS        *SQSStats       // sqs-stats (sqs.go)
+	Scale      *Scale          // redrive-scale (scale.go)
 
 	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
 	KafkaRedrive *KafkaRedrive
@@ -209,6 +210,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseSQSStats) {
 		if err := c.runSQS(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRedisDiscover) {
+		if err := c.runDiscover(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui|redis-discover [-n N]
 //
 // Cases:
 //
@@ -41,6 +41,9 @@
 //	             1,000,000, 4 partitions); alternately a franz-go consume loop
 //	             (kafka_dlt-* headers decoded, SHA-256 of each value) and
 //	             `dlqctl --source kafka://… stats -o json`.
+//	redis-discover  `dlqctl categorize --discover --all -o json` against
+//	             `dlqctl stats -o json` on one Redis DLQ stream of N entries,
+//	             both subprocesses, alternately (bench/discover.go).
 //	sqs-stats    ElasticMQ (internal/sqstest) and a DLQ queue of -sqs-n
 //	             messages (default 100,000); alternately an aws-sdk-go-v2
 //	             receive-and-release loop with 8 receivers (json.Unmarshal

@@ -11,7 +11,11 @@ import (
 )
 
 type categorizeOptions struct {
-	explain bool
+	explain      bool
+	discover     bool
+	category     string
+	all          bool
+	suggestRules string
 }
 
 func newCategorizeCmd(f *Factory) *cobra.Command {
@@ -21,13 +25,50 @@ func newCategorizeCmd(f *Factory) *cobra.Command {
 		Short: "Per category: disposition, count, oldest age, an example error and sample ids",
 		Long: `Group the DLQ by category (the built-in rules, or --rules FILE) and say what to
 do with each: redrive, fix-then-redrive, investigate, resolve or quarantine.
---explain adds which rules put entries in each category.`,
+--explain adds which rules put entries in each category.
+
+--discover groups the entries of one category (unknown unless --category C;
+--all for every entry) by the template of their last_error: the message with
+what varies masked as <*> (numbers, IDs, hex, UUIDs, hosts and ports, e-mail
+addresses, paths, URLs, quoted values, durations, timestamps, key=value
+values, and words that vary between messages of one kind). Biggest group
+first, with its count, oldest age, a sample error and sample ids; -o json
+lists every entry id of each group, and "match", a regular expression that
+--error takes to select the group. Errors longer than 2048 bytes are mined
+on their first 2048 bytes.
+
+--suggest-rules FILE writes a rules file with one rule per template (an
+anchored regular expression, a name from the template, disposition
+investigate) to rename, edit and pass to --rules.`,
+		Example: `  dlqctl categorize --discover
+  dlqctl categorize --discover --category transient
+  dlqctl categorize --discover --suggest-rules rules.yaml && dlqctl --rules rules.yaml categorize
+  dlqctl redrive plan --error "$(dlqctl categorize --discover -o json --jq '.groups[0].match')" --reason ...`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runCategorize(c.Context(), f, opts)
+			if opts.suggestRules != "" {
+				opts.discover = true
+			}
+			if !opts.discover {
+				if opts.all || opts.category != "" {
+					return usageErrorf("--all and --category go with --discover")
+				}
+				return runCategorize(c.Context(), f, opts)
+			}
+			if opts.explain {
+				return usageErrorf("--explain does not go with --discover")
+			}
+			if opts.all && opts.category != "" {
+				return usageErrorf("--all and --category exclude each other")
+			}
+			return runDiscover(c.Context(), f, opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.explain, "explain", false, "say which rule put entries into each category")
+	c.Flags().BoolVar(&opts.discover, "discover", false, "group a category's entries by the template of their error")
+	c.Flags().StringVar(&opts.category, "category", "", "with --discover: the category to mine (default unknown)")
+	c.Flags().BoolVar(&opts.all, "all", false, "with --discover: mine every entry, whatever its category")
+	c.Flags().StringVar(&opts.suggestRules, "suggest-rules", "", "write a rules file with one rule per template to FILE (implies --discover)")
 	return c
 }
 

@@ -114,6 +114,7 @@ func TestJSONFieldsMatchTheDocs(t *testing.T) {
 		{"dlqctl.show/v1", []string{"show", "evt-22006c7fe6c3"}},
 		{"dlqctl.stats/v1", []string{"stats"}},
 		{"dlqctl.categories/v1", []string{"categorize", "--explain"}},
+		{"dlqctl.templates/v1", []string{"categorize", "--discover"}},
 		{"dlqctl.check/v1", []string{"check", "--max-total", "1"}},
 		{"dlqctl.sample/v1", []string{"sample", "--seed", "1"}},
 		{"dlqctl.version/v1", []string{"version"}},

@@ -1,5 +1,6 @@
 // Package ui is dlqctl's interactive browser (dlqctl ui): categories, the
-// entries of one category, one envelope. It reads only through
+// entries of one category (or its error templates and the entries of one
+// template), one envelope. It reads only through
 // backend.Source (via inspect.Walker), never holds a whole DLQ, and never
 // moves anything: `p` writes a plan through the same planner as
 // `dlqctl redrive plan`, which the command layer hands in.
@@ -26,6 +27,8 @@ const (
 	screenCategories screen = iota
 	screenEntries
 	screenEnvelope
+	screenTemplates
+	screenTemplateEntries
 )
 
 // Filter is what `/` edits: the selectors that narrow every screen and
@@ -139,7 +142,11 @@ type Model struct {
 	entTop     int
 	pageTook   time.Duration
 
-	// envelope screen
+	// templates screens
+	tmpl templatesState
+
+	// envelope screen, and the screen it was opened from
+	envFrom  screen
 	item     inspect.Item
 	reveal   bool
 	envTop   int
@@ -296,6 +303,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.items, m.next, m.pageErr = msg.items, msg.next, msg.err
 		m.entCursor = clamp(m.entCursor, 0, max(len(m.items)-1, 0))
 		return m, nil
+	case templatesMsg:
+		m.onTemplates(msg)
+		return m, nil
+	case templateItemsMsg:
+		m.onTemplateItems(msg)
+		return m, nil
 	case getMsg:
 		if m.screen == screenEnvelope && msg.id == m.item.Envelope.ID {
 			m.envErr = msg.err
@@ -345,6 +358,9 @@ func (m *Model) quit() tea.Cmd {
 	if m.cancelPage != nil {
 		m.cancelPage()
 	}
+	if m.tmpl.cancel != nil {
+		m.tmpl.cancel()
+	}
 	return tea.Quit
 }
 
@@ -391,6 +407,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			m.screen, m.category = screenEntries, m.rows[m.catCursor].Name
 			m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
 			return m.loadPage()
+		case key.Matches(msg, k.Templates):
+			if len(m.rows) == 0 {
+				return nil
+			}
+			m.category = m.rows[m.catCursor].Name
+			m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
+			return m.openTemplates()
 		case key.Matches(msg, k.Filter):
 			m.openFilter()
 		case key.Matches(msg, k.Plan):
@@ -413,7 +436,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 				return nil
 			}
 			m.item, m.reveal, m.envTop, m.envErr, m.envLines, m.envRead = m.items[m.entCursor], false, 0, nil, nil, time.Time{}
-			m.screen = screenEnvelope
+			m.envFrom, m.screen = screenEntries, screenEnvelope
+		case key.Matches(msg, k.Templates):
+			if m.cancelPage != nil {
+				m.cancelPage()
+			}
+			m.waiting, m.loading = false, false
+			return m.openTemplates()
 		case key.Matches(msg, k.NextPage):
 			if m.next != "" && !m.loading {
 				m.prev, m.after, m.entCursor, m.entTop = append(m.prev, m.after), m.next, 0, 0
@@ -436,10 +465,14 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		default:
 			m.entCursor = m.move(msg, m.entCursor, len(m.items))
 		}
+	case screenTemplates:
+		return m.onTemplatesKey(msg)
+	case screenTemplateEntries:
+		return m.onTemplateEntriesKey(msg)
 	case screenEnvelope:
 		switch {
 		case key.Matches(msg, k.Back):
-			m.screen = screenEntries
+			m.screen = m.envFrom
 		case key.Matches(msg, k.Reveal):
 			m.reveal = !m.reveal
 			m.envLines = nil

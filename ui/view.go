@@ -59,8 +59,16 @@ func (m *Model) View() string {
 	switch m.screen {
 	case screenEntries:
 		crumbs += " › " + m.category
+	case screenTemplates:
+		crumbs += " › " + m.category + " › templates"
+	case screenTemplateEntries:
+		crumbs += " › " + m.category + " › " + m.templateTitle()
 	case screenEnvelope:
-		crumbs += " › " + m.category + " › " + m.item.Envelope.ID
+		if m.envFrom == screenTemplateEntries {
+			crumbs += " › " + m.category + " › " + m.templateTitle() + " › " + m.item.Envelope.ID
+		} else {
+			crumbs += " › " + m.category + " › " + m.item.Envelope.ID
+		}
 	}
 	b.WriteString(st.Title(report.TUILine("dlqctl ui · "+m.deps.Source+" · "+crumbs, w)))
 	b.WriteByte('\n')
@@ -75,6 +83,10 @@ func (m *Model) View() string {
 		body = m.entriesView()
 	case screenEnvelope:
 		body = m.envelopeView()
+	case screenTemplates:
+		body = m.templatesView()
+	case screenTemplateEntries:
+		body = m.templateEntriesView()
 	}
 	lines := strings.Split(body, "\n")
 	h := m.bodyHeight()
@@ -138,6 +150,16 @@ func (m *Model) statusLine() string {
 	switch m.screen {
 	case screenCategories:
 		return m.progressLine()
+	case screenTemplates:
+		if m.tmpl.err != nil {
+			return st.Bad(report.TUILine(m.templatesStatus(), w))
+		}
+		return st.Dim(report.TUILine(m.templatesStatus(), w))
+	case screenTemplateEntries:
+		if m.tmpl.itemsErr != nil {
+			return st.Bad(report.TUILine(m.templateEntriesStatus(), w))
+		}
+		return st.Dim(report.TUILine(m.templateEntriesStatus(), w))
 	case screenEntries:
 		switch {
 		case m.pageErr != nil:
@@ -224,14 +246,30 @@ func (m *Model) entriesView() string {
 		}
 		return ""
 	}
+	return m.itemList(m.items, m.entCursor, &m.entTop)
+}
+
+func (m *Model) templateEntriesView() string {
+	t := &m.tmpl
+	if len(t.items) == 0 {
+		if !t.itemsBusy && t.itemsErr == nil {
+			return "  no entries on this page"
+		}
+		return ""
+	}
+	return m.itemList(t.items, t.iCursor, &t.iTop)
+}
+
+// itemList draws a page of entries, scrolled to show the cursor.
+func (m *Model) itemList(items []inspect.Item, cursor int, top *int) string {
 	cols := []report.TUIColumn{
 		{Name: "id", Keep: true}, {Name: "event id", Keep: true},
 		{Name: "age", Right: true, Keep: true}, {Name: "att", Right: true, Keep: true},
 		{Name: "origin", Min: 6}, {Name: "error", Min: 10},
 	}
 	now := m.walker.Now
-	rows := make([][]string, len(m.items))
-	for i, it := range m.items {
+	rows := make([][]string, len(items))
+	for i, it := range items {
 		e := it.Envelope
 		age := "-" // no dead_lettered_at: unknown, not brand new
 		if !e.DeadLetteredAt.IsZero() {
@@ -239,8 +277,8 @@ func (m *Model) entriesView() string {
 		}
 		rows[i] = []string{e.ID, e.EventID, age, strconv.Itoa(e.Attempts), e.Origin.Topic, errorText(e)}
 	}
-	m.entTop = scrollTop(m.entTop, m.entCursor, m.listHeight())
-	return m.deps.Styles.TUIList(cols, rows, m.entCursor, m.entTop, m.listHeight(), m.width)
+	*top = scrollTop(*top, cursor, m.listHeight())
+	return m.deps.Styles.TUIList(cols, rows, cursor, *top, m.listHeight(), m.width)
 }
 
 func scrollTop(top, cursor, height int) int {

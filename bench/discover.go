@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/bench/raw"
+	"github.com/dlqctl/dlqctl/internal/redistest"
+)
+
+// caseRedisDiscover: `dlqctl categorize --discover --all -o json` against
+// `dlqctl stats -o json` on the same Redis DLQ stream of N entries, both
+// subprocesses, alternately. Discover's JSON carries every entry id, so
+// it writes the whole DLQ's ids where stats writes a page of numbers.
+const caseRedisDiscover = "redis-discover"
+
+// DiscoverResult is the redis-discover case.
+type DiscoverResult struct {
+	N        int
+	Seed     time.Duration
+	Runs     []DiscoverRun
+	Stats    string
+	Discover string
+	Groups   int
+}
+
+// DiscoverRun is one alternation.
+type DiscoverRun struct {
+	Stats, Discover memSampleCPU
+}
+
+type memSampleCPU struct {
+	Wall   time.Duration
+	CPU    time.Duration
+	MaxRSS int64 // KiB
+}
+
+func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	rdb := raw.NewRedisClient(srv.Addr())
+	defer rdb.Close()
+	key := "dlq:bench:discover"
+	c.logf("redis-discover: seeding %s with %d entries", key, c.N)
+	start := time.Now()
+	if err := seedStream(ctx, rdb, key, c.N, now); err != nil {
+		return err
+	}
+	source := srv.URL(0, key)
+	r := &DiscoverResult{N: c.N, Seed: time.Since(start)}
+	res.Discover = r
+	statsArgs := []string{"--config", d.config, "--source", source, "stats", "-o", "json"}
+	discArgs := []string{"--config", d.config, "--source", source, "categorize", "--discover", "--all", "-o", "json"}
+	r.Stats = "dlqctl " + strings.Join(statsArgs[2:], " ")
+	r.Discover = "dlqctl " + strings.Join(discArgs[2:], " ")
+	run := func(args []string, check func([]byte) error) (memSampleCPU, error) {
+		l, err := launch(ctx, d.launcher, d.env, append([]string{d.bin}, args...)...)
+		if err != nil {
+			return memSampleCPU{}, fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, l.Stderr)
+		}
+		return memSampleCPU{Wall: l.Wall, CPU: l.User + l.Sys, MaxRSS: l.MaxRSS}, check(l.Stdout)
+	}
+	checkStats := func(out []byte) error {
+		_, total, err := parseStats(out)
+		if err == nil && total != c.N {
+			err = fmt.Errorf("stats counted %d entries, want %d", total, c.N)
+		}
+		return err
+	}
+	checkDiscover := func(out []byte) error {
+		var doc struct {
+			Total  int `json:"total"`
+			Groups []struct {
+				Count int      `json:"count"`
+				IDs   []string `json:"ids"`
+			} `json:"groups"`
+		}
+		if err := json.Unmarshal(out, &doc); err != nil {
+			return fmt.Errorf("categorize --discover: %v", err)
+		}
+		ids := 0
+		for _, g := range doc.Groups {
+			ids += len(g.IDs)
+		}
+		if doc.Total != c.N || ids != c.N {
+			return fmt.Errorf("categorize --discover: total %d, %d ids, want %d", doc.Total, ids, c.N)
+		}
+		r.Groups = len(doc.Groups)
+		return nil
+	}
+	for i := range c.Runs {
+		var dr DiscoverRun
+		if dr.Stats, err = run(statsArgs, checkStats); err != nil {
+			return err
+		}
+		if dr.Discover, err = run(discArgs, checkDiscover); err != nil {
+			return err
+		}
+		r.Runs = append(r.Runs, dr)
+		c.logf("redis-discover run %d/%d: stats %s, discover %s (%.2f×)", i+1, c.Runs,
+			dr.Stats.Wall.Round(time.Millisecond), dr.Discover.Wall.Round(time.Millisecond), dr.Discover.Wall.Seconds()/dr.Stats.Wall.Seconds())
+	}
+	return nil
+}
+
+func (r *DiscoverResult) write(w io.Writer) {
+	fmt.Fprintf(w, "\n### redis-discover — N = %s entries (seeded in %s), %d templates\n\n", group(float64(r.N)), r.Seed.Round(100*time.Millisecond), r.Groups)
+	fmt.Fprintf(w, "`%s` against `%s`, subprocesses, alternately; ratio = discover ÷ stats (target ≤ 1.5×).\n\n", r.Discover, r.Stats)
+	fmt.Fprintln(w, "| run | stats s | stats CPU s | stats RSS MiB | discover s | discover CPU s | discover RSS MiB | wall ratio | CPU ratio |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	var walls, cpus []float64
+	for i, x := range r.Runs {
+		wr, cr := x.Discover.Wall.Seconds()/x.Stats.Wall.Seconds(), x.Discover.CPU.Seconds()/x.Stats.CPU.Seconds()
+		walls, cpus = append(walls, wr), append(cpus, cr)
+		fmt.Fprintf(w, "| %d | %.2f | %.2f | %.1f | %.2f | %.2f | %.1f | %.2f× | %.2f× |\n", i+1,
+			x.Stats.Wall.Seconds(), x.Stats.CPU.Seconds(), mib(x.Stats.MaxRSS),
+			x.Discover.Wall.Seconds(), x.Discover.CPU.Seconds(), mib(x.Discover.MaxRSS), wr, cr)
+	}
+	fmt.Fprintf(w, "| median | | | | | | | %.2f× | %.2f× |\n", median(walls), median(cpus))
+}
