@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -137,6 +138,12 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 		return err
 	}
 
+	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
+		if err := writeDestinations(w, p, ro); err != nil {
+			return err
+		}
+	}
+
 	if len(p.Excluded) > 0 {
 		whys := map[string]int{}
 		var whyOrder []string
@@ -181,6 +188,32 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, ro 
 			state = "expired"
 		}
 		t.Rows = append(t.Rows, []any{a.By, a.At, a.ExpiresAt, state})
+	}
+	return report.WriteTable(w, t, ro)
+}
+
+// writeDestinations lists where the plan's entries go, with counts, most
+// first: a dead letter names its own origin, so the approver sees every
+// place a redrive will write to, not only --to.
+func writeDestinations(w io.Writer, p *redrive.Plan, ro report.Options) error {
+	counts := map[string]int{}
+	for e := range p.Entries.All() {
+		counts[e.Dest]++
+	}
+	dests := make([]string, 0, len(counts))
+	for d := range counts {
+		dests = append(dests, d)
+	}
+	sort.Slice(dests, func(i, j int) bool {
+		if counts[dests[i]] != counts[dests[j]] {
+			return counts[dests[i]] > counts[dests[j]]
+		}
+		return dests[i] < dests[j]
+	})
+	fmt.Fprintln(w)
+	t := report.Table{Title: "Destinations", Columns: []report.Column{{Name: "destination", Kind: report.Key}, {Name: "entries", Right: true}}}
+	for _, d := range dests {
+		t.Rows = append(t.Rows, []any{firstNonEmpty(d, "(none)"), counts[d]})
 	}
 	return report.WriteTable(w, t, ro)
 }

@@ -166,6 +166,16 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 			MinAttempt: sel.MinAttempts, Limit: sel.Limit,
 		},
 	}
+	if p.to != "" {
+		// A --to the backend refuses would leave every entry out: say so
+		// at once instead of writing a plan that moves nothing.
+		if err := backend.NewGuards(s.src).Check(ctx, p.to); err != nil {
+			if errors.Is(err, backend.ErrRefusedDestination) {
+				return nil, usageErrorf("--to: %v", err)
+			}
+			return nil, err
+		}
+	}
 	return redrive.BuildPlan(ctx, s.walker, mover, req, f.now())
 }
 
@@ -214,6 +224,11 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 	}
 	if len(byCat) > 0 {
 		if err := writeCounts(f, "Planned, by category", "category", byCat, ro); err != nil {
+			return err
+		}
+	}
+	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
+		if err := writeDestinations(f.IO.Out, p, ro); err != nil {
 			return err
 		}
 	}

@@ -71,6 +71,8 @@ type fixture struct {
 	consume []string
 	// importFlags are extra flags that import needs here (dir: --init).
 	importFlags []string
+	// self is the DLQ itself written as a redrive destination (--to).
+	self string
 }
 
 // targets lists every registered backend with the harness that starts its
@@ -82,7 +84,7 @@ func targets() map[string]func(t *testing.T) *server {
 			return &server{fresh: func(t *testing.T) fixture {
 				root := filepath.Join(t.TempDir(), "q")
 				return fixture{source: "dir:" + root, origin: "orders", consume: []string{"--source", "dir:" + root},
-					importFlags: []string{"--init"}}
+					importFlags: []string{"--init"}, self: filepath.Join(root, "error")}
 			}}
 		},
 		"redis": func(t *testing.T) *server {
@@ -92,7 +94,7 @@ func targets() map[string]func(t *testing.T) *server {
 				n++
 				db := n % 16
 				key := fmt.Sprintf("conf%d", n)
-				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders",
+				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders", self: key + "-dlq",
 					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
 						"--dlq", key + "-dlq"}}
 			}}
@@ -113,7 +115,7 @@ func targets() map[string]func(t *testing.T) *server {
 						t.Fatal(err)
 					}
 				}
-				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders",
+				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders", self: base + "-dlq",
 					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
 						"--dlq", base + "-dlq"}}
 			}}
@@ -152,7 +154,8 @@ func targets() map[string]func(t *testing.T) *server {
 					Attributes: map[string]string{"VisibilityTimeout": "0", "RedrivePolicy": policy}}); err != nil {
 					t.Fatal(err)
 				}
-				return fixture{source: url(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", url(base + "-orders")}}
+				return fixture{source: url(base + "-dlq"), origin: base + "-orders", self: base + "-dlq",
+					consume: []string{"--source", url(base + "-orders")}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {
@@ -163,7 +166,7 @@ func targets() map[string]func(t *testing.T) *server {
 				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
 				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
 				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
-				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders",
+				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders", self: base + "-dlq",
 					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq",
 						"--max-deliveries", "1", "--redelivery-delay", "100ms"}}
 			}}
@@ -197,6 +200,7 @@ func TestConformance(t *testing.T) {
 				{"crash-matrix", caseCrashMatrix},
 				{"one-run-at-a-time", caseOneRunAtATime},
 				{"restart-mid-apply", caseRestartMidApply},
+				{"refused-destination", caseRefusedDestination},
 			} {
 				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 			}
@@ -792,4 +796,69 @@ func waitFile(t *testing.T, path string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("the worker did not create %s", path)
+}
+
+// caseRefusedDestination: the DLQ itself is never a destination. As --to
+// it is a usage error (exit 2) before anything is planned; as the origin a
+// dead letter names (anyone who can dead-letter can name one) the entry is
+// left out of the plan with the reason, and the rest is planned; the
+// approver's view lists every destination with its count.
+func caseRefusedDestination(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	fx := srv.fresh(t)
+	seed(t, fx, 3, "timeout", 1)
+	hostile := fx
+	hostile.origin = fx.self
+	seed(t, hostile, 1, "timeout", 4)
+	dir := t.TempDir()
+	code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.self)
+	if code != 2 || !strings.Contains(out, "refused") {
+		t.Errorf("plan --to the DLQ itself: exit %d, want 2 saying it is refused\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "to.json")); err == nil {
+		t.Errorf("a refused --to wrote a plan")
+	}
+	planAndApprove(t, dir, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+			Dest    string `json:"dest"`
+		} `json:"entries"`
+		Excluded []struct {
+			EventID string `json:"event_id"`
+			Why     string `json:"why"`
+		} `json:"excluded"`
+	}
+	mustJSON(t, raw, &plan)
+	refused := false
+	for _, x := range plan.Excluded {
+		refused = refused || x.EventID == "E004" && strings.Contains(x.Why, "refused")
+	}
+	for _, e := range plan.Entries {
+		if strings.HasSuffix(e.Dest, fx.self) {
+			t.Errorf("%s planned to %s, the DLQ itself", e.EventID, e.Dest)
+		}
+	}
+	// A backend whose destination does not follow the origin (dir: the
+	// inbox) plans E004 to a safe place instead.
+	if !refused && len(plan.Entries) != 4 {
+		t.Errorf("E004, dead-lettered from the DLQ itself, is neither refused nor planned elsewhere: %s", raw)
+	}
+	code, out = proc(t, dir, nil, nil, "redrive", "show", "p.json")
+	if code != 0 || !strings.Contains(strings.ToUpper(out), "DESTINATION\tENTRIES") && !strings.Contains(out, "Destinations") {
+		t.Errorf("redrive show: exit %d, want the destinations listed\n%s", code, out)
+	}
+	code, out = proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	if n := dlqLen(t, fx); refused && n != 1 || !refused && n != 0 {
+		t.Errorf("%d entries left in the DLQ after apply (E004 refused: %v)", n, refused)
+	}
 }

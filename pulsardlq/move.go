@@ -352,3 +352,26 @@ func (t *Topic) acker(ctx context.Context, p part) (pulsar.Consumer, error) {
 	t.ackers[key] = c
 	return c, nil
 }
+
+var _ backend.DestinationGuard = (*Topic)(nil)
+
+// GuardDestination refuses the DLQ topic itself, under any spelling
+// (NAME, TENANT/NS/NAME, persistent://…) and any of its partitions (or,
+// when the DLQ is one partition, the whole topic it belongs to): a message
+// sent there is back in the DLQ at once.
+func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
+	dt, err := parseTopic(dest)
+	if err != nil {
+		return err
+	}
+	if wholeTopic(dt) == wholeTopic(t.topic) {
+		return fmt.Errorf("%s is this DLQ's own topic (%s)", dest, t.topic)
+	}
+	return nil
+}
+
+// wholeTopic is the partitioned topic a partition belongs to, or t itself.
+func wholeTopic(t topicName) topicName {
+	t.local = partitionSuffix.ReplaceAllString(t.local, "")
+	return t
+}

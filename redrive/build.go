@@ -3,6 +3,7 @@ package redrive
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	}
 	limit := req.Params.Max
 	sel := req.Selector
+	guards := backend.NewGuards(mover)
 	matched := 0
 	// Every entry is walked, selected or not: one that is not selected
 	// still holds its key's later entries back.
@@ -121,6 +123,13 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 			}
 			if dest == "" {
 				exclude("no destination: the envelope names no origin; give --to", "")
+				return nil
+			}
+			if err := guards.Check(ctx, dest); err != nil {
+				if !errors.Is(err, backend.ErrRefusedDestination) {
+					return err
+				}
+				exclude(err.Error(), "")
 				return nil
 			}
 		}

@@ -56,6 +56,9 @@ type Engine struct {
 	MoveTimeout time.Duration
 	// Chunk, when set, is how many moves share one journal sync; see chunkSize.
 	Chunk int
+
+	// guards checks each destination before its entries are sent.
+	guards *backend.Guards
 }
 
 // NewRunID names a run: time plus randomness, sortable.

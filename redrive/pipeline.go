@@ -144,7 +144,9 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 			}
 		}
 		var part []Entry
-		if next < len(seqs) && stop == nil {
+		// A chunk whose every destination is refused sends nothing: the
+		// next one is prepared in its place.
+		for len(part) == 0 && next < len(seqs) && stop == nil {
 			n := min(chunk, len(seqs)-next)
 			switch {
 			case ctx.Err() != nil:
@@ -155,8 +157,14 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 				}
 			}
 			if stop == nil {
-				part = st.entriesOf(seqs[next : next+n])
+				var refused []Record
+				var err error
+				part, refused, err = e.guardChunk(ctx, st, st.entriesOf(seqs[next:next+n]))
+				if err != nil {
+					return err
+				}
 				next += n
+				carry = append(carry, refused...)
 			}
 		}
 		// One write (with an atomic mover, while the chunk in flight is on
@@ -168,11 +176,11 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		if fl != nil {
 			// With no chunk to send next there is nothing to overlap
 			// the results' write with.
-			if err := land(part != nil); err != nil {
+			if err := land(len(part) > 0); err != nil {
 				return err
 			}
 		}
-		if part == nil {
+		if len(part) == 0 {
 			return stop
 		}
 		fl = e.launch(ctx, st, part)
@@ -233,4 +241,31 @@ func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results [
 		}
 	}
 	return recs, remove
+}
+
+// guardChunk checks each entry's destination again before it is sent: the
+// plan was approved, but what the backend counts as its own bookkeeping
+// can have changed since (a state topic recorded by another run). An entry
+// whose destination is refused is a failure of its own, named with the
+// reason, and the rest of the chunk goes on. An error means the guard
+// could not tell: nothing of the chunk is sent.
+func (e *Engine) guardChunk(ctx context.Context, st *State, part []Entry) ([]Entry, []Record, error) {
+	if e.guards == nil {
+		e.guards = backend.NewGuards(e.Source)
+	}
+	var refused []Record
+	kept := part[:0]
+	for _, en := range part {
+		if en.Dest != "" {
+			if err := e.guards.Check(ctx, en.Dest); err != nil {
+				if !errors.Is(err, backend.ErrRefusedDestination) {
+					return nil, nil, err
+				}
+				refused = append(refused, e.entryRec(RecFailed, st, en, err.Error()))
+				continue
+			}
+		}
+		kept = append(kept, en)
+	}
+	return kept, refused, nil
 }
