@@ -492,6 +492,12 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if err := f.restartNeverStarted(journalPath); err != nil {
 		return err
 	}
+	if _, err := os.Lstat(journalPath); err == nil {
+		// The run started: whatever left the DLQ since was most likely
+		// moved by it, and only the journal knows. Checked before the plan
+		// is compared with the DLQ, which would call it stale.
+		return usageErrorf("journal %s exists: this plan's run has started already; resume it: %s", journalPath, f.resumeCommand(plan.Kind, journalPath, hint))
+	}
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err

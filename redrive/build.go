@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -107,6 +109,14 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 		}
 		if why := refusal(req, it.Class); why != "" {
 			exclude(why, "")
+			return nil
+		}
+		if i := strings.IndexFunc(e.EventID, unicode.IsControl); i >= 0 {
+			// A newline or other control character splits the event ID
+			// wherever it is written line by line (consumers' logs, the
+			// effects lookup), so the move could never be reconciled.
+			r, _ := utf8.DecodeRuneInString(e.EventID[i:])
+			exclude(fmt.Sprintf("event ID %q holds a control character (%U at byte %d): it cannot be reconciled; fix the producer, or resolve the entry", e.EventID, r, i), "")
 			return nil
 		}
 		if e.Key != "" {

@@ -73,7 +73,7 @@ func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string
 	st := newState(runID, p)
 	// The plan is named by its digest, not embedded: readers of the journal
 	// read the plan file and check it against this digest (runplan.go).
-	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
+	st.Start = Record{Type: RecRunStart, RunID: runID, At: e.Journal.now().UTC(), PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy, Approval: a}
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err
 	}

@@ -103,3 +103,26 @@ func TestApplyFailsOnlyTheEntryWhoseDestinationIsRefused(t *testing.T) {
 }
 
 var _ backend.DestinationGuard = guardedQueue{}
+
+func TestPlanRefusesAnEventIDWithAControlCharacter(t *testing.T) {
+	q := newFakeQueue(4, true)
+	for i := range q.dlq {
+		q.dlq[i].LastError = "timeout"
+		q.dlq[i].Key = ""
+	}
+	q.dlq[1].EventID = "E002\nE003"
+	q.dlq[2].EventID = "E003\x00"
+	w := inspect.Walker{Source: q, Classifier: envelope.NewClassifier(envelope.DefaultRules()), Now: time.Now()}
+	p, err := BuildPlan(context.Background(), w, q, PlanRequest{Kind: KindRedrive, Reason: "t"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Entries.Len() != 2 || len(p.Excluded) != 2 {
+		t.Fatalf("planned %d, left out %d; want 2 and 2", p.Entries.Len(), len(p.Excluded))
+	}
+	for _, x := range p.Excluded {
+		if !strings.Contains(x.Why, "control character") {
+			t.Errorf("%q left out because %q, want it to name the control character", x.EventID, x.Why)
+		}
+	}
+}

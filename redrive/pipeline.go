@@ -117,6 +117,9 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 			return err
 		}
 		recs, remove := e.publishedRecs(resultBuf[:0], st, flown, results)
+		if err := e.confirmGone(ctx, st, recs); err != nil {
+			return err
+		}
 		resultBuf = recs
 		sent += len(flown)
 		if canCarry && len(remove) == 0 {
@@ -268,4 +271,44 @@ func (e *Engine) guardChunk(ctx context.Context, st *State, part []Entry) ([]Ent
 		kept = append(kept, en)
 	}
 	return kept, refused, nil
+}
+
+// confirmGone looks up on the destination, by this run's markers, every
+// entry of recs that a publish found gone from the DLQ. A crash can take
+// the journal's last write with it (a write cut at its boundary): the
+// entries whose moves it recorded then have no outcome in the journal, and
+// a resume that sends them again finds them gone. Moved by this run is what
+// the destination says, and such an entry is counted moved, not gone.
+func (e *Engine) confirmGone(ctx context.Context, st *State, recs []Record) error {
+	checker, ok := e.Mover.(backend.PublishedChecker)
+	if !ok {
+		return nil
+	}
+	var at []int
+	var queries []backend.PublishedQuery
+	for i, r := range recs {
+		if r.Type != RecGone {
+			continue
+		}
+		at = append(at, i)
+		queries = append(queries, backend.PublishedQuery{Item: e.item(st.entry(r.Seq)), DestID: st.DestID(r.Seq), Since: st.Start.At})
+	}
+	if len(queries) == 0 {
+		return nil
+	}
+	mctx, cancel := e.moveCtx(ctx)
+	found, err := checker.CheckPublished(mctx, queries, e.markers(st))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("look up the destination: %w", err)
+	}
+	if len(found) != len(queries) {
+		return fmt.Errorf("look up the destination: %d answers for %d entries", len(found), len(queries))
+	}
+	for k, i := range at {
+		if found[k] == backend.PresenceFound {
+			recs[i] = e.entryRec(RecRemoved, st, st.entry(recs[i].Seq), "no longer in the DLQ, and found on the destination with this run's markers: moved by this run before a crash that the journal lost")
+		}
+	}
+	return nil
 }
