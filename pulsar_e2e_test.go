@@ -681,3 +681,75 @@ func needPulsar(t *testing.T) {
 	t.Helper()
 	testproc.SkipJavaServerInShort(t, "an Apache Pulsar broker")
 }
+
+// TestPulsarBrokerCrashKeepsRemovals: a broker acknowledges an ack when
+// it has updated the cursor in memory and persists it later, so a broker
+// SIGKILLed soon after a completed redrive brings the acknowledged entries
+// back to the DLQ subscription. They must not come back to dlqctl: stats
+// counts none, says what happened, and a new plan moves none a second time.
+func TestPulsarBrokerCrashKeepsRemovals(t *testing.T) {
+	needPulsar(t)
+	const n = 40
+	dir := t.TempDir()
+	origin := e2eTopic(t, "public/default", "orders")
+	dlq := e2eTopic(t, "public/default", "dlq")
+	src := pulsarSource(dlq, "")
+	seedDLQ(t, dlq, origin, pulsarEvents("C", n))
+	planAndApprove(t, dir, src, "--reason", "crash", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	if err := pulsarBroker.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pulsarBroker.Up(); err != nil {
+		t.Fatal(err)
+	}
+	backlog, _ := func() (int64, string) {
+		var b int64
+		var s string
+		eventually(t, 60*time.Second, "the admin API after the restart", func() (bool, string) {
+			b, s = dlqctlBacklog(t, dir, src)
+			return b >= 0, s
+		})
+		return b, s
+	}()
+	t.Logf("after the broker crash the DLQ subscription's backlog is %d (acks the broker lost)", backlog)
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "stats", "-o", "json")
+	var stats struct {
+		Total int `json:"total"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &stats) != nil {
+		t.Fatalf("stats: exit %d\n%s", code, out)
+	}
+	if stats.Total != 0 {
+		t.Errorf("stats counts %d entries after the crash, want 0: every one was redriven\n%s", stats.Total, out)
+	}
+	if backlog > 0 && !strings.Contains(out, "came back") {
+		t.Errorf("stats does not say that %d acknowledged entries came back:\n%s", backlog, out)
+	}
+	again := t.TempDir()
+	code, out = dlqctlProc(t, again, nil, "--source", src, "redrive", "plan", "--out", "p.json", "--reason", "again",
+		"--allow-disposition", "investigate", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	if code != 0 {
+		t.Fatalf("plan after the crash: exit %d\n%s", code, out)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+		} `json:"entries"`
+	}
+	raw, err := os.ReadFile(filepath.Join(again, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil {
+		t.Fatalf("plan: %v\n%s", err, raw)
+	}
+	if len(plan.Entries) != 0 {
+		t.Errorf("a new plan after the crash takes %d entries that were redriven already", len(plan.Entries))
+	}
+	if copies := copiesOn(t, origin); len(copies) != n {
+		t.Errorf("%d events on the origin, want %d", len(copies), n)
+	}
+}
