@@ -377,7 +377,8 @@ var _ backend.DestinationGuard = (*Topic)(nil)
 // (NAME, TENANT/NS/NAME, persistent://…) and any of its partitions (or,
 // when the DLQ is one partition, the whole topic it belongs to): a message
 // sent there is back in the DLQ at once. It refuses dlqctl's removal
-// record too.
+// record, and a topic in a tenant or namespace that does not exist, which
+// no send could reach: better said to the planner than found at apply.
 func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
 	dt, err := parseTopic(dest)
 	if err != nil {
@@ -389,7 +390,7 @@ func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
 	if wholeTopic(dt) == t.removedTopic() {
 		return fmt.Errorf("%s is this DLQ's record of removed entries (dlqctl's bookkeeping)", dest)
 	}
-	return nil
+	return t.admin.namespaceOf(ctx, dt)
 }
 
 // wholeTopic is the partitioned topic a partition belongs to, or t itself.
