@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
@@ -60,6 +62,11 @@ type server struct {
 	// that the client gives up on a server that is down instead of riding
 	// it out (Pulsar: ?timeout=).
 	outage string
+	// refuse makes the destination dest refuse the entry entryID that a
+	// plan sends there (dir: a file of its name in the inbox; Redis: dest
+	// is a key of another type; Pulsar: dest is terminated), for the case
+	// of one refused entry in a chunk. nil: no way is known here.
+	refuse func(t *testing.T, fx fixture, dest, entryID string)
 }
 
 // fixture is one empty DLQ and the origin its entries go back to.
@@ -73,6 +80,9 @@ type fixture struct {
 	importFlags []string
 	// self is the DLQ itself written as a redrive destination (--to).
 	self string
+	// alias is another source URL of the same DLQ (another spelling of
+	// its host, path, topic or bookkeeping).
+	alias string
 }
 
 // targets lists every registered backend with the harness that starts its
@@ -84,17 +94,38 @@ func targets() map[string]func(t *testing.T) *server {
 			return &server{fresh: func(t *testing.T) fixture {
 				root := filepath.Join(t.TempDir(), "q")
 				return fixture{source: "dir:" + root, origin: "orders", consume: []string{"--source", "dir:" + root},
-					importFlags: []string{"--init"}, self: filepath.Join(root, "error")}
+					importFlags: []string{"--init"}, self: filepath.Join(root, "error"), alias: "dir:" + root + "/."}
+			}, refuse: func(t *testing.T, fx fixture, _, entryID string) {
+				// The inbox holds a file of the entry's name: a move never
+				// replaces one.
+				inbox := filepath.Join(strings.TrimPrefix(fx.source, "dir:"), "inbox")
+				if err := os.WriteFile(filepath.Join(inbox, entryID+".json"), []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}}
 		},
 		"redis": func(t *testing.T) *server {
 			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 			n := 0
-			return &server{down: srv.Down, up: srv.Up, fresh: func(t *testing.T) fixture {
+			return &server{down: srv.Down, up: srv.Up, refuse: func(t *testing.T, fx fixture, dest, _ string) {
+				// A string where the stream should be: XADD answers WRONGTYPE.
+				u, err := url.Parse(fx.source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var db int
+				fmt.Sscanf(strings.TrimPrefix(u.Path, "/"), "%d", &db)
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: db})
+				defer c.Close()
+				if err := c.Set(context.Background(), dest, "not a stream", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}, fresh: func(t *testing.T) fixture {
 				n++
 				db := n % 16
 				key := fmt.Sprintf("conf%d", n)
 				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders", self: key + "-dlq",
+					alias: strings.Replace(srv.URL(db, key+"-dlq"), "127.0.0.1:", "localhost:", 1),
 					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
 						"--dlq", key + "-dlq"}}
 			}}
@@ -116,6 +147,7 @@ func targets() map[string]func(t *testing.T) *server {
 					}
 				}
 				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders", self: base + "-dlq",
+					alias: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq&state_topic=" + base + "-other-state",
 					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
 						"--dlq", base + "-dlq"}}
 			}}
@@ -155,18 +187,31 @@ func targets() map[string]func(t *testing.T) *server {
 					t.Fatal(err)
 				}
 				return fixture{source: url(base + "-dlq"), origin: base + "-orders", self: base + "-dlq",
+					alias:   strings.Replace(url(base+"-dlq"), "127.0.0.1:", "localhost:", 1),
 					consume: []string{"--source", url(base + "-orders")}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {
 			b := pulsartest.Start(t)
 			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", fresh: func(t *testing.T) fixture {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
+				// A terminated topic takes no more messages.
+				ctx := context.Background()
+				path := "/admin/v2/persistent/" + strings.TrimPrefix(dest, "persistent://")
+				if _, err := b.Admin(ctx, http.MethodPut, path, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.Admin(ctx, http.MethodPost, path+"/terminate", nil); err != nil {
+					t.Fatal(err)
+				}
+			}, fresh: func(t *testing.T) fixture {
 				n++
 				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
 				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
 				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
+				aq := url.Values{"topic": {strings.TrimPrefix(base, "persistent://") + "-dlq"}, "admin": {b.AdminURL()}}
 				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders", self: base + "-dlq",
+					alias: b.ServiceURL() + "?" + aq.Encode(),
 					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq",
 						"--max-deliveries", "1", "--redelivery-delay", "100ms"}}
 			}}
@@ -201,6 +246,11 @@ func TestConformance(t *testing.T) {
 				{"one-run-at-a-time", caseOneRunAtATime},
 				{"restart-mid-apply", caseRestartMidApply},
 				{"refused-destination", caseRefusedDestination},
+				{"re-redrive", caseReRedrive},
+				{"another-url", caseAnotherURL},
+				{"refused-in-chunk", caseRefusedInChunk},
+				{"killed-scan", caseKilledScan},
+				{"paused-holder", casePausedHolder},
 			} {
 				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 			}
@@ -233,13 +283,22 @@ func caseMissingDLQ(t *testing.T, srv *server) {
 // fx.origin. It returns each event's fingerprint.
 func seed(t *testing.T, fx fixture, n int, lastError string, first int) map[string]string {
 	t.Helper()
+	return seedAs(t, fx, n, lastError, first, func(i int) (string, int) { return fmt.Sprintf("E%03d", i), i })
+}
+
+// seedAs is seed with the event ID and payload (order number) of the ith
+// envelope given by eventOf: the same event dead-lettered twice is two
+// entries of one event ID and payload.
+func seedAs(t *testing.T, fx fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
+	t.Helper()
 	var in bytes.Buffer
 	fps := map[string]string{}
 	base := time.Now().UTC().Add(-time.Hour)
 	for i := first; i < first+n; i++ {
-		payload := []byte(fmt.Sprintf(`{"order":%d}`, i))
+		eventID, order := eventOf(i)
+		payload := []byte(fmt.Sprintf(`{"order":%d}`, order))
 		e := envelope.Envelope{
-			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: fmt.Sprintf("E%03d", i),
+			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: eventID,
 			Fingerprint: envelope.ComputeFingerprint(payload), Payload: payload, PayloadEncoding: "json",
 			ContentType: "application/json", Key: fmt.Sprintf("k%d", i%5),
 			Origin:    envelope.Origin{Topic: fx.origin},
