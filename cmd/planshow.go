@@ -17,7 +17,7 @@ import (
 func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show PLAN",
-		Short: "What an approver reviews: reason, planner, source, parameters, entries, exclusions, approvals",
+		Short: "What an approver reviews: reason, planner, source, parameters, entries, destinations, exclusions, approvals",
 		Long: fmt.Sprintf(`Show a %s plan as an approver reviews it: the reason, who planned it and
 when, the source, the parameters, the entries by category and disposition,
 what was left out and why, and the approvals so far. It never changes the

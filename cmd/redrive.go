@@ -53,7 +53,7 @@ func (p *planFlags) register(c *cobra.Command) {
 	fs.StringVar(&p.by, "by", "", "who plans (default: the OS user)")
 	fs.StringSliceVar(&p.allowDispositions, "allow-disposition", nil, "also take entries of these dispositions (default: only "+redrive.DefaultDisposition(p.kind)+"); recorded in the plan for the approver")
 	if p.kind == redrive.KindRedrive {
-		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin)")
+		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin); the DLQ itself and its bookkeeping are refused")
 		fs.Float64Var(&p.rate, "rate", 50, "messages per second; 0 means unlimited and must be given explicitly")
 		fs.IntVar(&p.burst, "burst", 10, "rate limiter burst")
 		fs.StringVar(&p.effects, "effects", "", "where the consumer records effects: sqlite:PATH, postgres://…, redis://…?attempts=H&effects=H, exec:CMD, http(s)://…")
