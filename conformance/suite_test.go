@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
@@ -133,7 +135,23 @@ func targets() map[string]func(t *testing.T) *server {
 		"kafka": func(t *testing.T) *server {
 			b := kafkatest.Start(t)
 			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", missing: func(t *testing.T) string {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
+				// A topic whose records may not exceed 64 bytes: the
+				// redriven record (MESSAGE_TOO_LARGE) does.
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Bootstrap()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cl.Close()
+				limit := "64"
+				resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)
+				if err == nil {
+					err = resp.Err
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}, missing: func(t *testing.T) string {
 				return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
 			}, fresh: func(t *testing.T) fixture {
 				n++
@@ -163,7 +181,10 @@ func targets() map[string]func(t *testing.T) *server {
 				return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + srv.Endpoint()
 			}
 			n := 0
-			return &server{down: srv.Kill, up: srv.Resume, unordered: true, missing: func(t *testing.T) string {
+			return &server{down: srv.Kill, up: srv.Resume, unordered: true, refuse: func(*testing.T, fixture, string, string) {
+				// Nothing to do: the destination queue was never created,
+				// and SQS refuses a send to a queue that does not exist.
+			}, missing: func(t *testing.T) string {
 				return url(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
 			}, fresh: func(t *testing.T) fixture {
 				n++
