@@ -245,12 +245,19 @@ func casePausedHolder(t *testing.T, srv *server) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the paused run did not end after SIGCONT")
 	}
-	if code != 7 {
-		t.Logf("the woken holder ended with exit %d", run.cmd.ProcessState.ExitCode())
+	t.Logf("the woken holder ended with exit %d", run.cmd.ProcessState.ExitCode())
+	// Whatever neither run moved (a holder that stopped when it found its
+	// lease lost) is moved now by a run of its own; then every event must
+	// have reached the consumer once.
+	if l := dlqLen(t, fx); l != 0 {
+		c := t.TempDir()
+		planAndApprove(t, c, fx, "redrive", fastPlan...)
+		if code, out := proc(t, c, nil, nil, "--source", fx.source, "redrive", "apply", "p.json"); code != 0 {
+			t.Errorf("the run after both: exit %d\n%s", code, out)
+		}
 	}
-	rows := consumeAll(t, fx, filepath.Join(a, "inbox.db"))
-	checkOnce(t, srv, fps, rows)
-	if l := dlqLen(t, fx); l != 0 && code != 7 {
+	checkOnce(t, srv, fps, consumeAll(t, fx, filepath.Join(a, "inbox.db")))
+	if l := dlqLen(t, fx); l != 0 {
 		t.Errorf("%d entries left in the DLQ", l)
 	}
 }
