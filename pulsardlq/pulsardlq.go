@@ -246,6 +246,12 @@ func (t *Topic) Close() error {
 	if t.importer != nil {
 		t.importer.Close()
 	}
+	t.removed.mu.Lock()
+	if t.removed.producer != nil {
+		t.removed.producer.Close()
+		t.removed.producer = nil
+	}
+	t.removed.mu.Unlock()
 	t.producers, t.ackers, t.importer = map[[2]string]redriveProducer{}, map[string]pulsar.Consumer{}, nil
 	if t.client != nil {
 		t.client.Close()

@@ -39,21 +39,31 @@ func (t *Topic) removedTopic() topicName {
 // removals is the record as read, by partition index (-1: not
 // partitioned), with what this process added since.
 type removals struct {
-	once sync.Once
-	err  error
-	mu   sync.Mutex
-	at   map[int32]map[position]bool
+	// load serializes the first read; loaded says it succeeded (a failed
+	// read is tried again by the next caller, as a broker may be back).
+	load   sync.Mutex
+	loaded bool
+	mu     sync.Mutex
+	at     map[int32]map[position]bool
 	// producer writes the record; made on the first removal.
 	producer pulsar.Producer
 }
 
 // loadRemovals reads the record once per process.
 func (t *Topic) loadRemovals(ctx context.Context) error {
-	t.removed.once.Do(func() {
-		t.removed.at = map[int32]map[position]bool{}
-		t.removed.err = t.readRemovals(ctx)
-	})
-	return t.removed.err
+	t.removed.load.Lock()
+	defer t.removed.load.Unlock()
+	if t.removed.loaded {
+		return nil
+	}
+	t.removed.mu.Lock()
+	t.removed.at = map[int32]map[position]bool{}
+	t.removed.mu.Unlock()
+	if err := t.readRemovals(ctx); err != nil {
+		return err
+	}
+	t.removed.loaded = true
+	return nil
 }
 
 func (t *Topic) readRemovals(ctx context.Context) error {
