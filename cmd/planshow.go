@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
 	var keys keyFlags
 	c := &cobra.Command{
 		Use:   "show PLAN",
-		Short: "What an approver reviews: reason, planner, source, parameters, entries, exclusions, approvals",
+		Short: "What an approver reviews: reason, planner, source, parameters, entries, destinations, exclusions, approvals",
 		Long: fmt.Sprintf(`Show a %s plan as an approver reviews it: the reason, who planned it and
 when, the source, the parameters, the entries by category and disposition,
 what was left out and why, and the approvals so far (each judged as apply
@@ -144,6 +145,12 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, key
 		return err
 	}
 
+	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
+		if err := writeDestinations(w, p, ro); err != nil {
+			return err
+		}
+	}
+
 	if len(p.Excluded) > 0 {
 		whys := map[string]int{}
 		var whyOrder []string
@@ -220,6 +227,32 @@ func (f *Factory) judgeApprovals(p *redrive.Plan, keys keyFlags) ([]redrive.Verd
 	}
 	v, needed := p.Judge(pol)
 	return v, needed, nil
+}
+
+// writeDestinations lists where the plan's entries go, with counts, most
+// first: a dead letter names its own origin, so the approver sees every
+// place a redrive will write to, not only --to.
+func writeDestinations(w io.Writer, p *redrive.Plan, ro report.Options) error {
+	counts := map[string]int{}
+	for e := range p.Entries.All() {
+		counts[e.Dest]++
+	}
+	dests := make([]string, 0, len(counts))
+	for d := range counts {
+		dests = append(dests, d)
+	}
+	sort.Slice(dests, func(i, j int) bool {
+		if counts[dests[i]] != counts[dests[j]] {
+			return counts[dests[i]] > counts[dests[j]]
+		}
+		return dests[i] < dests[j]
+	})
+	fmt.Fprintln(w)
+	t := report.Table{Title: "Destinations", Columns: []report.Column{{Name: "destination", Kind: report.Key}, {Name: "entries", Right: true}}}
+	for _, d := range dests {
+		t.Rows = append(t.Rows, []any{firstNonEmpty(d, "(none)"), counts[d]})
+	}
+	return report.WriteTable(w, t, ro)
 }
 
 func approvalTone(s string) report.Tone {

@@ -53,7 +53,7 @@ func (p *planFlags) register(c *cobra.Command) {
 	fs.StringVar(&p.by, "by", "", "who plans (default: the OS user)")
 	fs.StringSliceVar(&p.allowDispositions, "allow-disposition", nil, "also take entries of these dispositions (default: only "+redrive.DefaultDisposition(p.kind)+"); recorded in the plan for the approver")
 	if p.kind == redrive.KindRedrive {
-		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin)")
+		fs.StringVar(&p.to, "to", "", "destination topic/stream (default: each envelope's origin); the DLQ itself and its bookkeeping are refused")
 		fs.Float64Var(&p.rate, "rate", 50, "messages per second; 0 means unlimited and must be given explicitly")
 		fs.IntVar(&p.burst, "burst", 10, "rate limiter burst")
 		fs.StringVar(&p.effects, "effects", "", "where the consumer records effects: sqlite:PATH, postgres://…, redis://…?attempts=H&effects=H, exec:CMD, http(s)://…")
@@ -166,6 +166,16 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 			MinAttempt: sel.MinAttempts, Limit: sel.Limit,
 		},
 	}
+	if p.to != "" {
+		// A --to the backend refuses would leave every entry out: say so
+		// at once instead of writing a plan that moves nothing.
+		if err := backend.NewGuards(s.src).Check(ctx, p.to); err != nil {
+			if errors.Is(err, backend.ErrRefusedDestination) {
+				return nil, usageErrorf("--to: %v", err)
+			}
+			return nil, err
+		}
+	}
 	return redrive.BuildPlan(ctx, s.walker, mover, req, f.now())
 }
 
@@ -214,6 +224,11 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 	}
 	if len(byCat) > 0 {
 		if err := writeCounts(f, "Planned, by category", "category", byCat, ro); err != nil {
+			return err
+		}
+	}
+	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
+		if err := writeDestinations(f.IO.Out, p, ro); err != nil {
 			return err
 		}
 	}
@@ -421,6 +436,12 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	defer unlock()
 	if err := f.restartNeverStarted(journalPath); err != nil {
 		return err
+	}
+	if _, err := os.Lstat(journalPath); err == nil {
+		// The run started: whatever left the DLQ since was most likely
+		// moved by it, and only the journal knows. Checked before the plan
+		// is compared with the DLQ, which would call it stale.
+		return usageErrorf("journal %s exists: this plan's run has started already; resume it: %s", journalPath, f.resumeCommand(plan.Kind, journalPath, hint))
 	}
 	s, err := f.openSession(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,6 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
@@ -60,6 +64,11 @@ type server struct {
 	// that the client gives up on a server that is down instead of riding
 	// it out (Pulsar: ?timeout=).
 	outage string
+	// refuse makes the destination dest refuse the entry entryID that a
+	// plan sends there (dir: a file of its name in the inbox; Redis: dest
+	// is a key of another type; Pulsar: dest is terminated), for the case
+	// of one refused entry in a chunk. nil: no way is known here.
+	refuse func(t *testing.T, fx fixture, dest, entryID string)
 }
 
 // fixture is one empty DLQ and the origin its entries go back to.
@@ -71,6 +80,11 @@ type fixture struct {
 	consume []string
 	// importFlags are extra flags that import needs here (dir: --init).
 	importFlags []string
+	// self is the DLQ itself written as a redrive destination (--to).
+	self string
+	// alias is another source URL of the same DLQ (another spelling of
+	// its host, path, topic or bookkeeping).
+	alias string
 }
 
 // targets lists every registered backend with the harness that starts its
@@ -82,17 +96,38 @@ func targets() map[string]func(t *testing.T) *server {
 			return &server{fresh: func(t *testing.T) fixture {
 				root := filepath.Join(t.TempDir(), "q")
 				return fixture{source: "dir:" + root, origin: "orders", consume: []string{"--source", "dir:" + root},
-					importFlags: []string{"--init"}}
+					importFlags: []string{"--init"}, self: filepath.Join(root, "error"), alias: "dir:" + root + "/."}
+			}, refuse: func(t *testing.T, fx fixture, _, entryID string) {
+				// The inbox holds a file of the entry's name: a move never
+				// replaces one.
+				inbox := filepath.Join(strings.TrimPrefix(fx.source, "dir:"), "inbox")
+				if err := os.WriteFile(filepath.Join(inbox, entryID+".json"), []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}}
 		},
 		"redis": func(t *testing.T) *server {
 			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 			n := 0
-			return &server{down: srv.Down, up: srv.Up, fresh: func(t *testing.T) fixture {
+			return &server{down: srv.Down, up: srv.Up, refuse: func(t *testing.T, fx fixture, dest, _ string) {
+				// A string where the stream should be: XADD answers WRONGTYPE.
+				u, err := url.Parse(fx.source)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var db int
+				fmt.Sscanf(strings.TrimPrefix(u.Path, "/"), "%d", &db)
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: db})
+				defer c.Close()
+				if err := c.Set(context.Background(), dest, "not a stream", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}, fresh: func(t *testing.T) fixture {
 				n++
 				db := n % 16
 				key := fmt.Sprintf("conf%d", n)
-				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders",
+				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders", self: key + "-dlq",
+					alias: strings.Replace(srv.URL(db, key+"-dlq"), "127.0.0.1:", "localhost:", 1),
 					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
 						"--dlq", key + "-dlq"}}
 			}}
@@ -100,7 +135,23 @@ func targets() map[string]func(t *testing.T) *server {
 		"kafka": func(t *testing.T) *server {
 			b := kafkatest.Start(t)
 			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", missing: func(t *testing.T) string {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
+				// A topic whose records may not exceed 64 bytes: the
+				// redriven record (MESSAGE_TOO_LARGE) does.
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Bootstrap()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cl.Close()
+				limit := "64"
+				resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)
+				if err == nil {
+					err = resp.Err
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}, missing: func(t *testing.T) string {
 				return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
 			}, fresh: func(t *testing.T) fixture {
 				n++
@@ -113,7 +164,8 @@ func targets() map[string]func(t *testing.T) *server {
 						t.Fatal(err)
 					}
 				}
-				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders",
+				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders", self: base + "-dlq",
+					alias: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq&state_topic=" + base + "-other-state",
 					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
 						"--dlq", base + "-dlq"}}
 			}}
@@ -129,7 +181,10 @@ func targets() map[string]func(t *testing.T) *server {
 				return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + srv.Endpoint()
 			}
 			n := 0
-			return &server{down: srv.Kill, up: srv.Resume, unordered: true, missing: func(t *testing.T) string {
+			return &server{down: srv.Kill, up: srv.Resume, unordered: true, refuse: func(*testing.T, fixture, string, string) {
+				// Nothing to do: the destination queue was never created,
+				// and SQS refuses a send to a queue that does not exist.
+			}, missing: func(t *testing.T) string {
 				return url(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
 			}, fresh: func(t *testing.T) fixture {
 				n++
@@ -152,18 +207,32 @@ func targets() map[string]func(t *testing.T) *server {
 					Attributes: map[string]string{"VisibilityTimeout": "0", "RedrivePolicy": policy}}); err != nil {
 					t.Fatal(err)
 				}
-				return fixture{source: url(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", url(base + "-orders")}}
+				return fixture{source: url(base + "-dlq"), origin: base + "-orders", self: base + "-dlq",
+					alias:   strings.Replace(url(base+"-dlq"), "127.0.0.1:", "localhost:", 1),
+					consume: []string{"--source", url(base + "-orders")}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {
 			b := pulsartest.Start(t)
 			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", fresh: func(t *testing.T) fixture {
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
+				// A terminated topic takes no more messages.
+				ctx := context.Background()
+				path := "/admin/v2/persistent/" + strings.TrimPrefix(dest, "persistent://")
+				if _, err := b.Admin(ctx, http.MethodPut, path, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.Admin(ctx, http.MethodPost, path+"/terminate", nil); err != nil {
+					t.Fatal(err)
+				}
+			}, fresh: func(t *testing.T) fixture {
 				n++
 				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
 				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
 				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
-				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders",
+				aq := url.Values{"topic": {strings.TrimPrefix(base, "persistent://") + "-dlq"}, "admin": {b.AdminURL()}}
+				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders", self: base + "-dlq",
+					alias: b.ServiceURL() + "?" + aq.Encode(),
 					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq",
 						"--max-deliveries", "1", "--redelivery-delay", "100ms"}}
 			}}
@@ -197,6 +266,12 @@ func TestConformance(t *testing.T) {
 				{"crash-matrix", caseCrashMatrix},
 				{"one-run-at-a-time", caseOneRunAtATime},
 				{"restart-mid-apply", caseRestartMidApply},
+				{"refused-destination", caseRefusedDestination},
+				{"re-redrive", caseReRedrive},
+				{"another-url", caseAnotherURL},
+				{"refused-in-chunk", caseRefusedInChunk},
+				{"killed-scan", caseKilledScan},
+				{"paused-holder", casePausedHolder},
 			} {
 				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 			}
@@ -229,13 +304,22 @@ func caseMissingDLQ(t *testing.T, srv *server) {
 // fx.origin. It returns each event's fingerprint.
 func seed(t *testing.T, fx fixture, n int, lastError string, first int) map[string]string {
 	t.Helper()
+	return seedAs(t, fx, n, lastError, first, func(i int) (string, int) { return fmt.Sprintf("E%03d", i), i })
+}
+
+// seedAs is seed with the event ID and payload (order number) of the ith
+// envelope given by eventOf: the same event dead-lettered twice is two
+// entries of one event ID and payload.
+func seedAs(t *testing.T, fx fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
+	t.Helper()
 	var in bytes.Buffer
 	fps := map[string]string{}
 	base := time.Now().UTC().Add(-time.Hour)
 	for i := first; i < first+n; i++ {
-		payload := []byte(fmt.Sprintf(`{"order":%d}`, i))
+		eventID, order := eventOf(i)
+		payload := []byte(fmt.Sprintf(`{"order":%d}`, order))
 		e := envelope.Envelope{
-			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: fmt.Sprintf("E%03d", i),
+			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: eventID,
 			Fingerprint: envelope.ComputeFingerprint(payload), Payload: payload, PayloadEncoding: "json",
 			ContentType: "application/json", Key: fmt.Sprintf("k%d", i%5),
 			Origin:    envelope.Origin{Topic: fx.origin},
@@ -792,4 +876,69 @@ func waitFile(t *testing.T, path string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("the worker did not create %s", path)
+}
+
+// caseRefusedDestination: the DLQ itself is never a destination. As --to
+// it is a usage error (exit 2) before anything is planned; as the origin a
+// dead letter names (anyone who can dead-letter can name one) the entry is
+// left out of the plan with the reason, and the rest is planned; the
+// approver's view lists every destination with its count.
+func caseRefusedDestination(t *testing.T, srv *server) {
+	if srv.caps.Move == "" {
+		return
+	}
+	fx := srv.fresh(t)
+	seed(t, fx, 3, "timeout", 1)
+	hostile := fx
+	hostile.origin = fx.self
+	seed(t, hostile, 1, "timeout", 4)
+	dir := t.TempDir()
+	code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.self)
+	if code != 2 || !strings.Contains(out, "refused") {
+		t.Errorf("plan --to the DLQ itself: exit %d, want 2 saying it is refused\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "to.json")); err == nil {
+		t.Errorf("a refused --to wrote a plan")
+	}
+	planAndApprove(t, dir, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
+	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+			Dest    string `json:"dest"`
+		} `json:"entries"`
+		Excluded []struct {
+			EventID string `json:"event_id"`
+			Why     string `json:"why"`
+		} `json:"excluded"`
+	}
+	mustJSON(t, raw, &plan)
+	refused := false
+	for _, x := range plan.Excluded {
+		refused = refused || x.EventID == "E004" && strings.Contains(x.Why, "refused")
+	}
+	for _, e := range plan.Entries {
+		if strings.HasSuffix(e.Dest, fx.self) {
+			t.Errorf("%s planned to %s, the DLQ itself", e.EventID, e.Dest)
+		}
+	}
+	// A backend whose destination does not follow the origin (dir: the
+	// inbox) plans E004 to a safe place instead.
+	if !refused && len(plan.Entries) != 4 {
+		t.Errorf("E004, dead-lettered from the DLQ itself, is neither refused nor planned elsewhere: %s", raw)
+	}
+	code, out = proc(t, dir, nil, nil, "redrive", "show", "p.json")
+	if code != 0 || !strings.Contains(strings.ToUpper(out), "DESTINATION\tENTRIES") && !strings.Contains(out, "Destinations") {
+		t.Errorf("redrive show: exit %d, want the destinations listed\n%s", code, out)
+	}
+	code, out = proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	if code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	if n := dlqLen(t, fx); refused && n != 1 || !refused && n != 0 {
+		t.Errorf("%d entries left in the DLQ after apply (E004 refused: %v)", n, refused)
+	}
 }

@@ -234,3 +234,38 @@ func renameNoReplaceByCheck(from, to string) error {
 	}
 	return os.Rename(from, to)
 }
+
+var _ backend.DestinationGuard = (*Queue)(nil)
+
+// GuardDestination refuses the DLQ folder (PATH/error) and anything inside
+// it, by path and, when dest exists, by identity, so that a symlink or
+// another spelling of the folder is found too: a move there would put the
+// entry back into the DLQ under a new name.
+func (q *Queue) GuardDestination(_ context.Context, dest string) error {
+	dlq := filepath.Join(q.root, errorDir)
+	if within(dest, dlq) || within(dest, filepath.Join(q.root, leaseFile)) {
+		return fmt.Errorf("%s is this DLQ's own folder", dest)
+	}
+	d, derr := os.Stat(dest)
+	e, eerr := os.Stat(dlq)
+	if derr == nil && eerr == nil && os.SameFile(d, e) {
+		return fmt.Errorf("%s is this DLQ's own folder (%s)", dest, dlq)
+	}
+	if real, err := filepath.EvalSymlinks(dest); err == nil {
+		if realDLQ, err := filepath.EvalSymlinks(dlq); err == nil && within(real, realDLQ) {
+			return fmt.Errorf("%s is inside this DLQ's own folder (%s)", dest, dlq)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or below it, both made absolute.
+func within(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -207,4 +208,29 @@ func (a *admin) lastMessageID(ctx context.Context, t topicName) (lastMessageID, 
 
 func newAdmin(base *url.URL, token string, tr *http.Transport) *admin {
 	return &admin{base: base, token: token, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// namespaceOf checks, through the topic's partition metadata, that the
+// topic's tenant and namespace exist (the topic itself need not: the
+// broker creates it on the first send where that is allowed). nil: they
+// exist; a *backend.GuardUnavailable: the admin API could not tell.
+func (a *admin) namespaceOf(ctx context.Context, t topicName) error {
+	err := a.do(ctx, http.MethodGet, t.adminPath()+"/partitions", nil, nil)
+	var ae *adminError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.status == http.StatusNotFound && strings.Contains(strings.ToLower(ae.reason), "namespace"):
+		tenant := ""
+		switch terr := a.do(ctx, http.MethodGet, "/admin/v2/tenants/"+url.PathEscape(t.tenant), nil, nil); {
+		case terr == nil:
+			tenant = " (tenant " + t.tenant + " exists)"
+		case errors.Is(terr, errAdminNotFound):
+			tenant = " (tenant " + t.tenant + " does not exist either)"
+		}
+		return fmt.Errorf("namespace %s/%s does not exist on the broker%s: no message can be sent to %s", t.tenant, t.namespace, tenant, t)
+	case errors.Is(err, errAdminNotFound):
+		return nil // the namespace is there; the topic is not yet
+	}
+	return &backend.GuardUnavailable{Err: err}
 }

@@ -80,6 +80,9 @@ type cursor struct {
 	// ledgers holds the entry count of each ledger of the topic; the last
 	// one, still open, counts up to lastConfirmed.
 	ledgers map[int64]int64
+	// removed are entries the broker shows pending that dlqctl's removal
+	// record holds (removals.go): acknowledged, though the broker lost it.
+	removed map[position]bool
 }
 
 // openClosed is the range (from, to] of entries.
@@ -119,7 +122,7 @@ func newCursor(st internalStats, sub string) (cursor, error) {
 
 // acked: the subscription acknowledged the entry at p.
 func (c cursor) acked(p position) bool {
-	if !c.markDelete.less(p) {
+	if !c.markDelete.less(p) || c.removed[p] {
 		return true
 	}
 	for _, r := range c.deleted {

@@ -29,6 +29,9 @@ type PulsarExtras struct {
 	// EarliestBacklogPublishTime is the publish time of the oldest
 	// unacknowledged message, when the broker tracks it.
 	EarliestBacklogPublishTime string `json:"earliest_backlog_publish_time,omitempty"`
+	// CameBack counts entries in the backlog that dlqctl acknowledged and
+	// recorded as removed, brought back by a broker crash; not in total.
+	CameBack int `json:"came_back"`
 }
 
 // Extras reports the DLQ subscription's backlog, rates and consumers.
@@ -54,6 +57,12 @@ func (t *Topic) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 		{"backlog", strconv.FormatInt(x.Backlog, 10) + " entries (" + strconv.FormatInt(x.BacklogBytes, 10) + " bytes)"},
 		{"consumers", fmt.Sprintf("%d (%s), %d unacked", x.Consumers, x.Type, x.UnackedMessages)},
 		{"rates", fmt.Sprintf("out %.2f msg/s, redeliver %.2f msg/s", x.MsgRateOut, x.MsgRateRedeliver)},
+	}
+	if x.CameBack, err = t.CameBack(ctx); err != nil {
+		return backend.ExtraStats{}, err
+	}
+	if x.CameBack > 0 {
+		rows = append(rows, [2]string{"came back", cameBackNote(x.CameBack)})
 	}
 	if x.EarliestBacklogPublishTime != "" {
 		rows = append(rows, [2]string{"oldest in backlog", x.EarliestBacklogPublishTime})

@@ -288,19 +288,37 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 		msgs[i], ids[i] = msg, id
 	}
 	checkBatches(items, msgs, ids, results)
-	done := map[msgID]bool{}
+	// Recorded first, acknowledged after: an acknowledgement a broker
+	// crash loses is still known as a removal (removals.go).
+	var entries []msgID
+	seen := map[msgID]bool{}
 	for i := range items {
 		if msgs[i] == nil || results[i].Err != nil {
 			continue
 		}
 		entry := msgID{position: ids[i].position, partition: ids[i].partition, batch: -1}
-		if !done[entry] {
-			if err := t.ack(ctx, entry); err != nil {
-				return nil, err
-			}
-			done[entry] = true
+		if !seen[entry] {
+			seen[entry] = true
+			entries = append(entries, entry)
 		}
 		results[i].Removed = true
+	}
+	if err := t.recordRemovals(ctx, entries); err != nil {
+		return nil, err
+	}
+	for _, entry := range entries {
+		if err := t.ack(ctx, entry); err != nil {
+			return nil, err
+		}
+	}
+	// Entries acknowledged before and brought back by a broker crash are
+	// acknowledged again by the run that holds the DLQ.
+	for pi, c := range cursors {
+		if p, ok := t.partOf(pi); ok && len(c.removed) > 0 {
+			if err := t.reackCameBack(ctx, p, c); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return results, nil
 }
@@ -351,4 +369,32 @@ func (t *Topic) acker(ctx context.Context, p part) (pulsar.Consumer, error) {
 	}
 	t.ackers[key] = c
 	return c, nil
+}
+
+var _ backend.DestinationGuard = (*Topic)(nil)
+
+// GuardDestination refuses the DLQ topic itself, under any spelling
+// (NAME, TENANT/NS/NAME, persistent://…) and any of its partitions (or,
+// when the DLQ is one partition, the whole topic it belongs to): a message
+// sent there is back in the DLQ at once. It refuses dlqctl's removal
+// record, and a topic in a tenant or namespace that does not exist, which
+// no send could reach: better said to the planner than found at apply.
+func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
+	dt, err := parseTopic(dest)
+	if err != nil {
+		return fmt.Errorf("not a topic a redrive can send to: %v", err)
+	}
+	if wholeTopic(dt) == wholeTopic(t.topic) {
+		return fmt.Errorf("%s is this DLQ's own topic (%s)", dest, t.topic)
+	}
+	if wholeTopic(dt) == t.removedTopic() {
+		return fmt.Errorf("%s is this DLQ's record of removed entries (dlqctl's bookkeeping)", dest)
+	}
+	return t.admin.namespaceOf(ctx, dt)
+}
+
+// wholeTopic is the partitioned topic a partition belongs to, or t itself.
+func wholeTopic(t topicName) topicName {
+	t.local = partitionSuffix.ReplaceAllString(t.local, "")
+	return t
 }

@@ -101,6 +101,11 @@ type Topic struct {
 	// sourceIDs holds the dlqctl_source_id of every pending message, read
 	// by one scan on first need (import).
 	sourceIDs map[string]bool
+	// removed is dlqctl's own record of what it acknowledged (removals.go).
+	removed removals
+	// cameBack counts, as of Open, the acknowledged entries a broker
+	// crash brought back.
+	cameBack int
 }
 
 // Open parses rawURL, checks through the admin API that the broker
@@ -185,6 +190,12 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 		t.client.Close()
 		return nil, err
 	}
+	if !t.missing {
+		if t.cameBack, err = t.CameBack(ctx); err != nil {
+			t.client.Close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -207,10 +218,14 @@ func orDefault(d, def time.Duration) time.Duration {
 // Missing says whether the DLQ topic did not exist when opened.
 func (t *Topic) Missing() bool { return t.missing }
 
-// Notice says that the DLQ topic did not exist, when it did not.
+// Notice says that the DLQ topic did not exist, when it did not, and
+// when entries dlqctl acknowledged came back after a broker crash.
 func (t *Topic) Notice() string {
 	if t.missing {
 		return fmt.Sprintf("topic %s does not exist on %s: reading it as an empty DLQ (check ?topic=)", t.topic, t)
+	}
+	if t.cameBack > 0 {
+		return cameBackNote(t.cameBack)
 	}
 	return ""
 }
@@ -231,6 +246,12 @@ func (t *Topic) Close() error {
 	if t.importer != nil {
 		t.importer.Close()
 	}
+	t.removed.mu.Lock()
+	if t.removed.producer != nil {
+		t.removed.producer.Close()
+		t.removed.producer = nil
+	}
+	t.removed.mu.Unlock()
 	t.producers, t.ackers, t.importer = map[[2]string]redriveProducer{}, map[string]pulsar.Consumer{}, nil
 	if t.client != nil {
 		t.client.Close()
@@ -296,7 +317,10 @@ func (t *Topic) cursor(ctx context.Context, p part) (cursor, error) {
 	if err != nil {
 		return cursor{}, fmt.Errorf("%s: %s: %w", t, p.name, err)
 	}
-	return c, nil
+	if err := t.loadRemovals(ctx); err != nil {
+		return cursor{}, err
+	}
+	return t.withRemovals(p.index, c), nil
 }
 
 // Scan reads the pending messages oldest first, partition by partition,
@@ -538,7 +562,11 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.MsgBacklog, nil
+	back, err := t.CameBack(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(0, st.MsgBacklog-int64(back)), nil
 }
 
 func (t *Topic) subStats(ctx context.Context) (subscriptionStats, error) {

@@ -405,3 +405,18 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+var _ backend.DestinationGuard = (*Stream)(nil)
+
+// GuardDestination refuses the DLQ stream itself and dlqctl's own keys
+// (dlqctl:…, the lease among them): a move there would put the entry back
+// into the DLQ, or overwrite what keeps one run at a time.
+func (s *Stream) GuardDestination(_ context.Context, dest string) error {
+	switch {
+	case dest == s.key:
+		return fmt.Errorf("%q is this DLQ's own stream", dest)
+	case strings.HasPrefix(dest, "dlqctl:"):
+		return fmt.Errorf("%q is a dlqctl bookkeeping key (dlqctl:…), not a destination", dest)
+	}
+	return nil
+}

@@ -3,10 +3,13 @@ package redrive
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -85,6 +88,7 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	}
 	limit := req.Params.Max
 	sel := req.Selector
+	guards := backend.NewGuards(mover)
 	matched := 0
 	// Every entry is walked, selected or not: one that is not selected
 	// still holds its key's later entries back.
@@ -107,6 +111,14 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 			exclude(why, "")
 			return nil
 		}
+		if i := strings.IndexFunc(e.EventID, unicode.IsControl); i >= 0 {
+			// A newline or other control character splits the event ID
+			// wherever it is written line by line (consumers' logs, the
+			// effects lookup), so the move could never be reconciled.
+			r, _ := utf8.DecodeRuneInString(e.EventID[i:])
+			exclude(fmt.Sprintf("event ID %q holds a control character (%U at byte %d): it cannot be reconciled; fix the producer, or resolve the entry", e.EventID, r, i), "")
+			return nil
+		}
 		if e.Key != "" {
 			if hb, ok := held[hashKey(e.Origin.Topic, e.Key)]; ok {
 				exclude(fmt.Sprintf("held back: the older entry %s with key %q stays in the DLQ (%s), and order per key must hold", hb.id, e.Key, hb.why), hb.id)
@@ -121,6 +133,13 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 			}
 			if dest == "" {
 				exclude("no destination: the envelope names no origin; give --to", "")
+				return nil
+			}
+			if err := guards.Check(ctx, dest); err != nil {
+				if !errors.Is(err, backend.ErrRefusedDestination) {
+					return err
+				}
+				exclude(err.Error(), "")
 				return nil
 			}
 		}

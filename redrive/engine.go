@@ -56,6 +56,9 @@ type Engine struct {
 	MoveTimeout time.Duration
 	// Chunk, when set, is how many moves share one journal sync; see chunkSize.
 	Chunk int
+
+	// guards checks each destination before its entries are sent.
+	guards *backend.Guards
 }
 
 // NewRunID names a run: time plus randomness, sortable.
@@ -70,7 +73,7 @@ func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string
 	st := newState(runID, p)
 	// The plan is named by its digest, not embedded: readers of the journal
 	// read the plan file and check it against this digest (runplan.go).
-	st.Start = Record{Type: RecRunStart, RunID: runID, PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy}
+	st.Start = Record{Type: RecRunStart, RunID: runID, At: e.Journal.now().UTC(), PlanDigest: p.Digest, PlanPath: planPath, Source: source, AppliedBy: appliedBy}
 	st.Start.setApprovals(approvals)
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err

@@ -117,6 +117,9 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 			return err
 		}
 		recs, remove := e.publishedRecs(resultBuf[:0], st, flown, results)
+		if err := e.confirmGone(ctx, st, recs); err != nil {
+			return err
+		}
 		resultBuf = recs
 		sent += len(flown)
 		if canCarry && len(remove) == 0 {
@@ -144,7 +147,9 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 			}
 		}
 		var part []Entry
-		if next < len(seqs) && stop == nil {
+		// A chunk whose every destination is refused sends nothing: the
+		// next one is prepared in its place.
+		for len(part) == 0 && next < len(seqs) && stop == nil {
 			n := min(chunk, len(seqs)-next)
 			switch {
 			case ctx.Err() != nil:
@@ -155,8 +160,14 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 				}
 			}
 			if stop == nil {
-				part = st.entriesOf(seqs[next : next+n])
+				var refused []Record
+				var err error
+				part, refused, err = e.guardChunk(ctx, st, st.entriesOf(seqs[next:next+n]))
+				if err != nil {
+					return err
+				}
 				next += n
+				carry = append(carry, refused...)
 			}
 		}
 		// One write (with an atomic mover, while the chunk in flight is on
@@ -168,11 +179,11 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		if fl != nil {
 			// With no chunk to send next there is nothing to overlap
 			// the results' write with.
-			if err := land(part != nil); err != nil {
+			if err := land(len(part) > 0); err != nil {
 				return err
 			}
 		}
-		if part == nil {
+		if len(part) == 0 {
 			return stop
 		}
 		fl = e.launch(ctx, st, part)
@@ -233,4 +244,71 @@ func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results [
 		}
 	}
 	return recs, remove
+}
+
+// guardChunk checks each entry's destination again before it is sent: the
+// plan was approved, but what the backend counts as its own bookkeeping
+// can have changed since (a state topic recorded by another run). An entry
+// whose destination is refused is a failure of its own, named with the
+// reason, and the rest of the chunk goes on. An error means the guard
+// could not tell: nothing of the chunk is sent.
+func (e *Engine) guardChunk(ctx context.Context, st *State, part []Entry) ([]Entry, []Record, error) {
+	if e.guards == nil {
+		e.guards = backend.NewGuards(e.Source)
+	}
+	var refused []Record
+	kept := part[:0]
+	for _, en := range part {
+		if en.Dest != "" {
+			if err := e.guards.Check(ctx, en.Dest); err != nil {
+				if !errors.Is(err, backend.ErrRefusedDestination) {
+					return nil, nil, err
+				}
+				refused = append(refused, e.entryRec(RecFailed, st, en, err.Error()))
+				continue
+			}
+		}
+		kept = append(kept, en)
+	}
+	return kept, refused, nil
+}
+
+// confirmGone looks up on the destination, by this run's markers, every
+// entry of recs that a publish found gone from the DLQ. A crash can take
+// the journal's last write with it (a write cut at its boundary): the
+// entries whose moves it recorded then have no outcome in the journal, and
+// a resume that sends them again finds them gone. Moved by this run is what
+// the destination says, and such an entry is counted moved, not gone.
+func (e *Engine) confirmGone(ctx context.Context, st *State, recs []Record) error {
+	checker, ok := e.Mover.(backend.PublishedChecker)
+	if !ok {
+		return nil
+	}
+	var at []int
+	var queries []backend.PublishedQuery
+	for i, r := range recs {
+		if r.Type != RecGone {
+			continue
+		}
+		at = append(at, i)
+		queries = append(queries, backend.PublishedQuery{Item: e.item(st.entry(r.Seq)), DestID: st.DestID(r.Seq), Since: st.Start.At})
+	}
+	if len(queries) == 0 {
+		return nil
+	}
+	mctx, cancel := e.moveCtx(ctx)
+	found, err := checker.CheckPublished(mctx, queries, e.markers(st))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("look up the destination: %w", err)
+	}
+	if len(found) != len(queries) {
+		return fmt.Errorf("look up the destination: %d answers for %d entries", len(found), len(queries))
+	}
+	for k, i := range at {
+		if found[k] == backend.PresenceFound {
+			recs[i] = e.entryRec(RecRemoved, st, st.entry(recs[i].Seq), "no longer in the DLQ, and found on the destination with this run's markers: moved by this run before a crash that the journal lost")
+		}
+	}
+	return nil
 }

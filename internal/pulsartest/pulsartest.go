@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,6 +200,36 @@ func (b *Broker) Down() error {
 	}
 	if _, err := runScript(stopTimeout, nil, b.script, "stop", b.dataDir); err != nil {
 		return fmt.Errorf("down: stop the Pulsar broker: %w", err)
+	}
+	return nil
+}
+
+// Kill ends the broker with SIGKILL, as a crash does: what it held only in
+// memory (a subscription's acknowledgements not yet persisted) is lost. Up
+// brings it back on the same ports and data folder.
+func (b *Broker) Kill() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("pulsartest: Kill after Stop")
+	}
+	pid := b.PID()
+	if pid <= 0 {
+		return errors.New("pulsartest: kill: the broker is not running")
+	}
+	// The script starts the broker as the leader of its own process group.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(30 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pulsartest: kill: broker pid %d still alive 30 s after SIGKILL", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// stop finds nothing running and clears the pid file and watchdog.
+	if _, err := runScript(stopTimeout, nil, b.script, "stop", b.dataDir); err != nil {
+		return fmt.Errorf("kill: clear up after the broker: %w", err)
 	}
 	return nil
 }
