@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/rabbitmq"
 	"github.com/dlqctl/dlqctl/dirqueue"
 	"github.com/dlqctl/dlqctl/kafkadlq"
 	"github.com/dlqctl/dlqctl/pulsardlq"
@@ -20,5 +21,6 @@ func Registry() *backend.Registry {
 	r.Register(pulsardlq.Registration())
 	r.Register(kafkadlq.Registration())
 	r.Register(sqsdlq.Registration())
+	r.Register(rabbitmq.Registration())
 	return r
 }

@@ -1,0 +1,309 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// idleWait ends a pass over the DLQ that has received fewer messages than
+// the queue held when it began (another consumer took some).
+const idleWait = time.Second
+
+// queueShape is what dlqctl knows of the DLQ's type and delivery limit.
+type queueShape struct {
+	Type string // "classic", "quorum", "stream"
+	// Limit is the effective delivery limit of a quorum queue (0: none).
+	Limit int
+	// Known: Type and Limit were read (management API), not guessed.
+	Known bool
+}
+
+// shapeOf reads the DLQ's shape once: through the management API when
+// admin= is set, else by asking the broker whether the queue takes a
+// global QoS consumer (quorum queues refuse one; the refusal closes the
+// connection, so the probe has its own).
+func (q *Queue) shapeOf(ctx context.Context) (queueShape, error) {
+	q.mu.Lock()
+	s := q.shape
+	q.mu.Unlock()
+	if s != nil {
+		return *s, nil
+	}
+	var sh queueShape
+	if q.admin != nil {
+		info, err := q.admin.queue(ctx, q.src.vhost, q.src.queue)
+		if err != nil {
+			return sh, err
+		}
+		sh = queueShape{Type: info.Type, Limit: info.deliveryLimit(q.server), Known: true}
+	} else {
+		quorum, err := q.probeQuorum(ctx)
+		if err != nil {
+			return sh, err
+		}
+		sh.Type = "classic"
+		if quorum {
+			sh.Type = "quorum"
+		}
+	}
+	q.mu.Lock()
+	q.shape = &sh
+	q.mu.Unlock()
+	return sh, nil
+}
+
+func (q *Queue) probeQuorum(ctx context.Context) (bool, error) {
+	c, err := q.dial(ctx, q.cfg)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		return false, q.wrap(ctx, "open a channel", err)
+	}
+	if err := ch.Qos(1, 0, true); err != nil {
+		return false, q.wrap(ctx, "set QoS", err)
+	}
+	tag := "dlqctl-probe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, err = ch.Consume(q.src.queue, tag, false, false, false, false, nil)
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotImplemented && strings.Contains(ae.Reason, "global qos") {
+		return true, nil
+	}
+	if err != nil {
+		return false, q.wrap(ctx, "probe the queue's type", err)
+	}
+	// A classic queue: whatever one delivery the probe got goes back when
+	// the connection closes (flagged redelivered, in place).
+	return false, nil
+}
+
+// guard checks, before a pass over the DLQ, that the pass is safe, and
+// returns the per-delivery check: a quorum DLQ with a delivery limit
+// counts each return, so a message whose next return would bring it to
+// the limit stops the pass (it is returned with the rest, still below the
+// limit, and the error says why).
+func (q *Queue) guard(ctx context.Context) (func(d *amqp.Delivery) error, error) {
+	sh, err := q.shapeOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sh.Type == "stream":
+		return nil, backend.Configf("%s: the queue %q is a stream: dlqctl reads classic and quorum DLQs", q, q.src.queue)
+	case sh.Type != "quorum":
+		return nil, nil
+	case !sh.Known:
+		return nil, backend.Configf("%s: the queue %q is a quorum queue, which counts every read as a delivery and drops a message "+
+			"past its delivery limit; dlqctl reads that limit (queue arguments and policies) through the management API: add admin=http://HOST:15672 "+
+			"(docs/rabbitmq.md: a classic DLQ is the safe shape)", q, q.src.queue)
+	case sh.Limit <= 0:
+		return nil, nil
+	}
+	limit := sh.Limit
+	return func(d *amqp.Delivery) error {
+		n, _ := toInt(d.Headers[hDeliveryCount])
+		if n+1 >= int64(limit) {
+			return fmt.Errorf("%s: a message (message_id %q) has been delivered %d times from this quorum DLQ, whose delivery limit is %d: "+
+				"one more read could make RabbitMQ drop or dead-letter it, so dlqctl stops here; raise the limit with a policy "+
+				"or move the DLQ's messages to a classic queue (docs/rabbitmq.md)", q, d.MessageId, n+1, limit)
+		}
+		return nil
+	}, nil
+}
+
+// pass consumes the DLQ with manual acknowledgement on a channel of its
+// own and calls fn for every message in queue order with its entry id,
+// until fn returns backend.ErrStop, the messages the queue held when the
+// pass began have all come, or none has come for idleWait. It never acks:
+// keep, when not nil, takes the channel and is responsible for closing
+// it; otherwise the channel is closed and every message goes back.
+func (q *Queue) pass(ctx context.Context, fn func(id string, d *amqp.Delivery) error, keep func(ch *amqp.Channel)) (err error) {
+	check, err := q.guard(ctx)
+	if err != nil {
+		return err
+	}
+	ch, err := q.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if keep != nil && err == nil {
+			keep(ch)
+			return
+		}
+		if cerr := ch.Close(); cerr != nil && err == nil && !errors.Is(cerr, amqp.ErrClosed) {
+			err = q.wrap(ctx, "give the messages back (channel close)", cerr)
+		}
+	}()
+	st, err := ch.QueueDeclarePassive(q.src.queue, false, false, false, false, nil)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return fmt.Errorf("%s: the queue %q %w", q, q.src.queue, errNoQueue)
+		}
+		return q.wrap(ctx, "declare the DLQ passively", err)
+	}
+	want := st.Messages
+	if want == 0 {
+		return nil
+	}
+	// Prefetch 0 (unlimited): a pass never acks, so any limit would stop
+	// the broker after that many messages.
+	if err := ch.Qos(0, 0, false); err != nil {
+		return q.wrap(ctx, "set QoS", err)
+	}
+	deliveries, err := ch.Consume(q.src.queue, "", false, false, false, false, nil)
+	if err != nil {
+		return q.wrap(ctx, "consume the DLQ", err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	seen := ids{}
+	timer := time.NewTimer(idleWait)
+	defer timer.Stop()
+	for got := 0; got < want; {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return q.wrap(ctx, "consume the DLQ", fmt.Errorf("the channel closed: %v", <-closed))
+			}
+			got++
+			if check != nil {
+				if err := check(&d); err != nil {
+					return err
+				}
+			}
+			base := identity(fromDelivery(&d), q.dec.carriedFingerprint(d.Headers), lastDeath(d.Headers))
+			if err := fn(seen.next(base), &d); err != nil {
+				if errors.Is(err, backend.ErrStop) {
+					return nil
+				}
+				return err
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(idleWait)
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return q.wrap(ctx, "scan", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// carriedFingerprint is the fingerprint header's value, "" when none.
+func (d *decoder) carriedFingerprint(h amqp.Table) string {
+	for _, n := range d.names[envelope.FieldFingerprint] {
+		if s, ok := h[n].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// lastDeath is the newest x-death entry, zero when there is none or it
+// does not read.
+func lastDeath(h amqp.Table) death {
+	v, ok := h[hXDeath]
+	if !ok {
+		return death{}
+	}
+	ds, _ := parseDeaths(v)
+	if len(ds) == 0 {
+		return death{}
+	}
+	return ds[0]
+}
+
+// Scan hands over every message in queue (dead-letter) order, starting
+// after the entry id after.
+func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return q.scan(ctx, after, false, fn)
+}
+
+// ScanLean is Scan without properties and raw forms.
+func (q *Queue) ScanLean(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return q.scan(ctx, after, true, fn)
+}
+
+func (q *Queue) scan(ctx context.Context, after string, lean bool, fn func(envelope.Envelope) error) error {
+	if q.missing {
+		return nil
+	}
+	started := after == ""
+	err := q.pass(ctx, func(id string, d *amqp.Delivery) error {
+		if !started {
+			started = id == after
+			return nil
+		}
+		e := q.dec.decode(fromDelivery(d), lean)
+		e.ID = id
+		return fn(e)
+	}, nil)
+	if err == nil && !started {
+		return fmt.Errorf("%s: cursor %q: no such message in the DLQ any more (redriven or removed since?): %w", q, after, backend.ErrNotFound)
+	}
+	return err
+}
+
+// Get returns the entry id, reading the DLQ up to it.
+func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
+	var out envelope.Envelope
+	found := false
+	if !q.missing {
+		err := q.pass(ctx, func(got string, d *amqp.Delivery) error {
+			if got != id {
+				return nil
+			}
+			out = q.dec.decode(fromDelivery(d), false)
+			out.ID, found = got, true
+			return backend.ErrStop
+		}, nil)
+		if err != nil {
+			return out, err
+		}
+	}
+	if !found {
+		return out, fmt.Errorf("message %s: %w in %s", id, backend.ErrNotFound, q)
+	}
+	return out, nil
+}
+
+// originLimit is the delivery limit of an origin queue that is a quorum
+// queue, read once per queue through the management API (0: none, not a
+// quorum queue, or no admin=).
+func (q *Queue) originLimit(queue string) int {
+	if q.admin == nil {
+		return 0
+	}
+	q.mu.Lock()
+	n, ok := q.limits[queue]
+	q.mu.Unlock()
+	if ok {
+		return n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.src.timeout)
+	defer cancel()
+	if info, err := q.admin.queue(ctx, q.src.vhost, queue); err == nil && info.Type == "quorum" {
+		n = info.deliveryLimit(q.server)
+	}
+	q.mu.Lock()
+	q.limits[queue] = n
+	q.mu.Unlock()
+	return n
+}
