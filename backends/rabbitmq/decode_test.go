@@ -178,7 +178,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msgID, hk, hv string, body []byte, count int64, queue, reason string) {
 		d := testDecoder(t, "", nil)
 		m := message{props: amqp.Publishing{MessageId: msgID, Body: body}, headers: amqp.Table{
-			hk: hv,
+			hk:        hv,
 			"x-death": []any{amqp.Table{"count": count, "queue": queue, "reason": reason, "time": deathTime}},
 		}}
 		for _, lean := range []bool{false, true} {

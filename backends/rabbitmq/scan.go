@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -155,8 +156,15 @@ func (q *Queue) pass(ctx context.Context, fn func(id string, d *amqp.Delivery) e
 		return q.wrap(ctx, "declare the DLQ passively", err)
 	}
 	want := st.Messages
-	if want == 0 {
+	quorum := q.isQuorum()
+	if want == 0 && !quorum {
 		return nil
+	}
+	if quorum {
+		// A quorum queue takes returned messages back asynchronously: its
+		// count can lag behind a pass that just ended, so a pass over it
+		// ends only when nothing more comes.
+		want = math.MaxInt
 	}
 	// Prefetch 0 (unlimited): a pass never acks, so any limit would stop
 	// the broker after that many messages.
@@ -204,6 +212,13 @@ func (q *Queue) pass(ctx context.Context, fn func(id string, d *amqp.Delivery) e
 		}
 	}
 	return nil
+}
+
+// isQuorum says whether the DLQ is known to be a quorum queue.
+func (q *Queue) isQuorum() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shape != nil && q.shape.Type == "quorum"
 }
 
 // carriedFingerprint is the fingerprint header's value, "" when none.
