@@ -20,6 +20,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -153,6 +154,21 @@ func targets() map[string]func(t *testing.T) *server {
 					t.Fatal(err)
 				}
 				return fixture{source: url(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", url(base + "-orders")}}
+			}}
+		},
+		"rabbitmq": func(t *testing.T) *server {
+			b := rabbitmqtest.Start(t)
+			n := 0
+			plain := func(queue string) string { return strings.TrimSuffix(b.URL(), "/") + "/?queue=" + queue }
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=2s", missing: func(t *testing.T) string {
+				return plain(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
+			}, fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				if err := rabbitmqtest.DeclareDLX(context.Background(), b.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+					t.Fatal(err)
+				}
+				return fixture{source: b.Source(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", plain(base + "-orders")}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {

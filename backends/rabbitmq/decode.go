@@ -600,3 +600,12 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// DecodeDelivery maps a delivery to an envelope with the default field
+// names, as a scan of the DLQ would (event ID from message_id, then the
+// event_id header): the reference worker reads its origin queue with it.
+func DecodeDelivery(d *amqp.Delivery) envelope.Envelope {
+	names, _ := envelope.FieldNames(nil).Complete() // the defaults always complete
+	dec := decoder{names: names}
+	return dec.decode(fromDelivery(d), true)
+}
