@@ -292,6 +292,15 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 		}
 		e.EventID = id
 	}
+	if v, ok := m.headers[envelope.MalformedMarker]; ok {
+		// Imported from an entry that was malformed where it came from:
+		// it stays malformed, with that reason.
+		reason, _ := v.(string)
+		if reason == "" {
+			reason = "malformed where it was imported from"
+		}
+		errs = append([]error{errors.New(reason)}, errs...)
+	}
 	if e.EventID == "" && len(errs) == 0 {
 		fail(errors.New("no event ID: no message_id property and no event_id header"))
 	}
