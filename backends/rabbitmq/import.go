@@ -73,7 +73,7 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	found := false
-	err := q.pass(ctx, func(got string, d *amqp.Delivery) error {
+	err := q.pass(ctx, 0, func(got string, d *amqp.Delivery) error {
 		if got == id || d.Headers[envelope.ImportedFromProperty] == id {
 			found = true
 			return backend.ErrStop

@@ -75,7 +75,7 @@ func (q *Queue) release() {
 func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amqp.Delivery, *amqp.Channel, error) {
 	got := map[string]*amqp.Delivery{}
 	var kept *amqp.Channel
-	err := q.pass(ctx, func(id string, d *amqp.Delivery) error {
+	err := q.pass(ctx, len(want)+16, func(id string, d *amqp.Delivery) error {
 		if want[id] {
 			dd := *d
 			got[id] = &dd

@@ -129,7 +129,14 @@ func (q *Queue) guard(ctx context.Context) (func(d *amqp.Delivery) error, error)
 // pass began have all come, or none has come for idleWait. It never acks:
 // keep, when not nil, takes the channel and is responsible for closing
 // it; otherwise the channel is closed and every message goes back.
-func (q *Queue) pass(ctx context.Context, fn func(id string, d *amqp.Delivery) error, keep func(ch *amqp.Channel)) (err error) {
+//
+// window 0 reads with unlimited prefetch (a whole-DLQ scan: one that never
+// acks would stall at any limit). A move that wants a few entries from the
+// head passes their number: the pass then asks for that many and doubles
+// the window (a new consumer on the same channel; what the old one holds
+// stays unacked, in order) only while what it wants has not all come, so
+// a chunk does not pull the whole DLQ over the wire to give it back.
+func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp.Delivery) error, keep func(ch *amqp.Channel)) (err error) {
 	check, err := q.guard(ctx)
 	if err != nil {
 		return err
@@ -166,26 +173,51 @@ func (q *Queue) pass(ctx context.Context, fn func(id string, d *amqp.Delivery) e
 		// ends only when nothing more comes.
 		want = math.MaxInt
 	}
-	// Prefetch 0 (unlimited): a pass never acks, so any limit would stop
-	// the broker after that many messages.
-	if err := ch.Qos(0, 0, false); err != nil {
-		return q.wrap(ctx, "set QoS", err)
-	}
-	deliveries, err := ch.Consume(q.src.queue, "", false, false, false, false, nil)
-	if err != nil {
-		return q.wrap(ctx, "consume the DLQ", err)
-	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	consume := func(prefetch int) (<-chan amqp.Delivery, string, error) {
+		if prefetch > math.MaxUint16 {
+			prefetch = 0
+		}
+		if err := ch.Qos(prefetch, 0, false); err != nil {
+			return nil, "", q.wrap(ctx, "set QoS", err)
+		}
+		tag := "dlqctl-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		ds, err := ch.Consume(q.src.queue, tag, false, false, false, false, nil)
+		if err != nil {
+			return nil, "", q.wrap(ctx, "consume the DLQ", err)
+		}
+		return ds, tag, nil
+	}
+	deliveries, tag, err := consume(window)
+	if err != nil {
+		return err
+	}
+	inWindow := 0 // received by the current consumer
 	seen := ids{}
 	timer := time.NewTimer(idleWait)
 	defer timer.Stop()
 	for got := 0; got < want; {
+		if window > 0 && inWindow == window && window <= math.MaxUint16 {
+			// The window is full and still wanted: a wider one.
+			if err := ch.Cancel(tag, false); err != nil {
+				return q.wrap(ctx, "widen the read window", err)
+			}
+			for range deliveries {
+				// Drained: none can be in flight past a full window.
+			}
+			window *= 2
+			if deliveries, tag, err = consume(window); err != nil {
+				return err
+			}
+			inWindow = 0
+		}
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
 				return q.wrap(ctx, "consume the DLQ", fmt.Errorf("the channel closed: %v", <-closed))
 			}
 			got++
+			inWindow++
 			if check != nil {
 				if err := check(&d); err != nil {
 					return err
@@ -261,7 +293,7 @@ func (q *Queue) scan(ctx context.Context, after string, lean bool, fn func(envel
 		return nil
 	}
 	started := after == ""
-	err := q.pass(ctx, func(id string, d *amqp.Delivery) error {
+	err := q.pass(ctx, 0, func(id string, d *amqp.Delivery) error {
 		if !started {
 			started = id == after
 			return nil
@@ -281,7 +313,7 @@ func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	var out envelope.Envelope
 	found := false
 	if !q.missing {
-		err := q.pass(ctx, func(got string, d *amqp.Delivery) error {
+		err := q.pass(ctx, 0, func(got string, d *amqp.Delivery) error {
 			if got != id {
 				return nil
 			}

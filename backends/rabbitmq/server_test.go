@@ -291,3 +291,42 @@ func TestLease(t *testing.T) {
 		t.Errorf("LeaseHolder after takeover: %q %v", h, err)
 	}
 }
+
+// TestMoveDeepInTheDLQ: a move reads from the head in a window that
+// widens until it has what it wants; nothing ahead is lost or reordered.
+func TestMoveDeepInTheDLQ(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 60 {
+		ids = append(ids, fmt.Sprintf("E%02d", i))
+	}
+	deadLetter(t, srv, base+"-orders", base+"-dlq", ids...)
+	q := open(t, srv, base+"-dlq", false)
+	before := scanAll(t, q)
+	it := backend.MoveItem{Seq: 1, ID: before[50].ID, EventID: "E50", Fingerprint: before[50].Fingerprint, Dest: base + "-orders"}
+	res, err := q.Publish(ctx, []backend.MoveItem{it}, backend.Markers{RunID: "r"})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("publish: %v %+v", err, res)
+	}
+	if rm, err := q.Remove(ctx, []backend.MoveItem{it}); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	after := scanAll(t, q)
+	if len(after) != 59 {
+		t.Fatalf("%d left, want 59", len(after))
+	}
+	for i, e := range after {
+		want := before[i]
+		if i >= 50 {
+			want = before[i+1]
+		}
+		if e.ID != want.ID {
+			t.Fatalf("entry %d: %s (%s), want %s (%s)", i, e.ID, e.EventID, want.ID, want.EventID)
+		}
+	}
+}
