@@ -122,6 +122,9 @@ func (res *Results) Write(w io.Writer) {
 	if s := res.SQS; s != nil {
 		s.write(w)
 	}
+	if rb := res.Rabbit; rb != nil {
+		rb.write(w)
+	}
 	if sc := res.Scale; sc != nil {
 		sc.write(w)
 	}
