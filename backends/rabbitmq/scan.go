@@ -89,12 +89,92 @@ func (q *Queue) probeQuorum(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// quorumGuard keeps a pass over a quorum DLQ with a delivery limit from
+// making the broker drop a message. Each read returns every message it
+// saw, and each return counts: a message read with x-delivery-count n is
+// at n+1 afterwards and is dropped once that passes the limit. A read
+// cannot be undone, so what dlqctl has seen is recorded in the broker
+// (reads queue, one message: the highest count a pass left behind) and a
+// pass that could push a message past the limit is refused before it
+// reads anything; within a pass, a message at the limit stops it.
+type quorumGuard struct {
+	q     *Queue
+	limit int64
+	seen  int64 // highest count this pass leaves behind
+	prior int64 // the record when the pass began
+}
+
+func (g *quorumGuard) check(d *amqp.Delivery) error {
+	n, _ := toInt(d.Headers[hDeliveryCount])
+	if n+1 > g.seen {
+		g.seen = n + 1
+	}
+	if n+1 >= g.limit {
+		return g.refusal(fmt.Sprintf("a message (message_id %q) has now been delivered %d times", d.MessageId, n+1))
+	}
+	return nil
+}
+
+func (g *quorumGuard) refusal(what string) error {
+	return fmt.Errorf("%s: %s from this quorum DLQ, whose delivery limit is %d: one more read could make RabbitMQ drop or dead-letter it, "+
+		"so dlqctl does not read it again; raise the limit with a policy or move the DLQ's messages to a classic queue, "+
+		"then delete the queue %s (docs/rabbitmq.md)", g.q, what, g.limit, g.q.readsQueue())
+}
+
+// done records the highest count this pass left, when it raised it.
+func (g *quorumGuard) done(ctx context.Context) error {
+	if g.seen <= g.prior {
+		return nil
+	}
+	return g.q.writeReads(ctx, g.seen)
+}
+
+// readsQueue holds the highest x-delivery-count dlqctl has left on the
+// DLQ's messages (a classic queue: reading it costs nothing).
+func (q *Queue) readsQueue() string { return "dlqctl.reads." + q.src.queue }
+
+func (q *Queue) readReads(ctx context.Context) (int64, error) {
+	ch, err := q.channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	d, ok, err := ch.Get(q.readsQueue(), false)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return 0, nil
+		}
+		return 0, q.wrap(ctx, "read "+q.readsQueue(), err)
+	}
+	if !ok {
+		return 0, nil
+	}
+	n, _ := strconv.ParseInt(string(d.Body), 10, 64)
+	return n, nil
+}
+
+func (q *Queue) writeReads(ctx context.Context, n int64) error {
+	ch, err := q.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(q.readsQueue(), true, false, false, false, amqp.Table{"x-max-length": int32(1)}); err != nil {
+		return q.wrap(ctx, "declare "+q.readsQueue(), err)
+	}
+	if err := ch.PublishWithContext(ctx, "", q.readsQueue(), false, false, amqp.Publishing{
+		Body: []byte(strconv.FormatInt(n, 10)), DeliveryMode: amqp.Persistent,
+	}); err != nil {
+		return q.wrap(ctx, "record the reads in "+q.readsQueue(), err)
+	}
+	return nil
+}
+
 // guard checks, before a pass over the DLQ, that the pass is safe, and
-// returns the per-delivery check: a quorum DLQ with a delivery limit
-// counts each return, so a message whose next return would bring it to
-// the limit stops the pass (it is returned with the rest, still below the
-// limit, and the error says why).
-func (q *Queue) guard(ctx context.Context) (func(d *amqp.Delivery) error, error) {
+// returns the guard of a quorum DLQ with a delivery limit (nil for any
+// other).
+func (q *Queue) guard(ctx context.Context) (*quorumGuard, error) {
 	sh, err := q.shapeOf(ctx)
 	if err != nil {
 		return nil, err
@@ -111,16 +191,15 @@ func (q *Queue) guard(ctx context.Context) (func(d *amqp.Delivery) error, error)
 	case sh.Limit <= 0:
 		return nil, nil
 	}
-	limit := sh.Limit
-	return func(d *amqp.Delivery) error {
-		n, _ := toInt(d.Headers[hDeliveryCount])
-		if n+1 >= int64(limit) {
-			return fmt.Errorf("%s: a message (message_id %q) has been delivered %d times from this quorum DLQ, whose delivery limit is %d: "+
-				"one more read could make RabbitMQ drop or dead-letter it, so dlqctl stops here; raise the limit with a policy "+
-				"or move the DLQ's messages to a classic queue (docs/rabbitmq.md)", q, d.MessageId, n+1, limit)
-		}
-		return nil
-	}, nil
+	g := &quorumGuard{q: q, limit: int64(sh.Limit)}
+	if g.prior, err = q.readReads(ctx); err != nil {
+		return nil, err
+	}
+	g.seen = g.prior
+	if g.prior+1 > g.limit {
+		return nil, g.refusal(fmt.Sprintf("dlqctl has read some messages %d times", g.prior))
+	}
+	return g, nil
 }
 
 // pass consumes the DLQ with manual acknowledgement on a channel of its
@@ -137,7 +216,7 @@ func (q *Queue) guard(ctx context.Context) (func(d *amqp.Delivery) error, error)
 // stays unacked, in order) only while what it wants has not all come, so
 // a chunk does not pull the whole DLQ over the wire to give it back.
 func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp.Delivery) error, keep func(ch *amqp.Channel)) (err error) {
-	check, err := q.guard(ctx)
+	guard, err := q.guard(ctx)
 	if err != nil {
 		return err
 	}
@@ -148,10 +227,15 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 	defer func() {
 		if keep != nil && err == nil {
 			keep(ch)
-			return
-		}
-		if cerr := ch.Close(); cerr != nil && err == nil && !errors.Is(cerr, amqp.ErrClosed) {
+		} else if cerr := ch.Close(); cerr != nil && err == nil && !errors.Is(cerr, amqp.ErrClosed) {
 			err = q.wrap(ctx, "give the messages back (channel close)", cerr)
+		}
+		if guard != nil {
+			// Recorded whatever the pass's outcome: every message it
+			// read was returned, or will be, and counted.
+			if gerr := guard.done(context.WithoutCancel(ctx)); gerr != nil && err == nil {
+				err = gerr
+			}
 		}
 	}()
 	st, err := ch.QueueDeclarePassive(q.src.queue, false, false, false, false, nil)
@@ -218,8 +302,8 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 			}
 			got++
 			inWindow++
-			if check != nil {
-				if err := check(&d); err != nil {
+			if guard != nil {
+				if err := guard.check(&d); err != nil {
 					return err
 				}
 			}

@@ -247,11 +247,23 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 			t.Fatalf("scan %d saw %d entries", i, n)
 		}
 	}
-	err := q.Scan(ctx, "", func(envelope.Envelope) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "delivery limit is 3") {
-		t.Fatalf("third scan: %v, want a refusal naming the limit", err)
+	// The third read leaves the message at the limit (3): it stops the
+	// scan, and every later one is refused before reading anything, so
+	// the message is never pushed past the limit and dropped.
+	for i := 0; i < 3; i++ {
+		err := q.Scan(ctx, "", func(envelope.Envelope) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "delivery limit is 3") {
+			t.Fatalf("scan %d: %v, want a refusal naming the limit", 3+i, err)
+		}
 	}
+	if _, err := open(t, srv, base+"-dlq", true).Len(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
 	waitDepth(t, srv, base+"-dlq", 1) // nothing dropped
+	if d, ok, err := ch.Get(base+"-dlq", false); err != nil || !ok || d.Headers["x-delivery-count"] != int64(3) {
+		t.Fatalf("the message after the refusals: %v %v %v", ok, err, d.Headers)
+	}
 }
 
 func TestLease(t *testing.T) {
