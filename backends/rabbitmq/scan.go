@@ -15,8 +15,10 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// idleWait ends a pass over the DLQ that has received fewer messages than
-// the queue held when it began (another consumer took some).
+// idleWait is how long a pass waits, with no message coming, before it
+// asks the broker whether any are still ready for it: a pass that has
+// received fewer messages than the queue held when it began (another
+// consumer holds some) ends once none are.
 const idleWait = time.Second
 
 // queueShape is what dlqctl knows of the DLQ's type and delivery limit.
@@ -322,7 +324,18 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 			}
 			timer.Reset(idleWait)
 		case <-timer.C:
-			return nil
+			// Silence: done only when the broker has nothing more ready
+			// for this pass (the rest, if any, is held by other
+			// consumers). A loaded broker can be slow to push; it is not
+			// done then.
+			more, err := ch.QueueDeclarePassive(q.src.queue, false, false, false, false, nil)
+			if err != nil {
+				return q.wrap(ctx, "declare the DLQ passively", err)
+			}
+			if more.Messages == 0 {
+				return nil
+			}
+			timer.Reset(idleWait)
 		case <-ctx.Done():
 			return q.wrap(ctx, "scan", ctx.Err())
 		}
