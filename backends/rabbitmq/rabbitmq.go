@@ -303,8 +303,10 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Len is the number of messages in the DLQ: ready ones, and those a
-// consumer holds unacknowledged when the management API can tell.
+// Len is the number of messages ready in the DLQ, from a passive
+// declare: exact when no consumer holds any (the management API's counts
+// would add those, but lag by seconds — a redrive's batch report read them
+// as the DLQ's size after a chunk that had emptied it).
 func (q *Queue) Len(ctx context.Context) (int64, error) {
 	if q.missing {
 		return 0, nil
@@ -313,13 +315,7 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := int64(st.Messages)
-	if q.admin != nil {
-		if info, err := q.admin.queue(ctx, q.src.vhost, q.src.queue); err == nil && info.Unacked > 0 {
-			n += info.Unacked
-		}
-	}
-	return n, nil
+	return int64(st.Messages), nil
 }
 
 // wrap names the queue and the step in an error; when ctx has ended, the
