@@ -127,15 +127,10 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			consumeCh.Close()
 		}
 	}()
-	pub, err := q.channel(ctx)
+	pub, returns, err := q.publisher(ctx, len(items))
 	if err != nil {
 		return nil, err
 	}
-	defer pub.Close()
-	if err := pub.Confirm(false); err != nil {
-		return nil, q.wrap(ctx, "put the publish channel in confirm mode", err)
-	}
-	returns := pub.NotifyReturn(make(chan amqp.Return, len(items)+1))
 	type sent struct {
 		i  int
 		dc *amqp.DeferredConfirmation
@@ -210,6 +205,45 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		q.mu.Unlock()
 	}
 	return results, nil
+}
+
+// publisher is the Queue's publish channel, in confirm mode, with its
+// returns; it lasts across chunks (a channel and confirm.select per chunk
+// cost two round trips each). A channel that closed (a publish error, a
+// lost connection) is replaced, and one too small for this chunk's
+// returns is replaced by a larger one.
+func (q *Queue) publisher(ctx context.Context, n int) (*amqp.Channel, <-chan amqp.Return, error) {
+	q.mu.Lock()
+	p := q.pub
+	q.mu.Unlock()
+	if p != nil && !p.ch.IsClosed() && p.size >= n {
+		// Returns of an earlier chunk were all drained after its confirms.
+		return p.ch, p.returns, nil
+	}
+	if p != nil {
+		p.ch.Close()
+	}
+	ch, err := q.channel(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		ch.Close()
+		return nil, nil, q.wrap(ctx, "put the publish channel in confirm mode", err)
+	}
+	size := max(n, 1024)
+	p = &publisher{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, size)), size: size}
+	q.mu.Lock()
+	q.pub = p
+	q.mu.Unlock()
+	return p.ch, p.returns, nil
+}
+
+// publisher is a confirm-mode channel and the buffer of its returns.
+type publisher struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	size    int
 }
 
 // destID is what the journal records as the destination's message ID:

@@ -73,6 +73,8 @@ type Queue struct {
 	// held is the consume channel a Publish left open with the planned
 	// deliveries unacked, for the Remove that follows (see move.go).
 	held *holding
+	// pub is the publish channel moves reuse (see publisher).
+	pub *publisher
 }
 
 // Open parses rawURL, connects and checks that the DLQ queue exists (a
@@ -291,11 +293,14 @@ func (q *Queue) String() string { return q.src.display() }
 // Close gives back any deliveries a Publish held and closes the connection.
 func (q *Queue) Close() error {
 	q.mu.Lock()
-	c, h := q.conn, q.held
-	q.conn, q.held = nil, nil
+	c, h, p := q.conn, q.held, q.pub
+	q.conn, q.held, q.pub = nil, nil, nil
 	q.mu.Unlock()
 	if h != nil {
 		h.ch.Close()
+	}
+	if p != nil {
+		p.ch.Close()
 	}
 	if c != nil && !c.IsClosed() {
 		return c.Close()
