@@ -28,15 +28,16 @@ import (
 )
 
 var (
-	_ backend.Source        = (*Queue)(nil)
-	_ backend.LeanScanner   = (*Queue)(nil)
-	_ backend.Importer      = (*Queue)(nil)
-	_ backend.Mover         = (*Queue)(nil)
-	_ backend.Leaser        = (*Queue)(nil)
-	_ backend.LeaseChecker  = (*Queue)(nil)
-	_ backend.Extras        = (*Queue)(nil)
-	_ backend.OriginChecker = (*Queue)(nil)
-	_ backend.Noticer       = (*Queue)(nil)
+	_ backend.Source             = (*Queue)(nil)
+	_ backend.LeanScanner        = (*Queue)(nil)
+	_ backend.Importer           = (*Queue)(nil)
+	_ backend.Mover              = (*Queue)(nil)
+	_ backend.Leaser             = (*Queue)(nil)
+	_ backend.LeaseChecker       = (*Queue)(nil)
+	_ backend.Extras             = (*Queue)(nil)
+	_ backend.OriginChecker      = (*Queue)(nil)
+	_ backend.Noticer            = (*Queue)(nil)
+	_ backend.FingerprintScanner = (*Queue)(nil)
 )
 
 // Options are what Open takes besides the URL.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -450,4 +451,20 @@ func (q *Queue) originLimit(queue string) int {
 	q.limits[queue] = n
 	q.mu.Unlock()
 	return n
+}
+
+// ScanFingerprints lists each entry's id and fingerprint, decoding a
+// message in full only when it carries no fingerprint header (then
+// whether it is malformed decides between none and the computed one).
+// A plan's staleness check needs no more.
+func (q *Queue) ScanFingerprints(ctx context.Context, fn func(id, fingerprint string) error) error {
+	if q.missing {
+		return nil
+	}
+	return q.pass(ctx, 0, func(id string, d *amqp.Delivery) error {
+		if fp := q.dec.carriedFingerprint(d.Headers); fp != "" && utf8.ValidString(fp) {
+			return fn(id, fp)
+		}
+		return fn(id, q.dec.decode(fromDelivery(d), true).Fingerprint)
+	}, nil)
 }

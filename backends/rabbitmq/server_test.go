@@ -342,3 +342,33 @@ func TestMoveDeepInTheDLQ(t *testing.T) {
 		}
 	}
 }
+
+// TestScanFingerprintsMatchesScan: the staleness check's cheap pass gives
+// what a full scan gives.
+func TestScanFingerprintsMatchesScan(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2")
+	ch := srv.Channel(t)
+	for _, h := range []amqp.Table{{"fingerprint": "sha256:abc"}, {}} { // carried; and no event ID: malformed
+		if err := ch.PublishWithContext(ctx, "", base+"-dlq", false, false, amqp.Publishing{Headers: h, Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDepth(t, srv, base+"-dlq", 4)
+	q := open(t, srv, base+"-dlq", false)
+	var want, got []string
+	for _, e := range scanAll(t, q) {
+		want = append(want, e.ID+"="+e.Fingerprint)
+	}
+	if err := q.ScanFingerprints(ctx, func(id, fp string) error { got = append(got, id+"="+fp); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("ScanFingerprints %v\nScan             %v", got, want)
+	}
+}
