@@ -22,17 +22,23 @@ import (
 // network, once the broker's heartbeat check has given up on it: about
 // two heartbeat intervals). Who holds it is written, as the one message,
 // to a second queue, dlqctl.lease.<DLQ>.holder (at most one message,
-// newest kept), that a refused run reads and gives back.
+// newest kept), that a refused run reads and gives back. When the lease
+// connection drops (a broker restart), the run declares the queue again;
+// the lease is lost only if another run holds it by then.
 
 func (q *Queue) leaseQueue() string  { return "dlqctl.lease." + q.src.queue }
 func (q *Queue) holderQueue() string { return q.leaseQueue() + ".holder" }
 
 type lease struct {
+	q        *Queue
+	h        backend.LeaseHolder
+	mu       sync.Mutex
 	conn     *amqp.Connection
 	lost     chan struct{}
 	lostOnce sync.Once
 	released chan struct{}
 	relOnce  sync.Once
+	done     chan struct{}
 }
 
 func (l *lease) Lost() <-chan struct{} { return l.lost }
@@ -40,10 +46,58 @@ func (l *lease) Lost() <-chan struct{} { return l.lost }
 // Release closes the lease connection: the broker deletes the queue.
 func (l *lease) Release(context.Context) error {
 	l.relOnce.Do(func() { close(l.released) })
-	if err := l.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+	<-l.done
+	l.mu.Lock()
+	c := l.conn
+	l.mu.Unlock()
+	if err := c.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return err
 	}
 	return nil
+}
+
+// leaseRetry is how often a lease whose connection closed is taken again.
+const leaseRetry = 500 * time.Millisecond
+
+// watch keeps the lease: when its connection closes (the broker restarted,
+// the network dropped) the queue is gone, so it declares it again on a new
+// connection. Only when another connection holds it meanwhile is the
+// lease lost; while the broker cannot be reached nobody else can take it
+// either, and the run's own moves fail on their own.
+func (l *lease) watch() {
+	defer close(l.done)
+	for {
+		l.mu.Lock()
+		c := l.conn
+		l.mu.Unlock()
+		closed := c.NotifyClose(make(chan *amqp.Error, 1))
+		select {
+		case <-closed:
+		case <-l.released:
+			return
+		}
+		for {
+			select {
+			case <-l.released:
+				return
+			case <-time.After(leaseRetry):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), l.q.src.timeout)
+			nc, err := l.q.takeLease(ctx, l.h)
+			cancel()
+			var be *backend.BusyError
+			if errors.As(err, &be) {
+				l.lostOnce.Do(func() { close(l.lost) })
+				return
+			}
+			if err == nil {
+				l.mu.Lock()
+				l.conn = nc
+				l.mu.Unlock()
+				break
+			}
+		}
+	}
 }
 
 func encodeHolder(h backend.LeaseHolder) string {
@@ -79,6 +133,18 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if h.Since.IsZero() {
 		h.Since = q.now()
 	}
+	c, err := q.takeLease(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{q: q, h: h, conn: c, lost: make(chan struct{}), released: make(chan struct{}), done: make(chan struct{})}
+	go l.watch()
+	return l, nil
+}
+
+// takeLease declares the lease queue on a new connection and records the
+// holder; a queue another connection holds is a *backend.BusyError.
+func (q *Queue) takeLease(ctx context.Context, h backend.LeaseHolder) (*amqp.Connection, error) {
 	cfg, err := q.config("dlqctl lease " + h.String())
 	if err != nil {
 		return nil, err
@@ -110,17 +176,7 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 		c.Close()
 		return nil, q.wrap(ctx, "lease: record the holder", err)
 	}
-	l := &lease{conn: c, lost: make(chan struct{}), released: make(chan struct{})}
-	closed := c.NotifyClose(make(chan *amqp.Error, 1))
-	go func() {
-		<-closed
-		select {
-		case <-l.released:
-		default:
-			l.lostOnce.Do(func() { close(l.lost) })
-		}
-	}()
-	return l, nil
+	return c, nil
 }
 
 func (q *Queue) busy(ctx context.Context, me backend.LeaseHolder) error {

@@ -2,8 +2,11 @@ package rabbitmq_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -370,5 +373,77 @@ func TestScanFingerprintsMatchesScan(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("ScanFingerprints %v\nScan             %v", got, want)
+	}
+}
+
+// TestLeaseSurvivesItsConnection: when the lease connection is closed
+// under it (here by the management API, as a broker restart would), the
+// run takes the queue again and keeps the DLQ; a lease another run took
+// meanwhile is reported lost.
+func TestLeaseSurvivesItsConnection(t *testing.T) {
+	srv := broker.Get(t)
+	if srv.AdminURL() == "" {
+		t.Fatal("this test needs the management API")
+	}
+	base := uniq(t)
+	ctx := context.Background()
+	if _, err := srv.Channel(t).QueueDeclare(base+"-dlq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, b := open(t, srv, base+"-dlq", false), open(t, srv, base+"-dlq", false)
+	l, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	closeLeaseConnections(t, srv, "run-a")
+	time.Sleep(2 * time.Second)
+	select {
+	case <-l.Lost():
+		t.Fatal("lost after its connection was closed, with nobody else holding it")
+	default:
+	}
+	var be *backend.BusyError
+	if _, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"}); !errors.As(err, &be) {
+		t.Fatalf("run-b took a lease run-a holds again: %v", err)
+	}
+}
+
+func closeLeaseConnections(t *testing.T, srv *rabbitmqtest.Server, run string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, srv.AdminURL()+"/api/connections", nil)
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conns []struct {
+			Name        string `json:"name"`
+			ClientProps struct {
+				ConnectionName string `json:"connection_name"`
+			} `json:"client_properties"`
+		}
+		json.NewDecoder(resp.Body).Decode(&conns)
+		resp.Body.Close()
+		closed := 0
+		for _, c := range conns {
+			if strings.Contains(c.ClientProps.ConnectionName, "lease run "+run) {
+				req, _ := http.NewRequest(http.MethodDelete, srv.AdminURL()+"/api/connections/"+url.PathEscape(c.Name), nil)
+				req.SetBasicAuth("guest", "guest")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+					closed++
+				}
+			}
+		}
+		if closed > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the management API lists no lease connection (its statistics lag)")
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
