@@ -29,7 +29,7 @@ const (
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI, caseRedisDiscover}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI, caseRedisDiscover, caseRabbitStats, caseRabbitRedrive}
 
 // Config is one benchmark run.
 type Config struct {
@@ -62,6 +62,8 @@ type Config struct {
 
 	// KafkaRedriveN is the kafka-redrive dead-letter topic's records.
 	KafkaRedriveN int
+	// RabbitN and RabbitRedriveN size the RabbitMQ cases (rabbitmq.go).
+	RabbitN, RabbitRedriveN int
 }
 
 // Results is everything a run measured.
@@ -88,6 +90,8 @@ type Results struct {
 
 	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
 	KafkaRedrive *KafkaRedrive
+	// Rabbit is rabbitmq-stats and rabbitmq-redrive (rabbitmq.go).
+	Rabbit *RabbitBench
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -215,6 +219,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseRedisDiscover) {
 		if err := c.runDiscover(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseRabbitStats) || slices.Contains(c.Cases, caseRabbitRedrive) {
+		if err := c.runRabbit(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}

@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui|redis-discover [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui|redis-discover|rabbitmq-stats|rabbitmq-redrive [-n N]
 //
 // Cases:
 //
@@ -48,6 +48,8 @@
 //	             messages (default 100,000); alternately an aws-sdk-go-v2
 //	             receive-and-release loop with 8 receivers (json.Unmarshal
 //	             and SHA-256) and `dlqctl --source sqs://…&receivers=8 stats`.
+//	rabbitmq-stats / rabbitmq-redrive  Debian's rabbitmq-server; see
+//	             rabbitmq.go.
 //
 // It is not part of `go test ./...`; bench_test.go only runs it small.
 package main
@@ -75,6 +77,8 @@ func main() {
 		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
 		kafkaRN   = flag.Int("kafka-redrive-n", 100_000, "records in the kafka-redrive dead-letter topic")
 		sqsN      = flag.Int("sqs-n", 100_000, "messages in the sqs-stats DLQ queue")
+		rabbitN   = flag.Int("rabbitmq-n", 100_000, "messages in the rabbitmq-stats DLQ")
+		rabbitRN  = flag.Int("rabbitmq-redrive-n", 100_000, "messages in each rabbitmq-redrive DLQ")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of one extra in-process dlqctl run per throughput case to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
@@ -101,7 +105,7 @@ func main() {
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN,
+		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

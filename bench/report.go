@@ -125,6 +125,9 @@ func (res *Results) Write(w io.Writer) {
 	if r := res.Discover; r != nil {
 		r.write(w)
 	}
+	if rb := res.Rabbit; rb != nil {
+		rb.write(w)
+	}
 	if sc := res.Scale; sc != nil {
 		sc.write(w)
 	}

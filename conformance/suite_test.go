@@ -24,6 +24,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -210,6 +211,26 @@ func targets() map[string]func(t *testing.T) *server {
 				return fixture{source: url(base + "-dlq"), origin: base + "-orders", self: base + "-dlq",
 					alias:   strings.Replace(url(base+"-dlq"), "127.0.0.1:", "localhost:", 1),
 					consume: []string{"--source", url(base + "-orders")}}
+			}}
+		},
+		"rabbitmq": func(t *testing.T) *server {
+			b := rabbitmqtest.Start(t)
+			n := 0
+			plain := func(queue string) string { return strings.TrimSuffix(b.URL(), "/") + "/?queue=" + queue }
+			return &server{down: b.Down, up: b.Up, outage: "&timeout=2s", refuse: func(*testing.T, fixture, string, string) {
+				// Nothing to do: the refusing origin is a queue that was
+				// never declared, and a mandatory publish to it through the
+				// default exchange comes back unroutable.
+			}, missing: func(t *testing.T) string {
+				return plain(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
+			}, fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				if err := rabbitmqtest.DeclareDLX(context.Background(), b.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+					t.Fatal(err)
+				}
+				return fixture{source: b.Source(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", plain(base + "-orders")},
+					self: base + "-dlq", alias: strings.Replace(b.Source(base+"-dlq"), "127.0.0.1:", "localhost:", 1)}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {

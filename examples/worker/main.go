@@ -3,7 +3,8 @@
 // Kafka topic through a consumer group, read_committed (dead-lettering as
 // Spring Kafka does, see kafka.go), a Pulsar topic through a Shared subscription (dead-lettering through the
 // client's DLQPolicy, see pulsar.go), an SQS queue (dead-lettering through
-// the queue's redrive policy, see sqs.go), or a directory queue's inbox,
+// the queue's redrive policy, see sqs.go), a RabbitMQ queue (dead-lettering
+// through its dead-letter exchange, see rabbitmq.go), or a directory queue's inbox,
 // records every delivery in an inbox table and
 // applies the business effect in the same database transaction, and acks
 // only after that transaction has committed. docs/consumer-contract.md says
@@ -137,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C], sqs://QUEUE?region=R[&endpoint=URL] or dir:PATH")
+	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C], sqs://QUEUE?region=R[&endpoint=URL], amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1] or dir:PATH")
 	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); kafka: the DLT (default ORIGIN.DLT); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); dir: ignored, always PATH/error")
 	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message")
 	fs.DurationVar(&opts.RedeliveryDelay, "redelivery-delay", opts.RedeliveryDelay, "pulsar: delay before a nacked (or retried) message is delivered again")
@@ -166,7 +167,7 @@ table and its effect applied in one transaction; the ack follows the commit.
 	case fs.NArg() > 0:
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
-		return opts, errors.New("--source is required (redis://…, kafka://…, pulsar://…, sqs://… or dir:PATH)")
+		return opts, errors.New("--source is required (redis://…, kafka://…, pulsar://…, sqs://…, amqp://… or dir:PATH)")
 	case opts.Inbox == "":
 		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")
 	case opts.UntilIdle < 0:

@@ -1,0 +1,247 @@
+package rabbitmq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// adminClient reads the management API (admin=). It takes the AMQP
+// credentials unless the admin URL has user info of its own.
+type adminClient struct {
+	base       string // without user info or trailing slash
+	user, pass string
+	hc         *http.Client
+	secrets    []string
+}
+
+func newAdminClient(s sourceURL) *adminClient {
+	a := &adminClient{base: s.admin, hc: &http.Client{Timeout: s.timeout}}
+	a.user, a.pass = s.user, s.password
+	if a.user == "" && a.pass == "" {
+		a.user, a.pass = "guest", "guest"
+	}
+	if u, err := url.Parse(s.admin); err == nil && u.User != nil {
+		a.user = u.User.Username()
+		a.pass, _ = u.User.Password()
+		u.User = nil
+		a.base = strings.TrimSuffix(u.String(), "/")
+	}
+	a.secrets = append(s.adminSecrets(), a.pass)
+	if tc, err := s.tlsConfig(); err == nil && tc != nil && strings.HasPrefix(a.base, "https://") {
+		a.hc.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	return a
+}
+
+// queueInfo is the part of GET /api/queues/VHOST/NAME dlqctl reads.
+type queueInfo struct {
+	Name      string         `json:"name"`
+	Type      string         `json:"type"`
+	Durable   bool           `json:"durable"`
+	Messages  int64          `json:"messages"`
+	Ready     int64          `json:"messages_ready"`
+	Unacked   int64          `json:"messages_unacknowledged"`
+	Consumers int64          `json:"consumers"`
+	Arguments map[string]any `json:"arguments"`
+	Policy    string         `json:"policy"`
+	OpPolicy  string         `json:"operator_policy"`
+	Effective map[string]any `json:"effective_policy_definition"`
+}
+
+// deliveryLimit is a quorum queue's effective delivery limit: the lowest
+// of its x-delivery-limit argument and its policies' delivery-limit, as
+// the broker resolves it; 0 for none. RabbitMQ 4.0 and later give every
+// quorum queue a limit of 20 when nothing sets one (-1 turns it off).
+func (i queueInfo) deliveryLimit(server string) int {
+	if i.Type != "quorum" {
+		return 0
+	}
+	limit, set := 0, false
+	for _, v := range []any{i.Arguments["x-delivery-limit"], i.Effective["delivery-limit"]} {
+		f, ok := v.(float64)
+		if !ok {
+			continue
+		}
+		n := int(f)
+		if n < 0 {
+			// 4.x: -1 is unlimited, and the lower of two values wins
+			// only between limits.
+			set = true
+			continue
+		}
+		if !set || limit == 0 || n < limit {
+			limit = n
+		}
+		set = true
+	}
+	if !set && majorVersion(server) >= 4 {
+		return 20
+	}
+	return limit
+}
+
+func majorVersion(v string) int {
+	s, _, _ := strings.Cut(v, ".")
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+var errAdminNotFound = errors.New("not found")
+
+func (a *adminClient) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(a.user, a.pass)
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return backend.Scrub(fmt.Errorf("management API %s: %w", backend.RedactURL(a.base), err), a.secrets...)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return errAdminNotFound
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("management API %s: 401 unauthorized: the user may not use the management API (give admin=http://USER:PASS@HOST:15672)", backend.RedactURL(a.base))
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("management API %s: %s", backend.RedactURL(a.base), resp.Status)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("management API %s: unreadable answer: %v", backend.RedactURL(a.base), err)
+	}
+	return nil
+}
+
+func (a *adminClient) queue(ctx context.Context, vhost, name string) (queueInfo, error) {
+	var info queueInfo
+	err := a.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &info)
+	if errors.Is(err, errAdminNotFound) {
+		return info, fmt.Errorf("management API: the queue %q %w in vhost %q", name, errNoQueue, vhost)
+	}
+	return info, err
+}
+
+// Stats is the RabbitMQ section of `stats` (JSON under "backend").
+type Stats struct {
+	Queue     string         `json:"queue"`
+	Vhost     string         `json:"vhost"`
+	Type      string         `json:"type,omitempty"`
+	Messages  int64          `json:"messages"`
+	Ready     int64          `json:"ready"`
+	Unacked   int64          `json:"unacked"`
+	Consumers int64          `json:"consumers"`
+	Arguments map[string]any `json:"arguments,omitempty"`
+	Policy    string         `json:"policy,omitempty"`
+	// DeliveryLimit is a quorum DLQ's effective delivery limit (0: none).
+	DeliveryLimit int `json:"delivery_limit,omitempty"`
+	// Source says where the counts come from: "management" (lags a few
+	// seconds) or "amqp" (ready messages and consumers only).
+	Source string `json:"source"`
+}
+
+// Extras reports the DLQ queue's depth, ready and unacked messages,
+// consumers and arguments: through the management API when admin= is
+// set, else the ready count and consumers from a passive declare.
+func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, error) {
+	st := Stats{Queue: q.src.queue, Vhost: q.src.vhost, Source: "amqp"}
+	if q.admin != nil {
+		info, err := q.admin.queue(ctx, q.src.vhost, q.src.queue)
+		if err != nil {
+			return backend.ExtraStats{}, err
+		}
+		st = Stats{Queue: q.src.queue, Vhost: q.src.vhost, Type: info.Type, Messages: info.Messages, Ready: info.Ready,
+			Unacked: info.Unacked, Consumers: info.Consumers, Arguments: info.Arguments, Policy: info.Policy,
+			DeliveryLimit: info.deliveryLimit(q.server), Source: "management"}
+	} else if !q.missing {
+		qs, err := q.inspect(ctx)
+		if err != nil {
+			return backend.ExtraStats{}, err
+		}
+		st.Messages, st.Ready, st.Consumers = int64(qs.Messages), int64(qs.Messages), int64(qs.Consumers)
+	}
+	rows := [][2]string{
+		{"queue", st.Queue + " (vhost " + st.Vhost + ")"},
+		{"messages", fmt.Sprintf("%d (ready %d, unacked %d)", st.Messages, st.Ready, st.Unacked)},
+		{"consumers", strconv.FormatInt(st.Consumers, 10)},
+	}
+	if st.Type != "" {
+		shape := st.Type
+		if st.Type == "quorum" {
+			if st.DeliveryLimit > 0 {
+				shape += fmt.Sprintf(", delivery limit %d: every read counts as a delivery", st.DeliveryLimit)
+			} else {
+				shape += ", no delivery limit"
+			}
+		}
+		rows = append(rows, [2]string{"type", shape})
+	}
+	if len(st.Arguments) > 0 {
+		b, _ := json.Marshal(st.Arguments)
+		rows = append(rows, [2]string{"arguments", string(b)})
+	}
+	if st.Policy != "" {
+		rows = append(rows, [2]string{"policy", st.Policy})
+	}
+	if st.Source == "amqp" {
+		rows = append(rows, [2]string{"note", "ready messages only: add admin= for unacked messages, arguments and the queue type"})
+	}
+	return backend.ExtraStats{JSON: st, Title: "RabbitMQ queue", Rows: rows}, nil
+}
+
+// CheckOrigin says whether an origin queue exists and has consumers, and
+// adds what doctor should know of the DLQ: its shape and delivery limit,
+// and whether the management API answers.
+func (q *Queue) CheckOrigin(ctx context.Context, origin string, _ []string) backend.OriginStatus {
+	dest, err := parseDest(origin)
+	if err != nil {
+		return backend.OriginStatus{Detail: err.Error(), Fix: "redrive with --to QUEUE or --to exchange:EX/KEY"}
+	}
+	var notes []string
+	if q.admin != nil {
+		if _, err := q.admin.queue(ctx, q.src.vhost, q.src.queue); err != nil {
+			return backend.OriginStatus{Detail: "management API: " + err.Error(), Fix: "check admin= (the management plugin's URL and a user tagged management)"}
+		}
+		notes = append(notes, "management API answers")
+	}
+	if sh, err := q.shapeOf(ctx); err == nil {
+		switch {
+		case sh.Type == "quorum" && !sh.Known:
+			return backend.OriginStatus{Detail: "the DLQ is a quorum queue and its delivery limit cannot be read without admin=",
+				Fix: "add admin=http://HOST:15672, or use a classic DLQ (docs/rabbitmq.md)"}
+		case sh.Type == "quorum" && sh.Limit > 0:
+			notes = append(notes, fmt.Sprintf("the DLQ is a quorum queue with delivery limit %d: each scan counts as a delivery (a classic or unlimited quorum DLQ is safe)", sh.Limit))
+		case sh.Type != "":
+			notes = append(notes, "the DLQ is a "+sh.Type+" queue")
+		}
+	}
+	if dest.exchange != "" {
+		return backend.OriginStatus{OK: true, Detail: fmt.Sprintf("exchange %q, routing key %q (routing checked at publish: mandatory)", dest.exchange, dest.key)}
+	}
+	st, err := q.inspectQueue(ctx, dest.key)
+	switch {
+	case errors.Is(err, errNoQueue):
+		return backend.OriginStatus{Detail: fmt.Sprintf("queue %q does not exist in vhost %q", dest.key, q.src.vhost),
+			Fix: "declare it, or redrive with --to QUEUE"}
+	case err != nil:
+		return backend.OriginStatus{Detail: err.Error(), Fix: "check the broker"}
+	case st.Consumers == 0:
+		return backend.OriginStatus{Detail: fmt.Sprintf("queue %q exists (%d ready) but has no consumer: redriven messages would wait there", dest.key, st.Messages),
+			Fix: "start the consumer before a redrive"}
+	}
+	detail := fmt.Sprintf("queue %q exists, %d consumers", dest.key, st.Consumers)
+	if len(notes) > 0 {
+		detail += "; " + strings.Join(notes, "; ")
+	}
+	return backend.OriginStatus{OK: true, Detail: detail}
+}

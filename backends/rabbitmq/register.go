@@ -1,0 +1,48 @@
+package rabbitmq
+
+import (
+	"context"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Registration describes RabbitMQ to the command layer.
+func Registration() backend.Registration {
+	return backend.Registration{
+		Name:        "rabbitmq",
+		Schemes:     []string{"amqp", "amqps"},
+		Title:       "RabbitMQ",
+		EventIDFrom: "property:message_id, header:NAME or json:PATH",
+		Usage:       "amqp://[user:pass@]host:port/VHOST?queue=DLQ[&admin=HTTPURL] (amqps:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
+		Summary:     "a RabbitMQ queue fed by a dead-letter exchange, classic or quorum (x-death decoded); read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached",
+		Env: []backend.EnvVar{
+			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)"},
+		},
+		Capabilities: backend.Capabilities{
+			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: false, Extras: true, Lease: true,
+		},
+		Parse: func(raw string) (backend.Parsed, error) {
+			u, err := parseURL(raw)
+			if err != nil {
+				return backend.Parsed{}, err
+			}
+			secrets := u.adminSecrets()
+			if u.password != "" {
+				secrets = append(secrets, u.password)
+			}
+			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
+		},
+		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom})
+		},
+		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+	}
+}
+
+// password is DLQCTL_AMQP_PASSWORD, else the profile's amqp_password.
+func password(o backend.OpenOptions) string {
+	if pw := o.Env("DLQCTL_AMQP_PASSWORD"); pw != "" {
+		return pw
+	}
+	return o.ProfileSecret("amqp_password")
+}

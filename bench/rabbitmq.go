@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
+	"github.com/dlqctl/dlqctl/bench/rawrabbit"
+	"github.com/dlqctl/dlqctl/redrive"
+)
+
+// The RabbitMQ cases (Debian's rabbitmq-server through
+// backends/rabbitmq/rabbitmqtest):
+//
+//	rabbitmq-stats    a classic DLQ of -rabbitmq-n messages carrying x-death
+//	                  and envelope headers; alternately rawrabbit.ScanAndReturn
+//	                  (consume, json.Unmarshal and SHA-256, give back by
+//	                  channel close) and `dlqctl stats -o json`.
+//	rabbitmq-redrive  two DLQs of -rabbitmq-redrive-n messages each;
+//	                  rawrabbit.Redrive (publish with confirms and mandatory,
+//	                  then ack, 256 at a time) on one and an unthrottled
+//	                  `dlqctl redrive apply` (journal on) on the other.
+const (
+	caseRabbitStats   = "rabbitmq-stats"
+	caseRabbitRedrive = "rabbitmq-redrive"
+	// targetRabbitRedriveRatio: dlqctl's unthrottled redrive at least this
+	// share of the raw loop's messages/s.
+	targetRabbitRedriveRatio = 0.6
+	rabbitChunk              = 256
+)
+
+// RabbitBench is both RabbitMQ cases.
+type RabbitBench struct {
+	Server      string // the broker's version
+	ServerStart time.Duration
+	Stats       *Throughput
+	Redrive     []RabbitRedriveRun
+	RedriveN    int
+	Plan, Apply string
+}
+
+// RabbitRedriveRun is one alternation of the redrive case.
+type RabbitRedriveRun struct {
+	Raw, Plan, Apply time.Duration
+	ApplyCPU         time.Duration
+	ApplyRSS         int64 // KiB
+}
+
+func (r RabbitRedriveRun) ratio() float64 { return r.Raw.Seconds() / r.Apply.Seconds() }
+
+// seedRabbit publishes n generated entries to queue as dead letters: the
+// message_id is the event ID, the envelope fields are headers, and each
+// carries an x-death entry and x-first-death-queue naming its origin.
+func seedRabbit(ctx context.Context, ch *amqp.Channel, queue string, n int, now time.Time) error {
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	g := newGenerator(n, now)
+	const window = 1000
+	var pending []*amqp.DeferredConfirmation
+	for i := range n {
+		e := g.entry(i)
+		h := amqp.Table{
+			"fingerprint": e.Fingerprint, "key": e.Key, "last_error": e.LastError, "owner": e.Owner, "tenant": e.Tenant,
+			"attempts": strconv.Itoa(e.Attempts),
+			"x-death": []any{amqp.Table{"count": int64(1), "exchange": "", "queue": e.OriginStream, "reason": "rejected",
+				"routing-keys": []any{e.OriginStream}, "time": e.DeadLetteredAt}},
+			"x-first-death-queue": e.OriginStream, "x-first-death-reason": "rejected", "x-first-death-exchange": "",
+		}
+		if e.ErrorClass != "" {
+			h["error_class"] = e.ErrorClass
+		}
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, amqp.Publishing{
+			MessageId: e.EventID, ContentType: "application/json", DeliveryMode: amqp.Persistent, Headers: h, Body: e.Payload,
+		})
+		if err != nil {
+			return err
+		}
+		pending = append(pending, dc)
+		if len(pending) == window || i == n-1 {
+			for _, dc := range pending {
+				if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+					return fmt.Errorf("seed: confirm %v %v", ok, err)
+				}
+			}
+			pending = pending[:0]
+		}
+	}
+	return nil
+}
+
+func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
+	c.logf("rabbitmq: starting the broker")
+	start := time.Now()
+	s, err := rabbitmqtest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			c.logf("rabbitmq: %v", err)
+		}
+	}()
+	rb := &RabbitBench{ServerStart: time.Since(start), RedriveN: c.RabbitRedriveN}
+	res.Rabbit = rb
+	conn, err := s.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if v, ok := conn.Properties["version"].(string); ok {
+		rb.Server = v
+	}
+	source := func(queue string) string {
+		return strings.TrimSuffix(s.URL(), "/") + "/?" + url.Values{"queue": {queue}, "admin": {s.AdminURL()}}.Encode()
+	}
+	declare := func(names ...string) error {
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		for _, q := range names {
+			if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+				return err
+			}
+			if _, err := ch.QueuePurge(q, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	seed := func(queue string, n int) error {
+		if err := declare(queue); err != nil {
+			return err
+		}
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		st := time.Now()
+		if err := seedRabbit(ctx, ch, queue, n, now); err != nil {
+			return err
+		}
+		c.logf("rabbitmq: seeded %d messages into %s in %s", n, queue, time.Since(st).Round(time.Millisecond))
+		return nil
+	}
+	if contains(c.Cases, caseRabbitStats) {
+		n := c.RabbitN
+		t := &Throughput{Case: caseRabbitStats, N: n, InProcess: c.InProcess, Server: "rabbitmq-server"}
+		rb.Stats = t
+		st := time.Now()
+		if err := seed("bench-stats-dlq", n); err != nil {
+			return err
+		}
+		t.Seed = time.Since(st)
+		src := source("bench-stats-dlq")
+		for i := range c.Runs {
+			var r Run
+			cpu0, t0 := cpuTime(), time.Now()
+			got, err := rawrabbit.ScanAndReturn(ctx, s.URL(), "bench-stats-dlq")
+			r.Raw, r.RawCPU = time.Since(t0), cpuTime()-cpu0
+			if err != nil || got != n {
+				return fmt.Errorf("raw scan read %d of %d: %v", got, n, err)
+			}
+			p, err := d.runProcess(ctx, src)
+			if err != nil {
+				return err
+			}
+			if p.Total != n {
+				return fmt.Errorf("dlqctl stats counted %d, want %d", p.Total, n)
+			}
+			r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
+			if c.InProcess {
+				in, err := d.runInProcess(ctx, src, "", "")
+				if err != nil {
+					return err
+				}
+				r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
+			}
+			t.Runs = append(t.Runs, r)
+			c.logf("rabbitmq-stats run %d/%d: raw %s, dlqctl %s", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond))
+		}
+	}
+	if contains(c.Cases, caseRabbitRedrive) {
+		n := c.RabbitRedriveN
+		if err := declare(originStreams()...); err != nil {
+			return err
+		}
+		params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
+		for i := range c.Runs {
+			var r RabbitRedriveRun
+			if err := seed("bench-redrive-raw", n); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			moved, err := rawrabbit.Redrive(ctx, s.URL(), "bench-redrive-raw", rabbitChunk)
+			r.Raw = time.Since(t0)
+			if err != nil || moved != n {
+				return fmt.Errorf("raw redrive moved %d of %d: %v", moved, n, err)
+			}
+			if err := declare(originStreams()...); err != nil {
+				return err
+			}
+			if err := seed("bench-redrive-dlq", n); err != nil {
+				return err
+			}
+			src := source("bench-redrive-dlq")
+			dir := filepath.Join(tmp, "rabbitmq-redrive", fmt.Sprintf("run-%d", i+1))
+			plan, lp, err := d.planApprove(ctx, src, dir, params...)
+			if err != nil {
+				return err
+			}
+			r.Plan = lp.Wall
+			if rb.Apply == "" {
+				repl := []string{src, "'amqp://…?queue=bench-redrive-dlq&admin=…'", plan, "p.json"}
+				rb.Plan = d.commandLine(d.planArgs(src, plan, params...), repl...)
+				rb.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
+			}
+			la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
+			if err != nil {
+				return err
+			}
+			r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
+			if _, err := parseRun(la.Stdout, n); err != nil {
+				return err
+			}
+			if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+				return err
+			}
+			if err := checkDrained(ctx, d, src); err != nil {
+				return err
+			}
+			if err := declare(originStreams()...); err != nil {
+				return err
+			}
+			rb.Redrive = append(rb.Redrive, r)
+			c.logf("rabbitmq-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s", i+1, c.Runs,
+				r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (rb *RabbitBench) write(w io.Writer) {
+	fmt.Fprintf(w, "\nRabbitMQ %s (Debian's package), started in %s.\n", rb.Server, rb.ServerStart.Round(100*time.Millisecond))
+	if t := rb.Stats; t != nil {
+		t.write(w, "rabbitmq-stats", "messages")
+	}
+	if len(rb.Redrive) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### rabbitmq-redrive — N = %s messages\n\n", group(float64(rb.RedriveN)))
+	fmt.Fprintln(w, "| run | raw s | raw msgs/s | dlqctl plan s | dlqctl apply s | apply msgs/s | ratio | apply CPU s | apply peak RSS MiB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	var ratios []float64
+	for i, r := range rb.Redrive {
+		n := float64(rb.RedriveN)
+		fmt.Fprintf(w, "| %d | %.2f | %s | %.2f | %.2f | %s | %.2f× | %.2f | %.0f |\n", i+1, r.Raw.Seconds(), group(n/r.Raw.Seconds()),
+			r.Plan.Seconds(), r.Apply.Seconds(), group(n/r.Apply.Seconds()), r.ratio(), r.ApplyCPU.Seconds(), mib(r.ApplyRSS))
+		ratios = append(ratios, r.ratio())
+	}
+	fmt.Fprintf(w, "\nRatio apply/raw (messages/s), median of the %d runs: **%.2f×**. Target ≥ %.1f×: %s.\n",
+		len(ratios), median(ratios), targetRabbitRedriveRatio, verdict(median(ratios) >= targetRabbitRedriveRatio))
+	fmt.Fprintf(w, "dlqctl: `%s` then `%s` (timed: the apply process, journal on).\n", rb.Plan, rb.Apply)
+}

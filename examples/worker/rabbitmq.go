@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/dlqctl/dlqctl/backends/rabbitmq"
+)
+
+// rabbitSource reads a RabbitMQ queue as a production consumer does:
+// consume with manual acknowledgement, process, ack. A failed delivery is
+// rejected and the broker dead-letters it through the queue's
+// dead-letter exchange: with basic.nack(requeue=false) at once, or, with
+// requeue=1 on a quorum queue, by handing it back until the queue's
+// delivery limit dead-letters it. Either way the broker writes x-death;
+// it cannot carry a last_error, so --fail-error does not reach the DLQ.
+type rabbitSource struct {
+	conn       *amqp.Connection
+	ch         *amqp.Channel
+	deliveries <-chan amqp.Delivery
+	queue      string
+	requeue    bool
+}
+
+// openRabbitSource opens amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1].
+func openRabbitSource(raw string) (*rabbitSource, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, usagef("--source %q: want amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]", raw)
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains([]string{"queue", "requeue"}, k) {
+			return nil, usagef("--source: unknown parameter %q (known: queue, requeue)", k)
+		}
+	}
+	s := &rabbitSource{queue: q.Get("queue")}
+	if s.queue == "" {
+		return nil, usagef("--source: queue= is required")
+	}
+	if v := q.Get("requeue"); v != "" {
+		if s.requeue, err = strconv.ParseBool(v); err != nil {
+			return nil, usagef("--source: requeue=%q: want 0 or 1", v)
+		}
+	}
+	u.RawQuery = ""
+	if s.conn, err = amqp.Dial(u.String()); err != nil {
+		return nil, fmt.Errorf("rabbitmq: connect: %w", err)
+	}
+	if s.ch, err = s.conn.Channel(); err == nil {
+		if err = s.ch.Qos(readCount, 0, false); err == nil {
+			s.deliveries, err = s.ch.Consume(s.queue, "", false, false, false, false, nil)
+		}
+	}
+	if err != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("rabbitmq: consume %s: %w", s.queue, err)
+	}
+	return s, nil
+}
+
+func (s *rabbitSource) Next(ctx context.Context) (Message, error) {
+	select {
+	case d, ok := <-s.deliveries:
+		if !ok {
+			return Message{}, fmt.Errorf("rabbitmq: the channel on %s closed", s.queue)
+		}
+		return Message{ID: strconv.FormatUint(d.DeliveryTag, 10), Envelope: rabbitmq.DecodeDelivery(&d), rdel: &d}, nil
+	case <-time.After(pollWait):
+		return Message{}, errIdle
+	case <-ctx.Done():
+		return Message{}, ctx.Err()
+	}
+}
+
+func (s *rabbitSource) Ack(_ context.Context, m Message) error {
+	if err := m.rdel.Ack(false); err != nil {
+		return fmt.Errorf("rabbitmq: ack %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// DeadLetter rejects the message: the queue's dead-letter exchange takes
+// it (requeue=false), or the queue hands it out again and dead-letters it
+// at its delivery limit (requeue=1, quorum queues).
+func (s *rabbitSource) DeadLetter(_ context.Context, m Message, _ DeadLetter) error {
+	if err := m.rdel.Nack(false, s.requeue); err != nil {
+		return fmt.Errorf("rabbitmq: nack %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+func (s *rabbitSource) Close() error { return s.conn.Close() }
