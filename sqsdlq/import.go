@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -198,7 +199,7 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 			group = "dlqctl-import"
 		}
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(dedupID("import", e.ID, e.Fingerprint))
+		in.MessageDeduplicationId = aws.String(dedupKey("import", e.ID, strings.ToLower(e.Fingerprint)))
 	}
 	return in, nil
 }

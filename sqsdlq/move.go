@@ -126,9 +126,14 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 // dlqctl_redriven_from (see markAttributes for SQS's 10-attribute limit);
 // dlqctl_source_id, the import bookkeeping of this DLQ, is dropped. A FIFO
 // destination gets the message's MessageGroupId (else its key, else its
-// event ID) and a MessageDeduplicationId derived from event ID and
-// fingerprint, so that a resend within SQS's 5-minute deduplication window
-// is dropped. The planned messages stay received (invisible) for Remove.
+// event ID) and a MessageDeduplicationId derived from the run ID and the
+// entry (its DLQ MessageId), so that only a resend of the same move inside
+// one run (a resume after an unknown outcome) is absorbed by SQS's
+// 5-minute deduplication window; another run's redrive of the same event,
+// or another DLQ copy of it, is a new message. An answer that shows SQS
+// enqueued nothing (no MessageId, or the MessageId SQS gave another entry
+// of this process) is a per-item failure, so the DLQ copy is not deleted.
+// The planned messages stay received (invisible) for Remove.
 //
 // Per item, nothing is sent and Err is set when: the message is not in the
 // DLQ (ErrNotFound); its fingerprint is not the planned one (ErrChanged);
@@ -193,7 +198,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				group = env.EventID
 			}
 			entry.MessageGroupId = aws.String(group)
-			entry.MessageDeduplicationId = aws.String(dedupID("redrive", env.EventID, env.Fingerprint))
+			entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
 		}
 		if _, ok := byDest[dest]; !ok {
 			dests = append(dests, dest)
@@ -212,8 +217,10 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				continue
 			}
 			entries := make([]types.SendMessageBatchRequestEntry, len(part))
+			byID := make(map[string]types.SendMessageBatchRequestEntry, len(part))
 			for k, p := range part {
 				entries[k] = p.entry
+				byID[aws.ToString(p.entry.Id)] = p.entry
 			}
 			out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
 			if err != nil {
@@ -228,9 +235,18 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
 			}
 			for _, ok := range out.Successful {
-				if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i >= 0 && i < len(results) {
-					results[i].DestID = aws.ToString(ok.MessageId)
+				i, err := strconv.Atoi(aws.ToString(ok.Id))
+				if err != nil || i < 0 || i >= len(results) {
+					continue
 				}
+				if ferr := q.enqueued(dest, byID[aws.ToString(ok.Id)], aws.ToString(ok.MessageId)); ferr != nil {
+					results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+					if refused == nil {
+						refused = ferr
+					}
+					continue
+				}
+				results[i].DestID = aws.ToString(ok.MessageId)
 			}
 			for _, f := range out.Failed {
 				i, err := strconv.Atoi(aws.ToString(f.Id))
@@ -335,10 +351,36 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 }
 
 // dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for
-// one event: the same event ID and fingerprint give the same ID.
-func dedupID(kind, eventID, fingerprint string) string {
-	h := sha256.Sum256([]byte(kind + "\x00" + eventID + "\x00" + strings.ToLower(fingerprint)))
+// one move: the run and the DLQ message it moves. Only a resend of that
+// move inside the run has the same ID.
+func dedupID(runID, dlqMessageID string) string { return dedupKey("redrive", runID, dlqMessageID) }
+
+// dedupKey hashes its parts into a MessageDeduplicationId.
+func dedupKey(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "dlqctl-" + hex.EncodeToString(h[:])
+}
+
+// enqueued checks a successful send's answer: SQS enqueued the message
+// unless the answer has no MessageId, or (on a FIFO queue, where a
+// deduplicated send is answered with the earlier message's MessageId) the
+// MessageId is one SQS gave another move of this process.
+func (q *Queue) enqueued(dest string, e types.SendMessageBatchRequestEntry, msgID string) error {
+	if msgID == "" {
+		return errors.New("SQS answered the send without a MessageId: nothing was enqueued")
+	}
+	if e.MessageDeduplicationId == nil {
+		return nil
+	}
+	key := dest + "\x00" + msgID
+	dd := aws.ToString(e.MessageDeduplicationId)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if prev, ok := q.sentIDs[key]; ok && prev != dd {
+		return fmt.Errorf("SQS answered with MessageId %s, which it gave another move: deduplicated, nothing was enqueued", msgID)
+	}
+	q.sentIDs[key] = dd
+	return nil
 }
 
 func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }

@@ -83,6 +83,10 @@ type Queue struct {
 	// held are the DLQ messages a Publish received and kept invisible for
 	// the Remove that follows, by MessageId.
 	held map[string]received
+	// sentIDs maps a FIFO destination URL and a MessageId SQS answered a
+	// send with to that send's MessageDeduplicationId: a later answer with
+	// the same MessageId for another deduplication ID was deduplicated.
+	sentIDs map[string]string
 	// oldestSent is the oldest SentTimestamp the last full scan saw.
 	oldestSent time.Time
 	// sourceIDs holds the dlqctl_source_id and MessageId of every message,
@@ -108,7 +112,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		src: src, names: names, from: from, c: opts.Client, now: opts.Now,
-		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{},
+		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{},
 	}
 	if q.now == nil {
 		q.now = time.Now
