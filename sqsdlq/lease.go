@@ -2,11 +2,13 @@ package sqsdlq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,7 +91,10 @@ func (q *Queue) busy(v leaseValue) error {
 // Lease takes the DLQ for h.RunID: it refuses at once when another run's
 // unexpired tag is there, else writes its own, waits lease_settle and
 // reads the tag back; finding another run's there, it refuses. A lease of
-// the same run ID (a crashed run being resumed) is taken over.
+// the same run ID (a crashed run being resumed) is taken over only when
+// its process is gone: on this host its PID must be dead, so that two
+// live processes resuming copies of one journal are refused; on another
+// host that cannot be checked and the run ID is trusted.
 func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" || strings.Contains(h.RunID, "|") {
 		return nil, fmt.Errorf("%s: lease: bad run ID %q", q, h.RunID)
@@ -109,7 +114,7 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err != nil {
 		return nil, err
 	}
-	if ok && cur.holder.RunID != h.RunID && q.now().Before(cur.expires) {
+	if ok && q.now().Before(cur.expires) && (cur.holder.RunID != h.RunID || !holderGone(cur.holder, h)) {
 		return nil, q.busy(cur)
 	}
 	mine := leaseValue{holder: h, expires: q.now().Add(leaseTTL)}
@@ -219,4 +224,19 @@ func (l *lease) Release(ctx context.Context) error {
 
 func sameHolder(a, b backend.LeaseHolder) bool {
 	return a.RunID == b.RunID && a.PID == b.PID && a.Host == b.Host && a.Since.Unix() == b.Since.Unix()
+}
+
+// holderGone says whether the process behind a lease of our run ID has
+// ended (or cannot be checked, being on another host).
+func holderGone(cur, me backend.LeaseHolder) bool {
+	if cur.Host != me.Host || cur.PID == me.PID {
+		return true
+	}
+	p, err := os.FindProcess(cur.PID)
+	if err != nil {
+		return true
+	}
+	err = p.Signal(syscall.Signal(0))
+	// EPERM: it lives, as another user.
+	return err != nil && !errors.Is(err, syscall.EPERM)
 }
