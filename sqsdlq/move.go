@@ -175,7 +175,14 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID)
 			continue
 		}
+		if err := q.GuardDestination(ctx, it.Dest); err != nil {
+			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			continue
+		}
 		dest, err := q.destURL(ctx, it.Dest, r.msg)
+		if err == nil && dest == q.url {
+			err = backend.Configf("%q is this DLQ's queue URL: a redrive never sends to the DLQ it reads", it.Dest)
+		}
 		if err != nil {
 			var ce *backend.ConfigError
 			if !errors.As(err, &ce) {
