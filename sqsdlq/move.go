@@ -157,6 +157,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	type pending struct {
 		i     int
 		entry types.SendMessageBatchRequestEntry
+		size  int
 	}
 	byDest := map[string][]pending{}
 	var dests []string
@@ -191,10 +192,25 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
 			continue
 		}
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
 		entry := types.SendMessageBatchRequestEntry{
 			Id:                aws.String(strconv.Itoa(i)),
 			MessageBody:       r.msg.Body,
-			MessageAttributes: q.markAttributes(r.msg, it, m),
+			MessageAttributes: q.markAttributes(r.msg, it, m, true),
+		}
+		size := messageSize(entry)
+		if size > limit {
+			// The run markers are optional (the journal records the run):
+			// a message they would push over the limit goes without them.
+			entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
+			if size = messageSize(entry); size > limit {
+				results[i].Err = fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
+					it.ID, errTooLarge, size, it.Dest, limit)
+				continue
+			}
 		}
 		if isFIFO(dest) {
 			group := r.msg.Attributes[envelope.SQSMessageGroupID]
@@ -210,13 +226,25 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		if _, ok := byDest[dest]; !ok {
 			dests = append(dests, dest)
 		}
-		byDest[dest] = append(byDest[dest], pending{i, entry})
+		byDest[dest] = append(byDest[dest], pending{i, entry, size})
 	}
 	for _, dest := range dests {
 		var refused error
 		list := byDest[dest]
-		for j := 0; j < len(list); j += 10 {
-			part := list[j:min(j+10, len(list))]
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < len(list); {
+			// A batch holds at most 10 messages and at most limit bytes
+			// (SQS's batch payload limit is its message size limit).
+			k, bytes := j, 0
+			for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
+				bytes += list[k].size
+				k++
+			}
+			part := list[j:k]
+			j = k
 			if refused != nil {
 				for _, p := range part {
 					results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
@@ -295,7 +323,9 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	return results, nil
 }
 
-// markAttributes are the message attributes of the redriven message.
+// markAttributes are the message attributes of the redriven message;
+// without withMarkers only redrive_count is raised or added (a message the
+// run markers would push over the size limit).
 //
 // SQS allows 10 message attributes. The markers (redrive_count,
 // dlqctl_run_id, dlqctl_seq, dlqctl_redriven_from) are written as their own
@@ -304,7 +334,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 // an existing one is extended); when the message has 10 attributes of its
 // own already, none but an existing redrive_count attribute (raised in
 // place) is written, and the journal alone records the run.
-func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers) map[string]types.MessageAttributeValue {
+func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers, withMarkers bool) map[string]types.MessageAttributeValue {
 	attrs := maps.Clone(m.MessageAttributes)
 	if attrs == nil {
 		attrs = map[string]types.MessageAttributeValue{}
@@ -327,10 +357,13 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 			break
 		}
 	}
-	marks := [][2]string{
-		{backend.MarkerRunID, mk.RunID},
-		{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
-		{backend.MarkerRedrivenFrom, it.ID},
+	var marks [][2]string
+	if withMarkers {
+		marks = [][2]string{
+			{backend.MarkerRunID, mk.RunID},
+			{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
+			{backend.MarkerRedrivenFrom, it.ID},
+		}
 	}
 	rc := strconv.Itoa(count + 1)
 	if inPlace {
@@ -355,6 +388,49 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 		attrs[envelope.SQSPackedFields] = strAttr(string(b))
 	}
 	return attrs
+}
+
+// errTooLarge: a message that would exceed the destination's size limit.
+var errTooLarge = errors.New("message too large")
+
+// defaultMaxMessageSize is SQS's message (and batch payload) size limit
+// for a queue that does not report MaximumMessageSize (ElasticMQ): 256
+// KiB, the limit SQS had for years and the lower of the two it has had.
+const defaultMaxMessageSize = 256 * 1024
+
+// maxMessageSize is the destination queue's MaximumMessageSize (cached):
+// SQS refuses a message, and a batch whose messages together are, larger.
+func (q *Queue) maxMessageSize(ctx context.Context, destURL string) (int, error) {
+	q.mu.Lock()
+	n, ok := q.destMax[destURL]
+	q.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	out, err := q.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(destURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		return 0, q.wrap(ctx, "read the destination's MaximumMessageSize", err)
+	}
+	n, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+	if err != nil || n <= 0 {
+		n = defaultMaxMessageSize
+	}
+	q.mu.Lock()
+	q.destMax[destURL] = n
+	q.mu.Unlock()
+	return n, nil
+}
+
+// messageSize is a message's size as SQS counts it against the limit: the
+// body, and each message attribute's name, data type and value.
+func messageSize(e types.SendMessageBatchRequestEntry) int {
+	n := len(aws.ToString(e.MessageBody))
+	for k, v := range e.MessageAttributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
 }
 
 // dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for
