@@ -138,3 +138,22 @@ func deadPID(t *testing.T) int {
 	}
 	return c.Process.Pid
 }
+
+// TestLeaseDeadHolderOtherRun: a lease left on this host by a process that
+// is dead (an apply killed before its journal existed, so no resume knows
+// its run ID) does not lock the DLQ until it expires: the next run takes it.
+func TestLeaseDeadHolderOtherRun(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	a := open(t, ctx, p, "lease_settle=200ms")
+	b := open(t, ctx, p, "lease_settle=200ms")
+	host, _ := os.Hostname()
+	if _, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-killed", PID: deadPID(t), Host: host, Since: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-next", PID: os.Getpid(), Host: host, Since: time.Now()})
+	if err != nil {
+		t.Fatalf("a dead holder's lease: %v, want taken over", err)
+	}
+	l.Release(ctx)
+}

@@ -64,13 +64,13 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 		want[id] = true
 	}
 	// A planned message that is in flight (received by another reader, or
-	// by a run killed before it deleted it) is not gone: wait for its
-	// visibility to run out, up to moveVisibility and a margin, before
-	// calling it not found.
-	deadline := q.now().Add(moveVisibility + receiptMargin)
+	// by a run or scan killed before it let it go) is not gone: wait for
+	// its visibility to run out, up to the longer of a move's and a young
+	// scan's visibility timeout and a margin, before calling it not found.
+	deadline := q.now().Add(max(moveVisibility, q.scanVis) + receiptMargin)
 	taken := 0 // received by this call, in flight now but not in q.held yet
 	for {
-		msgs, err := q.receiveAll(ctx, moveVisibility, func(seen map[string]received) bool {
+		msgs, err := q.receiveAll(ctx, moveVisibility, nil, func(seen map[string]received) bool {
 			for id := range want {
 				if _, ok := seen[id]; !ok {
 					return false

@@ -89,6 +89,12 @@ type Queue struct {
 	// send with to that send's MessageDeduplicationId: a later answer with
 	// the same MessageId for another deduplication ID was deduplicated.
 	sentIDs map[string]string
+	// scanVis is the visibility timeout scans receive with (scanVisibility).
+	scanVis time.Duration
+	// unseen is how many messages the last full scan could not see: in
+	// flight (held by another reader, or by a killed scan or move) when it
+	// began, and not received by it.
+	unseen int64
 	// oldestSent is the oldest SentTimestamp the last full scan saw.
 	oldestSent time.Time
 	// sourceIDs holds the dlqctl_source_id and MessageId of every message,
@@ -119,6 +125,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if q.now == nil {
 		q.now = time.Now
 	}
+	q.scanVis = scanVisibility
 	if q.c == nil {
 		if q.c, err = newClient(ctx, src); err != nil {
 			return nil, err
@@ -303,20 +310,16 @@ func (q *Queue) order(msgs []received) {
 	copy(msgs, out)
 }
 
-// scanVisibility is the visibility timeout for a scan of about n messages:
-// long enough that none comes back before the scan has handed it over and
-// released it (at a pessimistic 100 messages a second), at most 12 hours.
-func scanVisibility(n int64) time.Duration {
-	d := 60*time.Second + time.Duration(n/100)*time.Second
-	return min(d, 12*time.Hour)
-}
-
 // receiveAll receives every message the queue hands out with the given
 // visibility timeout, with the source URL's number of parallel receivers,
 // until each receiver has had an empty long poll (1 s) or want reports
 // that everything wanted is in hand. A message received twice (its
 // visibility ran out) is kept once, with the newer receipt handle.
-func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map[string]received) bool) ([]received, error) {
+//
+// ext, when not nil, is given every batch received, to keep it invisible
+// while the caller holds it; on an error receiveAll stops it before
+// releasing what it took.
+func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender, want func(map[string]received) bool) ([]received, error) {
 	var (
 		mu    sync.Mutex
 		seen  = map[string]received{}
@@ -395,6 +398,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 				}
 				wait = 0
 				at := q.now()
+				ext.add(out.Messages, at, vis)
 				for _, m := range out.Messages {
 					seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
 				}
@@ -406,6 +410,14 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 		}()
 	}
 	wg.Wait()
+	if ext != nil && want == nil {
+		// A full scan: what was in flight (not ours) when it began and is
+		// not in hand was not seen.
+		q.mu.Lock()
+		own := int64(len(q.held))
+		q.unseen = max(0, min(c.InFlight-own, c.Visible+c.InFlight-own-int64(len(seen))))
+		q.mu.Unlock()
+	}
 	all := make([]received, 0, len(seen))
 	for _, r := range seen {
 		all = append(all, r)
@@ -416,6 +428,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 	}
 	if err != nil {
 		// Give back what was taken before failing.
+		ext.stop()
 		q.releaseDetached(all)
 		return nil, q.wrap(ctx, "receive", err)
 	}
@@ -492,15 +505,13 @@ func staleReceipt(code string) bool {
 // snapshot receives the whole DLQ, ordered, and hands the messages to fn;
 // afterwards (whatever fn returned) it releases them all.
 func (q *Queue) snapshot(ctx context.Context, fn func([]received) error) (err error) {
-	n, err := q.Len(ctx)
-	if err != nil {
-		return err
-	}
-	msgs, err := q.receiveAll(ctx, scanVisibility(n), nil)
+	ext := q.startExtender()
+	msgs, err := q.receiveAll(ctx, q.scanVis, ext, nil)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		ext.stop()
 		if rerr := q.releaseDetached(msgs); rerr != nil && err == nil {
 			err = rerr
 		}
@@ -614,21 +625,28 @@ func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if q.missing {
 		return envelope.Envelope{}, fmt.Errorf("%s: %s: %w", q, id, backend.ErrNotFound)
 	}
-	n, err := q.Len(ctx)
+	ext := q.startExtender()
+	msgs, err := q.receiveAll(ctx, q.scanVis, ext, func(seen map[string]received) bool { _, ok := seen[id]; return ok })
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	msgs, err := q.receiveAll(ctx, scanVisibility(n), func(seen map[string]received) bool { _, ok := seen[id]; return ok })
-	if err != nil {
-		return envelope.Envelope{}, err
-	}
-	defer q.releaseDetached(msgs)
+	defer func() { ext.stop(); q.releaseDetached(msgs) }()
 	for _, r := range msgs {
 		if r.id() == id {
 			return q.decode(ctx, r.msg), nil
 		}
 	}
 	return envelope.Envelope{}, fmt.Errorf("message %s: %w in %s", id, backend.ErrNotFound, q)
+}
+
+// Unseen is how many messages the last full scan could not see: they were
+// in flight (not visible) when it began — held by another reader, or by a
+// dlqctl scan or move killed before it released them — and it did not
+// receive them. They are in the DLQ all the same: check counts them.
+func (q *Queue) Unseen() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unseen
 }
 
 // Counts are the queue's approximate message counts.
