@@ -60,7 +60,7 @@ type CheckDoc struct {
 	Total      int         `json:"total"`
 	// NotSeen counts entries in the DLQ that the scan could not read (SQS:
 	// messages in flight); max-total counts them too.
-	NotSeen int64 `json:"not_seen,omitempty"`
+	NotSeen int64 `json:"not_seen"`
 }
 
 // unseenCounter is a source whose scan can miss entries that are in the
