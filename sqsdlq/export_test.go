@@ -17,3 +17,6 @@ func (q *Queue) HeldReceipt(id string) string {
 // SetScanVisibility shortens the visibility timeout scans receive with,
 // so that a test sees the extender at work in seconds.
 func (q *Queue) SetScanVisibility(d time.Duration) { q.scanVis = d }
+
+// SetHandleBound sets how many receipt handles a scan keeps in memory.
+func (q *Queue) SetHandleBound(n int) { q.handleBound = n }

@@ -29,7 +29,9 @@ const (
 // visibility ends.
 type heldBatch struct {
 	handles []*string
-	until   time.Time
+	// i, j: the batch is handles [i, j) of the extender's src instead.
+	i, j  int
+	until time.Time
 }
 
 // extender keeps a live scan's messages invisible: every scanVis/12 it
@@ -38,8 +40,12 @@ type heldBatch struct {
 // ChangeMessageVisibilityBatch, one call per received batch, receivers
 // calls in parallel. It only ever holds receipt handles.
 type extender struct {
-	q       *Queue
-	start   time.Time
+	q     *Queue
+	start time.Time
+	// src, when set, holds the handles of batches added by range.
+	src interface {
+		scanHandles(i, j int) ([]string, error)
+	}
 	mu      sync.Mutex
 	batches []*heldBatch
 	// extended counts ChangeMessageVisibility entries sent (tests).
@@ -66,6 +72,17 @@ func (e *extender) add(msgs []types.Message, at time.Time, vis time.Duration) {
 	}
 	e.mu.Lock()
 	e.batches = append(e.batches, b)
+	e.mu.Unlock()
+}
+
+// addRange records handles [i, j) of src, received at `at` with
+// visibility vis.
+func (e *extender) addRange(i, j int, at time.Time, vis time.Duration) {
+	if e == nil || i >= j {
+		return
+	}
+	e.mu.Lock()
+	e.batches = append(e.batches, &heldBatch{i: i, j: j, until: at.Add(vis)})
 	e.mu.Unlock()
 }
 
@@ -129,8 +146,18 @@ func (e *extender) extend(ctx context.Context, due []*heldBatch, vis time.Durati
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			at := e.q.now()
-			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(b.handles))
-			for j, h := range b.handles {
+			handles := b.handles
+			if handles == nil && e.src != nil {
+				hs, err := e.src.scanHandles(b.i, b.j)
+				if err != nil {
+					return
+				}
+				for _, h := range hs {
+					handles = append(handles, aws.String(h))
+				}
+			}
+			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(handles))
+			for j, h := range handles {
 				entries[j] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: h, VisibilityTimeout: int32(vis / time.Second)}
 			}
 			if _, err := e.q.c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(e.q.url), Entries: entries}); err != nil {

@@ -73,10 +73,14 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	q.mu.Unlock()
 	if ids == nil {
 		ids = map[string]bool{}
-		err := q.snapshot(ctx, func(msgs []received) error {
-			for _, r := range msgs {
-				ids[r.id()] = true
-				if v := r.msg.MessageAttributes[envelope.ImportedFromProperty].StringValue; v != nil {
+		err := q.snapshot(ctx, func(st *scanStore) error {
+			for i := range st.index {
+				m, err := st.message(i)
+				if err != nil {
+					return err
+				}
+				ids[aws.ToString(m.MessageId)] = true
+				if v := m.MessageAttributes[envelope.ImportedFromProperty].StringValue; v != nil {
 					ids[*v] = true
 				}
 			}
