@@ -26,10 +26,11 @@ const (
 	casePulsarStats  = "pulsar-stats"
 	caseKafkaStats   = "kafka-stats" // kafka.go
 	caseSQSStats     = "sqs-stats"   // sqs.go
+	caseSQSRSS       = "sqs-rss"     // sqsrss.go
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseSQSRSS, caseRedisUI}
 
 // Config is one benchmark run.
 type Config struct {
@@ -77,13 +78,14 @@ type Results struct {
 	DirStats   *Throughput
 	RSS        []RSSPoint
 	Profiles   []string
-	Redrive    *Redrive     // redis-redrive (redrive.go)
-	Rate       *RateResult  // rate (redrive.go)
-	Pulsar     *PulsarStats // pulsar-stats (pulsar.go)
-	Kafka      *KafkaStats  // kafka-stats (kafka.go)
-	UI         *UIResult    // redis-ui (ui.go)
-	SQS        *SQSStats    // sqs-stats (sqs.go)
-	Scale      *Scale       // redrive-scale (scale.go)
+	Redrive    *Redrive      // redis-redrive (redrive.go)
+	Rate       *RateResult   // rate (redrive.go)
+	Pulsar     *PulsarStats  // pulsar-stats (pulsar.go)
+	Kafka      *KafkaStats   // kafka-stats (kafka.go)
+	UI         *UIResult     // redis-ui (ui.go)
+	SQS        *SQSStats     // sqs-stats (sqs.go)
+	SQSRSS     []SQSRSSPoint // sqs-rss (sqsrss.go)
+	Scale      *Scale        // redrive-scale (scale.go)
 
 	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
 	KafkaRedrive *KafkaRedrive
@@ -209,6 +211,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseSQSStats) {
 		if err := c.runSQS(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseSQSRSS) {
+		if err := c.runSQSRSS(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

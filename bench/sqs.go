@@ -110,6 +110,29 @@ func rawSQSScan(ctx context.Context, c *sqs.Client, queueURL string, n int) (raw
 
 func (c Config) runSQS(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
 	n := c.SQSN
+	sqsServerEnv()
+	// The subprocess runs with the bench's clean environment: add the
+	// chain's test credentials to a copy.
+	withCreds := *d
+	withCreds.env = append(slices.Clone(d.env), sqstest.Env()...)
+	d = &withCreds
+	c.logf("sqs-stats: starting ElasticMQ")
+	start := time.Now()
+	s, err := sqstest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			c.logf("sqs-stats: %v", err)
+		}
+	}()
+	return c.sqsStatsPasses(ctx, d, s, n, now, res, time.Since(start))
+}
+
+// sqsServerEnv sets the environment of an ElasticMQ server for a bench
+// case (and dlqctl's AWS chain credentials), where not set already.
+func sqsServerEnv() {
 	// dlqctl finds credentials through the AWS chain; ElasticMQ takes any.
 	for _, kv := range sqstest.Env() {
 		k, v, _ := cutKV(kv)
@@ -133,23 +156,11 @@ func (c Config) runSQS(ctx context.Context, d *dlqctl, now time.Time, res *Resul
 	if os.Getenv("ELASTICMQ_PERSIST") == "" {
 		os.Setenv("ELASTICMQ_PERSIST", "0")
 	}
-	// The subprocess runs with the bench's clean environment: add the
-	// chain's test credentials to a copy.
-	withCreds := *d
-	withCreds.env = append(slices.Clone(d.env), sqstest.Env()...)
-	d = &withCreds
-	c.logf("sqs-stats: starting ElasticMQ")
-	start := time.Now()
-	s, err := sqstest.StartProcess()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := s.Stop(); err != nil {
-			c.logf("sqs-stats: %v", err)
-		}
-	}()
-	ss := &SQSStats{ServerStart: time.Since(start)}
+}
+
+// sqsStatsPasses is the sqs-stats case on a running server.
+func (c Config) sqsStatsPasses(ctx context.Context, d *dlqctl, s *sqstest.Server, n int, now time.Time, res *Results, serverStart time.Duration) error {
+	ss := &SQSStats{ServerStart: serverStart}
 	client := s.Client()
 	// Every pass reads a queue of its own, seeded afresh: a pass can lose a
 	// receive call's answer (see lostToDroppedAnswers), and the messages
