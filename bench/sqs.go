@@ -92,9 +92,12 @@ func seedSQS(ctx context.Context, c *sqs.Client, queueURL string, n int, now tim
 }
 
 // rawVisibility is the raw loop's visibility timeout for a pass over n
-// messages: the same as dlqctl's scan takes (60 s and a second per 100
-// messages). A fixed 600 s was shorter than a 100,000-message pass here
-// (10 minutes on ElasticMQ), so messages came back mid-pass.
+// messages, sized to the pass up front (60 s and a second per 100
+// messages): the raw loop has no extender, and a fixed 600 s was shorter
+// than a 100,000-message pass here (10 minutes on ElasticMQ), so messages
+// came back mid-pass. dlqctl receives with 30 s and extends it in flight,
+// one ChangeMessageVisibilityBatch per received batch each time, which
+// the raw loop does not pay for.
 func rawVisibility(n int) int32 { return int32(min(60+n/100, 12*3600)) }
 
 func rawSQSScan(ctx context.Context, c *sqs.Client, queueURL string, n int) (rawRedisResult, error) {
