@@ -26,7 +26,7 @@ import (
 
 // handleBound is how many receipt handles a scan keeps in memory before
 // it spills the rest to its temporary file.
-const handleBound = 16384
+const handleBound = 4096
 
 // scanEntry is one message of a scan: its order key and its place in the
 // message file.
@@ -56,7 +56,6 @@ type scanStore struct {
 	mw      *bufio.Writer
 	moff    int64
 	index   []scanEntry
-	byID    map[string]struct{}
 	handles *handleStore
 	err     error
 }
@@ -66,7 +65,7 @@ func newScanStore(bound int) (*scanStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scanStore{msgs: f, mw: bufio.NewWriterSize(f, 64<<10), byID: map[string]struct{}{}, handles: &handleStore{bound: bound}}, nil
+	return &scanStore{msgs: f, mw: bufio.NewWriterSize(f, 64<<10), handles: &handleStore{bound: bound}}, nil
 }
 
 // tempFile creates a temporary file readable only by this user and
@@ -83,9 +82,10 @@ func tempFile(prefix string) (*os.File, error) {
 	return f, nil
 }
 
-// add keeps a received batch: every receipt handle (a message received
-// again keeps its newer one too; the older is stale and releasing it does
-// nothing), each new message once. It returns the range of handles added.
+// add keeps a received batch: every receipt handle and every message. A
+// message received twice (its visibility ran out) has both handles kept
+// (the older one is stale, and releasing it does nothing) and is stored
+// twice; seal keeps one. It returns the range of handles added.
 func (s *scanStore) add(msgs []types.Message) (int, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,10 +95,6 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 			s.err = err
 		}
 		id := aws.ToString(m.MessageId)
-		if _, dup := s.byID[id]; dup {
-			continue
-		}
-		s.byID[id] = struct{}{}
 		sp := spilled{ID: id, Body: aws.ToString(m.Body), Attrs: m.Attributes}
 		if len(m.MessageAttributes) > 0 {
 			sp.Msg = make(map[string]spilledAttr, len(m.MessageAttributes))
@@ -122,10 +118,13 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 	return start, s.handles.len()
 }
 
-func (s *scanStore) count() int { return len(s.byID) }
+// count is how many messages are in hand (one received twice counts
+// twice until seal).
+func (s *scanStore) count() int { return len(s.index) }
 
-// seal ends the receiving: the message file is flushed, the ID set
-// dropped, and the entries put in dead-letter order.
+// seal ends the receiving: the message file is flushed and the entries
+// put in dead-letter order, a message received twice kept once (its
+// copies have one sort key, so they end up side by side).
 func (s *scanStore) seal(fifo bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,7 +134,6 @@ func (s *scanStore) seal(fifo bool) error {
 	if err := s.mw.Flush(); err != nil {
 		return fmt.Errorf("sqs scan: temporary file: %w", err)
 	}
-	s.byID = nil
 	if fifo {
 		first := map[string]int64{}
 		for _, e := range s.index {
@@ -148,6 +146,14 @@ func (s *scanStore) seal(fifo bool) error {
 		}
 	}
 	sort.SliceStable(s.index, func(a, b int) bool { return s.index[a].key.less(s.index[b].key) })
+	out := s.index[:0]
+	for i, e := range s.index {
+		if i > 0 && e.key.id == out[len(out)-1].key.id {
+			continue
+		}
+		out = append(out, e)
+	}
+	s.index = out
 	return nil
 }
 

@@ -527,10 +527,10 @@ func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err er
 	if err != nil {
 		return err
 	}
-	q.noteUnseen(c, st.count())
 	if err := st.seal(q.fifo); err != nil {
 		return err
 	}
+	q.noteUnseen(c, st.count())
 	return fn(st)
 }
 
