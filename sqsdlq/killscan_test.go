@@ -52,6 +52,14 @@ func TestKilledScan(t *testing.T) {
 	p := newPair(t, ctx, false, 2)
 	const n = 1500
 	fillDLQ(t, p, n)
+	dir := t.TempDir()
+	if code, out := dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "plan", "--reason", "killed scan", "--allow-disposition", "investigate",
+		"--rate", "100000", "--settle", "0s", "--unverified-ok", "--out", "p.json"); code != 0 {
+		t.Fatalf("plan: %d %s", code, out)
+	}
+	if code, out := dlqctlRun(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: %d %s", code, out)
+	}
 	// list writes more than a pipe holds; nobody reads it, so it blocks
 	// holding every message.
 	c := exec.Command("dlqctl", "--source", p.sourceURL(), "list", "-o", "ndjson")
@@ -81,7 +89,6 @@ func TestKilledScan(t *testing.T) {
 	c.Wait()
 	killed := time.Now()
 
-	dir := t.TempDir()
 	code, got := dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "check", "--max-total", "0", "-o", "json")
 	if code != 4 {
 		t.Fatalf("check --max-total 0 after a killed scan: exit %d, want 4 (the in-flight messages are in the DLQ)\n%s", code, got)
@@ -97,6 +104,12 @@ func TestKilledScan(t *testing.T) {
 	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "stats", "-o", "json")
 	if code != 0 || !strings.Contains(got, "in flight and not seen") {
 		t.Fatalf("stats after a killed scan: exit %d\n%s", code, got)
+	}
+	// An apply now finds planned messages missing: it says they may be
+	// among the messages in flight.
+	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "apply", "p.json")
+	if code != 5 || !strings.Contains(got, "in flight and not seen") {
+		t.Fatalf("apply after a killed scan: exit %d, want 5 naming the in-flight messages\n%s", code, got)
 	}
 	for {
 		v, _ := counts(t, ctx, p.dlq)
