@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +92,9 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 	defer s.mu.Unlock()
 	start := s.handles.len()
 	for _, m := range msgs {
-		if err := s.handles.add(aws.ToString(m.ReceiptHandle)); err != nil && s.err == nil {
+		// Clones: the SDK's strings may share memory with the whole
+		// answer, which keeping one of them would keep alive.
+		if err := s.handles.add(strings.Clone(aws.ToString(m.ReceiptHandle))); err != nil && s.err == nil {
 			s.err = err
 		}
 		id := aws.ToString(m.MessageId)
@@ -112,7 +115,9 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 			}
 			continue
 		}
-		s.index = append(s.index, scanEntry{key: keyOf(m), off: s.moff, n: int32(len(b))})
+		key := keyOf(m)
+		key.id, key.group, key.seq = strings.Clone(key.id), strings.Clone(key.group), strings.Clone(key.seq)
+		s.index = append(s.index, scanEntry{key: key, off: s.moff, n: int32(len(b))})
 		s.moff += int64(len(b))
 	}
 	return start, s.handles.len()
