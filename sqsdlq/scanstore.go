@@ -127,6 +127,16 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 // twice until seal).
 func (s *scanStore) count() int { return len(s.index) }
 
+// reserve sizes the index for about n messages (the queue's count before
+// the scan, and a twentieth more for arrivals), so that it does not grow
+// by copying: each copy is garbage as large as the index, and growth
+// leaves up to a quarter of it unused.
+func (s *scanStore) reserve(n int64) {
+	if n > 0 && n < 1<<31 {
+		s.index = make([]scanEntry, 0, n+n/20+16)
+	}
+}
+
 // seal ends the receiving: the message file is flushed and the entries
 // put in dead-letter order, a message received twice kept once (its
 // copies have one sort key, so they end up side by side).

@@ -506,11 +506,16 @@ func staleReceipt(code string) bool {
 // The messages stay invisible meanwhile: the extender extends their
 // visibility while the scan lives.
 func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err error) {
+	n, err := q.Len(ctx)
+	if err != nil {
+		return err
+	}
 	st, err := newScanStore(q.handleBound)
 	if err != nil {
 		return err
 	}
 	defer st.close()
+	st.reserve(n)
 	ext := q.startExtender()
 	ext.src = st
 	defer func() {
