@@ -26,10 +26,11 @@ const (
 	casePulsarStats  = "pulsar-stats"
 	caseKafkaStats   = "kafka-stats" // kafka.go
 	caseSQSStats     = "sqs-stats"   // sqs.go
+	caseSQSRSS       = "sqs-rss"     // sqsrss.go
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseRedisUI, caseRedisDiscover, caseRabbitStats, caseRabbitRedrive}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseSQSRSS, caseRedisUI, caseRedisDiscover, caseRabbitStats, caseRabbitRedrive}
 
 // Config is one benchmark run.
 type Config struct {
@@ -86,6 +87,7 @@ type Results struct {
 	UI         *UIResult       // redis-ui (ui.go)
 	Discover   *DiscoverResult // redis-discover (discover.go)
 	SQS        *SQSStats       // sqs-stats (sqs.go)
+	SQSRSS     []SQSRSSPoint   // sqs-rss (sqsrss.go)
 	Scale      *Scale          // redrive-scale (scale.go)
 
 	// KafkaRedrive is kafka-redrive (kafkaredrive.go).
@@ -214,6 +216,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseSQSStats) {
 		if err := c.runSQS(ctx, d, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseSQSRSS) {
+		if err := c.runSQSRSS(ctx, d, now, res); err != nil {
 			return res, err
 		}
 	}

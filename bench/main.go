@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|redis-ui|redis-discover|rabbitmq-stats|rabbitmq-redrive [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|sqs-rss|redis-ui|redis-discover|rabbitmq-stats|rabbitmq-redrive [-n N]
 //
 // Cases:
 //
@@ -48,6 +48,8 @@
 //	             messages (default 100,000); alternately an aws-sdk-go-v2
 //	             receive-and-release loop with 8 receivers (json.Unmarshal
 //	             and SHA-256) and `dlqctl --source sqs://…&receivers=8 stats`.
+//	sqs-rss      ElasticMQ and DLQ queues of -sqs-n/10 and -sqs-n messages:
+//	             the peak RSS of one `dlqctl stats` process at each size.
 //	rabbitmq-stats / rabbitmq-redrive  Debian's rabbitmq-server; see
 //	             rabbitmq.go.
 //

@@ -122,6 +122,9 @@ func (res *Results) Write(w io.Writer) {
 	if s := res.SQS; s != nil {
 		s.write(w)
 	}
+	if len(res.SQSRSS) > 0 {
+		res.writeSQSRSS(w)
+	}
 	if r := res.Discover; r != nil {
 		r.write(w)
 	}

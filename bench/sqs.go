@@ -92,9 +92,12 @@ func seedSQS(ctx context.Context, c *sqs.Client, queueURL string, n int, now tim
 }
 
 // rawVisibility is the raw loop's visibility timeout for a pass over n
-// messages: the same as dlqctl's scan takes (60 s and a second per 100
-// messages). A fixed 600 s was shorter than a 100,000-message pass here
-// (10 minutes on ElasticMQ), so messages came back mid-pass.
+// messages, sized to the pass up front (60 s and a second per 100
+// messages): the raw loop has no extender, and a fixed 600 s was shorter
+// than a 100,000-message pass here (10 minutes on ElasticMQ), so messages
+// came back mid-pass. dlqctl receives with 30 s and extends it in flight,
+// one ChangeMessageVisibilityBatch per received batch each time, which
+// the raw loop does not pay for.
 func rawVisibility(n int) int32 { return int32(min(60+n/100, 12*3600)) }
 
 func rawSQSScan(ctx context.Context, c *sqs.Client, queueURL string, n int) (rawRedisResult, error) {
@@ -110,6 +113,29 @@ func rawSQSScan(ctx context.Context, c *sqs.Client, queueURL string, n int) (raw
 
 func (c Config) runSQS(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
 	n := c.SQSN
+	sqsServerEnv()
+	// The subprocess runs with the bench's clean environment: add the
+	// chain's test credentials to a copy.
+	withCreds := *d
+	withCreds.env = append(slices.Clone(d.env), sqstest.Env()...)
+	d = &withCreds
+	c.logf("sqs-stats: starting ElasticMQ")
+	start := time.Now()
+	s, err := sqstest.StartProcess()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			c.logf("sqs-stats: %v", err)
+		}
+	}()
+	return c.sqsStatsPasses(ctx, d, s, n, now, res, time.Since(start))
+}
+
+// sqsServerEnv sets the environment of an ElasticMQ server for a bench
+// case (and dlqctl's AWS chain credentials), where not set already.
+func sqsServerEnv() {
 	// dlqctl finds credentials through the AWS chain; ElasticMQ takes any.
 	for _, kv := range sqstest.Env() {
 		k, v, _ := cutKV(kv)
@@ -133,23 +159,11 @@ func (c Config) runSQS(ctx context.Context, d *dlqctl, now time.Time, res *Resul
 	if os.Getenv("ELASTICMQ_PERSIST") == "" {
 		os.Setenv("ELASTICMQ_PERSIST", "0")
 	}
-	// The subprocess runs with the bench's clean environment: add the
-	// chain's test credentials to a copy.
-	withCreds := *d
-	withCreds.env = append(slices.Clone(d.env), sqstest.Env()...)
-	d = &withCreds
-	c.logf("sqs-stats: starting ElasticMQ")
-	start := time.Now()
-	s, err := sqstest.StartProcess()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := s.Stop(); err != nil {
-			c.logf("sqs-stats: %v", err)
-		}
-	}()
-	ss := &SQSStats{ServerStart: time.Since(start)}
+}
+
+// sqsStatsPasses is the sqs-stats case on a running server.
+func (c Config) sqsStatsPasses(ctx context.Context, d *dlqctl, s *sqstest.Server, n int, now time.Time, res *Results, serverStart time.Duration) error {
+	ss := &SQSStats{ServerStart: serverStart}
 	client := s.Client()
 	// Every pass reads a queue of its own, seeded afresh: a pass can lose a
 	// receive call's answer (see lostToDroppedAnswers), and the messages

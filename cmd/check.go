@@ -58,7 +58,15 @@ type CheckDoc struct {
 	OK         bool        `json:"ok"`
 	Violations []Violation `json:"violations"`
 	Total      int         `json:"total"`
+	// NotSeen counts entries in the DLQ that the scan could not read (SQS:
+	// messages in flight); max-total counts them too.
+	NotSeen int64 `json:"not_seen"`
 }
+
+// unseenCounter is a source whose scan can miss entries that are in the
+// DLQ all the same (SQS: messages in flight, held by another reader or by
+// a killed scan).
+type unseenCounter interface{ Unseen() int64 }
 
 type categoryLimit struct {
 	name  string
@@ -107,8 +115,11 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 		return err
 	}
 	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total}
-	if opts.maxTotal >= 0 && sum.Total > opts.maxTotal {
-		doc.Violations = append(doc.Violations, Violation{"max-total", int64(opts.maxTotal), int64(sum.Total)})
+	if u, ok := s.src.(unseenCounter); ok {
+		doc.NotSeen = u.Unseen()
+	}
+	if n := int64(sum.Total) + doc.NotSeen; opts.maxTotal >= 0 && n > int64(opts.maxTotal) {
+		doc.Violations = append(doc.Violations, Violation{"max-total", int64(opts.maxTotal), n})
 	}
 	if maxAge > 0 && sum.OldestAge > maxAge {
 		doc.Violations = append(doc.Violations, Violation{"max-age", seconds(maxAge), seconds(sum.OldestAge)})
@@ -130,7 +141,7 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 		_, err = f.emitJSON(doc)
 	default:
 		if doc.OK {
-			err = report.WriteLine(f.IO.Out, report.ToneGood, fmt.Sprintf("ok: %s, no threshold breached", entries(sum.Total)), ro)
+			err = report.WriteLine(f.IO.Out, report.ToneGood, fmt.Sprintf("ok: %s%s, no threshold breached", entries(sum.Total), notSeenNote(doc.NotSeen)), ro)
 		} else {
 			t := report.Table{Title: "Check failed", Columns: []report.Column{{Name: "rule", Kind: report.Key, Tone: func(string) report.Tone { return report.ToneBad }}, {Name: "limit", Right: true}, {Name: "actual", Right: true}}}
 			for _, v := range doc.Violations {
@@ -146,6 +157,14 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 		return withCode(ExitCheck, fmt.Errorf("check failed: %s breached", plural(len(doc.Violations), "threshold")))
 	}
 	return nil
+}
+
+// notSeenNote says how many entries the scan could not see, if any.
+func notSeenNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d in flight, not seen)", n)
 }
 
 func namesOf(limits []categoryLimit) []string {

@@ -461,7 +461,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 		return err
 	}
 	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
-		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)", staleText(missing, changed)))
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(s.src, len(missing))))
 	}
 	eng, closeEng, err := f.engine(ctx, s.src, plan, effectsURL)
 	if err != nil {
@@ -505,6 +505,17 @@ func (f *Factory) restartNeverStarted(journalPath string) error {
 	}
 	fmt.Fprintf(f.IO.ErrOut, "journal %s holds no complete record: a crash tore its run-start before anything was moved; starting the run again\n", journalPath)
 	return nil
+}
+
+// unseenNote says, when entries are missing and the scan could not see
+// some messages (SQS: in flight, held by another reader or by a killed
+// scan or move), that those may be the missing ones.
+func unseenNote(src backend.Source, missing int) string {
+	u, ok := src.(unseenCounter)
+	if !ok || missing == 0 || u.Unseen() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d messages were in flight and not seen (another reader, or a killed dlqctl scan or move, holds them): the missing entries may be among them, so retry once their visibility timeout has run out", u.Unseen())
 }
 
 func staleText(missing, changed []redrive.Entry) string {

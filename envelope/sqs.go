@@ -39,6 +39,12 @@ const SQSPackedFields = "dlqctl_fields"
 // dead-lettered from (origin.topic holds only the queue name).
 const SQSSourceArnProperty = "sqs.source_arn"
 
+// SQSClaimedOriginProperty keeps an origin_stream attribute that disagrees
+// with the queue SQS recorded in DeadLetterQueueSourceArn. What SQS
+// recorded is the origin (a producer must not choose where its message
+// goes on redrive); the claim stays visible to whoever reads the entry.
+const SQSClaimedOriginProperty = "sqs.claimed_origin"
+
 // SQSMessage is what the SQS backend reads off one DLQ message; it keeps
 // this package free of the AWS SDK.
 type SQSMessage struct {
@@ -85,7 +91,9 @@ func SQSQueueName(arn string) string {
 // FromSQS maps an SQS DLQ message to the canonical envelope: id is the
 // MessageId; message attributes named like envelope fields fill them and
 // the rest are properties; DeadLetterQueueSourceArn gives origin.topic
-// (the queue name; the ARN stays in the sqs.source_arn property);
+// (the queue name; the ARN stays in the sqs.source_arn property), and wins
+// over an origin_stream attribute, which is then kept as the
+// sqs.claimed_origin property;
 // MessageGroupId is the key. attempts is the attempts attribute, else the
 // source queue's maxReceiveCount, else ApproximateReceiveCount minus this
 // receive. SQS records no dead-letter time: without a dead_lettered_at
@@ -133,11 +141,16 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	if e.Key == "" {
 		e.Key = m.Attributes[SQSMessageGroupID]
 	}
-	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" && e.Origin.Topic == "" {
-		e.Origin.Topic = SQSQueueName(arn)
-		if e.Origin.Topic == "" {
-			e.Origin.Topic = arn
+	claimed := ""
+	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
+		recorded := SQSQueueName(arn)
+		if recorded == "" {
+			recorded = arn
 		}
+		if c := e.Origin.Topic; c != "" && c != recorded && c != arn {
+			claimed = c
+		}
+		e.Origin.Topic = recorded
 	}
 	if e.LastError == "" {
 		for _, pair := range [][2]string{{sqsEventBridgeErrorMessage, sqsEventBridgeErrorCode}, {sqsLambdaErrorMessage, sqsLambdaErrorCode}} {
@@ -174,6 +187,9 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	kv.rest(&e, false)
 	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
 		setProp(&e, SQSSourceArnProperty, arn)
+	}
+	if claimed != "" {
+		setProp(&e, SQSClaimedOriginProperty, claimed)
 	}
 	if from.Kind == "json" || from.Name != "" || e.EventID == "" {
 		id, err := sqsEventID(m, from, fields, names)

@@ -189,3 +189,30 @@ func FuzzFromSQS(f *testing.F) {
 		checkEnvelope(t, e, id)
 	})
 }
+
+// TestFromSQSRecordedOriginWins: a producer-set origin_stream attribute
+// does not override the queue SQS recorded in DeadLetterQueueSourceArn; a
+// disagreeing one stays visible as a property, an agreeing one adds none.
+func TestFromSQSRecordedOriginWins(t *testing.T) {
+	m := sqsMsg()
+	m.MessageAttributes["origin_stream"] = "payments"
+	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	if e.Origin.Topic != "orders" {
+		t.Fatalf("Origin.Topic = %q, want orders (DeadLetterQueueSourceArn)", e.Origin.Topic)
+	}
+	if got := e.Properties[SQSClaimedOriginProperty]; got != "payments" {
+		t.Fatalf("%s = %q, want the claimed payments", SQSClaimedOriginProperty, got)
+	}
+	m.MessageAttributes["origin_stream"] = "orders"
+	e = FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	if _, ok := e.Properties[SQSClaimedOriginProperty]; ok || e.Origin.Topic != "orders" {
+		t.Fatalf("agreeing attribute: origin %q properties %v", e.Origin.Topic, e.Properties)
+	}
+	// Without a recorded source (an EventBridge DLQ, an import), the
+	// attribute is the origin.
+	delete(m.Attributes, SQSDeadLetterSourceArn)
+	m.MessageAttributes["origin_stream"] = "payments"
+	if e = FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); e.Origin.Topic != "payments" {
+		t.Fatalf("no DeadLetterQueueSourceArn: origin %q", e.Origin.Topic)
+	}
+}

@@ -45,7 +45,11 @@ type SQSExtras struct {
 	// counts a dead letter's age from its first send).
 	OldestExpiresAt string        `json:"oldest_expires_at,omitempty"`
 	Sources         []SourceQueue `json:"sources"`
-	Warnings        []string      `json:"warnings,omitempty"`
+	// NotSeen is how many messages the scan could not see (in flight when
+	// it began: another reader's, or a killed scan's or move's) and so are
+	// not in the entry counts.
+	NotSeen  int64    `json:"not_seen"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Extras reports the approximate visible, in-flight and delayed counts,
@@ -65,6 +69,11 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	oldest := q.oldestSent
 	q.mu.Unlock()
 	x.OldestExpiresAt, x.Warnings = expiry(oldest, time.Duration(x.RetentionSeconds)*time.Second, q.now())
+	if x.NotSeen = q.Unseen(); x.NotSeen > 0 {
+		x.Warnings = append(x.Warnings, fmt.Sprintf("%d messages were in flight and not seen by this scan, so they are missing from the counts above: "+
+			"another reader holds them, or a dlqctl scan or move was killed before it let them go (then they are visible again within %s, or twice the killed scan's age)",
+			x.NotSeen, q.scanVis))
+	}
 	sources, err := q.sources(ctx)
 	if err != nil {
 		x.Warnings = append(x.Warnings, "source queues: "+err.Error())

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -72,10 +73,14 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	q.mu.Unlock()
 	if ids == nil {
 		ids = map[string]bool{}
-		err := q.snapshot(ctx, func(msgs []received) error {
-			for _, r := range msgs {
-				ids[r.id()] = true
-				if v := r.msg.MessageAttributes[envelope.ImportedFromProperty].StringValue; v != nil {
+		err := q.snapshot(ctx, func(st *scanStore) error {
+			for i := range st.index {
+				m, err := st.message(i)
+				if err != nil {
+					return err
+				}
+				ids[aws.ToString(m.MessageId)] = true
+				if v := m.MessageAttributes[envelope.ImportedFromProperty].StringValue; v != nil {
 					ids[*v] = true
 				}
 			}
@@ -198,7 +203,7 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 			group = "dlqctl-import"
 		}
 		in.MessageGroupId = aws.String(group)
-		in.MessageDeduplicationId = aws.String(dedupID("import", e.ID, e.Fingerprint))
+		in.MessageDeduplicationId = aws.String(dedupKey("import", e.ID, strings.ToLower(e.Fingerprint)))
 	}
 	return in, nil
 }

@@ -2,11 +2,13 @@ package sqsdlq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -88,8 +90,11 @@ func (q *Queue) busy(v leaseValue) error {
 
 // Lease takes the DLQ for h.RunID: it refuses at once when another run's
 // unexpired tag is there, else writes its own, waits lease_settle and
-// reads the tag back; finding another run's there, it refuses. A lease of
-// the same run ID (a crashed run being resumed) is taken over.
+// reads the tag back; finding another run's there, it refuses. An
+// unexpired lease is taken over only as canTakeOver allows: on this host
+// when its process is dead (so that two live processes resuming copies of
+// one journal are refused, and a run killed before its journal existed
+// does not lock the DLQ until the TTL); on another host by the same run ID.
 func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" || strings.Contains(h.RunID, "|") {
 		return nil, fmt.Errorf("%s: lease: bad run ID %q", q, h.RunID)
@@ -109,7 +114,7 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err != nil {
 		return nil, err
 	}
-	if ok && cur.holder.RunID != h.RunID && q.now().Before(cur.expires) {
+	if ok && q.now().Before(cur.expires) && !canTakeOver(cur.holder, h) {
 		return nil, q.busy(cur)
 	}
 	mine := leaseValue{holder: h, expires: q.now().Add(leaseTTL)}
@@ -219,4 +224,31 @@ func (l *lease) Release(ctx context.Context) error {
 
 func sameHolder(a, b backend.LeaseHolder) bool {
 	return a.RunID == b.RunID && a.PID == b.PID && a.Host == b.Host && a.Since.Unix() == b.Since.Unix()
+}
+
+// canTakeOver says whether me may take an unexpired lease from cur. On
+// this host, whatever the run: when cur's process is dead (a run killed
+// with -9, even before its journal existed, leaves nothing a lease still
+// guards; waiting out the TTL would only lock the DLQ), or when it is this
+// very process and run. On another host the process cannot be checked:
+// only the same run ID (a resume) is trusted.
+func canTakeOver(cur, me backend.LeaseHolder) bool {
+	if cur.Host != me.Host {
+		return cur.RunID == me.RunID
+	}
+	if cur.PID == me.PID {
+		return cur.RunID == me.RunID
+	}
+	return !alive(cur.PID)
+}
+
+// alive says whether the process pid lives on this host.
+func alive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	// EPERM: it lives, as another user.
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

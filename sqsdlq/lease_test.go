@@ -3,6 +3,9 @@ package sqsdlq_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +91,69 @@ func TestLeaseRace(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d runs hold the lease, want exactly 1", won)
 	}
+}
+
+// TestLeaseSameRunLiveHolder: a resume (same run ID) on the same host does
+// not take the lease from a holder whose process lives; it is refused
+// naming the holder. Once that process is dead, the resume takes over.
+func TestLeaseSameRunLiveHolder(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	a := open(t, ctx, p, "lease_settle=200ms")
+	b := open(t, ctx, p, "lease_settle=200ms")
+	host, _ := os.Hostname()
+	live, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-live", PID: os.Getpid(), Host: host, Since: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Release(ctx)
+	dead := deadPID(t)
+	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-live", PID: dead, Host: host})
+	var be *backend.BusyError
+	if !errors.As(err, &be) || !strings.Contains(be.Holder, "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("resume while the holder lives: %v, want a BusyError naming pid %d", err, os.Getpid())
+	}
+	if err := live.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A lease left by a process that is dead (taken in its name here,
+	// as a kill -9 leaves it): the same run ID from a live process takes over.
+	c := open(t, ctx, p, "lease_settle=200ms")
+	if _, err := c.Lease(ctx, backend.LeaseHolder{RunID: "run-dead", PID: dead, Host: host, Since: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-dead", PID: os.Getpid(), Host: host, Since: time.Now()})
+	if err != nil {
+		t.Fatalf("resume after the holder died: %v", err)
+	}
+	l.Release(ctx)
+}
+
+// deadPID is the PID of a process that has exited.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
+
+// TestLeaseDeadHolderOtherRun: a lease left on this host by a process that
+// is dead (an apply killed before its journal existed, so no resume knows
+// its run ID) does not lock the DLQ until it expires: the next run takes it.
+func TestLeaseDeadHolderOtherRun(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	a := open(t, ctx, p, "lease_settle=200ms")
+	b := open(t, ctx, p, "lease_settle=200ms")
+	host, _ := os.Hostname()
+	if _, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-killed", PID: deadPID(t), Host: host, Since: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-next", PID: os.Getpid(), Host: host, Since: time.Now()})
+	if err != nil {
+		t.Fatalf("a dead holder's lease: %v, want taken over", err)
+	}
+	l.Release(ctx)
 }

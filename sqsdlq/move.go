@@ -64,13 +64,13 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 		want[id] = true
 	}
 	// A planned message that is in flight (received by another reader, or
-	// by a run killed before it deleted it) is not gone: wait for its
-	// visibility to run out, up to moveVisibility and a margin, before
-	// calling it not found.
-	deadline := q.now().Add(moveVisibility + receiptMargin)
+	// by a run or scan killed before it let it go) is not gone: wait for
+	// its visibility to run out, up to the longer of a move's and a young
+	// scan's visibility timeout and a margin, before calling it not found.
+	deadline := q.now().Add(max(moveVisibility, q.scanVis) + receiptMargin)
 	taken := 0 // received by this call, in flight now but not in q.held yet
 	for {
-		msgs, err := q.receiveAll(ctx, moveVisibility, func(seen map[string]received) bool {
+		msgs, err := q.receiveAll(ctx, moveVisibility, nil, func(seen map[string]received) bool {
 			for id := range want {
 				if _, ok := seen[id]; !ok {
 					return false
@@ -126,9 +126,14 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 // dlqctl_redriven_from (see markAttributes for SQS's 10-attribute limit);
 // dlqctl_source_id, the import bookkeeping of this DLQ, is dropped. A FIFO
 // destination gets the message's MessageGroupId (else its key, else its
-// event ID) and a MessageDeduplicationId derived from event ID and
-// fingerprint, so that a resend within SQS's 5-minute deduplication window
-// is dropped. The planned messages stay received (invisible) for Remove.
+// event ID) and a MessageDeduplicationId derived from the run ID and the
+// entry (its DLQ MessageId), so that only a resend of the same move inside
+// one run (a resume after an unknown outcome) is absorbed by SQS's
+// 5-minute deduplication window; another run's redrive of the same event,
+// or another DLQ copy of it, is a new message. An answer that shows SQS
+// enqueued nothing (no MessageId, or the MessageId SQS gave another entry
+// of this process) is a per-item failure, so the DLQ copy is not deleted.
+// The planned messages stay received (invisible) for Remove.
 //
 // Per item, nothing is sent and Err is set when: the message is not in the
 // DLQ (ErrNotFound); its fingerprint is not the planned one (ErrChanged);
@@ -152,6 +157,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	type pending struct {
 		i     int
 		entry types.SendMessageBatchRequestEntry
+		size  int
 	}
 	byDest := map[string][]pending{}
 	var dests []string
@@ -170,7 +176,14 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID)
 			continue
 		}
+		if err := q.GuardDestination(ctx, it.Dest); err != nil {
+			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			continue
+		}
 		dest, err := q.destURL(ctx, it.Dest, r.msg)
+		if err == nil && dest == q.url {
+			err = backend.Configf("%q is this DLQ's queue URL: a redrive never sends to the DLQ it reads", it.Dest)
+		}
 		if err != nil {
 			var ce *backend.ConfigError
 			if !errors.As(err, &ce) {
@@ -179,10 +192,25 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
 			continue
 		}
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
 		entry := types.SendMessageBatchRequestEntry{
 			Id:                aws.String(strconv.Itoa(i)),
 			MessageBody:       r.msg.Body,
-			MessageAttributes: q.markAttributes(r.msg, it, m),
+			MessageAttributes: q.markAttributes(r.msg, it, m, true),
+		}
+		size := messageSize(entry)
+		if size > limit {
+			// The run markers are optional (the journal records the run):
+			// a message they would push over the limit goes without them.
+			entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
+			if size = messageSize(entry); size > limit {
+				results[i].Err = fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
+					it.ID, errTooLarge, size, it.Dest, limit)
+				continue
+			}
 		}
 		if isFIFO(dest) {
 			group := r.msg.Attributes[envelope.SQSMessageGroupID]
@@ -193,18 +221,30 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				group = env.EventID
 			}
 			entry.MessageGroupId = aws.String(group)
-			entry.MessageDeduplicationId = aws.String(dedupID("redrive", env.EventID, env.Fingerprint))
+			entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
 		}
 		if _, ok := byDest[dest]; !ok {
 			dests = append(dests, dest)
 		}
-		byDest[dest] = append(byDest[dest], pending{i, entry})
+		byDest[dest] = append(byDest[dest], pending{i, entry, size})
 	}
 	for _, dest := range dests {
 		var refused error
 		list := byDest[dest]
-		for j := 0; j < len(list); j += 10 {
-			part := list[j:min(j+10, len(list))]
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < len(list); {
+			// A batch holds at most 10 messages and at most limit bytes
+			// (SQS's batch payload limit is its message size limit).
+			k, bytes := j, 0
+			for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
+				bytes += list[k].size
+				k++
+			}
+			part := list[j:k]
+			j = k
 			if refused != nil {
 				for _, p := range part {
 					results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
@@ -212,8 +252,10 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				continue
 			}
 			entries := make([]types.SendMessageBatchRequestEntry, len(part))
+			byID := make(map[string]types.SendMessageBatchRequestEntry, len(part))
 			for k, p := range part {
 				entries[k] = p.entry
+				byID[aws.ToString(p.entry.Id)] = p.entry
 			}
 			out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
 			if err != nil {
@@ -228,9 +270,18 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
 			}
 			for _, ok := range out.Successful {
-				if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i >= 0 && i < len(results) {
-					results[i].DestID = aws.ToString(ok.MessageId)
+				i, err := strconv.Atoi(aws.ToString(ok.Id))
+				if err != nil || i < 0 || i >= len(results) {
+					continue
 				}
+				if ferr := q.enqueued(dest, byID[aws.ToString(ok.Id)], aws.ToString(ok.MessageId)); ferr != nil {
+					results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+					if refused == nil {
+						refused = ferr
+					}
+					continue
+				}
+				results[i].DestID = aws.ToString(ok.MessageId)
 			}
 			for _, f := range out.Failed {
 				i, err := strconv.Atoi(aws.ToString(f.Id))
@@ -272,7 +323,9 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	return results, nil
 }
 
-// markAttributes are the message attributes of the redriven message.
+// markAttributes are the message attributes of the redriven message;
+// without withMarkers only redrive_count is raised or added (a message the
+// run markers would push over the size limit).
 //
 // SQS allows 10 message attributes. The markers (redrive_count,
 // dlqctl_run_id, dlqctl_seq, dlqctl_redriven_from) are written as their own
@@ -281,7 +334,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 // an existing one is extended); when the message has 10 attributes of its
 // own already, none but an existing redrive_count attribute (raised in
 // place) is written, and the journal alone records the run.
-func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers) map[string]types.MessageAttributeValue {
+func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers, withMarkers bool) map[string]types.MessageAttributeValue {
 	attrs := maps.Clone(m.MessageAttributes)
 	if attrs == nil {
 		attrs = map[string]types.MessageAttributeValue{}
@@ -304,10 +357,13 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 			break
 		}
 	}
-	marks := [][2]string{
-		{backend.MarkerRunID, mk.RunID},
-		{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
-		{backend.MarkerRedrivenFrom, it.ID},
+	var marks [][2]string
+	if withMarkers {
+		marks = [][2]string{
+			{backend.MarkerRunID, mk.RunID},
+			{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
+			{backend.MarkerRedrivenFrom, it.ID},
+		}
 	}
 	rc := strconv.Itoa(count + 1)
 	if inPlace {
@@ -334,11 +390,80 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 	return attrs
 }
 
+// errTooLarge: a message that would exceed the destination's size limit.
+var errTooLarge = errors.New("message too large")
+
+// defaultMaxMessageSize is SQS's message (and batch payload) size limit
+// for a queue that does not report MaximumMessageSize (ElasticMQ): 256
+// KiB, the limit SQS had for years and the lower of the two it has had.
+const defaultMaxMessageSize = 256 * 1024
+
+// maxMessageSize is the destination queue's MaximumMessageSize (cached):
+// SQS refuses a message, and a batch whose messages together are, larger.
+func (q *Queue) maxMessageSize(ctx context.Context, destURL string) (int, error) {
+	q.mu.Lock()
+	n, ok := q.destMax[destURL]
+	q.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	out, err := q.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(destURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		return 0, q.wrap(ctx, "read the destination's MaximumMessageSize", err)
+	}
+	n, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+	if err != nil || n <= 0 {
+		n = defaultMaxMessageSize
+	}
+	q.mu.Lock()
+	q.destMax[destURL] = n
+	q.mu.Unlock()
+	return n, nil
+}
+
+// messageSize is a message's size as SQS counts it against the limit: the
+// body, and each message attribute's name, data type and value.
+func messageSize(e types.SendMessageBatchRequestEntry) int {
+	n := len(aws.ToString(e.MessageBody))
+	for k, v := range e.MessageAttributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
 // dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for
-// one event: the same event ID and fingerprint give the same ID.
-func dedupID(kind, eventID, fingerprint string) string {
-	h := sha256.Sum256([]byte(kind + "\x00" + eventID + "\x00" + strings.ToLower(fingerprint)))
+// one move: the run and the DLQ message it moves. Only a resend of that
+// move inside the run has the same ID.
+func dedupID(runID, dlqMessageID string) string { return dedupKey("redrive", runID, dlqMessageID) }
+
+// dedupKey hashes its parts into a MessageDeduplicationId.
+func dedupKey(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "dlqctl-" + hex.EncodeToString(h[:])
+}
+
+// enqueued checks a successful send's answer: SQS enqueued the message
+// unless the answer has no MessageId, or (on a FIFO queue, where a
+// deduplicated send is answered with the earlier message's MessageId) the
+// MessageId is one SQS gave another move of this process.
+func (q *Queue) enqueued(dest string, e types.SendMessageBatchRequestEntry, msgID string) error {
+	if msgID == "" {
+		return errors.New("SQS answered the send without a MessageId: nothing was enqueued")
+	}
+	if e.MessageDeduplicationId == nil {
+		return nil
+	}
+	key := dest + "\x00" + msgID
+	dd := aws.ToString(e.MessageDeduplicationId)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if prev, ok := q.sentIDs[key]; ok && prev != dd {
+		return fmt.Errorf("SQS answered with MessageId %s, which it gave another move: deduplicated, nothing was enqueued", msgID)
+	}
+	q.sentIDs[key] = dd
+	return nil
 }
 
 func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }

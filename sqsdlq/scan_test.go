@@ -70,3 +70,34 @@ func TestScanNeverDeletes(t *testing.T) {
 		t.Fatalf("after Get %d visible, %d in flight", v, f)
 	}
 }
+
+// TestScanSpillsHandles: a scan with more messages than its in-memory
+// handle bound sees each message once, in order, and releases every one
+// (the spilled handles too).
+func TestScanSpillsHandles(t *testing.T) {
+	ctx := testCtx(t)
+	p := newPair(t, ctx, false, 2)
+	const n = 300
+	fillDLQ(t, p, n)
+	q := open(t, ctx, p)
+	q.SetHandleBound(50)
+	got := scanAll(t, ctx, q)
+	seen := map[string]bool{}
+	for _, e := range got {
+		if seen[e.ID] {
+			t.Fatalf("%s handed over twice", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("scan saw %d of %d", len(seen), n)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].DeadLetteredAt.Before(got[i-1].DeadLetteredAt) {
+			t.Fatalf("out of order at %d", i)
+		}
+	}
+	if v, f := counts(t, ctx, p.dlq); v != n || f != 0 {
+		t.Fatalf("after the scan %d visible, %d in flight; want %d, 0", v, f, n)
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +82,20 @@ type Queue struct {
 	// held are the DLQ messages a Publish received and kept invisible for
 	// the Remove that follows, by MessageId.
 	held map[string]received
+	// destMax caches each destination's MaximumMessageSize, by queue URL.
+	destMax map[string]int
+	// sentIDs maps a FIFO destination URL and a MessageId SQS answered a
+	// send with to that send's MessageDeduplicationId: a later answer with
+	// the same MessageId for another deduplication ID was deduplicated.
+	sentIDs map[string]string
+	// scanVis is the visibility timeout scans receive with (scanVisibility).
+	scanVis time.Duration
+	// handleBound is how many receipt handles a scan keeps in memory.
+	handleBound int
+	// unseen is how many messages the last full scan could not see: in
+	// flight (held by another reader, or by a killed scan or move) when it
+	// began, and not received by it.
+	unseen int64
 	// oldestSent is the oldest SentTimestamp the last full scan saw.
 	oldestSent time.Time
 	// sourceIDs holds the dlqctl_source_id and MessageId of every message,
@@ -108,11 +121,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		src: src, names: names, from: from, c: opts.Client, now: opts.Now,
-		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{},
+		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{}, destMax: map[string]int{},
 	}
 	if q.now == nil {
 		q.now = time.Now
 	}
+	q.scanVis = scanVisibility
+	q.handleBound = handleBound
 	if q.c == nil {
 		if q.c, err = newClient(ctx, src); err != nil {
 			return nil, err
@@ -268,52 +283,45 @@ func (a sortKey) less(b sortKey) bool {
 	return a.id < b.id
 }
 
-// order sorts msgs in dead-letter order (see sortKey).
-func (q *Queue) order(msgs []received) {
-	keys := make([]sortKey, len(msgs))
-	first := map[string]int64{}
-	for i, r := range msgs {
-		keys[i] = keyOf(r.msg)
-		if q.fifo {
-			if f, ok := first[keys[i].group]; !ok || keys[i].sent < f {
-				first[keys[i].group] = keys[i].sent
-			}
-		}
-	}
-	if q.fifo {
-		for i := range keys {
-			keys[i].groupFirst = first[keys[i].group]
-		}
-	}
-	idx := make([]int, len(msgs))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return keys[idx[a]].less(keys[idx[b]]) })
-	out := make([]received, len(msgs))
-	for i, j := range idx {
-		out[i] = msgs[j]
-	}
-	copy(msgs, out)
-}
-
-// scanVisibility is the visibility timeout for a scan of about n messages:
-// long enough that none comes back before the scan has handed it over and
-// released it (at a pessimistic 100 messages a second), at most 12 hours.
-func scanVisibility(n int64) time.Duration {
-	d := 60*time.Second + time.Duration(n/100)*time.Second
-	return min(d, 12*time.Hour)
-}
-
 // receiveAll receives every message the queue hands out with the given
+// visibility timeout (see receiveInto) and keeps each whole, until want
+// reports that everything wanted is in hand. A message received twice
+// (its visibility ran out) is kept once, with the newer receipt handle.
+//
+// ext, when not nil, is given every batch received, to keep it invisible
+// while the caller holds it; on an error receiveAll stops it before
+// releasing what it took.
+func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender, want func(map[string]received) bool) ([]received, error) {
+	seen := map[string]received{}
+	_, err := q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
+		ext.add(msgs, at, vis)
+		for _, m := range msgs {
+			seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
+		}
+		return want != nil && want(seen)
+	}, func() int { return len(seen) })
+	all := make([]received, 0, len(seen))
+	for _, r := range seen {
+		all = append(all, r)
+	}
+	if err != nil {
+		// Give back what was taken before failing.
+		ext.stop()
+		q.releaseDetached(all)
+		return nil, err
+	}
+	return all, nil
+}
+
+// receiveInto receives every message the queue hands out with the given
 // visibility timeout, with the source URL's number of parallel receivers,
-// until each receiver has had an empty long poll (1 s) or want reports
-// that everything wanted is in hand. A message received twice (its
-// visibility ran out) is kept once, with the newer receipt handle.
-func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map[string]received) bool) ([]received, error) {
+// until each receiver has had an empty long poll (1 s) or add reports
+// that everything wanted is in hand. add (which keeps the messages) and
+// have (how many distinct messages are in hand) are called under one
+// lock. It returns the queue's counts from before the first receive.
+func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]types.Message, time.Time) bool, have func() int) (Counts, error) {
 	var (
 		mu    sync.Mutex
-		seen  = map[string]received{}
 		stop  bool
 		first error
 		// inflight counts receive calls under way.
@@ -331,7 +339,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 	// when that is empty too.
 	c, _, err := q.counts(ctx)
 	if err != nil {
-		return nil, err
+		return Counts{}, err
 	}
 	// In flight counts too: messages a scan just released may still be
 	// counted as in flight for a moment (ElasticMQ does so), and a
@@ -372,7 +380,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 					return
 				}
 				if len(out.Messages) == 0 {
-					short := wait == 0 && int64(len(seen)) < expect
+					short := wait == 0 && int64(have()) < expect
 					others := inflight > 0
 					mu.Unlock()
 					switch {
@@ -388,11 +396,7 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 					continue
 				}
 				wait = 0
-				at := q.now()
-				for _, m := range out.Messages {
-					seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
-				}
-				if want != nil && !stop && want(seen) {
+				if add(out.Messages, q.now()) && !stop {
 					stop = true
 				}
 				mu.Unlock()
@@ -400,41 +404,55 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, want func(map
 		}()
 	}
 	wg.Wait()
-	all := make([]received, 0, len(seen))
-	for _, r := range seen {
-		all = append(all, r)
-	}
 	err = first
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		// Give back what was taken before failing.
-		q.releaseDetached(all)
-		return nil, q.wrap(ctx, "receive", err)
+		return c, q.wrap(ctx, "receive", err)
 	}
-	return all, nil
+	return c, nil
 }
 
-// release makes msgs visible again (visibility 0), 10 per call, in
-// parallel. A message whose receipt handle is no longer valid (deleted or
-// received again since) needs no release.
+// noteUnseen records, after a full scan that began with counts c and
+// received have messages, how many in-flight messages (not this Queue's
+// own) it could not see.
+func (q *Queue) noteUnseen(c Counts, have int) {
+	q.mu.Lock()
+	own := int64(len(q.held))
+	q.unseen = max(0, min(c.InFlight-own, c.Visible+c.InFlight-own-int64(have)))
+	q.mu.Unlock()
+}
+
+// release makes msgs visible again (visibility 0); see releaseHandles.
 func (q *Queue) release(ctx context.Context, msgs []received) error {
+	hs := make([]string, len(msgs))
+	for i, r := range msgs {
+		hs[i] = aws.ToString(r.msg.ReceiptHandle)
+	}
+	return q.releaseHandles(ctx, hs)
+}
+
+// releaseHandles makes the messages of these receipt handles visible
+// again (visibility 0), 10 per call, in parallel. A message whose receipt
+// handle is no longer valid (deleted or received again since) needs no
+// release.
+func (q *Queue) releaseHandles(ctx context.Context, handles []string) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 	)
 	sem := make(chan struct{}, max(q.src.receivers, 1))
-	for i := 0; i < len(msgs); i += 10 {
-		part := msgs[i:min(i+10, len(msgs))]
+	for i := 0; i < len(handles); i += 10 {
+		part := handles[i:min(i+10, len(handles))]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(part))
-			for j, r := range part {
-				entries[j] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: r.msg.ReceiptHandle, VisibilityTimeout: 0}
+			for j, h := range part {
+				entries[j] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}
 			}
 			out, err := q.c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 			if err == nil {
@@ -483,39 +501,58 @@ func staleReceipt(code string) bool {
 	return false
 }
 
-// snapshot receives the whole DLQ, ordered, and hands the messages to fn;
-// afterwards (whatever fn returned) it releases them all.
-func (q *Queue) snapshot(ctx context.Context, fn func([]received) error) (err error) {
+// snapshot receives the whole DLQ into a scanStore, orders it and hands
+// it to fn; afterwards (whatever fn returned) it releases every message.
+// The messages stay invisible meanwhile: the extender extends their
+// visibility while the scan lives.
+func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err error) {
 	n, err := q.Len(ctx)
 	if err != nil {
 		return err
 	}
-	msgs, err := q.receiveAll(ctx, scanVisibility(n), nil)
+	st, err := newScanStore(q.handleBound)
 	if err != nil {
 		return err
 	}
+	defer st.close()
+	st.reserve(n)
+	ext := q.startExtender()
+	ext.src = st
 	defer func() {
-		if rerr := q.releaseDetached(msgs); rerr != nil && err == nil {
-			err = rerr
+		ext.stop()
+		if rerr := q.releaseStore(st); rerr != nil && err == nil {
+			err = q.wrap(ctx, "make the scanned messages visible again", rerr)
 		}
 	}()
-	q.order(msgs)
-	return fn(msgs)
+	c, err := q.receiveInto(ctx, q.scanVis, func(msgs []types.Message, at time.Time) bool {
+		i, j := st.add(msgs)
+		ext.addRange(i, j, at, q.scanVis)
+		return false
+	}, st.count)
+	if err != nil {
+		return err
+	}
+	if err := st.seal(q.fifo); err != nil {
+		return err
+	}
+	q.noteUnseen(c, st.count())
+	return fn(st)
 }
 
 // Scan hands over every message in dead-letter order, starting after the
 // MessageId after. SQS can only be read by receiving, so the whole DLQ is
-// received (and held in memory) first, then released when fn is done.
+// received first (kept in a temporary file, see scanStore), then handed
+// over, then released.
 func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	if q.missing {
 		return nil
 	}
-	return q.snapshot(ctx, func(msgs []received) error {
+	return q.snapshot(ctx, func(st *scanStore) error {
 		start := 0
 		if after != "" {
 			start = -1
-			for i, r := range msgs {
-				if r.id() == after {
+			for i, e := range st.index {
+				if e.key.id == after {
 					start = i + 1
 					break
 				}
@@ -524,19 +561,26 @@ func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 				return fmt.Errorf("%s: cursor %q: no such message in the DLQ any more (redriven or expired since?): %w", q, after, backend.ErrNotFound)
 			}
 		}
-		var oldest time.Time
-		for _, r := range msgs {
-			if t := sentAt(r.msg); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+		var oldest int64
+		for _, e := range st.index {
+			if t := e.key.sent; t > 0 && (oldest == 0 || t < oldest) {
 				oldest = t
 			}
 		}
 		if after == "" {
 			q.mu.Lock()
-			q.oldestSent = oldest
+			q.oldestSent = time.Time{}
+			if oldest > 0 {
+				q.oldestSent = time.UnixMilli(oldest).UTC()
+			}
 			q.mu.Unlock()
 		}
-		for _, r := range msgs[start:] {
-			if err := fn(q.decode(ctx, r.msg)); err != nil {
+		for i := start; i < len(st.index); i++ {
+			m, err := st.message(i)
+			if err != nil {
+				return err
+			}
+			if err := fn(q.decode(ctx, m)); err != nil {
 				if errors.Is(err, backend.ErrStop) {
 					return nil
 				}
@@ -548,14 +592,6 @@ func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 		}
 		return nil
 	})
-}
-
-func sentAt(m types.Message) time.Time {
-	n, err := strconv.ParseInt(m.Attributes[envelope.SQSSentTimestamp], 10, 64)
-	if err != nil || n <= 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n).UTC()
 }
 
 // decode maps one message to an envelope.
@@ -608,21 +644,28 @@ func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if q.missing {
 		return envelope.Envelope{}, fmt.Errorf("%s: %s: %w", q, id, backend.ErrNotFound)
 	}
-	n, err := q.Len(ctx)
+	ext := q.startExtender()
+	msgs, err := q.receiveAll(ctx, q.scanVis, ext, func(seen map[string]received) bool { _, ok := seen[id]; return ok })
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	msgs, err := q.receiveAll(ctx, scanVisibility(n), func(seen map[string]received) bool { _, ok := seen[id]; return ok })
-	if err != nil {
-		return envelope.Envelope{}, err
-	}
-	defer q.releaseDetached(msgs)
+	defer func() { ext.stop(); q.releaseDetached(msgs) }()
 	for _, r := range msgs {
 		if r.id() == id {
 			return q.decode(ctx, r.msg), nil
 		}
 	}
 	return envelope.Envelope{}, fmt.Errorf("message %s: %w in %s", id, backend.ErrNotFound, q)
+}
+
+// Unseen is how many messages the last full scan could not see: they were
+// in flight (not visible) when it began — held by another reader, or by a
+// dlqctl scan or move killed before it released them — and it did not
+// receive them. They are in the DLQ all the same: check counts them.
+func (q *Queue) Unseen() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unseen
 }
 
 // Counts are the queue's approximate message counts.

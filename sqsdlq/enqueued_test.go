@@ -1,0 +1,38 @@
+package sqsdlq
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// TestEnqueued: an answer without a MessageId, or (FIFO) with the
+// MessageId SQS gave another move of this process, shows nothing was
+// enqueued; the same move's resend answered with its own earlier
+// MessageId is fine.
+func TestEnqueued(t *testing.T) {
+	q := &Queue{sentIDs: map[string]string{}}
+	const dest = "http://sqs/q.fifo"
+	a := types.SendMessageBatchRequestEntry{MessageDeduplicationId: aws.String(dedupID("run", "m1"))}
+	b := types.SendMessageBatchRequestEntry{MessageDeduplicationId: aws.String(dedupID("run", "m2"))}
+	if err := q.enqueued(dest, a, ""); err == nil {
+		t.Fatal("an answer without a MessageId passed")
+	}
+	if err := q.enqueued(dest, a, "X"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.enqueued(dest, a, "X"); err != nil {
+		t.Fatalf("the same move's resend: %v", err)
+	}
+	if err := q.enqueued(dest, b, "X"); err == nil {
+		t.Fatal("another move answered with the first move's MessageId passed")
+	}
+	if dedupID("run", "m1") == dedupID("other-run", "m1") {
+		t.Fatal("two runs share a deduplication ID")
+	}
+	std := types.SendMessageBatchRequestEntry{}
+	if err := q.enqueued("http://sqs/q", std, "X"); err != nil {
+		t.Fatalf("standard queue: %v", err)
+	}
+}
