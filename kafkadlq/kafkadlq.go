@@ -124,6 +124,9 @@ type Topic struct {
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.
 	firstSeen map[int32]seenRecord
+	// claimed is the state topic recorded for this DLT (claim.go), once
+	// read.
+	claimed string
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL

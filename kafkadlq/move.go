@@ -168,6 +168,12 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("entry %s: no original topic in its headers and no --to", it.ID)
 			continue
 		}
+		// Checked here as well as at plan time: a hand-made or older plan
+		// must not write the state topic either.
+		if err := t.GuardDestination(ctx, dest); err != nil {
+			results[i].Err = fmt.Errorf("entry %s: destination refused: %w", it.ID, err)
+			continue
+		}
 		n, ok := counts[dest]
 		if !ok {
 			if n, err = t.destPartitions(ctx, dest); err != nil {
