@@ -127,6 +127,11 @@ type Topic struct {
 	// claimed is the state topic recorded for this DLT (claim.go), once
 	// read.
 	claimed string
+	// held is the epoch of the DLQ lease taken through this Topic
+	// (lease.go), noEpoch when none, lostEpoch once lost.
+	held   int64
+	metaMu sync.Mutex            // held by readMeta
+	metas  map[string]*metaCache // per state topic read (meta.go)
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -166,6 +171,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		txnTTL:   orDefault(opts.TransactionTimeout, defaultTxnTimeout),
 		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
 		now:      opts.Now,
+		held:     noEpoch,
 	}
 	if t.now == nil {
 		t.now = time.Now
@@ -370,6 +376,13 @@ func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
 // (no group, nothing committed), read_committed, control records kept so
 // that the end of a range is always seen.
 func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) {
+	return t.readerIso(topic, from, kgo.ReadCommitted())
+}
+
+// readerIso is reader with the isolation level given: the lease and claim
+// records are never transactional, and read_uncommitted sees them behind
+// a transaction that a crashed run left open.
+func (t *Topic) readerIso(topic string, from map[int32]int64, iso kgo.IsolationLevel) (*kgo.Client, error) {
 	o, err := t.baseOpts()
 	if err != nil {
 		return nil, err
@@ -380,7 +393,7 @@ func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) 
 	}
 	o = append(o,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(iso),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)
@@ -391,6 +404,11 @@ func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) 
 // [from, to) range, partition by partition interleaved as fetched (one
 // partition's records in offset order). fn may return backend.ErrStop.
 func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2]int64, fn func(*kgo.Record) error) error {
+	return t.readRangeIso(ctx, topic, ranges, kgo.ReadCommitted(), fn)
+}
+
+// readRangeIso is readRange at the isolation level given.
+func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, fn func(*kgo.Record) error) error {
 	from := map[int32]int64{}
 	for p, r := range ranges {
 		if r[0] < r[1] {
@@ -400,7 +418,7 @@ func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2
 	if len(from) == 0 {
 		return nil
 	}
-	cl, err := t.reader(topic, from)
+	cl, err := t.readerIso(topic, from, iso)
 	if err != nil {
 		return err
 	}
@@ -490,10 +508,9 @@ type stateRecord struct {
 }
 
 // state is what the state topic holds: the entries taken out of the DLQ
-// by locator, and the lease records in the order they were written.
+// by locator.
 type state struct {
-	done   *doneSet
-	leases []leaseRecord
+	done *doneSet
 }
 
 // doneSet is the entries the state topic takes out of the DLQ, by
@@ -554,11 +571,10 @@ type stateCache struct {
 }
 
 // stateChange is one state record read: an entry's record (nil: a
-// tombstone) or a lease record.
+// tombstone).
 type stateChange struct {
-	key   string
-	rec   *stateRecord
-	lease *leaseRecord
+	key string
+	rec *stateRecord
 }
 
 // loadState reads the state topic. With stable, it first waits until no
@@ -653,11 +669,8 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	var changes []stateChange
 	err := t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
 		key := string(r.Key)
-		if key == leaseKey {
-			var l leaseRecord
-			if json.Unmarshal(r.Value, &l) == nil {
-				changes = append(changes, stateChange{key: key, lease: &l})
-			}
+		if isMetaKey(key) {
+			// Lease and claim records: readMeta's.
 			return nil
 		}
 		if r.Value == nil {
@@ -681,8 +694,6 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	st.done.mu.Lock()
 	for _, c := range changes {
 		switch {
-		case c.lease != nil:
-			st.leases = append(st.leases, *c.lease)
 		case c.rec == nil:
 			delete(st.done.m, c.key)
 		default:
@@ -708,15 +719,23 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	cleanup, compactLag := "compact", "0"
+	cleanup, compactLag, tsType := "compact", "0", logAppendTime
 	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
-		"cleanup.policy":        &cleanup,
-		"min.compaction.lag.ms": &compactLag,
+		"cleanup.policy":         &cleanup,
+		"min.compaction.lag.ms":  &compactLag,
+		"message.timestamp.type": &tsType,
 	}, t.src.stateTopic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		// Made by an older dlqctl, or by an operator: the lease needs the
+		// broker's clock on its records.
+		if err := t.brokerTimestamps(rctx); err != nil {
+			return err
+		}
+	case err != nil:
 		return t.connErr(ctx, "create the state topic "+t.src.stateTopic, err)
 	}
 	// The client caches metadata: a read before the creation would still

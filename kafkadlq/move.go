@@ -20,25 +20,35 @@ func (t *Topic) Atomic() bool { return true }
 // DefaultDest is the original topic named by the dead-lettering headers.
 func (t *Topic) DefaultDest(origin string) string { return origin }
 
-// TransactionalID is the transactional ID of a run: fixed per run, so a
-// resume fences the producer of a crashed attempt and the broker aborts
-// its open transaction.
-func TransactionalID(runID string) string { return "dlqctl-" + runID }
+// TransactionalID is the transactional ID of every redrive of the DLT:
+// one per DLT, so the run that takes the DLQ lease fences the producer of
+// the run before it — crashed, or paused past its lease — and the broker
+// aborts that producer's open transaction and refuses its commits.
+func TransactionalID(dlt string) string { return "dlqctl-" + dlt }
 
-// txnClient returns the transactional producer of runID, creating it and
+// fenceProducer starts this Topic's transactional producer anew, fencing
+// any other with the DLT's transactional ID.
+func (t *Topic) fenceProducer(ctx context.Context) error {
+	t.mu.Lock()
+	if t.txn != nil {
+		go t.txn.Close()
+		t.txn = nil
+	}
+	t.mu.Unlock()
+	_, err := t.txnClient(ctx)
+	return err
+}
+
+// txnClient returns the transactional producer of the DLT, creating it and
 // loading its producer ID, which fences any earlier producer with the same
 // transactional ID and aborts its open transaction.
-func (t *Topic) txnClient(ctx context.Context, runID string) (*kgo.Client, error) {
-	id := TransactionalID(runID)
+func (t *Topic) txnClient(ctx context.Context) (*kgo.Client, error) {
+	id := TransactionalID(t.src.topic)
 	t.mu.Lock()
-	if t.txn != nil && t.txnID == id {
+	if t.txn != nil {
 		cl := t.txn
 		t.mu.Unlock()
 		return cl, nil
-	}
-	if t.txn != nil {
-		t.txn.Close()
-		t.txn = nil
 	}
 	t.mu.Unlock()
 	o, err := t.baseOpts()
@@ -102,9 +112,12 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := t.txnClient(ctx, m.RunID)
-	if err != nil {
+	if err := t.leaseHeld(ctx); err != nil {
 		return nil, err
+	}
+	cl, err := t.txnClient(ctx)
+	if err != nil {
+		return nil, t.fencedErr(err)
 	}
 	results, recs, states, err := t.prepare(ctx, items, m)
 	if err != nil {
@@ -115,7 +128,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	if err := t.commit(ctx, cl, recs, states); err != nil {
 		t.dropTxn(cl)
-		return nil, err
+		return nil, t.fencedErr(err)
 	}
 	for _, s := range states {
 		results[s.index].DestID = s.rec.DestID
@@ -332,6 +345,9 @@ func destPartition(src, out *kgo.Record, dest string, n int) int32 {
 // (Kafka cannot delete one record); others are ErrNotFound.
 func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend.MoveResult, error) {
 	if err := t.ensureStateTopic(ctx); err != nil {
+		return nil, err
+	}
+	if err := t.leaseHeld(ctx); err != nil {
 		return nil, err
 	}
 	st, err := t.loadState(ctx, true)
