@@ -193,6 +193,10 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		// check and stats refuse it unless --allow-missing.
 		t.missing = true
 	}
+	if err := t.checkClaim(ctx); err != nil {
+		t.cl.Close()
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -709,7 +713,8 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	return st, nil
 }
 
-// ensureStateTopic creates the compacted state topic on first write.
+// ensureStateTopic creates the compacted state topic on first write and
+// records it as the DLT's (claim.go).
 func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	t.mu.Lock()
 	up := t.stateUp
@@ -717,6 +722,21 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	if up {
 		return nil
 	}
+	if err := t.createStateTopic(ctx, t.src.stateTopic); err != nil {
+		return err
+	}
+	if err := t.claim(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.stateUp = true
+	t.mu.Unlock()
+	return nil
+}
+
+// createStateTopic makes topic a state topic (one partition, compacted,
+// the broker's timestamps) unless it exists.
+func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	cleanup, compactLag, tsType := "compact", "0", logAppendTime
@@ -724,7 +744,7 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 		"cleanup.policy":         &cleanup,
 		"min.compaction.lag.ms":  &compactLag,
 		"message.timestamp.type": &tsType,
-	}, t.src.stateTopic)
+	}, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -732,18 +752,15 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		// Made by an older dlqctl, or by an operator: the lease needs the
 		// broker's clock on its records.
-		if err := t.brokerTimestamps(rctx); err != nil {
+		if err := t.brokerTimestamps(rctx, topic); err != nil {
 			return err
 		}
 	case err != nil:
-		return t.connErr(ctx, "create the state topic "+t.src.stateTopic, err)
+		return t.connErr(ctx, "create the state topic "+topic, err)
 	}
 	// The client caches metadata: a read before the creation would still
 	// find the topic missing.
-	t.cl.PurgeTopicsFromClient(t.src.stateTopic)
-	t.mu.Lock()
-	t.stateUp = true
-	t.mu.Unlock()
+	t.cl.PurgeTopicsFromClient(topic)
 	return nil
 }
 

@@ -96,11 +96,11 @@ func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 // brokerTimestamps makes sure the state topic's records carry the
 // broker's time (message.timestamp.type=LogAppendTime), setting it on a
 // state topic made before dlqctl asked for it.
-func (t *Topic) brokerTimestamps(ctx context.Context) error {
-	rc, err := t.adm.DescribeTopicConfigs(ctx, t.src.stateTopic)
+func (t *Topic) brokerTimestamps(ctx context.Context, topic string) error {
+	rc, err := t.adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil {
 		var c kadm.ResourceConfig
-		if c, err = rc.On(t.src.stateTopic, nil); err == nil {
+		if c, err = rc.On(topic, nil); err == nil {
 			err = c.Err
 			for _, kv := range c.Configs {
 				if kv.Key == "message.timestamp.type" && kv.Value != nil && *kv.Value == logAppendTime {
@@ -112,7 +112,7 @@ func (t *Topic) brokerTimestamps(ctx context.Context) error {
 	if err == nil {
 		v := logAppendTime
 		var res kadm.AlterConfigsResponses
-		res, err = t.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: &v}}, t.src.stateTopic)
+		res, err = t.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: &v}}, topic)
 		if err == nil {
 			for _, r := range res {
 				if r.Err != nil {
@@ -122,7 +122,7 @@ func (t *Topic) brokerTimestamps(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return t.connErr(ctx, fmt.Sprintf("set message.timestamp.type=LogAppendTime on the state topic %s (the lease is timed by the broker's clock; kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config message.timestamp.type=LogAppendTime)", t.src.stateTopic, t.src.stateTopic), err)
+		return t.connErr(ctx, fmt.Sprintf("set message.timestamp.type=LogAppendTime on the state topic %s (the lease is timed by the broker's clock; kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config message.timestamp.type=LogAppendTime)", topic, topic), err)
 	}
 	return nil
 }
