@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -126,11 +128,16 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if len(recs) == 0 {
 		return results, nil
 	}
-	if err := t.commit(ctx, cl, recs, states); err != nil {
+	refused, err := t.commitRefusing(ctx, cl, recs, states)
+	if err != nil {
 		t.dropTxn(cl)
 		return nil, t.fencedErr(err)
 	}
 	for _, s := range states {
+		if e, ok := refused[s.record]; ok {
+			results[s.index].Err = fmt.Errorf("entry %s: %s refused the record: %w", items[s.index].ID, recs[s.record].Topic, e)
+			continue
+		}
 		results[s.index].DestID = s.rec.DestID
 	}
 	for i := range results {
@@ -243,11 +250,88 @@ type pendingState struct {
 	rec    stateRecord
 }
 
+// commitRefusing commits the chunk's moves, leaving out each record the
+// destination refuses for what it is (too large once dlqctl's headers are
+// on it, a topic it may not write): one such record must not fail its
+// whole chunk, every time it is resumed. When a transaction fails on
+// refused records, it is aborted, the others are committed without them,
+// and each refused record is tried alone (a broker refuses a whole batch
+// for one record, so its neighbours were maybe refused only by company).
+// It returns the refused records, by index in recs, and their errors; an
+// error of its own means the outcome of what was not yet committed is
+// unknown.
+func (t *Topic) commitRefusing(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) (map[int]error, error) {
+	refused := map[int]error{}
+	var try func(part []pendingState, alone bool) error
+	try = func(part []pendingState, alone bool) error {
+		sub := make([]*kgo.Record, len(part))
+		subStates := make([]pendingState, len(part))
+		for i, s := range part {
+			r := *recs[s.record] // a fresh record: an attempt's left its offsets on it
+			r.Partition, r.Offset, r.Timestamp = recs[s.record].Partition, 0, time.Time{}
+			sub[i] = &r
+			subStates[i] = s
+			subStates[i].record = i
+		}
+		bad, err := t.commit(ctx, cl, sub, subStates)
+		if err == nil {
+			for i, s := range subStates {
+				for j := range states {
+					if states[j].record == part[i].record {
+						states[j].rec.DestID = s.rec.DestID
+					}
+				}
+			}
+			return nil
+		}
+		if len(bad) == 0 {
+			return err
+		}
+		if alone {
+			for i, e := range bad {
+				refused[part[i].record] = e
+			}
+			return nil
+		}
+		var rest, suspects []pendingState
+		for i, s := range part {
+			if _, ok := bad[i]; ok {
+				suspects = append(suspects, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		if len(rest) > 0 {
+			if err := try(rest, false); err != nil {
+				return err
+			}
+		}
+		for _, s := range suspects {
+			if err := try([]pendingState{s}, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return refused, try(states, len(states) == 1)
+}
+
+// refusedRecord says whether a produce error is the destination refusing
+// this record for what it is, which no retry of it changes.
+func refusedRecord(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTopicException) ||
+		errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.PolicyViolation) ||
+		errors.Is(err, kerr.CorruptMessage) || errors.Is(err, kerr.InvalidRequiredAcks)
+}
+
 // commit writes the origin records, then the state records naming where
-// each went, in one transaction.
-func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) error {
+// each went, in one transaction. When the origin refused records
+// (refusedRecord), the transaction is aborted and they are returned by
+// index with the error.
+func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) (map[int]error, error) {
 	if err := cl.BeginTransaction(); err != nil {
-		return t.connErr(ctx, "begin a transaction", err)
+		return nil, t.connErr(ctx, "begin a transaction", err)
 	}
 	abort := func(cause error) error {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
@@ -262,7 +346,19 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		err = res.FirstErr()
 	}
 	if err != nil {
-		return abort(t.connErr(ctx, "produce to the origin", err))
+		bad := map[int]error{}
+		if ctx.Err() == nil {
+			at := make(map[*kgo.Record]int, len(recs))
+			for i, r := range recs {
+				at[r] = i
+			}
+			for _, r := range res {
+				if r.Err != nil && refusedRecord(r.Err) {
+					bad[at[r.Record]] = r.Err
+				}
+			}
+		}
+		return bad, abort(t.connErr(ctx, "produce to the origin", err))
 	}
 	stateRecs := make([]*kgo.Record, len(states))
 	for i := range states {
@@ -278,13 +374,13 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		err = sres.FirstErr()
 	}
 	if err != nil {
-		return abort(t.connErr(ctx, "write the state records", err))
+		return nil, abort(t.connErr(ctx, "write the state records", err))
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// The commit may or may not have reached the coordinator.
-		return t.connErr(ctx, "commit", err)
+		return nil, t.connErr(ctx, "commit", err)
 	}
-	return nil
+	return nil, nil
 }
 
 // redriveRecord is the record to put back: same key and value, original
