@@ -130,7 +130,13 @@ type Topic struct {
 	// held is the epoch of the DLQ lease taken through this Topic
 	// (lease.go), noEpoch when none, lostEpoch once lost.
 	held   int64
-	metaMu sync.Mutex            // held by readMeta
+	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
+	topicID string
+	// mismatch and mismatches: state records that disagreed with the
+	// record at their locator (identity.go), some by locator, and how many.
+	mismatch   map[string]string
+	mismatches int
+	metaMu     sync.Mutex            // held by readMeta
 	metas  map[string]*metaCache // per state topic read (meta.go)
 }
 
@@ -184,7 +190,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		return nil, backend.Configf("%s: %v", t, err)
 	}
 	t.adm = kadm.NewClient(t.cl)
-	if _, err := t.partitions(ctx, t.src.topic); err != nil {
+	if _, t.topicID, err = t.topicMeta(ctx, t.src.topic); err != nil {
 		if !errors.Is(err, errNoTopic) {
 			t.cl.Close()
 			return nil, t.explain(err)
@@ -309,20 +315,8 @@ func (t *Topic) connErr(ctx context.Context, what string, err error) error {
 // partitions is the number of partitions of topic; a topic that does not
 // exist is an error naming it.
 func (t *Topic) partitions(ctx context.Context, topic string) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	md, err := t.adm.ListTopics(rctx, topic)
-	if err != nil {
-		return 0, t.connErr(ctx, "metadata", err)
-	}
-	d, ok := md[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("%s: topic %q %w", t, topic, errNoTopic)
-	}
-	if d.Err != nil {
-		return 0, t.connErr(ctx, "metadata of "+topic, d.Err)
-	}
-	return len(d.Partitions), nil
+	n, _, err := t.topicMeta(ctx, topic)
+	return n, err
 }
 
 // span is the readable range of one partition: [start, end), end being
@@ -509,6 +503,12 @@ type stateRecord struct {
 	Dest        string    `json:"dest,omitempty"`
 	DestID      string    `json:"dest_id,omitempty"`
 	At          time.Time `json:"at"`
+	// TopicID is the DLT's Kafka topic ID and RecordTS the record's
+	// timestamp (Unix ms): a DLT deleted and made again reuses offsets,
+	// and the state of the old topic must not hide the new one's records
+	// (identity.go). Absent in records from before they were written.
+	TopicID  string `json:"topic_id,omitempty"`
+	RecordTS int64  `json:"record_ts,omitempty"`
 }
 
 // state is what the state topic holds: the entries taken out of the DLQ
@@ -543,14 +543,34 @@ func (d *doneSet) hasAt(p int32, o int64) bool {
 	if d == nil {
 		return false
 	}
+	_, ok := d.getAt(p, o)
+	return ok
+}
+
+// getAt is get for partition:offset, without making the locator string.
+func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
 	var buf [40]byte
 	b := strconv.AppendInt(buf[:0], int64(p), 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, o, 10)
 	d.mu.RLock()
-	_, ok := d.m[string(b)]
+	r, ok := d.m[string(b)]
 	d.mu.RUnlock()
-	return ok
+	return r, ok
+}
+
+// get is the state record of id.
+func (d *doneSet) get(id string) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
+	d.mu.RLock()
+	r, ok := d.m[id]
+	d.mu.RUnlock()
+	return r, ok
 }
 
 // ids lists the locators taken out of the DLQ.
@@ -1080,7 +1100,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if c.after != nil && !c.after.less(bestKey) {
 			continue
 		}
-		if st.done.hasAt(p, best.Offset) {
+		if rec, ok := st.done.getAt(p, best.Offset); ok && t.hides(rec, best) {
 			continue
 		}
 		if !bm.seen {
@@ -1208,12 +1228,12 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	if st.done.has(id) {
-		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
-	}
 	r, err := t.fetch(ctx, p, o)
 	if err != nil {
 		return envelope.Envelope{}, err
+	}
+	if rec, ok := st.done.get(id); ok && t.hides(rec, r) {
+		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
 	}
 	return t.decode(r), nil
 }

@@ -171,7 +171,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	counts := map[string]int{}
 	for i, it := range items {
 		r, ok := found[it.ID]
-		if gone := st.done.has(it.ID); gone || !ok {
+		if !ok || t.doneWith(st, it.ID, r) {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
@@ -211,6 +211,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		states = append(states, pendingState{index: i, record: len(recs) - 1, rec: stateRecord{
 			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
 			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
+			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID})
 	}
 	return results, recs, states, nil
@@ -464,12 +465,13 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	var recs []*kgo.Record
 	var idx []int
 	for i, it := range items {
-		gone := st.done.has(it.ID)
-		if _, ok := found[it.ID]; gone || !ok {
+		r, ok := found[it.ID]
+		if !ok || t.doneWith(st, it.ID, r) {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
-		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC()})
+		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC(),
+			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli()})
 		recs = append(recs, &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(it.ID), Value: v})
 		idx = append(idx, i)
 	}
