@@ -129,7 +129,7 @@ type Topic struct {
 	claimed string
 	// held is the epoch of the DLQ lease taken through this Topic
 	// (lease.go), noEpoch when none, lostEpoch once lost.
-	held   int64
+	held int64
 	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
 	topicID string
 	// mismatch and mismatches: state records that disagreed with the
@@ -137,7 +137,7 @@ type Topic struct {
 	mismatch   map[string]string
 	mismatches int
 	metaMu     sync.Mutex            // held by readMeta
-	metas  map[string]*metaCache // per state topic read (meta.go)
+	metas      map[string]*metaCache // per state topic read (meta.go)
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
