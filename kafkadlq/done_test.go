@@ -28,7 +28,7 @@ func TestDoneSetCounts(t *testing.T) {
 	d.drop(envelope.KafkaID(1, 15))
 	d.set(envelope.KafkaID(1, 16), stateRecord{Status: StatusResolved, TopicID: "T1"}) // again: counted once
 	d.set(envelope.KafkaID(1, 17), stateRecord{Status: StatusRedriven, TopicID: "T0"}) // another topic's
-	d.set(envelope.KafkaID(1, 300), stateRecord{Status: StatusRedriven})                // from before topic IDs
+	d.set(envelope.KafkaID(1, 300), stateRecord{Status: StatusRedriven})               // from before topic IDs
 	if got := d.countIn(1, 10, 20); got != 8 {
 		t.Fatalf("after drop and another topic's record: %d", got)
 	}
