@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,6 +78,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Stderr is told what a step that takes long waits for; nil discards
+	// it.
+	Stderr io.Writer
 }
 
 const (
@@ -129,7 +133,8 @@ type Topic struct {
 	claimed string
 	// held is the epoch of the DLQ lease taken through this Topic
 	// (lease.go), noEpoch when none, lostEpoch once lost.
-	held int64
+	held   int64
+	stderr io.Writer // Options.Stderr
 	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
 	topicID string
 	// mismatch and mismatches: state records that disagreed with the
@@ -178,6 +183,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
 		now:      opts.Now,
 		held:     noEpoch,
+		stderr:   opts.Stderr,
 	}
 	if t.now == nil {
 		t.now = time.Now
@@ -687,7 +693,7 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// look again soon, then less often (a crashed run's transaction can
 	// take the transaction timeout).
 	wait := stableWaitFirst
-	purged := false
+	purged, noted := false, false
 	for {
 		var ok bool
 		var err error
@@ -713,6 +719,10 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		if !stable || !open {
 			break
+		}
+		if !noted {
+			noted = true
+			defer t.slow(fmt.Sprintf("waiting for a transaction open on the state topic %s to end (a run killed or cut off inside a chunk: the run that takes the lease next aborts it at once, else the broker after the transaction timeout, %s, and its next check for timed-out transactions)", t.src.stateTopic, t.txnTTL))()
 		}
 		select {
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -125,4 +126,25 @@ func (t *Topic) brokerTimestamps(ctx context.Context, topic string) error {
 		return t.connErr(ctx, fmt.Sprintf("set message.timestamp.type=LogAppendTime on the state topic %s (the lease is timed by the broker's clock; kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config message.timestamp.type=LogAppendTime)", topic, topic), err)
 	}
 	return nil
+}
+
+// slowAfter is how long a step runs before Stderr is told what it waits
+// for.
+const slowAfter = 2 * time.Second
+
+// slow says on Stderr what the step that starts now waits for, once it
+// has taken slowAfter; call the returned function when it ends.
+func (t *Topic) slow(what string) func() {
+	if t.stderr == nil {
+		return func() {}
+	}
+	start := time.Now()
+	timer := time.AfterFunc(slowAfter, func() {
+		fmt.Fprintf(t.stderr, "dlqctl: %s: %s\n", t, what)
+	})
+	return func() {
+		if !timer.Stop() && time.Since(start) >= slowAfter {
+			fmt.Fprintf(t.stderr, "dlqctl: %s: waited %s\n", t, time.Since(start).Round(100*time.Millisecond))
+		}
+	}
 }

@@ -70,6 +70,7 @@ func (t *Topic) txnClient(ctx context.Context) (*kgo.Client, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	defer t.slow(fmt.Sprintf("waiting for the broker to start the transactional producer %s (after a broker restart its transaction coordinator loads first; a transaction left open by a crashed run is aborted now)", id))()
 	if _, _, err := cl.ProducerID(rctx); err != nil {
 		cl.Close()
 		return nil, t.connErr(ctx, "initialize the transactional producer "+id, err)

@@ -20,8 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
