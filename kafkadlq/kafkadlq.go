@@ -333,10 +333,47 @@ type span struct {
 	hwm        int64
 }
 
+// leaderWait bounds how long spans waits for partitions whose leader is
+// not settled (a broker that just restarted answers before it leads).
+const leaderWait = 30 * time.Second
+
 // spans lists each partition's log start, last stable offset and high
 // watermark, in partition order. A topic that does not exist has none
-// (ok false).
+// (ok false). A partition without a leader yet is asked again, for up to
+// leaderWait, saying so on Stderr after a while.
 func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
+	var done func()
+	defer func() {
+		if done != nil {
+			done()
+		}
+	}()
+	wait := 50 * time.Millisecond
+	for start := time.Now(); ; {
+		out, ok, err := t.spansOnce(ctx, topic)
+		if err == nil || ctx.Err() != nil || time.Since(start) > leaderWait || !leaderless(err) {
+			return out, ok, err
+		}
+		if done == nil {
+			done = t.slow(fmt.Sprintf("waiting for the broker to elect the leaders of %s (it restarted?)", topic))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, t.connErr(ctx, "offsets of "+topic, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// leaderless says whether err is a partition without a settled leader.
+func leaderless(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.LeaderNotAvailable) ||
+		errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
+		errors.Is(err, kerr.OffsetNotAvailable) || errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorLoadInProgress)
+}
+
+func (t *Topic) spansOnce(ctx context.Context, topic string) ([]span, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	starts, err := t.adm.ListStartOffsets(rctx, topic)
