@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strings"
@@ -28,6 +29,9 @@ type OpenOptions struct {
 	// refused. Backends that read a missing DLQ as empty anyway report it
 	// through Missing() instead.
 	AllowMissing bool
+	// Stderr receives what a backend waits for when a step takes long (a
+	// broker recovering, a crashed run's transaction); nil discards it.
+	Stderr io.Writer
 	// Secret returns a secret from the selected config profile by its key
 	// (e.g. "redis_password"), "" when unset. Never nil when the command
 	// layer calls Open.

@@ -197,6 +197,7 @@ func (f *Factory) openOptions() backend.OpenOptions {
 		Getenv:       f.Getenv,
 		Secret:       f.profile.secret,
 		AllowMissing: f.allowMissing,
+		Stderr:       f.IO.ErrOut,
 	}
 }
 

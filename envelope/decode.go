@@ -56,6 +56,10 @@ func decodeWire(data []byte) (Envelope, error) {
 	e.PayloadVersion = r.str("payload_version")
 	e.ContentType = r.str("content_type")
 	e.Key = r.str("key")
+	e.KeyEncoding = r.str("key_encoding")
+	if _, err := e.KeyBytes(); err != nil {
+		r.fail(fmt.Errorf("key: key_encoding %q: %v", e.KeyEncoding, err))
+	}
 	if raw, ok := fields["origin"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &e.Origin); err != nil {
 			r.fail(fmt.Errorf("origin: want an object with string fields: %v", err))
@@ -73,6 +77,18 @@ func decodeWire(data []byte) (Envelope, error) {
 	if raw, ok := fields["properties"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &e.Properties); err != nil {
 			r.fail(fmt.Errorf("properties: want an object of strings: %v", err))
+		}
+	}
+	if raw, ok := fields["property_encodings"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &e.PropertyEncodings); err != nil {
+			r.fail(fmt.Errorf("property_encodings: want an object of strings: %v", err))
+		}
+		for k, enc := range e.PropertyEncodings {
+			if _, has := e.Properties[k]; !has {
+				r.fail(fmt.Errorf("property_encodings: %q is not a property", truncateForError(k)))
+			} else if _, err := e.PropertyBytes(k); err != nil {
+				r.fail(fmt.Errorf("property %q: encoding %q: %v", truncateForError(k), enc, err))
+			}
 		}
 	}
 	// The payload is read even when a field before it was wrong, so that a

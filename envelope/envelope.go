@@ -36,12 +36,16 @@ type Origin struct {
 // Malformed is set when decoding failed: the other fields then hold what
 // could be read, and Raw the entry's original bytes so that export keeps it.
 type Envelope struct {
-	ID              string
-	EventID         string
-	Fingerprint     string
-	PayloadVersion  string
-	ContentType     string
-	Key             string
+	ID             string
+	EventID        string
+	Fingerprint    string
+	PayloadVersion string
+	ContentType    string
+	Key            string
+	// KeyEncoding is "" when Key is the record key as text, or "base64"
+	// when the key is not UTF-8 (a Long or Avro key) and Key holds its
+	// bytes in base64 (KeyBytes gives them back).
+	KeyEncoding     string
 	Origin          Origin
 	FirstReceivedAt time.Time
 	DeadLetteredAt  time.Time
@@ -53,8 +57,12 @@ type Envelope struct {
 	SchemaInfo      string
 	RedriveCount    int
 	Properties      map[string]string
-	PayloadEncoding string
-	Payload         []byte
+	// PropertyEncodings names the properties whose values are not UTF-8
+	// (binary headers): each maps to "base64", and Properties holds the
+	// bytes in base64 (PropertyBytes gives them back).
+	PropertyEncodings map[string]string
+	PayloadEncoding   string
+	Payload           []byte
 
 	// FingerprintComputed says Fingerprint was computed by dlqctl because
 	// the entry carried none.
@@ -73,6 +81,7 @@ type wire struct {
 	PayloadVersion  string            `json:"payload_version,omitempty"`
 	ContentType     string            `json:"content_type,omitempty"`
 	Key             string            `json:"key,omitempty"`
+	KeyEncoding     string            `json:"key_encoding,omitempty"`
 	Origin          Origin            `json:"origin"`
 	FirstReceivedAt string            `json:"first_received_at,omitempty"`
 	DeadLetteredAt  string            `json:"dead_lettered_at,omitempty"`
@@ -84,6 +93,7 @@ type wire struct {
 	SchemaInfo      string            `json:"schema_info,omitempty"`
 	RedriveCount    int               `json:"redrive_count"`
 	Properties      map[string]string `json:"properties,omitempty"`
+	PropEncodings   map[string]string `json:"property_encodings,omitempty"`
 	PayloadEncoding string            `json:"payload_encoding"`
 	Payload         json.RawMessage   `json:"payload"`
 	Malformed       string            `json:"malformed,omitempty"`
@@ -96,11 +106,11 @@ type wire struct {
 func (e Envelope) MarshalJSON() ([]byte, error) {
 	w := wire{
 		Schema: Schema, ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint,
-		PayloadVersion: e.PayloadVersion, ContentType: e.ContentType, Key: e.Key, Origin: e.Origin,
+		PayloadVersion: e.PayloadVersion, ContentType: e.ContentType, Key: e.Key, KeyEncoding: e.KeyEncoding, Origin: e.Origin,
 		FirstReceivedAt: formatTime(e.FirstReceivedAt), DeadLetteredAt: formatTime(e.DeadLetteredAt),
 		Attempts: e.Attempts, LastError: e.LastError, ErrorClass: e.ErrorClass, Owner: e.Owner,
 		RecoverBy: formatTime(e.RecoverBy), SchemaInfo: e.SchemaInfo, RedriveCount: e.RedriveCount,
-		Properties: e.Properties, PayloadEncoding: e.PayloadEncoding, Malformed: e.Malformed, Raw: e.Raw,
+		Properties: e.Properties, PropEncodings: e.PropertyEncodings, PayloadEncoding: e.PayloadEncoding, Malformed: e.Malformed, Raw: e.Raw,
 	}
 	p, err := encodePayload(e.PayloadEncoding, e.Payload)
 	if err != nil && e.Malformed == "" {
@@ -230,4 +240,30 @@ func isCompact(p []byte) bool {
 		}
 	}
 	return true
+}
+
+// BinaryEncoding is the encoding of a key or property whose bytes are not
+// UTF-8: base64 (standard, padded), as for payloads.
+const BinaryEncoding = "base64"
+
+// KeyBytes is the key's bytes: Key itself, or decoded when KeyEncoding
+// says base64.
+func (e Envelope) KeyBytes() ([]byte, error) {
+	return binaryValue(e.KeyEncoding, e.Key)
+}
+
+// PropertyBytes is the bytes of property k: its value, or decoded when
+// PropertyEncodings says base64.
+func (e Envelope) PropertyBytes(k string) ([]byte, error) {
+	return binaryValue(e.PropertyEncodings[k], e.Properties[k])
+}
+
+func binaryValue(enc, v string) ([]byte, error) {
+	switch enc {
+	case "":
+		return []byte(v), nil
+	case BinaryEncoding:
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return nil, fmt.Errorf("unsupported encoding %q (want %q)", enc, BinaryEncoding)
 }

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -331,7 +332,11 @@ type KafkaDecoder struct {
 	// and the name's rank among that field's names (first wins); nil when
 	// a name serves more than one field, which the general lookup handles.
 	aliasOf map[string]fieldAlias
-	scratch sync.Pool // of *decodeScratch
+	// textOnly names the headers that must be text (envelope fields, the
+	// event ID's): a binary value there makes the entry malformed, while
+	// any other binary header is kept in base64.
+	textOnly map[string]bool
+	scratch  sync.Pool // of *decodeScratch
 }
 
 type fieldAlias struct {
@@ -348,12 +353,22 @@ type decodeScratch struct {
 	dlValid            [smallHeaders]bool
 	used               [numFields + 4]string
 	resolved           [numFields]int8
+	binary             []string // names of headers kept in base64
 }
 
 // NewKafkaDecoder returns a decoder that takes event IDs from from and
 // envelope fields from the headers names gives.
 func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
-	d := &KafkaDecoder{from: from, names: names, table: names.table(), aliasOf: map[string]fieldAlias{}}
+	d := &KafkaDecoder{from: from, names: names, table: names.table(), aliasOf: map[string]fieldAlias{},
+		textOnly: map[string]bool{ImportedFromProperty: true, MalformedMarker: true}}
+	for _, ns := range d.table {
+		for _, n := range ns {
+			d.textOnly[n] = true
+		}
+	}
+	if from.Kind == "property" && from.Name != "" {
+		d.textOnly[from.Name] = true
+	}
 	for f, ns := range d.table {
 		for rank, n := range ns {
 			if a, ok := d.aliasOf[n]; ok && a.f != field(f) {
@@ -428,7 +443,8 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		sc = new(decodeScratch)
 	}
 	defer func() {
-		*sc = decodeScratch{} // holds no record's strings while pooled
+		clear(sc.binary)
+		*sc = decodeScratch{binary: sc.binary[:0]} // holds no record's strings while pooled
 		d.scratch.Put(sc)
 	}()
 	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
@@ -454,6 +470,12 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", truncateForError(h.Key)))
 			continue
 		}
+		if !utf8.ValidString(v) && !d.textOnly[h.Key] {
+			// A binary header (an Avro schema ID, a Long): kept, in
+			// base64, and written back as the same bytes on redrive.
+			v = base64.StdEncoding.EncodeToString(h.Value)
+			sc.binary = append(sc.binary, h.Key)
+		}
 		if kv.fields.m != nil {
 			kv.fields.m[h.Key] = v
 		} else {
@@ -474,9 +496,6 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	if headerErr != nil {
 		kv.fail(headerErr)
 	}
-	if !utf8.ValidString(key) {
-		kv.fail(errors.New("record key: invalid UTF-8"))
-	}
 	kv.readCommon(&e)
 	switch {
 	case kv.present(fPayloadEncoding):
@@ -495,6 +514,10 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	}
 	if e.Key == "" {
 		e.Key = key
+		if !utf8.ValidString(key) {
+			// A Long or Avro key: its bytes in base64, as for payloads.
+			e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(r.Key), BinaryEncoding
+		}
 	}
 	// Only dead-lettering headers name the origin.
 	ix := dl.index()
@@ -535,6 +558,17 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		e.Properties = make(map[string]string, max(kv.fields.len()-len(kv.used), 0)+len(dl))
 	}
 	kv.rest(&e, lean)
+	if !lean && len(sc.binary) > 0 {
+		e.PropertyEncodings = make(map[string]string, len(sc.binary))
+		for _, k := range sc.binary {
+			if _, ok := e.Properties[k]; ok {
+				e.PropertyEncodings[k] = BinaryEncoding
+			}
+		}
+		if len(e.PropertyEncodings) == 0 {
+			e.PropertyEncodings = nil
+		}
+	}
 	// The dead-lettering headers stay visible as properties, the binary
 	// ones as decimal numbers and a time, written into one more string.
 	var numBuf [80]byte

@@ -119,10 +119,9 @@ func TestFromKafkaMalformed(t *testing.T) {
 		"short offset": {func(r *KafkaRecord) {
 			r.Headers[4].Value = []byte("1234")
 		}, "kafka_dlt-original-offset: want an 8-byte"},
-		"binary string header": {func(r *KafkaRecord) {
-			r.Headers[1].Value = []byte{0xff, 0xfe}
+		"binary event id header": {func(r *KafkaRecord) {
+			r.Headers[0].Value = []byte{0xff, 0xfe}
 		}, "invalid UTF-8"},
-		"binary key": {func(r *KafkaRecord) { r.Key = []byte{0xc3} }, "record key: invalid UTF-8"},
 		"connect partition not a number": {func(r *KafkaRecord) {
 			r.Headers = []KafkaHeader{{Key: "event_id", Value: []byte("E")}, {Key: ConnectTopic, Value: []byte("t")}, {Key: ConnectPartition, Value: []byte("x")}}
 		}, "__connect.errors.partition: want a whole number"},
@@ -342,4 +341,60 @@ func FuzzKafkaPayloadEncoding(f *testing.F) {
 			t.Fatalf("%q: got %s, ClassifyPayload says %s", p, got, want)
 		}
 	})
+}
+
+// TestFromKafkaBinaryKeyAndHeaders: a Long key and an Avro-style binary
+// header (magic byte, schema ID) keep the entry well formed; they read as
+// base64, marked so, and give back the same bytes, through JSON too.
+func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
+	r := springRecord()
+	r.Key = be64(-42) // a Long key: 0xff… is not UTF-8
+	avro := []byte{0x00, 0x00, 0x00, 0x01, 0xc3, 0x28}
+	r.Headers = append(r.Headers, KafkaHeader{Key: "schema", Value: avro})
+	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if e.Malformed != "" {
+		t.Fatalf("malformed: %s", e.Malformed)
+	}
+	if e.KeyEncoding != BinaryEncoding || e.PropertyEncodings["schema"] != BinaryEncoding || len(e.PropertyEncodings) != 1 {
+		t.Fatalf("key %q (%q), encodings %v", e.Key, e.KeyEncoding, e.PropertyEncodings)
+	}
+	check := func(e Envelope) {
+		t.Helper()
+		if k, err := e.KeyBytes(); err != nil || string(k) != string(be64(-42)) {
+			t.Fatalf("key bytes %x %v", k, err)
+		}
+		if v, err := e.PropertyBytes("schema"); err != nil || string(v) != string(avro) {
+			t.Fatalf("schema bytes %x %v", v, err)
+		}
+		if v, err := e.PropertyBytes("tenant"); err != nil || string(v) != "acme" {
+			t.Fatalf("tenant %q %v", v, err)
+		}
+	}
+	check(e)
+	b, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"key_encoding":"base64"`) || !strings.Contains(string(b), `"property_encodings":{"schema":"base64"}`) {
+		t.Fatalf("JSON %s", b)
+	}
+	var back Envelope
+	if err := back.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	check(back)
+	// A text key and text headers carry no encodings (the JSON is as it
+	// was before binary keys were kept).
+	plain := FromKafka(springRecord(), EventIDSource{Kind: "property"}, DefaultFieldNames())
+	if plain.KeyEncoding != "" || plain.PropertyEncodings != nil {
+		t.Fatalf("text record: %q %v", plain.KeyEncoding, plain.PropertyEncodings)
+	}
+	// The event ID taken from a binary key is still refused.
+	if e := FromKafka(r, EventIDSource{Kind: "key"}, DefaultFieldNames()); !strings.Contains(e.Malformed, "invalid UTF-8") {
+		t.Fatalf("event ID from a binary key: %q", e.Malformed)
+	}
+	// A JSON envelope whose encoded key is not base64 is malformed.
+	if err := back.UnmarshalJSON([]byte(`{"event_id":"E","key":"%%","key_encoding":"base64","payload_encoding":"json","payload":{}}`)); err == nil {
+		t.Fatal("a bad base64 key was accepted")
+	}
 }

@@ -68,7 +68,13 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 	}
 	x := KafkaExtras{Topic: t.src.topic, StateTopic: t.src.stateTopic, RetentionMs: -1}
 	doneIn := map[int32]map[int64]bool{}
+	if w := t.mismatchWarning(); w != "" {
+		x.Warnings = append(x.Warnings, w)
+	}
 	for _, id := range st.done.ids() {
+		if rec, _ := st.done.get(id); rec.TopicID != "" && t.topicID != "" && rec.TopicID != t.topicID {
+			continue // the state of a topic of that name that was deleted
+		}
 		if p, o, ok := envelope.ParseKafkaID(id); ok {
 			if doneIn[p] == nil {
 				doneIn[p] = map[int64]bool{}

@@ -131,14 +131,22 @@ func (t *Topic) importRecord(e envelope.Envelope) *kgo.Record {
 		if isName {
 			w.Put(field, "")
 		}
-		w.Raw(k, e.Properties[k])
+		v, err := e.PropertyBytes(k)
+		if err != nil {
+			v = []byte(e.Properties[k]) // a malformed entry: as it reads
+		}
+		w.Raw(k, string(v))
 	}
 	if e.ID != "" {
 		w.Raw(envelope.ImportedFromProperty, e.ID)
 	}
 	r := &kgo.Record{Topic: t.src.topic, Value: payload}
 	if e.Key != "" {
-		r.Key = []byte(e.Key)
+		if k, err := e.KeyBytes(); err == nil {
+			r.Key = k
+		} else {
+			r.Key = []byte(e.Key)
+		}
 	}
 	for i := 0; i+1 < len(w.Pairs); i += 2 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: w.Pairs[i], Value: []byte(w.Pairs[i+1])})

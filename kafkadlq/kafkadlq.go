@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,6 +78,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Stderr is told what a step that takes long waits for; nil discards
+	// it.
+	Stderr io.Writer
 }
 
 const (
@@ -124,6 +128,21 @@ type Topic struct {
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.
 	firstSeen map[int32]seenRecord
+	// claimed is the state topic recorded for this DLT (claim.go), once
+	// read.
+	claimed string
+	// held is the epoch of the DLQ lease taken through this Topic
+	// (lease.go), noEpoch when none, lostEpoch once lost.
+	held   int64
+	stderr io.Writer // Options.Stderr
+	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
+	topicID string
+	// mismatch and mismatches: state records that disagreed with the
+	// record at their locator (identity.go), some by locator, and how many.
+	mismatch   map[string]string
+	mismatches int
+	metaMu     sync.Mutex            // held by readMeta
+	metas      map[string]*metaCache // per state topic read (meta.go)
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -163,6 +182,8 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		txnTTL:   orDefault(opts.TransactionTimeout, defaultTxnTimeout),
 		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
 		now:      opts.Now,
+		held:     noEpoch,
+		stderr:   opts.Stderr,
 	}
 	if t.now == nil {
 		t.now = time.Now
@@ -175,7 +196,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		return nil, backend.Configf("%s: %v", t, err)
 	}
 	t.adm = kadm.NewClient(t.cl)
-	if _, err := t.partitions(ctx, t.src.topic); err != nil {
+	if _, t.topicID, err = t.topicMeta(ctx, t.src.topic); err != nil {
 		if !errors.Is(err, errNoTopic) {
 			t.cl.Close()
 			return nil, t.explain(err)
@@ -183,6 +204,10 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		// A DLQ topic that does not exist reads as empty, and says so:
 		// check and stats refuse it unless --allow-missing.
 		t.missing = true
+	}
+	if err := t.checkClaim(ctx); err != nil {
+		t.cl.Close()
+		return nil, err
 	}
 	return t, nil
 }
@@ -296,20 +321,8 @@ func (t *Topic) connErr(ctx context.Context, what string, err error) error {
 // partitions is the number of partitions of topic; a topic that does not
 // exist is an error naming it.
 func (t *Topic) partitions(ctx context.Context, topic string) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	md, err := t.adm.ListTopics(rctx, topic)
-	if err != nil {
-		return 0, t.connErr(ctx, "metadata", err)
-	}
-	d, ok := md[topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("%s: topic %q %w", t, topic, errNoTopic)
-	}
-	if d.Err != nil {
-		return 0, t.connErr(ctx, "metadata of "+topic, d.Err)
-	}
-	return len(d.Partitions), nil
+	n, _, err := t.topicMeta(ctx, topic)
+	return n, err
 }
 
 // span is the readable range of one partition: [start, end), end being
@@ -320,10 +333,47 @@ type span struct {
 	hwm        int64
 }
 
+// leaderWait bounds how long spans waits for partitions whose leader is
+// not settled (a broker that just restarted answers before it leads).
+const leaderWait = 30 * time.Second
+
 // spans lists each partition's log start, last stable offset and high
 // watermark, in partition order. A topic that does not exist has none
-// (ok false).
+// (ok false). A partition without a leader yet is asked again, for up to
+// leaderWait, saying so on Stderr after a while.
 func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
+	var done func()
+	defer func() {
+		if done != nil {
+			done()
+		}
+	}()
+	wait := 50 * time.Millisecond
+	for start := time.Now(); ; {
+		out, ok, err := t.spansOnce(ctx, topic)
+		if err == nil || ctx.Err() != nil || time.Since(start) > leaderWait || !leaderless(err) {
+			return out, ok, err
+		}
+		if done == nil {
+			done = t.slow(fmt.Sprintf("waiting for the broker to elect the leaders of %s (it restarted?)", topic))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, t.connErr(ctx, "offsets of "+topic, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// leaderless says whether err is a partition without a settled leader.
+func leaderless(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.LeaderNotAvailable) ||
+		errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
+		errors.Is(err, kerr.OffsetNotAvailable) || errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorLoadInProgress)
+}
+
+func (t *Topic) spansOnce(ctx context.Context, topic string) ([]span, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	starts, err := t.adm.ListStartOffsets(rctx, topic)
@@ -367,6 +417,13 @@ func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
 // (no group, nothing committed), read_committed, control records kept so
 // that the end of a range is always seen.
 func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) {
+	return t.readerIso(topic, from, kgo.ReadCommitted())
+}
+
+// readerIso is reader with the isolation level given: the lease and claim
+// records are never transactional, and read_uncommitted sees them behind
+// a transaction that a crashed run left open.
+func (t *Topic) readerIso(topic string, from map[int32]int64, iso kgo.IsolationLevel) (*kgo.Client, error) {
 	o, err := t.baseOpts()
 	if err != nil {
 		return nil, err
@@ -377,7 +434,7 @@ func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) 
 	}
 	o = append(o,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(iso),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)
@@ -388,6 +445,11 @@ func (t *Topic) reader(topic string, from map[int32]int64) (*kgo.Client, error) 
 // [from, to) range, partition by partition interleaved as fetched (one
 // partition's records in offset order). fn may return backend.ErrStop.
 func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2]int64, fn func(*kgo.Record) error) error {
+	return t.readRangeIso(ctx, topic, ranges, kgo.ReadCommitted(), fn)
+}
+
+// readRangeIso is readRange at the isolation level given.
+func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, fn func(*kgo.Record) error) error {
 	from := map[int32]int64{}
 	for p, r := range ranges {
 		if r[0] < r[1] {
@@ -397,7 +459,7 @@ func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2
 	if len(from) == 0 {
 		return nil
 	}
-	cl, err := t.reader(topic, from)
+	cl, err := t.readerIso(topic, from, iso)
 	if err != nil {
 		return err
 	}
@@ -484,13 +546,18 @@ type stateRecord struct {
 	Dest        string    `json:"dest,omitempty"`
 	DestID      string    `json:"dest_id,omitempty"`
 	At          time.Time `json:"at"`
+	// TopicID is the DLT's Kafka topic ID and RecordTS the record's
+	// timestamp (Unix ms): a DLT deleted and made again reuses offsets,
+	// and the state of the old topic must not hide the new one's records
+	// (identity.go). Absent in records from before they were written.
+	TopicID  string `json:"topic_id,omitempty"`
+	RecordTS int64  `json:"record_ts,omitempty"`
 }
 
 // state is what the state topic holds: the entries taken out of the DLQ
-// by locator, and the lease records in the order they were written.
+// by locator.
 type state struct {
-	done   *doneSet
-	leases []leaseRecord
+	done *doneSet
 }
 
 // doneSet is the entries the state topic takes out of the DLQ, by
@@ -500,6 +567,74 @@ type state struct {
 type doneSet struct {
 	mu sync.RWMutex
 	m  map[string]stateRecord
+	// byPart holds, per DLQ partition, the offsets of m's entries that are
+	// about this topic (no topic ID, or topicID), sorted: Len counts those
+	// in each partition's readable range with two binary searches, where
+	// going through m per batch made a long redrive quadratic.
+	byPart  map[int32][]int64
+	topicID string
+}
+
+func newDoneSet(topicID string) *doneSet {
+	return &doneSet{m: map[string]stateRecord{}, byPart: map[int32][]int64{}, topicID: topicID}
+}
+
+// set records id (under mu).
+func (d *doneSet) set(id string, r stateRecord) {
+	old, had := d.m[id]
+	d.m[id] = r
+	counts := func(r stateRecord) bool { return r.TopicID == "" || d.topicID == "" || r.TopicID == d.topicID }
+	if had && counts(old) == counts(r) {
+		return
+	}
+	p, o, ok := envelope.ParseKafkaID(id)
+	if !ok {
+		return
+	}
+	if had && counts(old) {
+		d.unindex(p, o)
+		return
+	}
+	if counts(r) {
+		// State records come mostly in offset order: usually an append.
+		offs := d.byPart[p]
+		i, found := slices.BinarySearch(offs, o)
+		if !found {
+			d.byPart[p] = slices.Insert(offs, i, o)
+		}
+	}
+}
+
+// drop forgets id (a tombstone; under mu).
+func (d *doneSet) drop(id string) {
+	if _, had := d.m[id]; !had {
+		return
+	}
+	delete(d.m, id)
+	if p, o, ok := envelope.ParseKafkaID(id); ok {
+		d.unindex(p, o)
+	}
+}
+
+func (d *doneSet) unindex(p int32, o int64) {
+	offs := d.byPart[p]
+	if i, found := slices.BinarySearch(offs, o); found {
+		d.byPart[p] = slices.Delete(offs, i, i+1)
+	}
+}
+
+// countIn is how many entries of this topic the state takes out of
+// partition p's offsets [from, to).
+func (d *doneSet) countIn(p int32, from, to int64) int64 {
+	if d == nil {
+		return 0
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	offs := d.byPart[p]
+	i, _ := slices.BinarySearch(offs, from)
+	j, _ := slices.BinarySearch(offs, to)
+	return int64(j - i)
 }
 
 // has says whether the state topic took id out of the DLQ.
@@ -519,14 +654,34 @@ func (d *doneSet) hasAt(p int32, o int64) bool {
 	if d == nil {
 		return false
 	}
+	_, ok := d.getAt(p, o)
+	return ok
+}
+
+// getAt is get for partition:offset, without making the locator string.
+func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
 	var buf [40]byte
 	b := strconv.AppendInt(buf[:0], int64(p), 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, o, 10)
 	d.mu.RLock()
-	_, ok := d.m[string(b)]
+	r, ok := d.m[string(b)]
 	d.mu.RUnlock()
-	return ok
+	return r, ok
+}
+
+// get is the state record of id.
+func (d *doneSet) get(id string) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
+	d.mu.RLock()
+	r, ok := d.m[id]
+	d.mu.RUnlock()
+	return r, ok
 }
 
 // ids lists the locators taken out of the DLQ.
@@ -551,11 +706,10 @@ type stateCache struct {
 }
 
 // stateChange is one state record read: an entry's record (nil: a
-// tombstone) or a lease record.
+// tombstone).
 type stateChange struct {
-	key   string
-	rec   *stateRecord
-	lease *leaseRecord
+	key string
+	rec *stateRecord
 }
 
 // loadState reads the state topic. With stable, it first waits until no
@@ -576,7 +730,7 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// look again soon, then less often (a crashed run's transaction can
 	// take the transaction timeout).
 	wait := stableWaitFirst
-	purged := false
+	purged, noted := false, false
 	for {
 		var ok bool
 		var err error
@@ -602,6 +756,10 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		if !stable || !open {
 			break
+		}
+		if !noted {
+			noted = true
+			defer t.slow(fmt.Sprintf("waiting for a transaction open on the state topic %s to end (a run killed or cut off inside a chunk: the run that takes the lease next aborts it at once, else the broker after the transaction timeout, %s, and its next check for timed-out transactions)", t.src.stateTopic, t.txnTTL))()
 		}
 		select {
 		case <-ctx.Done():
@@ -650,11 +808,8 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	var changes []stateChange
 	err := t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
 		key := string(r.Key)
-		if key == leaseKey {
-			var l leaseRecord
-			if json.Unmarshal(r.Value, &l) == nil {
-				changes = append(changes, stateChange{key: key, lease: &l})
-			}
+		if isMetaKey(key) {
+			// Lease and claim records: readMeta's.
 			return nil
 		}
 		if r.Value == nil {
@@ -671,19 +826,16 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	if err != nil {
 		return state{done: &doneSet{}}, err
 	}
-	st := state{done: &doneSet{m: map[string]stateRecord{}}}
+	st := state{done: newDoneSet(t.topicID)}
 	if !fresh {
 		st = cached.st
 	}
 	st.done.mu.Lock()
 	for _, c := range changes {
-		switch {
-		case c.lease != nil:
-			st.leases = append(st.leases, *c.lease)
-		case c.rec == nil:
-			delete(st.done.m, c.key)
-		default:
-			st.done.m[c.key] = *c.rec
+		if c.rec == nil {
+			st.done.drop(c.key)
+		} else {
+			st.done.set(c.key, *c.rec)
 		}
 	}
 	st.done.mu.Unlock()
@@ -695,7 +847,8 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	return st, nil
 }
 
-// ensureStateTopic creates the compacted state topic on first write.
+// ensureStateTopic creates the compacted state topic on first write and
+// records it as the DLT's (claim.go).
 func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	t.mu.Lock()
 	up := t.stateUp
@@ -703,25 +856,45 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	if up {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	cleanup, compactLag := "compact", "0"
-	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
-		"cleanup.policy":        &cleanup,
-		"min.compaction.lag.ms": &compactLag,
-	}, t.src.stateTopic)
-	if err == nil {
-		err = resp.Err
+	if err := t.createStateTopic(ctx, t.src.stateTopic); err != nil {
+		return err
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return t.connErr(ctx, "create the state topic "+t.src.stateTopic, err)
+	if err := t.claim(ctx); err != nil {
+		return err
 	}
-	// The client caches metadata: a read before the creation would still
-	// find the topic missing.
-	t.cl.PurgeTopicsFromClient(t.src.stateTopic)
 	t.mu.Lock()
 	t.stateUp = true
 	t.mu.Unlock()
+	return nil
+}
+
+// createStateTopic makes topic a state topic (one partition, compacted,
+// the broker's timestamps) unless it exists.
+func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	cleanup, compactLag, tsType := "compact", "0", logAppendTime
+	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
+		"cleanup.policy":         &cleanup,
+		"min.compaction.lag.ms":  &compactLag,
+		"message.timestamp.type": &tsType,
+	}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		// Made by an older dlqctl, or by an operator: the lease needs the
+		// broker's clock on its records.
+		if err := t.brokerTimestamps(rctx, topic); err != nil {
+			return err
+		}
+	case err != nil:
+		return t.connErr(ctx, "create the state topic "+topic, err)
+	}
+	// The client caches metadata: a read before the creation would still
+	// find the topic missing.
+	t.cl.PurgeTopicsFromClient(topic)
 	return nil
 }
 
@@ -1041,7 +1214,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		if c.after != nil && !c.after.less(bestKey) {
 			continue
 		}
-		if st.done.hasAt(p, best.Offset) {
+		if rec, ok := st.done.getAt(p, best.Offset); ok && t.hides(rec, best) {
 			continue
 		}
 		if !bm.seen {
@@ -1169,12 +1342,12 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	if st.done.has(id) {
-		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
-	}
 	r, err := t.fetch(ctx, p, o)
 	if err != nil {
 		return envelope.Envelope{}, err
+	}
+	if rec, ok := st.done.get(id); ok && t.hides(rec, r) {
+		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
 	}
 	return t.decode(r), nil
 }
@@ -1199,16 +1372,8 @@ func (t *Topic) Len(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	bySpan := map[int32]span{}
 	for _, s := range spans {
-		n += s.end - s.start
-		bySpan[s.partition] = s
-	}
-	for _, id := range st.done.ids() {
-		p, o, ok := envelope.ParseKafkaID(id)
-		if s, in := bySpan[p]; ok && in && o >= s.start && o < s.end {
-			n--
-		}
+		n += s.end - s.start - st.done.countIn(s.partition, s.start, s.end)
 	}
 	return max(n, 0), nil
 }

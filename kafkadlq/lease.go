@@ -3,84 +3,124 @@ package kafkadlq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
 )
 
-// The DLQ lease on Kafka is a record in the state topic under the key
-// dlqctl-lease: "take", "renew" and "release" records, each naming the
-// run. The state topic has one partition, so every dlqctl sees them in the
-// same order and agrees on the holder: reading them in order, a take or
-// renew holds the DLQ unless another run's lease is held and unexpired at
-// that point; a release by the holder frees it. A taker writes its take,
-// reads back, and holds the lease only if it is the holder then — of two
-// runs that take at once, the one whose record is first wins and the
-// other is refused, whatever their clocks say about each other.
+// The DLQ lease on Kafka is a sequence of records in the state topic under
+// the key dlqctl-lease: "take", "renew" and "release". The state topic has
+// one partition, so every dlqctl reads them in the same order, and its
+// records carry the broker's clock (message.timestamp.type=LogAppendTime),
+// so no host's clock decides who holds the DLQ:
 //
-// A lease expires LeaseTTL after its last renewal (renewed every third of
-// that), so a run killed with -9 blocks others for at most that long; the
-// same run ID takes it over at once, so a resume never waits.
+//   - A take holds the DLQ from its own offset on — that offset is the
+//     lease's epoch — when nobody holds it at the take's broker time (never
+//     taken, released, or the last renewal is older than its TTL). A take
+//     that names the epoch it takes over ("over") replaces that lease: a
+//     resume of the same run whose process is gone.
+//   - A renew names its epoch and counts only while that epoch holds and
+//     has not expired at the renew's broker time; one that comes late (a
+//     paused holder) counts for nothing, and its writer stops.
+//   - A release names its epoch and frees the DLQ if that epoch holds it.
+//
+// A taker writes its take, reads back, and holds the DLQ only if its take
+// is the holder then. Having won, it starts the DLT's transactional
+// producer (one transactional ID per DLT), which fences the previous
+// holder's producer: a holder that lost the lease while paused cannot
+// commit another chunk even if it has not noticed yet.
+//
+// A holder renews every third of its TTL, reading back each time; when the
+// records show another epoch holding the DLQ, or no renewal succeeded for
+// a whole TTL, Lost is closed and Publish refuses at once.
 
 type leaseRecord struct {
-	Op      string    `json:"op"` // take, renew, release
-	RunID   string    `json:"run_id"`
-	PID     int       `json:"pid,omitempty"`
-	Host    string    `json:"host,omitempty"`
-	Since   time.Time `json:"since"`
-	At      time.Time `json:"at"`
-	Expires time.Time `json:"expires"`
+	Op    string    `json:"op"` // take, renew, release
+	RunID string    `json:"run_id"`
+	PID   int       `json:"pid,omitempty"`
+	Host  string    `json:"host,omitempty"`
+	Since time.Time `json:"since"`
+	TTLms int64     `json:"ttl_ms"`
+	// Epoch is the offset of the take a renew or release belongs to.
+	Epoch int64 `json:"epoch"`
+	// Over is the epoch a take replaces (a resume taking over its own
+	// run's lease), nil for a plain take.
+	Over *int64 `json:"over,omitempty"`
+
+	offset int64     // where the record is
+	ts     time.Time // the broker's time of the record
 }
 
 func (l leaseRecord) holder() backend.LeaseHolder {
 	return backend.LeaseHolder{RunID: l.RunID, PID: l.PID, Host: l.Host, Since: l.Since}
 }
 
-// currentLease replays the lease records and returns the holder at now,
-// or nil.
-func currentLease(recs []leaseRecord, now time.Time) *leaseRecord {
-	var cur *leaseRecord
-	for i := range recs {
-		r := recs[i]
+// heldLease is the lease as the records leave it.
+type heldLease struct {
+	leaseRecord // the take (or, after compaction, the first record left)
+	epoch       int64
+	expires     time.Time // by the broker's clock
+}
+
+func (r leaseRecord) expiry() time.Time { return r.ts.Add(time.Duration(r.TTLms) * time.Millisecond) }
+
+// replayLease returns the lease the records leave held (expired or not),
+// or nil. Compaction may have removed the first records: a renew that is
+// the first one left stands for its take.
+func replayLease(recs []leaseRecord) *heldLease {
+	var cur *heldLease
+	for i, r := range recs {
 		switch r.Op {
-		case "take", "renew":
-			if cur == nil || cur.RunID == r.RunID || !r.At.Before(cur.Expires) {
-				if cur != nil && cur.RunID == r.RunID && r.Op == "renew" {
-					r.Since = cur.Since
-				}
-				cur = &r
+		case "take":
+			free := cur == nil || !r.ts.Before(cur.expires)
+			over := cur != nil && r.Over != nil && *r.Over == cur.epoch && cur.RunID == r.RunID
+			if free || over || (i == 0 && r.Over != nil) {
+				cur = &heldLease{leaseRecord: r, epoch: r.offset, expires: r.expiry()}
+			}
+		case "renew":
+			switch {
+			case cur != nil && cur.epoch == r.Epoch && r.ts.Before(cur.expires):
+				cur.expires = r.expiry()
+			case cur == nil && i == 0:
+				cur = &heldLease{leaseRecord: r, epoch: r.Epoch, expires: r.expiry()}
 			}
 		case "release":
-			if cur != nil && cur.RunID == r.RunID {
+			if cur != nil && cur.epoch == r.Epoch {
 				cur = nil
 			}
 		}
-	}
-	if cur != nil && !now.Before(cur.Expires) {
-		return nil
 	}
 	return cur
 }
 
 func (t *Topic) leaseWhat() string { return "DLQ " + t.String() }
 
-// LeaseHolder describes the run holding the DLQ, "" when none does.
+// LeaseHolder describes the run holding the DLQ, "" when none does. It
+// decides nothing (import asks it), so a lease whose last renewal is older
+// than its TTL by this host's clock reads as free.
 func (t *Topic) LeaseHolder(ctx context.Context) (string, error) {
-	st, err := t.loadState(ctx, true)
+	m, err := t.readMeta(ctx, t.src.stateTopic)
 	if err != nil {
 		return "", err
 	}
-	if cur := currentLease(st.leases, t.now()); cur != nil {
+	if cur := replayLease(m.leases); cur != nil && t.now().Before(cur.expires) {
 		return cur.holder().String(), nil
 	}
 	return "", nil
 }
 
-// Lease takes the DLQ for h.RunID (see the comment above leaseRecord).
+// Lease takes the DLQ for h.RunID (see the comment above leaseRecord). A
+// lease of the same run ID is taken over only when its process is gone:
+// on this host its PID must be dead, so two live processes resuming copies
+// of one journal are refused; on another host that cannot be checked and
+// the run ID is trusted (the takeover fences the old process all the same).
 func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" {
 		return nil, fmt.Errorf("kafka: a lease needs a run ID")
@@ -88,49 +128,69 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
-	// Fence this run's earlier producer first. A run killed (or cut off
-	// by a broker restart) inside a transaction leaves it open, and the
-	// lease records behind it cannot be read committed until it ends:
-	// without the fence that is the transaction timeout at best, and after
-	// a broker restart under load it was minutes. Initializing the run's
-	// transactional ID aborts it at once. Only this run's ID is fenced, so
-	// another run's transaction is never touched.
-	if _, err := t.txnClient(ctx, h.RunID); err != nil {
-		return nil, err
-	}
-	st, err := t.loadState(ctx, true)
+	m, err := t.readMeta(ctx, t.src.stateTopic)
 	if err != nil {
 		return nil, err
 	}
-	if cur := currentLease(st.leases, t.now()); cur != nil && cur.RunID != h.RunID {
-		return nil, &backend.BusyError{What: t.leaseWhat(), Holder: cur.holder().String()}
+	var over *int64
+	if cur := replayLease(m.leases); cur != nil && cur.RunID == h.RunID {
+		if !holderGone(cur.holder(), h) {
+			return nil, &backend.BusyError{What: t.leaseWhat(), Holder: cur.holder().String() + ", which is still running"}
+		}
+		e := cur.epoch
+		over = &e
 	}
+	// Whether another run's lease has expired is for the broker's clock
+	// to say: the take is written and read back.
 	if h.Since.IsZero() {
 		h.Since = t.now()
 	}
-	if err := t.writeLease(ctx, "take", h); err != nil {
+	epoch, err := t.writeLease(ctx, leaseRecord{Op: "take", Over: over}, h)
+	if err != nil {
 		return nil, err
 	}
-	if st, err = t.loadState(ctx, true); err != nil {
+	if m, err = t.readMeta(ctx, t.src.stateTopic); err != nil {
 		return nil, err
 	}
-	cur := currentLease(st.leases, t.now())
-	if cur == nil || cur.RunID != h.RunID {
+	if cur := replayLease(m.leases); cur == nil || cur.epoch != epoch {
 		holder := "another run"
 		if cur != nil {
 			holder = cur.holder().String()
 		}
 		return nil, &backend.BusyError{What: t.leaseWhat(), Holder: holder}
 	}
+	t.mu.Lock()
+	t.held = epoch
+	t.mu.Unlock()
+	// Fence the previous holder's producer: a run killed (or cut off by a
+	// broker restart) inside a transaction leaves it open, and the state
+	// behind it cannot be read committed until it ends; a paused holder
+	// must never commit again. Initializing the DLT's transactional ID
+	// aborts its transaction at once.
+	if err := t.fenceProducer(ctx); err != nil {
+		return nil, err
+	}
 	// Renewals outlive the call that took the lease, not its values.
-	l := &lease{t: t, h: h, ctx: context.WithoutCancel(ctx), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lease{t: t, h: h, epoch: epoch, ctx: context.WithoutCancel(ctx), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renew()
 	return l, nil
 }
 
-func (t *Topic) writeLease(ctx context.Context, op string, h backend.LeaseHolder) error {
-	now := t.now().UTC()
-	v, _ := json.Marshal(leaseRecord{Op: op, RunID: h.RunID, PID: h.PID, Host: h.Host, Since: h.Since.UTC(), At: now, Expires: now.Add(t.leaseTTL)})
+// holderGone says whether the process behind a lease of our run ID has
+// ended (or cannot be checked, being on another host).
+func holderGone(cur, me backend.LeaseHolder) bool {
+	if cur.Host != me.Host || cur.PID == me.PID || cur.PID <= 0 {
+		return true
+	}
+	err := syscall.Kill(cur.PID, 0)
+	// EPERM: it lives, as another user.
+	return err != nil && !errors.Is(err, syscall.EPERM)
+}
+
+// writeLease writes a lease record and returns its offset.
+func (t *Topic) writeLease(ctx context.Context, r leaseRecord, h backend.LeaseHolder) (int64, error) {
+	r.RunID, r.PID, r.Host, r.Since, r.TTLms = h.RunID, h.PID, h.Host, h.Since.UTC(), t.leaseTTL.Milliseconds()
+	v, _ := json.Marshal(r)
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	res, err := t.produceState(rctx, []*kgo.Record{{Key: []byte(leaseKey), Value: v}})
@@ -138,30 +198,79 @@ func (t *Topic) writeLease(ctx context.Context, op string, h backend.LeaseHolder
 		err = res.FirstErr()
 	}
 	if err != nil {
-		return t.connErr(ctx, op+" the DLQ lease", err)
+		return 0, t.connErr(ctx, r.Op+" the DLQ lease", err)
+	}
+	return res[0].Record.Offset, nil
+}
+
+// leaseHeld checks, before a chunk moves, that the lease this Topic took
+// (if any) still holds by the records: a holder that was paused past its
+// TTL learns it here, before writing anything.
+func (t *Topic) leaseHeld(ctx context.Context) error {
+	t.mu.Lock()
+	held := t.held
+	t.mu.Unlock()
+	switch held {
+	case noEpoch:
+		return nil
+	case lostEpoch:
+		return t.lostErr(nil)
+	}
+	m, err := t.readMeta(ctx, t.src.stateTopic)
+	if err != nil {
+		return err
+	}
+	if cur := replayLease(m.leases); cur == nil || cur.epoch != held {
+		return t.lostErr(cur)
 	}
 	return nil
 }
 
+// lostErr is the refusal of a run whose lease another run took.
+func (t *Topic) lostErr(cur *heldLease) error {
+	t.mu.Lock()
+	t.held = lostEpoch
+	t.mu.Unlock()
+	holder := "nobody (this run's lease expired)"
+	if cur != nil {
+		holder = cur.holder().String()
+	}
+	return &backend.BusyError{What: t.leaseWhat(), Holder: holder + "; this run lost its lease and stopped"}
+}
+
+// lostEpoch marks a Topic whose lease was lost: it moves nothing more.
+const lostEpoch = -2
+
+// fencedErr turns the broker's fencing of this run's producer into the
+// lease refusal it means.
+func (t *Topic) fencedErr(err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return fmt.Errorf("%w (%v)", t.lostErr(nil), err)
+	}
+	return err
+}
+
 type lease struct {
-	t    *Topic
-	ctx  context.Context
-	h    backend.LeaseHolder
-	lost chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	t     *Topic
+	ctx   context.Context
+	h     backend.LeaseHolder
+	epoch int64
+	lost  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 func (l *lease) Lost() <-chan struct{} { return l.lost }
 
-// renew writes a renew record every third of the TTL; a renewal that
-// fails past the expiry means another run may hold the DLQ now.
+// renew writes a renew record every third of the TTL and reads back: when
+// another epoch holds the DLQ, or no renewal succeeded for a whole TTL,
+// the lease is lost.
 func (l *lease) renew() {
 	defer close(l.done)
 	tick := time.NewTicker(l.t.leaseTTL / 3)
 	defer tick.Stop()
-	last := l.t.now()
+	last := time.Now() // elapsed time on this host's monotonic clock only
 	for {
 		select {
 		case <-l.stop:
@@ -169,13 +278,23 @@ func (l *lease) renew() {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, l.t.leaseTTL/3)
-		err := l.t.writeLease(ctx, "renew", l.h)
+		_, err := l.t.writeLease(ctx, leaseRecord{Op: "renew", Epoch: l.epoch}, l.h)
+		var m meta
+		if err == nil {
+			m, err = l.t.readMeta(ctx, l.t.src.stateTopic)
+		}
 		cancel()
 		if err == nil {
-			last = l.t.now()
+			if cur := replayLease(m.leases); cur == nil || cur.epoch != l.epoch {
+				_ = l.t.lostErr(cur)
+				close(l.lost)
+				return
+			}
+			last = time.Now()
 			continue
 		}
-		if l.t.now().Sub(last) >= l.t.leaseTTL {
+		if time.Since(last) >= l.t.leaseTTL {
+			_ = l.t.lostErr(nil)
 			close(l.lost)
 			return
 		}
@@ -188,7 +307,15 @@ func (l *lease) Release(ctx context.Context) error {
 	l.once.Do(func() {
 		close(l.stop)
 		<-l.done
-		err = l.t.writeLease(ctx, "release", l.h)
+		l.t.mu.Lock()
+		if l.t.held == l.epoch {
+			l.t.held = noEpoch
+		}
+		l.t.mu.Unlock()
+		_, err = l.t.writeLease(ctx, leaseRecord{Op: "release", Epoch: l.epoch}, l.h)
 	})
 	return err
 }
+
+// noEpoch: the Topic holds no lease.
+const noEpoch = -1

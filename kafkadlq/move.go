@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -20,25 +22,35 @@ func (t *Topic) Atomic() bool { return true }
 // DefaultDest is the original topic named by the dead-lettering headers.
 func (t *Topic) DefaultDest(origin string) string { return origin }
 
-// TransactionalID is the transactional ID of a run: fixed per run, so a
-// resume fences the producer of a crashed attempt and the broker aborts
-// its open transaction.
-func TransactionalID(runID string) string { return "dlqctl-" + runID }
+// TransactionalID is the transactional ID of every redrive of the DLT:
+// one per DLT, so the run that takes the DLQ lease fences the producer of
+// the run before it — crashed, or paused past its lease — and the broker
+// aborts that producer's open transaction and refuses its commits.
+func TransactionalID(dlt string) string { return "dlqctl-" + dlt }
 
-// txnClient returns the transactional producer of runID, creating it and
+// fenceProducer starts this Topic's transactional producer anew, fencing
+// any other with the DLT's transactional ID.
+func (t *Topic) fenceProducer(ctx context.Context) error {
+	t.mu.Lock()
+	if t.txn != nil {
+		go t.txn.Close()
+		t.txn = nil
+	}
+	t.mu.Unlock()
+	_, err := t.txnClient(ctx)
+	return err
+}
+
+// txnClient returns the transactional producer of the DLT, creating it and
 // loading its producer ID, which fences any earlier producer with the same
 // transactional ID and aborts its open transaction.
-func (t *Topic) txnClient(ctx context.Context, runID string) (*kgo.Client, error) {
-	id := TransactionalID(runID)
+func (t *Topic) txnClient(ctx context.Context) (*kgo.Client, error) {
+	id := TransactionalID(t.src.topic)
 	t.mu.Lock()
-	if t.txn != nil && t.txnID == id {
+	if t.txn != nil {
 		cl := t.txn
 		t.mu.Unlock()
 		return cl, nil
-	}
-	if t.txn != nil {
-		t.txn.Close()
-		t.txn = nil
 	}
 	t.mu.Unlock()
 	o, err := t.baseOpts()
@@ -58,6 +70,7 @@ func (t *Topic) txnClient(ctx context.Context, runID string) (*kgo.Client, error
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	defer t.slow(fmt.Sprintf("waiting for the broker to start the transactional producer %s (after a broker restart its transaction coordinator loads first; a transaction left open by a crashed run is aborted now)", id))()
 	if _, _, err := cl.ProducerID(rctx); err != nil {
 		cl.Close()
 		return nil, t.connErr(ctx, "initialize the transactional producer "+id, err)
@@ -102,9 +115,12 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := t.txnClient(ctx, m.RunID)
-	if err != nil {
+	if err := t.leaseHeld(ctx); err != nil {
 		return nil, err
+	}
+	cl, err := t.txnClient(ctx)
+	if err != nil {
+		return nil, t.fencedErr(err)
 	}
 	results, recs, states, err := t.prepare(ctx, items, m)
 	if err != nil {
@@ -113,11 +129,16 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if len(recs) == 0 {
 		return results, nil
 	}
-	if err := t.commit(ctx, cl, recs, states); err != nil {
+	refused, err := t.commitRefusing(ctx, cl, recs, states)
+	if err != nil {
 		t.dropTxn(cl)
-		return nil, err
+		return nil, t.fencedErr(err)
 	}
 	for _, s := range states {
+		if e, ok := refused[s.record]; ok {
+			results[s.index].Err = fmt.Errorf("entry %s: %s refused the record: %w", items[s.index].ID, recs[s.record].Topic, e)
+			continue
+		}
 		results[s.index].DestID = s.rec.DestID
 	}
 	for i := range results {
@@ -151,7 +172,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	counts := map[string]int{}
 	for i, it := range items {
 		r, ok := found[it.ID]
-		if gone := st.done.has(it.ID); gone || !ok {
+		if !ok || t.doneWith(st, it.ID, r) {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
@@ -166,6 +187,12 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		}
 		if dest == "" {
 			results[i].Err = fmt.Errorf("entry %s: no original topic in its headers and no --to", it.ID)
+			continue
+		}
+		// Checked here as well as at plan time: a hand-made or older plan
+		// must not write the state topic either.
+		if err := t.GuardDestination(ctx, dest); err != nil {
+			results[i].Err = fmt.Errorf("entry %s: destination refused: %w", it.ID, err)
 			continue
 		}
 		n, ok := counts[dest]
@@ -185,6 +212,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		states = append(states, pendingState{index: i, record: len(recs) - 1, rec: stateRecord{
 			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
 			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
+			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID})
 	}
 	return results, recs, states, nil
@@ -224,11 +252,88 @@ type pendingState struct {
 	rec    stateRecord
 }
 
+// commitRefusing commits the chunk's moves, leaving out each record the
+// destination refuses for what it is (too large once dlqctl's headers are
+// on it, a topic it may not write): one such record must not fail its
+// whole chunk, every time it is resumed. When a transaction fails on
+// refused records, it is aborted, the others are committed without them,
+// and each refused record is tried alone (a broker refuses a whole batch
+// for one record, so its neighbours were maybe refused only by company).
+// It returns the refused records, by index in recs, and their errors; an
+// error of its own means the outcome of what was not yet committed is
+// unknown.
+func (t *Topic) commitRefusing(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) (map[int]error, error) {
+	refused := map[int]error{}
+	var try func(part []pendingState, alone bool) error
+	try = func(part []pendingState, alone bool) error {
+		sub := make([]*kgo.Record, len(part))
+		subStates := make([]pendingState, len(part))
+		for i, s := range part {
+			r := *recs[s.record] // a fresh record: an attempt's left its offsets on it
+			r.Partition, r.Offset, r.Timestamp = recs[s.record].Partition, 0, time.Time{}
+			sub[i] = &r
+			subStates[i] = s
+			subStates[i].record = i
+		}
+		bad, err := t.commit(ctx, cl, sub, subStates)
+		if err == nil {
+			for i, s := range subStates {
+				for j := range states {
+					if states[j].record == part[i].record {
+						states[j].rec.DestID = s.rec.DestID
+					}
+				}
+			}
+			return nil
+		}
+		if len(bad) == 0 {
+			return err
+		}
+		if alone {
+			for i, e := range bad {
+				refused[part[i].record] = e
+			}
+			return nil
+		}
+		var rest, suspects []pendingState
+		for i, s := range part {
+			if _, ok := bad[i]; ok {
+				suspects = append(suspects, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		if len(rest) > 0 {
+			if err := try(rest, false); err != nil {
+				return err
+			}
+		}
+		for _, s := range suspects {
+			if err := try([]pendingState{s}, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return refused, try(states, len(states) == 1)
+}
+
+// refusedRecord says whether a produce error is the destination refusing
+// this record for what it is, which no retry of it changes.
+func refusedRecord(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTopicException) ||
+		errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.PolicyViolation) ||
+		errors.Is(err, kerr.CorruptMessage) || errors.Is(err, kerr.InvalidRequiredAcks)
+}
+
 // commit writes the origin records, then the state records naming where
-// each went, in one transaction.
-func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) error {
+// each went, in one transaction. When the origin refused records
+// (refusedRecord), the transaction is aborted and they are returned by
+// index with the error.
+func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, states []pendingState) (map[int]error, error) {
 	if err := cl.BeginTransaction(); err != nil {
-		return t.connErr(ctx, "begin a transaction", err)
+		return nil, t.connErr(ctx, "begin a transaction", err)
 	}
 	abort := func(cause error) error {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
@@ -243,7 +348,19 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		err = res.FirstErr()
 	}
 	if err != nil {
-		return abort(t.connErr(ctx, "produce to the origin", err))
+		bad := map[int]error{}
+		if ctx.Err() == nil {
+			at := make(map[*kgo.Record]int, len(recs))
+			for i, r := range recs {
+				at[r] = i
+			}
+			for _, r := range res {
+				if r.Err != nil && refusedRecord(r.Err) {
+					bad[at[r.Record]] = r.Err
+				}
+			}
+		}
+		return bad, abort(t.connErr(ctx, "produce to the origin", err))
 	}
 	stateRecs := make([]*kgo.Record, len(states))
 	for i := range states {
@@ -259,13 +376,13 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		err = sres.FirstErr()
 	}
 	if err != nil {
-		return abort(t.connErr(ctx, "write the state records", err))
+		return nil, abort(t.connErr(ctx, "write the state records", err))
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// The commit may or may not have reached the coordinator.
-		return t.connErr(ctx, "commit", err)
+		return nil, t.connErr(ctx, "commit", err)
 	}
-	return nil
+	return nil, nil
 }
 
 // redriveRecord is the record to put back: same key and value, original
@@ -328,6 +445,9 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
+	if err := t.leaseHeld(ctx); err != nil {
+		return nil, err
+	}
 	st, err := t.loadState(ctx, true)
 	if err != nil {
 		return nil, err
@@ -346,12 +466,13 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	var recs []*kgo.Record
 	var idx []int
 	for i, it := range items {
-		gone := st.done.has(it.ID)
-		if _, ok := found[it.ID]; gone || !ok {
+		r, ok := found[it.ID]
+		if !ok || t.doneWith(st, it.ID, r) {
 			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
 			continue
 		}
-		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC()})
+		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC(),
+			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli()})
 		recs = append(recs, &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(it.ID), Value: v})
 		idx = append(idx, i)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,7 +170,7 @@ func TestCrashedTransactionFenced(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, dlt, src, entries := seedRedrive(t, ctx)
 	const run = "run-crash"
-	dead, err := kgo.NewClient(kgo.SeedBrokers(broker.Bootstrap()), kgo.TransactionalID(kafkadlq.TransactionalID(run)),
+	dead, err := kgo.NewClient(kgo.SeedBrokers(broker.Bootstrap()), kgo.TransactionalID(kafkadlq.TransactionalID(dlt)),
 		kgo.TransactionTimeout(60*time.Second), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -184,15 +183,22 @@ func TestCrashedTransactionFenced(t *testing.T) {
 		{Topic: dlt + ".dlqctl-state", Partition: 0, Key: []byte(entries[0].ID), Value: []byte(`{"status":"redriven","run_id":"run-crash"}`)},
 	}
 	// The state topic must exist for the dead producer to write to it.
-	if _, err := src.Publish(ctx, nil, backend.Markers{RunID: "run-setup"}); err != nil {
+	if _, err := src.Remove(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := dead.ProduceSync(ctx, crashRecs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	// kill -9: the client is abandoned, never committed nor closed.
+	// kill -9: the client is abandoned, never committed nor closed. The
+	// resume takes the lease, which fences it.
 	start := time.Now()
-	res, err := src.Publish(ctx, itemsOf(entries, origin), backend.Markers{RunID: run})
+	resume := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 10 * time.Second})
+	l, err := resume.Lease(ctx, backend.LeaseHolder{RunID: run, PID: deadPID(t), Host: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	res, err := resume.Publish(ctx, itemsOf(entries, origin), backend.Markers{RunID: run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,67 +287,6 @@ func TestResolve(t *testing.T) {
 	if n := len(readCommitted(t, ctx, origin)); n != 0 {
 		t.Fatalf("resolve published %d records", n)
 	}
-}
-
-func TestLease(t *testing.T) {
-	ctx := ctxFor(t)
-	_, _, src, _ := seedRedrive(t, ctx)
-	host, _ := os.Hostname()
-	a := backend.LeaseHolder{RunID: "run-a", PID: 11, Host: host, Since: time.Now()}
-	la, err := src.Lease(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := openTopic(t, ctx, src.TopicName(), kafkadlq.Options{})
-	_, err = other.Lease(ctx, backend.LeaseHolder{RunID: "run-b", PID: 12, Host: host})
-	var busy *backend.BusyError
-	if !errors.As(err, &busy) || !errors.Is(err, backend.ErrBusy) || !strings.Contains(busy.Holder, "run-a") {
-		t.Fatalf("second run: %v", err)
-	}
-	if h, err := other.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run run-a (pid 11") {
-		t.Fatalf("LeaseHolder %q %v", h, err)
-	}
-	// run-a crashes (its lease is never released); a resume with the same
-	// run ID takes it over at once.
-	again, err := other.Lease(ctx, backend.LeaseHolder{RunID: "run-a", PID: 13, Host: host})
-	if err != nil {
-		t.Fatalf("takeover by the same run: %v", err)
-	}
-	_ = la // abandoned, as after kill -9
-	if err := again.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lb, err := other.Lease(ctx, backend.LeaseHolder{RunID: "run-b", PID: 12, Host: host})
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	defer lb.Release(ctx)
-	select {
-	case <-lb.Lost():
-		t.Fatal("lease lost at once")
-	default:
-	}
-}
-
-// TestLeaseExpires: an abandoned lease of another run stops blocking once
-// its TTL has passed without renewal.
-func TestLeaseExpires(t *testing.T) {
-	ctx := ctxFor(t)
-	_, _, _, _ = seedRedrive(t, ctx)
-	dlt := freshTopic(t, ".DLT")
-	createTopic(t, ctx, dlt, 1, nil)
-	clock := time.Now()
-	now := func() time.Time { return clock }
-	a := openTopic(t, ctx, dlt, kafkadlq.Options{LeaseTTL: time.Hour, Now: now})
-	if _, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"}); err != nil {
-		t.Fatal(err)
-	}
-	b := openTopic(t, ctx, dlt, kafkadlq.Options{LeaseTTL: time.Hour, Now: func() time.Time { return clock.Add(2 * time.Hour) }})
-	lb, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	if err != nil {
-		t.Fatalf("expired lease still blocks: %v", err)
-	}
-	lb.Release(ctx)
 }
 
 func TestExtras(t *testing.T) {

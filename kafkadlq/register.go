@@ -45,7 +45,7 @@ func Registration() backend.Registration {
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}
-			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from})
+			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from, Stderr: o.Stderr})
 		},
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}

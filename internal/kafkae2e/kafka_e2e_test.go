@@ -3,6 +3,8 @@ package kafkae2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -213,7 +215,13 @@ func TestBrokerRestartDuringApply(t *testing.T) {
 		code, out := dlqctl(t, dir, nil, append(src, "redrive", "apply", "p.json")...)
 		done <- result{code, out}
 	}()
-	time.Sleep(800 * time.Millisecond) // 40 entries at 20/s take 2 s
+	// 40 entries at 20/s take 2 s: stop the broker once the first moves
+	// are journaled.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(filepath.Join(dir, "p.journal")); strings.Count(string(b), `"published"`) >= 2 {
+			break
+		}
+	}
 	if err := broker.Down(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +232,12 @@ func TestBrokerRestartDuringApply(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.out, "dlqctl redrive resume p.journal") {
 		t.Fatalf("apply with the broker down: exit %d, want 1 with the resume command\n%s", r.code, r.out)
 	}
+	start := time.Now()
 	code, out := dlqctl(t, dir, nil, append(src, "redrive", "resume", "p.journal")...)
 	if code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
+	t.Logf("resume after the restart took %s:\n%s", time.Since(start), out)
 	count := originEvents(t, ctx, origin)
 	if len(count) != n {
 		t.Errorf("%d events on the origin, want %d", len(count), n)

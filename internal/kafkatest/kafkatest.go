@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,6 +238,34 @@ func (b *Broker) Down() error {
 		return fmt.Errorf("down: %w", err)
 	}
 	return nil
+}
+
+// Kill stops the broker with SIGKILL, as a crash would (no clean
+// shutdown: logs are recovered and open transactions resumed on Up), and
+// keeps its data for Up.
+func (b *Broker) Kill() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped {
+		return errors.New("kafkatest: Kill after Stop")
+	}
+	pid := b.PID()
+	if pid <= 0 {
+		return errors.New("kafkatest: Kill: the broker is not running")
+	}
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Signal(syscall.SIGKILL)
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: kill the broker (pid %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); p.Signal(syscall.Signal(0)) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kafkatest: the broker (pid %d) outlived SIGKILL for 30 s", pid)
+		}
+	}
+	return os.Remove(filepath.Join(b.dataDir, "kafka.pid"))
 }
 
 // Up starts a broker that Down stopped, on the same address and data.
