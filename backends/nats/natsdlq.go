@@ -240,7 +240,9 @@ func (s *Stream) each(ctx context.Context, after string, fn func(copyMsg) error)
 	}
 	defer it.Stop()
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(s.src.timeout), jetstream.NextContext(ctx))
+		nctx, cancel := context.WithTimeout(ctx, s.src.timeout)
+		msg, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
