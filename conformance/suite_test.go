@@ -17,9 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
+	"github.com/dlqctl/dlqctl/backends/nats/natstest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -153,6 +156,28 @@ func targets() map[string]func(t *testing.T) *server {
 					t.Fatal(err)
 				}
 				return fixture{source: url(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", url(base + "-orders")}}
+			}}
+		},
+		"nats": func(t *testing.T) *server {
+			srv := natstest.Start(t)
+			_, js := srv.JetStream(t)
+			n := 0
+			return &server{down: srv.Down, up: srv.Up, outage: "&timeout=1s", missing: func(t *testing.T) string {
+				return srv.URL() + "?stream=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
+			}, fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				ctx := context.Background()
+				// The copy stream as import --init makes it; the origin
+				// stream takes the subject the seeded envelopes name.
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_DLQ", Subjects: natsdlq.CopySubjects(base + "_DLQ"), AllowDirect: true}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{base + ".orders"}}); err != nil {
+					t.Fatal(err)
+				}
+				return fixture{source: srv.URL() + "?stream=" + base + "_DLQ", origin: base + ".orders",
+					consume: []string{"--source", srv.URL() + "?stream=" + base + "_ORDERS&consumer=workers", "--dlq", base + "_DLQ"}}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {

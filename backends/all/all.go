@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
+	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/dirqueue"
 	"github.com/dlqctl/dlqctl/kafkadlq"
 	"github.com/dlqctl/dlqctl/pulsardlq"
@@ -20,5 +21,6 @@ func Registry() *backend.Registry {
 	r.Register(pulsardlq.Registration())
 	r.Register(kafkadlq.Registration())
 	r.Register(sqsdlq.Registration())
+	r.Register(natsdlq.Registration())
 	return r
 }

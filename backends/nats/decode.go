@@ -50,13 +50,25 @@ func staleHeader(name string) bool {
 	return serverHeaders[name] || strings.HasPrefix(name, "Nats-Expected-")
 }
 
-// copyMsg is one message of a stream of dead-letter copies.
-type copyMsg struct {
+// Message is one JetStream message: a copy in the DLQ stream, or (for a
+// consumer that decodes what it receives, as the reference worker does)
+// an original.
+type Message struct {
 	Seq     uint64
 	Subject string
 	Header  nats.Header
 	Data    []byte
 	Time    time.Time
+}
+
+// Decode maps m to the canonical envelope as a scan does (names: the
+// envelope's header names and aliases, envelope.DefaultFieldNames when
+// nil). It never fails; see decoder.decode.
+func Decode(m Message, names envelope.FieldNames) envelope.Envelope {
+	if names == nil {
+		names = envelope.DefaultFieldNames()
+	}
+	return decoder{names: names}.decode(m, false)
 }
 
 // decoder turns copies into envelopes.
@@ -139,7 +151,7 @@ func truncate(s string) string {
 // header gives one. lean leaves properties out. It never fails: what cannot
 // be read makes the envelope malformed with the reason, and keeps the
 // message's raw form.
-func (d decoder) decode(m copyMsg, lean bool) envelope.Envelope {
+func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	e := envelope.Envelope{ID: strconv.FormatUint(m.Seq, 10), Origin: envelope.Origin{Backend: Name}}
 	r := &headerReader{h: m.Header, used: map[string]bool{}}
 	for name, vs := range m.Header {
@@ -243,7 +255,7 @@ func (d decoder) payload(e *envelope.Envelope, r *headerReader, data []byte) {
 
 // rawCopy is a malformed copy's raw form for export: subject, sequence,
 // time, headers (sorted) and data.
-func rawCopy(m copyMsg) []byte {
+func rawCopy(m Message) []byte {
 	type header struct {
 		Name   string   `json:"name"`
 		Values []string `json:"values"`

@@ -23,7 +23,7 @@ func TestDecodeCopy(t *testing.T) {
 	h.Set("key", "order-123")
 	h.Set("tenant", "acme")
 	h.Set("Nats-Expected-Stream", "ORDERS")
-	e := testDecoder().decode(copyMsg{Seq: 7, Subject: "dlq.orders", Header: h, Data: []byte(`{"a":1}`), Time: at}, false)
+	e := testDecoder().decode(Message{Seq: 7, Subject: "dlq.orders", Header: h, Data: []byte(`{"a":1}`), Time: at}, false)
 	if e.Malformed != "" {
 		t.Fatal(e.Malformed)
 	}
@@ -43,7 +43,7 @@ func TestDecodeEventIDFromMsgID(t *testing.T) {
 	h := nats.Header{}
 	h.Set(HeaderMsgID, "M-9")
 	h.Set(HeaderNatsOriginalSubject, "orders")
-	e := testDecoder().decode(copyMsg{Seq: 1, Header: h, Data: []byte("x")}, false)
+	e := testDecoder().decode(Message{Seq: 1, Header: h, Data: []byte("x")}, false)
 	if e.Malformed != "" || e.EventID != "M-9" || e.Origin.Topic != "orders" {
 		t.Errorf("decoded %+v", e)
 	}
@@ -62,7 +62,7 @@ func TestDecodeMalformed(t *testing.T) {
 		"bad encoding":    {"event_id": {"E1"}, "payload_encoding": {"rot13"}},
 		"imported broken": {"event_id": {"E1"}, envelope.MalformedMarker: {"was broken"}},
 	} {
-		e := testDecoder().decode(copyMsg{Seq: 3, Header: h, Data: []byte("p")}, false)
+		e := testDecoder().decode(Message{Seq: 3, Header: h, Data: []byte("p")}, false)
 		if e.Malformed == "" {
 			t.Errorf("%s: not malformed: %+v", name, e)
 			continue
@@ -88,7 +88,7 @@ func FuzzDecodeCopy(f *testing.F) {
 	f.Add("Nats-Msg-Id", "\xff", "dead_lettered_at", "2026-01-01T00:00:00Z", []byte{0xff})
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, data []byte) {
 		h := nats.Header{k1: {v1}, k2: {v2}}
-		e := testDecoder().decode(copyMsg{Seq: 1, Header: h, Data: data}, false)
+		e := testDecoder().decode(Message{Seq: 1, Header: h, Data: data}, false)
 		if e.ID != "1" {
 			t.Fatalf("id %q", e.ID)
 		}

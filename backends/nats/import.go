@@ -140,7 +140,7 @@ func (s *Stream) Has(ctx context.Context, id string) (bool, error) {
 	s.mu.Unlock()
 	if ids == nil {
 		ids = map[string]bool{}
-		err := s.each(ctx, "", func(m copyMsg) error {
+		err := s.each(ctx, "", func(m Message) error {
 			ids[strconv.FormatUint(m.Seq, 10)] = true
 			if v := m.Header.Get(SourceIDHeader); v != "" {
 				ids[v] = true

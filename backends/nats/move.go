@@ -44,8 +44,8 @@ const prefetchWorkers = 8
 
 // fetchAll reads the copies of items in parallel; a copy that is gone has
 // its error wrapping backend.ErrNotFound.
-func (s *Stream) fetchAll(ctx context.Context, items []backend.MoveItem) ([]copyMsg, []error) {
-	msgs := make([]copyMsg, len(items))
+func (s *Stream) fetchAll(ctx context.Context, items []backend.MoveItem) ([]Message, []error) {
+	msgs := make([]Message, len(items))
 	errs := make([]error, len(items))
 	next := make(chan int)
 	var wg sync.WaitGroup

@@ -200,7 +200,7 @@ func (s *Stream) ScanLean(ctx context.Context, after string, fn func(envelope.En
 }
 
 func (s *Stream) scan(ctx context.Context, after string, lean bool, fn func(envelope.Envelope) error) error {
-	return s.each(ctx, after, func(m copyMsg) error { return fn(s.dec.decode(m, lean)) })
+	return s.each(ctx, after, func(m Message) error { return fn(s.dec.decode(m, lean)) })
 }
 
 // scanBatch is how many messages one pull asks for.
@@ -209,7 +209,7 @@ const scanBatch = 1000
 // each calls fn for every message after `after`, in stream order. It ends
 // at the message the server says is the last one pending, so that a scan
 // started while consumers keep dead-lettering still ends.
-func (s *Stream) each(ctx context.Context, after string, fn func(copyMsg) error) error {
+func (s *Stream) each(ctx context.Context, after string, fn func(Message) error) error {
 	if s.missing {
 		return nil
 	}
@@ -261,7 +261,7 @@ func (s *Stream) each(ctx context.Context, after string, fn func(copyMsg) error)
 			return s.wrap("read the stream", err)
 		}
 		start = meta.Sequence.Stream + 1
-		if err := fn(copyMsg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(), Time: meta.Timestamp}); err != nil {
+		if err := fn(Message{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(), Time: meta.Timestamp}); err != nil {
 			if errors.Is(err, backend.ErrStop) {
 				return nil
 			}
@@ -313,19 +313,19 @@ func (s *Stream) handle(ctx context.Context) (jetstream.Stream, error) {
 
 // get reads one message by sequence, without the headers the server adds
 // to a direct get.
-func (s *Stream) get(ctx context.Context, seq uint64) (copyMsg, error) {
+func (s *Stream) get(ctx context.Context, seq uint64) (Message, error) {
 	st, err := s.handle(ctx)
 	if err != nil {
-		return copyMsg{}, err
+		return Message{}, err
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	m, err := st.GetMsg(rctx, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return copyMsg{}, fmt.Errorf("message %d: %w in %s", seq, backend.ErrNotFound, s)
+			return Message{}, fmt.Errorf("message %d: %w in %s", seq, backend.ErrNotFound, s)
 		}
-		return copyMsg{}, s.wrap(fmt.Sprintf("read message %d", seq), err)
+		return Message{}, s.wrap(fmt.Sprintf("read message %d", seq), err)
 	}
 	h := m.Header
 	if h != nil {
@@ -336,7 +336,7 @@ func (s *Stream) get(ctx context.Context, seq uint64) (copyMsg, error) {
 			}
 		}
 	}
-	return copyMsg{Seq: m.Sequence, Subject: m.Subject, Header: h, Data: m.Data, Time: m.Time}, nil
+	return Message{Seq: m.Sequence, Subject: m.Subject, Header: h, Data: m.Data, Time: m.Time}, nil
 }
 
 // Get returns the entry at stream sequence id.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,6 +49,7 @@ type Message struct {
 	pmsg   pulsar.Message    // pulsar: the message as delivered
 	krec   *kgo.Record       // kafka: the record as delivered
 	smsg   types.Message     // sqs: the message as received
+	jmsg   jetstream.Msg     // nats: the message as delivered
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -89,8 +91,10 @@ func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, er
 		})
 	case strings.HasPrefix(raw, "sqs://"):
 		return openSQSSource(ctx, raw)
+	case strings.HasPrefix(raw, "nats://"):
+		return openNATSSource(ctx, raw, dlq, opts.MaxDeliveries, opts.RedeliveryDelay)
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL or dir:PATH", raw)
+	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL, nats://host:port?stream=ORIGIN&consumer=C or dir:PATH", raw)
 }
 
 // redisSource reads a stream through a consumer group.
