@@ -181,7 +181,10 @@ func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	e.ErrorClass = r.str(n[envelope.FieldErrorClass])
 	e.FirstReceivedAt = r.time(envelope.FieldFirstReceivedAt, n[envelope.FieldFirstReceivedAt])
 	e.DeadLetteredAt = r.time(envelope.FieldDeadLetteredAt, n[envelope.FieldDeadLetteredAt])
-	if e.DeadLetteredAt.IsZero() {
+	// Without a dead_lettered_at header, the copy's stream timestamp is
+	// when it was dead-lettered; an imported envelope that had none keeps
+	// none, so that an export and import change nothing.
+	if _, imported := m.Header[SourceIDHeader]; e.DeadLetteredAt.IsZero() && !imported && !m.Time.IsZero() {
 		e.DeadLetteredAt = m.Time.UTC()
 	}
 	e.Owner = r.str(n[envelope.FieldOwner])
