@@ -58,6 +58,10 @@ var bucketName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 type sourceURL struct {
 	raw        string
 	scheme     string
+	info       string // user info as written
+	hasInfo    bool
+	hostPart   string // hosts (and any path) as written
+	query      string
 	hosts      []string // host:port, in the order given
 	stream     string
 	consumer   string
@@ -84,11 +88,10 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	u.scheme = scheme
 	// Several hosts (a cluster's seed list) make the URL no valid URL for
 	// net/url: the user info and the query are cut off by hand.
-	hostPart, query, _ := strings.Cut(rest, "?")
+	info, hasInfo, hostPart, query := splitAuthority(rest)
+	u.info, u.hasInfo, u.hostPart, u.query = info, hasInfo, hostPart, query
 	hostPart = strings.TrimSuffix(hostPart, "/")
-	if at := strings.LastIndex(hostPart, "@"); at >= 0 {
-		info := hostPart[:at]
-		hostPart = hostPart[at+1:]
+	if hasInfo {
 		name, pass, hasPass := strings.Cut(info, ":")
 		var err error
 		if u.user, err = url.PathUnescape(name); err != nil {
@@ -126,7 +129,7 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 			host, port = h, defaultPort
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("nats source %s: port %q is not a port number", u.display(), port)
+			return u, backend.Configf("nats source %s: a host's port is not a port number", u.display())
 		}
 		if host == "" {
 			return u, backend.Configf("nats source %s: no host", u.display())
@@ -135,14 +138,14 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return u, backend.Configf("nats source %s: bad query string: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: bad query string: %v", u.display(), u.quote(err.Error()))
 	}
 	for k, vs := range q {
 		if !slices.Contains(knownParams, k) {
-			return u, backend.Configf("nats source %s: unknown query parameter %q (known: %s)", u.display(), k, strings.Join(knownParams, ", "))
+			return u, backend.Configf("nats source %s: unknown query parameter %s (known: %s)", u.display(), u.quote(k), strings.Join(knownParams, ", "))
 		}
 		if len(vs) > 1 {
-			return u, backend.Configf("nats source %s: query parameter %q given %d times", u.display(), k, len(vs))
+			return u, backend.Configf("nats source %s: query parameter %s given %d times", u.display(), u.quote(k), len(vs))
 		}
 	}
 	u.stream = q.Get("stream")
@@ -150,31 +153,31 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 		return u, backend.Configf("nats source %s: no stream (add ?stream=DLQSTREAM)", u.display())
 	}
 	if !streamName.MatchString(u.stream) {
-		return u, backend.Configf("nats source %s: stream %q is no JetStream stream name (no spaces, dots, *, > or slashes)", u.display(), u.stream)
+		return u, backend.Configf("nats source %s: stream %s is no JetStream stream name (no spaces, dots, *, > or slashes)", u.display(), u.quote(u.stream))
 	}
 	if c := q.Get("consumer"); c != "" {
 		if !streamName.MatchString(c) {
-			return u, backend.Configf("nats source %s: consumer %q is no JetStream consumer name", u.display(), c)
+			return u, backend.Configf("nats source %s: consumer %s is no JetStream consumer name", u.display(), u.quote(c))
 		}
 		u.consumer = c
 	}
 	if v, ok := q["advisories"]; ok {
 		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			return u, backend.Configf("nats source %s: advisories=%q: want 1 or 0", u.display(), v[0])
+			return u, backend.Configf("nats source %s: advisories=%s: want 1 or 0", u.display(), u.quote(v[0]))
 		}
 		u.advisories = b
 	}
 	if v, ok := q["lease_bucket"]; ok {
 		if !bucketName.MatchString(v[0]) {
-			return u, backend.Configf("nats source %s: lease_bucket=%q: want letters, digits, - and _", u.display(), v[0])
+			return u, backend.Configf("nats source %s: lease_bucket=%s: want letters, digits, - and _", u.display(), u.quote(v[0]))
 		}
 		u.bucket = v[0]
 	}
 	if v, ok := q["timeout"]; ok {
 		d, err := time.ParseDuration(v[0])
 		if err != nil || d <= 0 {
-			return u, backend.Configf("nats source %s: timeout=%q: want a positive duration such as 10s", u.display(), v[0])
+			return u, backend.Configf("nats source %s: timeout=%s: want a positive duration such as 10s", u.display(), u.quote(v[0]))
 		}
 		u.timeout = d
 	}
@@ -186,7 +189,7 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	if v, ok := q["tls_insecure"]; ok {
 		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			return u, backend.Configf("nats source %s: tls_insecure=%q: want true or false", u.display(), v[0])
+			return u, backend.Configf("nats source %s: tls_insecure=%s: want true or false", u.display(), u.quote(v[0]))
 		}
 		u.tlsInsec = b
 	}
@@ -195,25 +198,60 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 
 // display is the URL with its password or token replaced.
 func (u sourceURL) display() string {
-	scheme, rest, ok := strings.Cut(u.raw, "://")
-	if !ok {
+	if u.scheme == "" {
 		return backend.RedactURL(u.raw)
 	}
-	hostPart, query, hasQuery := strings.Cut(rest, "?")
-	if at := strings.LastIndex(hostPart, "@"); at >= 0 {
-		info := hostPart[:at]
-		if name, _, hasPass := strings.Cut(info, ":"); hasPass {
-			info = name + ":" + backend.Redacted
-		} else if u.token != "" || u.user == "" {
-			info = backend.Redacted // a token
-		}
-		hostPart = info + hostPart[at:]
+	accounted := 0
+	if u.hasInfo {
+		accounted = 1
 	}
-	out := scheme + "://" + hostPart
-	if hasQuery {
-		out += "?" + query
+	if strings.Count(u.raw, "@") > accounted {
+		// An '@' the split did not take: a password with an unescaped
+		// '?' may be anywhere before the last one.
+		return backend.RedactUserinfo(u.raw)
+	}
+	out := u.scheme + "://"
+	if u.hasInfo {
+		if name, _, hasPass := strings.Cut(u.info, ":"); hasPass {
+			out += name + ":" + backend.Redacted + "@"
+		} else if u.user == "" {
+			out += backend.Redacted + "@" // a token
+		} else {
+			out += name + "@"
+		}
+	}
+	out += u.hostPart
+	if u.query != "" {
+		out += "?" + u.query
 	}
 	return out
+}
+
+
+// splitAuthority cuts what follows "scheme://" into user info, hosts and
+// query: the user info ends at the last '@' before the query, as in any
+// URL. (A password must escape '?', '/' and '@'; display hides more when
+// it did not.)
+func splitAuthority(rest string) (info string, hasInfo bool, hosts, query string) {
+	hosts, query, _ = strings.Cut(rest, "?")
+	if at := strings.LastIndex(hosts, "@"); at >= 0 {
+		return hosts[:at], true, hosts[at+1:], query
+	}
+	return "", false, hosts, query
+}
+
+// quote quotes a piece of the URL for an error, unless the URL holds an
+// '@' its user info does not account for: then a password with an
+// unescaped '?' may have run into the query, and no piece is shown.
+func (u sourceURL) quote(v string) string {
+	accounted := 0
+	if u.hasInfo {
+		accounted = 1
+	}
+	if strings.Count(u.raw, "@") > accounted {
+		return "(not shown: the URL has an '@' after its user info; escape '@', '?' and '/' in a password)"
+	}
+	return strconv.Quote(v)
 }
 
 // secrets are the strings that must never be printed.

@@ -2,6 +2,8 @@ package natsdlq
 
 import (
 	"errors"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -78,4 +80,27 @@ func TestRegistrationParseRedacts(t *testing.T) {
 	if strings.Contains(p.Display, "hunter22") || len(p.Secrets) != 1 || p.Secrets[0] != "hunter22" {
 		t.Errorf("display %q secrets %v", p.Display, p.Secrets)
 	}
+}
+
+// FuzzParseURLNeverEchoesSecret: whatever the URL, no error and no display
+// form holds its password or token, raw or percent-encoded.
+func FuzzParseURLNeverEchoesSecret(f *testing.F) {
+	f.Add("alice", "s3cret", "stream=dlq")
+	f.Add("", "p@ss:w/rd?x", "stream=a&tls_ca=/x@y")
+	f.Add("0", "?", "0")
+	f.Add("u", "", "stream=D&creds=/a@b")
+	f.Fuzz(func(t *testing.T, user, pass, query string) {
+		secret := "Q7xZ" + pass + "Zx7Q"
+		for _, info := range []string{user + ":" + secret, secret, url.UserPassword(user, secret).String()} {
+			for _, scheme := range []string{"nats", "tls"} {
+				raw := scheme + "://" + info + "@127.0.0.1:1?" + query
+				u, err := parseURL(raw, nil)
+				for _, text := range []string{fmt.Sprint(err), u.display()} {
+					if strings.Contains(text, secret) || strings.Contains(text, url.PathEscape(secret)) {
+						t.Fatalf("%q: %q holds the secret", raw, text)
+					}
+				}
+			}
+		}
+	})
 }
