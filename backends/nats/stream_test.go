@@ -232,3 +232,14 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 	_ = jetstream.ErrMsgNotFound
 }
+
+func TestCheckOrigin(t *testing.T) {
+	url, _, origin, _ := fresh(t)
+	s := open(t, url)
+	if st := s.CheckOrigin(context.Background(), origin+".created", nil); !st.OK {
+		t.Errorf("bound subject: %+v", st)
+	}
+	if st := s.CheckOrigin(context.Background(), "nobody.listens", nil); st.OK || st.Fix == "" {
+		t.Errorf("unbound subject: %+v", st)
+	}
+}
