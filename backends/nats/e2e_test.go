@@ -33,6 +33,7 @@ func dlqctl(t *testing.T, args ...string) (int, string) {
 // (Nats-Msg-Id, inside the original publish's duplicate window).
 func TestEndToEndCopies(t *testing.T) {
 	srv := natstest.Start(t)
+	t.Chdir(t.TempDir()) // the one-step redrive writes its plan and journal here
 	_, js := srv.JetStream(t)
 	ctx := context.Background()
 	base := fmt.Sprintf("e2e%d", time.Now().UnixNano())

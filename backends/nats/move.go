@@ -97,7 +97,23 @@ func (s *Stream) Publish(ctx context.Context, items []backend.MoveItem, mk backe
 			results[i].Err = errs[i]
 			continue
 		}
-		env := s.dec.decode(msgs[i], true)
+		msg, env := msgs[i], envelope.Envelope{}
+		if s.src.advisories {
+			e, orig, ok, err := s.decodeAdvisory(ctx, msgs[i], true)
+			switch {
+			case err != nil:
+				return nil, err
+			case !ok:
+				results[i].Err = fmt.Errorf("message %s is no dead-letter advisory: %w", it.ID, backend.ErrNotFound)
+				continue
+			case e.Malformed != "":
+				results[i].Err = fmt.Errorf("move %s: %s", it.ID, e.Malformed)
+				continue
+			}
+			msg, env = orig, e
+		} else {
+			env = s.dec.decode(msg, true)
+		}
 		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
 			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
 			continue
@@ -110,7 +126,7 @@ func (s *Stream) Publish(ctx context.Context, items []backend.MoveItem, mk backe
 			results[i].Err = fmt.Errorf("move %s: not sent: an earlier entry for %s failed", it.ID, it.Dest)
 			continue
 		}
-		out := &nats.Msg{Subject: it.Dest, Data: msgs[i].Data, Header: s.redriveHeader(msgs[i].Header, env, it, mk)}
+		out := &nats.Msg{Subject: it.Dest, Data: msg.Data, Header: s.redriveHeader(msg.Header, env, it, mk)}
 		ack, err := s.publish(ctx, out)
 		if err != nil {
 			var apiErr *jetstream.APIError
@@ -204,6 +220,14 @@ func (s *Stream) Remove(ctx context.Context, items []backend.MoveItem) ([]backen
 					results[i].Err = fmt.Errorf("%q is no stream sequence: %w", items[i].ID, backend.ErrNotFound)
 					continue
 				}
+				if s.src.advisories {
+					// The original first: a crash between the two leaves
+					// the advisory, whose removal a resume finishes.
+					if err := s.removeOriginal(ctx, seq); err != nil {
+						hard[i] = err
+						continue
+					}
+				}
 				rctx, cancel := s.reqCtx(ctx)
 				err := st.DeleteMsg(rctx, seq)
 				cancel()
@@ -234,6 +258,9 @@ func (s *Stream) Remove(ctx context.Context, items []backend.MoveItem) ([]backen
 // isNoMessage: the server answered a delete with "no message found"
 // (10057), or a get with "message not found" (10037).
 func isNoMessage(err error) bool {
+	if err == nil {
+		return false
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return true
 	}
@@ -243,4 +270,34 @@ func isNoMessage(err error) bool {
 	}
 	// DeleteMsg flattens the server's error into text.
 	return strings.Contains(err.Error(), "err_code=10057")
+}
+
+// removeOriginal deletes the message the advisory at seq is about from its
+// stream, so that it can never be redriven twice. An advisory, message or
+// stream that is gone already is no error.
+func (s *Stream) removeOriginal(ctx context.Context, seq uint64) error {
+	m, err := s.get(ctx, seq)
+	if errors.Is(err, backend.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a, err := parseAdvisory(m.Data)
+	if err != nil {
+		return nil // nothing to resolve it to: only the advisory goes
+	}
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	st, err := s.js.Stream(rctx, a.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return s.wrap("look up the stream "+a.Stream, err)
+	}
+	if err := st.DeleteMsg(rctx, a.StreamSeq); err != nil && !isNoMessage(err) {
+		return s.wrap(fmt.Sprintf("delete message %d of %s", a.StreamSeq, a.Stream), err)
+	}
+	return nil
 }

@@ -200,7 +200,16 @@ func (s *Stream) ScanLean(ctx context.Context, after string, fn func(envelope.En
 }
 
 func (s *Stream) scan(ctx context.Context, after string, lean bool, fn func(envelope.Envelope) error) error {
-	return s.each(ctx, after, func(m Message) error { return fn(s.dec.decode(m, lean)) })
+	if !s.src.advisories {
+		return s.each(ctx, after, func(m Message) error { return fn(s.dec.decode(m, lean)) })
+	}
+	return s.each(ctx, after, func(m Message) error {
+		e, _, ok, err := s.decodeAdvisory(ctx, m, lean)
+		if err != nil || !ok {
+			return err
+		}
+		return fn(e)
+	})
 }
 
 // scanBatch is how many messages one pull asks for.
@@ -327,16 +336,21 @@ func (s *Stream) get(ctx context.Context, seq uint64) (Message, error) {
 		}
 		return Message{}, s.wrap(fmt.Sprintf("read message %d", seq), err)
 	}
-	h := m.Header
-	if h != nil {
-		h = nats.Header{}
-		for k, vs := range m.Header {
-			if !serverHeaders[k] {
-				h[k] = vs
-			}
+	return Message{Seq: m.Sequence, Subject: m.Subject, Header: withoutServerHeaders(m.Header), Data: m.Data, Time: m.Time}, nil
+}
+
+// withoutServerHeaders drops the headers a direct get adds.
+func withoutServerHeaders(h nats.Header) nats.Header {
+	if h == nil {
+		return nil
+	}
+	out := nats.Header{}
+	for k, vs := range h {
+		if !serverHeaders[k] {
+			out[k] = vs
 		}
 	}
-	return Message{Seq: m.Sequence, Subject: m.Subject, Header: h, Data: m.Data, Time: m.Time}, nil
+	return out
 }
 
 // Get returns the entry at stream sequence id.
@@ -349,7 +363,14 @@ func (s *Stream) Get(ctx context.Context, id string) (envelope.Envelope, error) 
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	return s.dec.decode(m, false), nil
+	if !s.src.advisories {
+		return s.dec.decode(m, false), nil
+	}
+	e, _, ok, err := s.decodeAdvisory(ctx, m, false)
+	if err == nil && !ok {
+		err = fmt.Errorf("message %d is no dead-letter advisory: %w", seq, backend.ErrNotFound)
+	}
+	return e, err
 }
 
 // info is the stream's state now.

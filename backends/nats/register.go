@@ -12,8 +12,8 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:    Name,
 		Schemes: []string{"nats", "tls"},
-		Usage:   "nats://[user:pass@|token@]host:port?stream=DLQSTREAM[&creds=FILE] or tls://…",
-		Summary: "a JetStream stream of dead-letter copies that consumers publish (headers carry the envelope fields)",
+		Usage:   "nats://[user:pass@|token@]host:port?stream=DLQSTREAM[&advisories=1][&creds=FILE] or tls://…",
+		Summary: "a JetStream stream of dead-letter copies that consumers publish (headers carry the envelope fields), or with advisories=1 a stream of the server's MAX_DELIVERIES and MSG_TERMINATED advisories that `dlq init` creates",
 		Env: []backend.EnvVar{
 			{Name: PasswordEnv, Help: "password for the URL's user when the URL has none"},
 		},
@@ -38,6 +38,7 @@ func Registration() backend.Registration {
 		Init: func(raw string) error {
 			return initStream(context.Background(), raw, os.Getenv)
 		},
+		InitDLQ: initAdvisoryStream,
 		Secrets: func(o backend.OpenOptions) []string {
 			return []string{o.Env(PasswordEnv)}
 		},
