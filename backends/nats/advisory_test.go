@@ -122,6 +122,10 @@ func TestAdvisoryShape(t *testing.T) {
 	if len(got) != 2 || len(malformed) != 1 || !strings.Contains(malformed[0].Malformed, "is gone") {
 		t.Fatalf("entries %v, malformed %+v", got, malformed)
 	}
+	code, out = dlqctl(t, "--source", doc.Source, "stats", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"num_redelivered"`) || !strings.Contains(out, `"malformed": 1`) {
+		t.Errorf("stats: exit %d\n%s", code, out)
+	}
 	code, out = dlqctl(t, "--source", doc.Source, "redrive", "--yes", "--reason", "advisory e2e", "--rate", "0",
 		"--allow-disposition", "investigate,fix-then-redrive", "--unverified-ok", "--event-id", "E1", "--event-id", "E2")
 	if code != 0 {

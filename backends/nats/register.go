@@ -18,7 +18,7 @@ func Registration() backend.Registration {
 			{Name: PasswordEnv, Help: "password for the URL's user when the URL has none"},
 		},
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Lease: true,
+			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			u, err := parseURL(raw, nil)

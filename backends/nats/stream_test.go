@@ -243,3 +243,18 @@ func TestCheckOrigin(t *testing.T) {
 		t.Errorf("unbound subject: %+v", st)
 	}
 }
+
+func TestExtras(t *testing.T) {
+	url, dlq, origin, js := fresh(t)
+	deadLetter(t, js, dlq, &nats.Msg{Subject: origin + ".a", Header: nats.Header{"event_id": {"E1"}}, Data: []byte("x")}, "timeout", 1)
+	x, err := open(t, url).Extras(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := x.JSON.(NATSExtras); j.Messages != 1 || j.LastSeq != 1 || j.Stream != dlq {
+		t.Errorf("extras %+v", j)
+	}
+	if s, c, ok := capturedConsumer(AdvisorySubjects("ORDERS", "workers")); !ok || s != "ORDERS" || c != "workers" {
+		t.Errorf("captured %q %q %v", s, c, ok)
+	}
+}
