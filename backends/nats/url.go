@@ -227,7 +227,6 @@ func (u sourceURL) display() string {
 	return out
 }
 
-
 // splitAuthority cuts what follows "scheme://" into user info, hosts and
 // query: the user info ends at the last '@' before the query, as in any
 // URL. (A password must escape '?', '/' and '@'; display hides more when
