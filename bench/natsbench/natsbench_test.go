@@ -71,6 +71,9 @@ func dlqctl(t *testing.T, args ...string) {
 	if code := cmd.Execute(context.Background(), f, args); code != 0 {
 		t.Fatalf("dlqctl %v: exit %d\n%s%s", args, code, out, errOut)
 	}
+	if os.Getenv("DLQCTL_BENCH_NATS_VERBOSE") != "" {
+		t.Logf("%s%s", out, errOut)
+	}
 }
 
 func TestNATSRatios(t *testing.T) {
@@ -170,7 +173,7 @@ func TestNATSRatios(t *testing.T) {
 	seed(t, js, dDLQ, dSubj, m)
 	start = time.Now()
 	dlqctl(t, "--source", srv.URL()+"?stream="+dDLQ, "redrive", "--yes", "--reason", "bench", "--rate", "0",
-		"--ramp", "1000", "--allow-disposition", "investigate,fix-then-redrive,resolve", "--unverified-ok")
+		"--ramp", "1000", "--settle", "0s", "--allow-disposition", "investigate,fix-then-redrive,resolve", "--unverified-ok")
 	d := time.Since(start)
 	if in, err := js.Stream(ctx, dDLQ); err != nil {
 		t.Fatal(err)
