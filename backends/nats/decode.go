@@ -68,12 +68,27 @@ func Decode(m Message, names envelope.FieldNames) envelope.Envelope {
 	if names == nil {
 		names = envelope.DefaultFieldNames()
 	}
-	return decoder{names: names}.decode(m, false)
+	return newDecoder(names).decode(m, false)
 }
 
 // decoder turns copies into envelopes.
 type decoder struct {
 	names envelope.FieldNames
+	// origin is origin_stream's names, then the original-subject headers.
+	origin []string
+}
+
+func (d decoder) originNames() []string {
+	if d.origin != nil {
+		return d.origin
+	}
+	return append(append([]string{}, d.names[envelope.FieldOriginStream]...), HeaderOriginalSubject, HeaderNatsOriginalSubject)
+}
+
+func newDecoder(names envelope.FieldNames) decoder {
+	d := decoder{names: names}
+	d.origin = d.originNames()
+	return d
 }
 
 // headerReader reads envelope fields from a message's headers and keeps
@@ -97,7 +112,9 @@ func (r *headerReader) get(names ...string) (string, bool) {
 		if !ok {
 			continue
 		}
-		r.used[n] = true
+		if r.used != nil {
+			r.used[n] = true
+		}
 		if len(vs) == 0 {
 			return "", true
 		}
@@ -153,16 +170,13 @@ func truncate(s string) string {
 // message's raw form.
 func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	e := envelope.Envelope{ID: strconv.FormatUint(m.Seq, 10), Origin: envelope.Origin{Backend: Name}}
-	r := &headerReader{h: m.Header, used: map[string]bool{}}
-	for name, vs := range m.Header {
-		if !utf8.ValidString(name) {
-			r.fail(fmt.Errorf("header %q: name is not valid UTF-8", truncate(name)))
-		}
-		for _, v := range vs {
-			if !utf8.ValidString(v) {
-				r.fail(fmt.Errorf("header %q: value is not valid UTF-8", truncate(name)))
-			}
-		}
+	r := &headerReader{h: m.Header}
+	if !lean {
+		// Only properties need to know which headers a field took.
+		r.used = make(map[string]bool, len(m.Header))
+	}
+	if bad, what, found := invalidHeader(m.Header); found {
+		r.fail(fmt.Errorf("header %q: %s is not valid UTF-8", truncate(bad), what))
 	}
 	n := d.names
 	e.EventID = r.str(n[envelope.FieldEventID])
@@ -173,7 +187,7 @@ func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	e.PayloadVersion = r.str(n[envelope.FieldPayloadVersion])
 	e.ContentType = r.str(n[envelope.FieldContentType])
 	e.Key = r.str(n[envelope.FieldKey])
-	e.Origin.Topic = r.str(append(append([]string{}, n[envelope.FieldOriginStream]...), HeaderOriginalSubject, HeaderNatsOriginalSubject))
+	e.Origin.Topic = r.str(d.originNames())
 	e.Origin.Subscription = r.str(n[envelope.FieldOriginGroup])
 	e.Origin.Consumer = r.str(n[envelope.FieldOriginConsumer])
 	e.Attempts = r.int(envelope.FieldAttempts, n[envelope.FieldAttempts])
@@ -191,13 +205,10 @@ func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	e.RecoverBy = r.time(envelope.FieldRecoverBy, n[envelope.FieldRecoverBy])
 	e.SchemaInfo = r.str(n[envelope.FieldSchemaInfo])
 	e.RedriveCount = r.int(envelope.FieldRedriveCount, n[envelope.FieldRedriveCount])
-	d.payload(&e, r, m.Data)
-	for name := range serverHeaders {
-		r.used[name] = true
-	}
+	d.payload(&e, r, m.Data, lean)
 	if !lean {
 		for name, vs := range m.Header {
-			if r.used[name] || len(vs) == 0 {
+			if r.used[name] || serverHeaders[name] || len(vs) == 0 {
 				continue
 			}
 			if e.Properties == nil {
@@ -230,9 +241,31 @@ func (d decoder) decode(m Message, lean bool) envelope.Envelope {
 	return e
 }
 
+// invalidHeader names the first header (in name order, so the reason is
+// the same on every read) whose name or a value is not valid UTF-8.
+func invalidHeader(h nats.Header) (name, what string, found bool) {
+	for k, vs := range h {
+		w := ""
+		if !utf8.ValidString(k) {
+			w = "name"
+		} else {
+			for _, v := range vs {
+				if !utf8.ValidString(v) {
+					w = "value"
+					break
+				}
+			}
+		}
+		if w != "" && (!found || k < name) {
+			name, what, found = k, w, true
+		}
+	}
+	return name, what, found
+}
+
 // payload takes the data, checked against a payload_encoding header when
 // there is one, else classified.
-func (d decoder) payload(e *envelope.Envelope, r *headerReader, data []byte) {
+func (d decoder) payload(e *envelope.Envelope, r *headerReader, data []byte, lean bool) {
 	e.Payload = data
 	enc := r.str(d.names[envelope.FieldPayloadEncoding])
 	switch enc {
@@ -252,6 +285,10 @@ func (d decoder) payload(e *envelope.Envelope, r *headerReader, data []byte) {
 		return
 	default:
 		r.fail(fmt.Errorf("payload_encoding: unknown %q (want json, utf8 or base64)", truncate(enc)))
+	}
+	if lean {
+		e.PayloadEncoding = "" // a lean envelope has none
+		return
 	}
 	e.PayloadEncoding = envelope.ClassifyPayload(data)
 }

@@ -1,6 +1,7 @@
 package natsdlq
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-func testDecoder() decoder { return decoder{names: envelope.DefaultFieldNames()} }
+func testDecoder() decoder { return newDecoder(envelope.DefaultFieldNames()) }
 
 func TestDecodeCopy(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC)
@@ -89,6 +90,11 @@ func FuzzDecodeCopy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, data []byte) {
 		h := nats.Header{k1: {v1}, k2: {v2}}
 		e := testDecoder().decode(Message{Seq: 1, Header: h, Data: data}, false)
+		lean := testDecoder().decode(Message{Seq: 1, Header: h, Data: data}, true)
+		lean.Properties, lean.PayloadEncoding, lean.Raw = e.Properties, e.PayloadEncoding, e.Raw
+		if fmt.Sprint(lean) != fmt.Sprint(e) {
+			t.Fatalf("lean decode differs:\n%+v\n%+v", lean, e)
+		}
 		if e.ID != "1" {
 			t.Fatalf("id %q", e.ID)
 		}

@@ -82,7 +82,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{src: src, dec: decoder{names: names}, nc: nc, js: js, now: opts.Now}
+	s := &Stream{src: src, dec: newDecoder(names), nc: nc, js: js, now: opts.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}
