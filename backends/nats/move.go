@@ -47,28 +47,36 @@ const prefetchWorkers = 8
 func (s *Stream) fetchAll(ctx context.Context, items []backend.MoveItem) ([]Message, []error) {
 	msgs := make([]Message, len(items))
 	errs := make([]error, len(items))
+	inParallel(len(items), prefetchWorkers, func(i int) {
+		seq, ok := parseID(items[i].ID)
+		if !ok {
+			errs[i] = fmt.Errorf("%q is no stream sequence: %w", items[i].ID, backend.ErrNotFound)
+			return
+		}
+		msgs[i], errs[i] = s.get(ctx, seq)
+	})
+	return msgs, errs
+}
+
+// inParallel calls fn for 0…n-1 on up to workers goroutines and returns
+// when every call has.
+func inParallel(n, workers int, fn func(i int)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(prefetchWorkers, len(items)) {
+	for range min(workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				seq, ok := parseID(items[i].ID)
-				if !ok {
-					errs[i] = fmt.Errorf("%q is no stream sequence: %w", items[i].ID, backend.ErrNotFound)
-					continue
-				}
-				msgs[i], errs[i] = s.get(ctx, seq)
+				fn(i)
 			}
 		}()
 	}
-	for i := range items {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return msgs, errs
 }
 
 // Publish sends each item's copy to item.Dest, one after another, and
@@ -208,47 +216,34 @@ func (s *Stream) Remove(ctx context.Context, items []backend.MoveItem) ([]backen
 	}
 	results := make([]backend.MoveResult, len(items))
 	hard := make([]error, len(items))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(removeWorkers, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				seq, ok := parseID(items[i].ID)
-				if !ok {
-					results[i].Err = fmt.Errorf("%q is no stream sequence: %w", items[i].ID, backend.ErrNotFound)
-					continue
-				}
-				if s.src.advisories {
-					// The original first: a crash between the two leaves
-					// the advisory, whose removal a resume finishes.
-					if err := s.removeOriginal(ctx, seq); err != nil {
-						hard[i] = err
-						continue
-					}
-				}
-				rctx, cancel := s.reqCtx(ctx)
-				err := st.DeleteMsg(rctx, seq)
-				cancel()
-				switch {
-				case err == nil:
-					results[i].Removed = true
-				case isNoMessage(err):
-					results[i].Err = fmt.Errorf("message %d: %w in %s", seq, backend.ErrNotFound, s)
-				case errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful):
-					results[i].Err = s.wrap(fmt.Sprintf("delete message %d", seq), err)
-				default:
-					hard[i] = s.wrap(fmt.Sprintf("delete message %d", seq), err)
-				}
+	inParallel(len(items), removeWorkers, func(i int) {
+		seq, ok := parseID(items[i].ID)
+		if !ok {
+			results[i].Err = fmt.Errorf("%q is no stream sequence: %w", items[i].ID, backend.ErrNotFound)
+			return
+		}
+		if s.src.advisories {
+			// The original first: a crash between the two leaves the
+			// advisory, whose removal a resume finishes.
+			if err := s.removeOriginal(ctx, seq); err != nil {
+				hard[i] = err
+				return
 			}
-		}()
-	}
-	for i := range items {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+		}
+		rctx, cancel := s.reqCtx(ctx)
+		err := st.DeleteMsg(rctx, seq)
+		cancel()
+		switch {
+		case err == nil:
+			results[i].Removed = true
+		case isNoMessage(err):
+			results[i].Err = fmt.Errorf("message %d: %w in %s", seq, backend.ErrNotFound, s)
+		case errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful):
+			results[i].Err = s.wrap(fmt.Sprintf("delete message %d", seq), err)
+		default:
+			hard[i] = s.wrap(fmt.Sprintf("delete message %d", seq), err)
+		}
+	})
 	if err := errors.Join(hard...); err != nil {
 		return nil, err
 	}
