@@ -110,3 +110,23 @@ func FuzzDecodeCopy(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAdvisory(t *testing.T) {
+	ok := `{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"x","timestamp":"2026-11-29T10:00:00Z","stream":"ORDERS","consumer":"C","stream_seq":7,"deliveries":3}`
+	a, err := parseAdvisory([]byte(ok))
+	if err != nil || a.Stream != "ORDERS" || a.StreamSeq != 7 || a.Deliveries != 3 || a.Reason != "" {
+		t.Errorf("%+v %v", a, err)
+	}
+	term := `{"type":"io.nats.jetstream.advisory.v1.terminated","stream":"ORDERS","consumer":"C","stream_seq":8,"deliveries":1,"reason":"bad"}`
+	if a, err := parseAdvisory([]byte(term)); err != nil || a.Reason != "bad" {
+		t.Errorf("%+v %v", a, err)
+	}
+	if _, err := parseAdvisory([]byte(`{"type":"io.nats.jetstream.advisory.v1.nak","stream":"S","stream_seq":1}`)); err != errNotDeadLetter {
+		t.Errorf("a nak advisory: %v", err)
+	}
+	for _, bad := range []string{`not json`, `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"S"}`, `{"type":"io.nats.jetstream.advisory.v1.terminated","stream_seq":3}`} {
+		if _, err := parseAdvisory([]byte(bad)); err == nil || err == errNotDeadLetter {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
