@@ -171,6 +171,9 @@ func (s *Stream) Notice() string {
 	if !s.missing {
 		return ""
 	}
+	if s.src.advisories {
+		return fmt.Sprintf("%s: the advisory stream %q does not exist: it reads as empty (dlqctl dlq init 'nats://…?stream=STREAM&consumer=CONSUMER' creates it)", s, s.src.stream)
+	}
 	return fmt.Sprintf("%s: the stream %q does not exist: it reads as empty", s, s.src.stream)
 }
 
