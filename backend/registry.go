@@ -125,6 +125,9 @@ type Registration struct {
 	// Init creates an empty DLQ at raw (import --init); nil when the
 	// backend creates its DLQ on first write or cannot create one.
 	Init func(raw string) error
+	// InitDLQ creates a DLQ where the broker keeps none (dlq init); nil
+	// when the backend has nothing to create.
+	InitDLQ DLQInitFunc
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string

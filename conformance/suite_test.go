@@ -18,12 +18,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
+	"github.com/dlqctl/dlqctl/backends/nats/natstest"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -231,6 +234,33 @@ func targets() map[string]func(t *testing.T) *server {
 				}
 				return fixture{source: b.Source(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", plain(base + "-orders")},
 					self: base + "-dlq", alias: strings.Replace(b.Source(base+"-dlq"), "127.0.0.1:", "localhost:", 1)}
+			}}
+		},
+		"nats": func(t *testing.T) *server {
+			srv := natstest.Start(t)
+			_, js := srv.JetStream(t)
+			n := 0
+			return &server{down: srv.Down, up: srv.Up, outage: "&timeout=1s", refuse: func(*testing.T, fixture, string, string) {
+				// Nothing to do: no stream takes the refusing origin's
+				// subject, so its publish has no responder and stores nothing.
+			}, missing: func(t *testing.T) string {
+				return srv.URL() + "?stream=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
+			}, fresh: func(t *testing.T) fixture {
+				n++
+				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+				ctx := context.Background()
+				// The copy stream as import --init makes it; the origin
+				// stream takes the subject the seeded envelopes name.
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_DLQ", Subjects: natsdlq.CopySubjects(base + "_DLQ"), AllowDirect: true}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{base + ".orders"}}); err != nil {
+					t.Fatal(err)
+				}
+				return fixture{source: srv.URL() + "?stream=" + base + "_DLQ", origin: base + ".orders",
+					consume: []string{"--source", srv.URL() + "?stream=" + base + "_ORDERS&consumer=workers", "--dlq", base + "_DLQ"},
+					self:    "dlq." + base + "_DLQ." + base + ".orders",
+					alias:   strings.Replace(srv.URL(), "127.0.0.1:", "localhost:", 1) + "?stream=" + base + "_DLQ"}
 			}}
 		},
 		"pulsar": func(t *testing.T) *server {

@@ -13,7 +13,7 @@ import (
 // the order help and docs list them.
 func Registry() *backend.Registry {
 	r := backend.NewRegistry()
-	for _, reg := range []func() (backend.Registration, bool){dir, redis, pulsar, kafka, sqs, rabbitmq} {
+	for _, reg := range []func() (backend.Registration, bool){dir, redis, pulsar, kafka, sqs, rabbitmq, nats} {
 		if b, ok := reg(); ok {
 			r.Register(b)
 		}

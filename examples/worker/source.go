@@ -18,6 +18,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -50,6 +51,7 @@ type Message struct {
 	krec   *kgo.Record       // kafka: the record as delivered
 	smsg   types.Message     // sqs: the message as received
 	rdel   *amqp.Delivery    // rabbitmq: the delivery
+	jmsg   jetstream.Msg     // nats: the message as delivered
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -93,8 +95,10 @@ func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, er
 		return openSQSSource(ctx, raw)
 	case strings.HasPrefix(raw, "amqp://"), strings.HasPrefix(raw, "amqps://"):
 		return openRabbitSource(raw)
+	case strings.HasPrefix(raw, "nats://"):
+		return openNATSSource(ctx, raw, dlq, opts.MaxDeliveries, opts.RedeliveryDelay)
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL, amqp://user:pass@host:port/VHOST?queue=Q or dir:PATH", raw)
+	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL, amqp://user:pass@host:port/VHOST?queue=Q, nats://host:port?stream=ORIGIN&consumer=C or dir:PATH", raw)
 }
 
 // redisSource reads a stream through a consumer group.

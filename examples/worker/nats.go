@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// The NATS mode consumes a JetStream stream through a durable pull
+// consumer, acking explicitly after the inbox transaction:
+//
+//	--source nats://[user:pass@]HOST:PORT?stream=ORIGIN&consumer=C[&subject=FILTER][&deadletter=copy|nak|term]
+//
+// JetStream has no dead-letter queue, so a failed delivery goes one of
+// three ways (deadletter=):
+//
+//	copy (default) publish a dead-letter copy to the stream --dlq (subject
+//	     dlq.<DLQ>.<original subject>) with the original's data and headers,
+//	     event_id, x-original-subject, last_error, attempts,
+//	     dead_lettered_at and origin_group; its Nats-Msg-Id is its own
+//	     (dead:<ORIGIN>:<stream sequence>), so a crash before the ack that
+//	     copies it again is deduplicated, and a later dead-lettering of a
+//	     redriven message (a new sequence) is not; then ack the original
+//	nak  nak it (after --redelivery-delay) until the consumer's MaxDeliver
+//	     (--max-deliveries) is reached: the server then emits a
+//	     MAX_DELIVERIES advisory
+//	term terminate it with --fail-error as the reason: the server emits a
+//	     MSG_TERMINATED advisory carrying it
+type natsSource struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cons   jetstream.Consumer
+	stream string
+	group  string
+	dlq    string
+	mode   string
+	delay  time.Duration
+	names  envelope.FieldNames
+	buf    []jetstream.Msg
+}
+
+func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, usagef("--source %q: want nats://HOST:PORT?stream=ORIGIN&consumer=C", raw)
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains([]string{"stream", "consumer", "subject", "deadletter"}, k) {
+			return nil, usagef("--source: unknown parameter %q (known: stream, consumer, subject, deadletter)", k)
+		}
+	}
+	s := &natsSource{stream: q.Get("stream"), group: q.Get("consumer"), dlq: dlq, mode: q.Get("deadletter"),
+		delay: delay, names: envelope.DefaultFieldNames()}
+	if s.stream == "" || s.group == "" {
+		return nil, usagef("--source: nats needs ?stream=ORIGIN&consumer=C")
+	}
+	switch s.mode {
+	case "":
+		s.mode = "copy"
+	case "copy", "nak", "term":
+	default:
+		return nil, usagef("--source: deadletter=%q: want copy, nak or term", s.mode)
+	}
+	if s.mode == "copy" && s.dlq == "" {
+		s.dlq = s.stream + "_DLQ"
+	}
+	var opts []nats.Option
+	if u.User != nil {
+		if pass, ok := u.User.Password(); ok {
+			opts = append(opts, nats.UserInfo(u.User.Username(), pass))
+		} else {
+			opts = append(opts, nats.Token(u.User.Username()))
+		}
+	}
+	if s.nc, err = nats.Connect(u.Scheme+"://"+u.Host, opts...); err != nil {
+		return nil, fmt.Errorf("nats: connect %s: %w", u.Host, err)
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		s.nc.Close()
+		return nil, err
+	}
+	cfg := jetstream.ConsumerConfig{Durable: s.group, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxDeliver: -1, FilterSubject: q.Get("subject")}
+	if s.mode == "nak" {
+		cfg.MaxDeliver = maxDeliveries
+	}
+	if s.cons, err = s.js.CreateOrUpdateConsumer(ctx, s.stream, cfg); err != nil {
+		s.nc.Close()
+		return nil, fmt.Errorf("nats: consumer %s on %s: %w", s.group, s.stream, err)
+	}
+	return s, nil
+}
+
+func (s *natsSource) Next(ctx context.Context) (Message, error) {
+	if len(s.buf) == 0 {
+		batch, err := s.cons.Fetch(readCount, jetstream.FetchMaxWait(pollWait))
+		if err != nil {
+			if ctx.Err() != nil {
+				return Message{}, ctx.Err()
+			}
+			return Message{}, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
+		}
+		for m := range batch.Messages() {
+			s.buf = append(s.buf, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(s.buf) == 0 {
+			if ctx.Err() != nil {
+				return Message{}, ctx.Err()
+			}
+			return Message{}, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
+		}
+		if len(s.buf) == 0 {
+			return Message{}, errIdle
+		}
+	}
+	m := s.buf[0]
+	s.buf = s.buf[1:]
+	md, err := m.Metadata()
+	if err != nil {
+		return Message{}, fmt.Errorf("nats: %w", err)
+	}
+	e := natsdlq.Decode(natsdlq.Message{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, s.names)
+	return Message{ID: strconv.FormatUint(md.Sequence.Stream, 10), Envelope: e, jmsg: m}, nil
+}
+
+// Ack waits for the server to confirm it, so that a worker that exits
+// right after has not left the message to be delivered again.
+func (s *natsSource) Ack(ctx context.Context, m Message) error {
+	if err := m.jmsg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("nats: ack %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+func (s *natsSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+	switch s.mode {
+	case "nak":
+		return m.jmsg.NakWithDelay(s.delay)
+	case "term":
+		return m.jmsg.TermWithReason(dl.LastError)
+	}
+	h := nats.Header{}
+	for k, vs := range m.jmsg.Headers() {
+		if k == nats.MsgIdHdr || strings.HasPrefix(k, "Nats-Expected-") {
+			continue
+		}
+		h[k] = vs
+	}
+	if m.Envelope.EventID != "" && h.Get(envelope.FieldEventID) == "" {
+		h.Set(envelope.FieldEventID, m.Envelope.EventID)
+	}
+	for _, n := range s.names[envelope.FieldErrorClass] {
+		h.Del(n) // a stale class would categorize the new failure by the old one
+	}
+	h.Set(natsdlq.HeaderOriginalSubject, m.jmsg.Subject())
+	h.Set(envelope.FieldLastError, dl.LastError)
+	h.Set(envelope.FieldAttempts, strconv.FormatInt(dl.Attempts, 10))
+	h.Set(envelope.FieldDeadLetteredAt, dl.At.UTC().Format(time.RFC3339Nano))
+	h.Set(envelope.FieldOriginGroup, s.group)
+	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+m.ID)
+	out := &nats.Msg{Subject: "dlq." + s.dlq + "." + m.jmsg.Subject(), Header: h, Data: m.jmsg.Data()}
+	if _, err := s.js.PublishMsg(ctx, out); err != nil {
+		return fmt.Errorf("nats: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+	}
+	return s.Ack(ctx, m)
+}
+
+func (s *natsSource) Close() error {
+	s.nc.Close()
+	return nil
+}
