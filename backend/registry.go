@@ -301,10 +301,13 @@ func secretParam(name string) bool {
 // of the user info and every query value whose name says it is a secret
 // (password, token, secret, key, credential, signature) become Redacted.
 // A URL that does not parse has everything between "://" and its last "@"
-// replaced, which is where a password with unescaped characters ends.
+// replaced, which is where a password with unescaped characters ends; so
+// has one with an "@" outside its user info (in a fragment after a stray
+// "#", or in a query value such as admin=http://user:pass@host), where no
+// field of the parsed URL says what is secret.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" {
+	if err != nil || u.Opaque != "" || (u.User == nil && strings.Contains(raw, "@")) {
 		return RedactUserinfo(raw)
 	}
 	c := *u
