@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 	"github.com/creack/pty"
 	"golang.org/x/term"
 )

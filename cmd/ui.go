@@ -127,7 +127,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 		},
 		Reason:   o.plan.reason,
 		Source:   s.src.String(),
-		Styles:   report.NewTUI(f.IO.Out, f.noColor),
+		Styles:   report.NewTUI(f.noColor),
 		Redactor: inspect.NewRedactor(o.redact),
 		PageSize: 50,
 		Now:      f.Now,

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 )
 
 // Field is one line of a key/value block; Value takes the same kinds as a
@@ -61,7 +61,7 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		re := o.renderer(w)
 		bold := o.bold(re)
 		if title != "" {
-			fmt.Fprintln(bw, bold.Render(Truncate(title, 0)))
+			fmt.Fprintln(bw, re.text(bold.Render(Truncate(title, 0))))
 		}
 		keyWidth := 0
 		for _, k := range keys {
@@ -87,7 +87,7 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 				if j == 0 {
 					lead = bold.Render(k) + strings.Repeat(" ", keyWidth+2-lipgloss.Width(k))
 				}
-				fmt.Fprintln(bw, strings.TrimRight(lead+line, " "))
+				fmt.Fprintln(bw, re.text(strings.TrimRight(lead+line, " ")))
 			}
 		}
 	case modePlain:

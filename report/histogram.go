@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 )
 
 // Bar is one bucket of a histogram.
@@ -43,7 +43,7 @@ func WriteHistogram(w io.Writer, title string, bars []Bar, o Options) error {
 	case modeTTY:
 		re := o.renderer(w)
 		if title != "" {
-			fmt.Fprintln(bw, o.bold(re).Render(Truncate(title, 0)))
+			fmt.Fprintln(bw, re.text(o.bold(re).Render(Truncate(title, 0))))
 		}
 		bar := re.NewStyle()
 		if !o.NoColor {
@@ -66,7 +66,7 @@ func WriteHistogram(w io.Writer, title string, bars []Bar, o Options) error {
 			if n > 0 {
 				line += bar.Render(strings.Repeat("█", n)) + " "
 			}
-			fmt.Fprintln(bw, line+counts[i])
+			fmt.Fprintln(bw, re.text(line+counts[i]))
 		}
 	case modePlain:
 		for i := range bars {

@@ -7,11 +7,12 @@ package report
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
 )
 
 // Format is the value of the global -o/--output flag.
@@ -69,8 +70,9 @@ type Options struct {
 	Format Format
 	// TTY: the writer is a terminal, so draw with lipgloss, show relative
 	// ages, and colour unless NoColor. Colour also needs the writer itself to
-	// be the terminal's *os.File: lipgloss reads the colour profile from it
-	// (and honours NO_COLOR, CLICOLOR_FORCE and TERM).
+	// be the terminal's *os.File; the colour profile comes from it and the
+	// environment (TERM, COLORTERM, NO_COLOR, CLICOLOR_FORCE), never from a
+	// query to the terminal.
 	TTY bool
 	// NoColor (--no-color, NO_COLOR) keeps the lipgloss borders on a terminal
 	// but never emits an ANSI escape.
@@ -81,9 +83,9 @@ type Options struct {
 	// zero value means time.Now().
 	Now time.Time
 
-	// profile stands in for the colour profile lipgloss would detect from the
-	// writer, so tests can draw in colour into a buffer. NoColor still wins.
-	profile *termenv.Profile
+	// profile stands in for the colour profile detected from the writer, so
+	// tests can draw in colour into a buffer. NoColor still wins.
+	profile *colorprofile.Profile
 }
 
 // wide: nothing is cut, even on a terminal; a line wider than the
@@ -104,21 +106,45 @@ func (o Options) now() time.Time {
 	return o.Now
 }
 
+// renderer draws for one writer. Styles are drawn in full and then cut
+// down to what the writer's colour profile can show: the profile is read
+// from the writer and the environment only. Asking the terminal (its
+// background colour, say) would make every command wait on a terminal that
+// never answers, and leave the question in the output.
+type renderer struct {
+	profile colorprofile.Profile
+}
+
 // renderer follows the writer's colour profile, except that NoColor forces
-// the profile to Ascii so that no style can emit an escape sequence.
-func (o Options) renderer(w io.Writer) *lipgloss.Renderer {
-	re := lipgloss.NewRenderer(w)
+// a profile that lets no escape sequence through.
+func (o Options) renderer(w io.Writer) renderer {
+	p := colorprofile.Detect(w, os.Environ())
 	if o.profile != nil {
-		re.SetColorProfile(*o.profile)
+		p = *o.profile
 	}
 	if o.NoColor {
-		re.SetColorProfile(termenv.Ascii)
+		p = colorprofile.NoTTY
 	}
-	return re
+	return renderer{profile: p}
+}
+
+// NewStyle is a style to draw with; its output goes through text.
+func (renderer) NewStyle() lipgloss.Style { return lipgloss.NewStyle() }
+
+// text cuts the escape sequences of drawn text down to the profile:
+// colours to the nearest the terminal has, and none at all without colour.
+func (r renderer) text(s string) string {
+	if r.profile == colorprofile.TrueColor || !strings.Contains(s, "\x1b") {
+		return s
+	}
+	var b strings.Builder
+	cw := &colorprofile.Writer{Forward: &b, Profile: r.profile}
+	_, _ = io.WriteString(cw, s)
+	return b.String()
 }
 
 // bold is the emphasis for titles, headers and keys.
-func (o Options) bold(re *lipgloss.Renderer) lipgloss.Style {
+func (o Options) bold(re renderer) lipgloss.Style {
 	s := re.NewStyle()
 	if !o.NoColor {
 		s = s.Bold(true)

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -41,8 +41,8 @@ var now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // ansi makes the renderer draw in 16 colours into a buffer, as it would on a
 // terminal.
-func ansi() *termenv.Profile {
-	p := termenv.ANSI
+func ansi() *colorprofile.Profile {
+	p := colorprofile.ANSI
 	return &p
 }
 
@@ -130,10 +130,10 @@ func TestWriteTableTTYNarrowTerminal(t *testing.T) {
 
 func TestNoColorForcesAsciiProfile(t *testing.T) {
 	var buf bytes.Buffer
-	if p := (Options{NoColor: true, profile: ansi()}).renderer(&buf).ColorProfile(); p != termenv.Ascii {
-		t.Errorf("NoColor renderer profile = %v, want Ascii", p)
+	if p := (Options{NoColor: true, profile: ansi()}).renderer(&buf).profile; p != colorprofile.NoTTY {
+		t.Errorf("NoColor renderer profile = %v, want NoTTY", p)
 	}
-	if p := (Options{profile: ansi()}).renderer(&buf).ColorProfile(); p != termenv.ANSI {
+	if p := (Options{profile: ansi()}).renderer(&buf).profile; p != colorprofile.ANSI {
 		t.Errorf("colour renderer profile = %v, want ANSI", p)
 	}
 }

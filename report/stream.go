@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 )
 
 // Stream is a table whose rows arrive one at a time (a run's batches): the
@@ -23,6 +23,7 @@ type Stream struct {
 	m      mode
 	widths []int
 	header bool
+	re     renderer // decided once: the profile does not change mid-table
 }
 
 // NewStream starts a streamed table; nothing is written before Row.
@@ -32,6 +33,9 @@ func NewStream(w io.Writer, title string, cols []Column, o Options) (*Stream, er
 		return nil, err
 	}
 	s := &Stream{w: w, title: title, cols: cols, o: o, m: m, widths: make([]int, len(cols))}
+	if m == modeTTY {
+		s.re = o.renderer(w)
+	}
 	fixed, text := 0, -1
 	for j, c := range cols {
 		s.widths[j] = max(lipgloss.Width(c.Name), c.MaxWidth, minColumnWidth)
@@ -76,7 +80,7 @@ func (s *Stream) Row(cells ...any) error {
 	case modeMarkdown:
 		b.WriteString(markdownRow(texts) + "\n")
 	case modeTTY:
-		re := s.o.renderer(s.w)
+		re := s.re
 		parts := make([]string, len(texts))
 		for j, t := range texts {
 			c := s.cols[j]
@@ -99,7 +103,7 @@ func (s *Stream) Row(cells ...any) error {
 				parts[j] = styled + strings.Repeat(" ", pad)
 			}
 		}
-		b.WriteString(strings.Join(parts, "  ") + "\n")
+		b.WriteString(re.text(strings.Join(parts, "  ")) + "\n")
 	}
 	_, err := io.WriteString(s.w, b.String())
 	return err
@@ -132,10 +136,10 @@ func (s *Stream) writeHeader(b *strings.Builder) {
 		}
 		b.WriteString(markdownRow(names) + "\n" + markdownSeparator(len(names)) + "\n")
 	case modeTTY:
-		re := s.o.renderer(s.w)
+		re := s.re
 		bold := s.o.bold(re)
 		if s.title != "" {
-			b.WriteString(bold.Render(Truncate(s.title, 0)) + "\n")
+			b.WriteString(re.text(bold.Render(Truncate(s.title, 0))) + "\n")
 		}
 		parts := make([]string, len(names))
 		for j, n := range names {
@@ -149,6 +153,6 @@ func (s *Stream) writeHeader(b *strings.Builder) {
 				parts[j] = bold.Render(n) + strings.Repeat(" ", pad)
 			}
 		}
-		b.WriteString(strings.Join(parts, "  ") + "\n")
+		b.WriteString(re.text(strings.Join(parts, "  ")) + "\n")
 	}
 }

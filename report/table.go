@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/lipgloss/table"
+	"charm.land/lipgloss/v2"
+	"charm.land/lipgloss/v2/table"
 )
 
 const (
@@ -180,9 +180,9 @@ func writeTTYTable(bw *bufio.Writer, dst io.Writer, t Table, headers []string, r
 		StyleFunc(styleFunc).
 		String()
 	if t.Title != "" {
-		fmt.Fprintln(bw, o.bold(re).Render(Truncate(t.Title, 0)))
+		fmt.Fprintln(bw, re.text(o.bold(re).Render(Truncate(t.Title, 0))))
 	}
-	fmt.Fprintln(bw, out)
+	fmt.Fprintln(bw, re.text(out))
 }
 
 // tableWidth is the drawn width of columns of these widths: one space of

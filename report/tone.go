@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 )
 
 // Tone is what a coloured cell means; the colours follow it, so that red
@@ -73,7 +73,8 @@ func VerdictTone(v string) Tone {
 func WriteLine(w io.Writer, t Tone, s string, o Options) error {
 	s = Truncate(s, 0)
 	if o.TTY && o.Format != FormatMarkdown {
-		s = o.tone(o.renderer(w).NewStyle(), t).Render(s)
+		re := o.renderer(w)
+		s = re.text(o.tone(re.NewStyle(), t).Render(s))
 	}
 	_, err := fmt.Fprintln(w, s)
 	return err

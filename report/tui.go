@@ -1,64 +1,73 @@
 package report
 
 import (
-	"io"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/lipgloss/v2"
 )
 
 // TUI draws the pieces of the interactive browser (dlqctl ui). The ui
 // package builds the screens and hands plain strings here, so that styling
 // stays in this package like every other output of dlqctl.
 type TUI struct {
-	re      *lipgloss.Renderer
 	noColor bool
 }
 
-// NewTUI draws for the terminal w. With noColor (--no-color, NO_COLOR) no
-// style emits an escape sequence: selection and emphasis are then carried
-// by characters alone (a "›" marker), never by colour or reverse video.
-func NewTUI(w io.Writer, noColor bool) TUI {
-	re := lipgloss.NewRenderer(w)
-	if noColor {
-		re.SetColorProfile(termenv.Ascii)
-	}
-	return TUI{re: re, noColor: noColor}
+// NewTUI draws for the terminal the browser runs on. With noColor
+// (--no-color, NO_COLOR) no style emits an escape sequence: selection and
+// emphasis are then carried by characters alone (a "›" marker), never by
+// colour or reverse video. Colours are drawn in full otherwise; the
+// browser's program cuts them down to what the terminal shows, judged from
+// the environment, never by asking the terminal.
+func NewTUI(noColor bool) TUI {
+	return TUI{noColor: noColor}
 }
 
-func (t TUI) style() lipgloss.Style { return t.re.NewStyle() }
+// NoColor says that the browser must draw no style at all.
+func (t TUI) NoColor() bool { return t.noColor }
+
+// style is s, or no style at all without colour.
+func (t TUI) style(s lipgloss.Style) lipgloss.Style {
+	if t.noColor {
+		return lipgloss.NewStyle()
+	}
+	return s
+}
+
+func plain() lipgloss.Style { return lipgloss.NewStyle() }
 
 // Title is a screen's heading.
 func (t TUI) Title(s string) string {
-	return t.style().Bold(true).Foreground(lipgloss.Color("6")).Render(s)
+	return t.style(plain().Bold(true).Foreground(lipgloss.Color("6"))).Render(s)
 }
 
 // Dim is secondary text: the progress line, hints.
-func (t TUI) Dim(s string) string { return t.style().Faint(true).Render(s) }
+func (t TUI) Dim(s string) string { return t.style(plain().Faint(true)).Render(s) }
 
 // Bad is an error or a warning.
 func (t TUI) Bad(s string) string {
-	return t.style().Bold(true).Foreground(lipgloss.Color("1")).Render(s)
+	return t.style(plain().Bold(true).Foreground(lipgloss.Color("1"))).Render(s)
 }
 
 // Good is a completed action (a plan written).
-func (t TUI) Good(s string) string { return t.style().Foreground(lipgloss.Color("2")).Render(s) }
+func (t TUI) Good(s string) string { return t.style(plain().Foreground(lipgloss.Color("2"))).Render(s) }
 
 // Label is a field name in the envelope screen.
-func (t TUI) Label(s string) string { return t.style().Bold(true).Render(s) }
+func (t TUI) Label(s string) string { return t.style(plain().Bold(true)).Render(s) }
 
 // StyleInput gives a text input this terminal's styles (the bubbles
 // defaults draw on lipgloss's process-wide renderer, which knows nothing
 // of --no-color).
 func (t TUI) StyleInput(m *textinput.Model) {
-	m.PromptStyle = t.style().Bold(true)
-	m.TextStyle = t.style()
-	m.PlaceholderStyle = t.style().Faint(true)
-	m.CompletionStyle = t.style().Faint(true)
-	m.Cursor.Style = t.style()
-	m.Cursor.TextStyle = t.style()
+	st := textinput.DefaultStyles(true)
+	for _, s := range []*textinput.StyleState{&st.Focused, &st.Blurred} {
+		s.Prompt = t.style(plain().Bold(true))
+		s.Text = plain()
+		s.Placeholder = t.style(plain().Faint(true))
+		s.Suggestion = t.style(plain().Faint(true))
+	}
+	m.SetStyles(st)
 }
 
 // KeyHint is one key and what it does, for the key help.
@@ -69,7 +78,7 @@ type KeyHint struct{ Key, Desc string }
 // here).
 func (t TUI) KeyLine(hints []KeyHint, width int) string {
 	const sep = " • "
-	key, desc := t.style().Bold(true), t.style().Faint(true)
+	key, desc := t.style(plain().Bold(true)), t.style(plain().Faint(true))
 	var b strings.Builder
 	used := 0
 	for i, h := range hints {
@@ -99,7 +108,7 @@ func (t TUI) KeyLine(hints []KeyHint, width int) string {
 // KeyColumns is the full key help (`?`): one column per group, as many
 // columns as fit in width.
 func (t TUI) KeyColumns(groups [][]KeyHint, width int) []string {
-	key, desc := t.style().Bold(true), t.style().Faint(true)
+	key, desc := t.style(plain().Bold(true)), t.style(plain().Faint(true))
 	var lines []string
 	used := 0
 	for _, g := range groups {
@@ -214,13 +223,13 @@ func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, wid
 	for i, c := range cols {
 		head[i] = strings.ToUpper(c.Name)
 	}
-	b.WriteString("  " + t.style().Bold(true).Render(line(head)))
+	b.WriteString("  " + t.style(plain().Bold(true)).Render(line(head)))
 	end := min(len(rows), top+height)
 	for i := top; i < end; i++ {
 		b.WriteByte('\n')
 		l := line(rows[i])
 		if i == cursor {
-			b.WriteString("› " + t.style().Reverse(!t.noColor).Render(l))
+			b.WriteString("› " + t.style(plain().Reverse(true)).Render(l))
 			continue
 		}
 		b.WriteString("  " + l)

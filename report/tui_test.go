@@ -1,14 +1,13 @@
 package report
 
 import (
-	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
 
 func TestTUIListShrinksFreeTextFirst(t *testing.T) {
-	tui := NewTUI(io.Discard, true)
+	tui := NewTUI(true)
 	cols := []TUIColumn{{Name: "id", Keep: true}, {Name: "category", Keep: true}, {Name: "origin", Min: 6}, {Name: "error", Min: 10}}
 	// 2 + 21 + 17 + 6 + 10 + 3 gaps of 2 = 62: over 60 even at the minimums.
 	rows := [][]string{
@@ -39,7 +38,7 @@ func TestTUIListShrinksFreeTextFirst(t *testing.T) {
 }
 
 func TestKeyLineFitsTheWidth(t *testing.T) {
-	tui := NewTUI(io.Discard, true)
+	tui := NewTUI(true)
 	hints := []KeyHint{{"enter", "open"}, {"/", "filter"}, {"p", "plan a redrive"}, {"r", "reload"}, {"?", "keys"}, {"q", "quit"}}
 	for w := 10; w <= 80; w++ {
 		if n := utf8.RuneCountInString(tui.KeyLine(hints, w)); n > w {

@@ -1,6 +1,6 @@
 package ui
 
-import "github.com/charmbracelet/bubbles/key"
+import "charm.land/bubbles/v2/key"
 
 // keyMap is every key of the browser; `?` shows them all.
 type keyMap struct {
@@ -15,7 +15,7 @@ func newKeyMap() keyMap {
 		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		PageUp:    key.NewBinding(key.WithKeys("pgup", "b"), key.WithHelp("pgup", "scroll up")),
-		PageDown:  key.NewBinding(key.WithKeys("pgdown", "f", " "), key.WithHelp("pgdn", "scroll down")),
+		PageDown:  key.NewBinding(key.WithKeys("pgdown", "f", "space"), key.WithHelp("pgdn", "scroll down")),
 		Top:       key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g", "top")),
 		Bottom:    key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G", "bottom")),
 		Enter:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),

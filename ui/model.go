@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
@@ -327,19 +327,28 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.statusOK = true
 		}
 		return m, nil
-	case tea.KeyMsg:
+	case tea.PasteMsg:
+		// Pasted text is text: it goes into an open prompt, and is never
+		// taken for keys.
+		if m.mode != inputNone {
+			var cmd tea.Cmd
+			m.inputs[m.focus], cmd = m.inputs[m.focus].Update(msg)
+			return m, cmd
+		}
+		return m, nil
+	case tea.KeyPressMsg:
 		if msg.String() == "ctrl+c" {
 			return m, m.quit()
 		}
 		if m.mode != inputNone {
 			return m, m.updateInput(msg)
 		}
-		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
-			// Keys typed faster than the terminal is read arrive as one
-			// message ("jj"); each is still a key press.
+		if rs := []rune(msg.Text); len(rs) > 1 && msg.Mod == 0 {
+			// Text that arrives as one key ("jj") is still one key press
+			// per character.
 			var cmds []tea.Cmd
-			for _, r := range msg.Runes {
-				cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+			for _, r := range rs {
+				cmds = append(cmds, m.onKey(tea.KeyPressMsg{Code: r, Text: string(r)}))
 				if m.mode != inputNone {
 					break // a key that opened a prompt; the rest is not keys
 				}
@@ -388,7 +397,7 @@ func (m *Model) onScan(env scanEnvelope) tea.Cmd {
 	return tea.Batch(cmd, waitScan(env.ch))
 }
 
-func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -496,7 +505,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 }
 
 // move is the cursor movement shared by both lists.
-func (m *Model) move(msg tea.KeyMsg, cur, n int) int {
+func (m *Model) move(msg tea.KeyPressMsg, cur, n int) int {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Up):
@@ -522,7 +531,7 @@ func (m *Model) newInput(prompt, value, placeholder string) textinput.Model {
 	in.Placeholder = placeholder
 	in.SetValue(value)
 	in.CharLimit = 1024
-	in.Width = max(m.width-lenCols(prompt)-2, 10)
+	in.SetWidth(max(m.width-lenCols(prompt)-2, 10))
 	return in
 }
 
@@ -547,31 +556,32 @@ func (m *Model) openReason() {
 	m.inputs[0].Focus()
 }
 
-func (m *Model) updateInput(msg tea.KeyMsg) tea.Cmd {
-	// By type, not by name: typed text that reads "up" or "enter" is text.
-	switch msg.Type {
-	case tea.KeyEsc:
+func (m *Model) updateInput(msg tea.KeyPressMsg) tea.Cmd {
+	// By key code, not by name: typed text that reads "up" or "enter" is
+	// text.
+	switch {
+	case msg.Code == tea.KeyEscape:
 		m.mode, m.inputs = inputNone, nil
 		return nil
-	case tea.KeyTab, tea.KeyDown:
-		m.setFocus(m.focus + 1)
-		return nil
-	case tea.KeyShiftTab, tea.KeyUp:
+	case msg.Code == tea.KeyTab && msg.Mod&tea.ModShift != 0, msg.Code == tea.KeyUp:
 		m.setFocus(m.focus - 1)
 		return nil
-	case tea.KeyEnter:
+	case msg.Code == tea.KeyTab, msg.Code == tea.KeyDown:
+		m.setFocus(m.focus + 1)
+		return nil
+	case msg.Code == tea.KeyEnter:
 		if m.mode == inputFilter {
 			return m.applyFilter()
 		}
 		return m.submitPlan()
 	}
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 {
+	if rs := []rune(msg.Text); len(rs) > 1 {
 		// One rune at a time: bubbles matches its key bindings by name, so
 		// the text "up" read in one go would be taken for the up arrow.
 		var cmds []tea.Cmd
-		for _, r := range msg.Runes {
+		for _, r := range rs {
 			var cmd tea.Cmd
-			m.inputs[m.focus], cmd = m.inputs[m.focus].Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			m.inputs[m.focus], cmd = m.inputs[m.focus].Update(tea.KeyPressMsg{Code: r, Text: string(r)})
 			cmds = append(cmds, cmd)
 		}
 		return tea.Batch(cmds...)

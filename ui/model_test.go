@@ -2,14 +2,13 @@ package ui
 
 import (
 	"context"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
@@ -44,7 +43,7 @@ func testModel(t *testing.T) *Model {
 			return PlanResult{}, nil
 		},
 		Source:   "dir:/tmp/incident",
-		Styles:   report.NewTUI(io.Discard, true),
+		Styles:   report.NewTUI(true),
 		Redactor: inspect.NewRedactor(nil),
 		Now:      func() time.Time { return now },
 	}
@@ -54,17 +53,24 @@ func testModel(t *testing.T) *Model {
 	return m
 }
 
-func keys(m *Model, ks ...tea.KeyMsg) {
+func keys(m *Model, ks ...tea.KeyPressMsg) {
 	for _, k := range ks {
 		m.Update(k)
 	}
 }
 
-func runes(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+// runes is text typed as one key event: one rune is a key, more are text
+// read in one go.
+func runes(s string) tea.KeyPressMsg {
+	if rs := []rune(s); len(rs) == 1 {
+		return tea.KeyPressMsg{Code: rs[0], Text: s}
+	}
+	return tea.KeyPressMsg{Code: tea.KeyExtended, Text: s}
+}
 
 var (
-	enter = tea.KeyMsg{Type: tea.KeyEnter}
-	esc   = tea.KeyMsg{Type: tea.KeyEsc}
+	enter = tea.KeyPressMsg{Code: tea.KeyEnter}
+	esc   = tea.KeyPressMsg{Code: tea.KeyEscape}
 )
 
 func scanned(m *Model, seen int, done bool, rows ...catRow) {
@@ -79,7 +85,7 @@ func scanned(m *Model, seen int, done bool, rows ...catRow) {
 func TestCountsClimbWhileTheScanRuns(t *testing.T) {
 	m := testModel(t)
 	scanned(m, 1000, false, catRow{Name: "transient", Disposition: "redrive", Count: 700, OldestAge: 2 * time.Hour, ExampleError: "timeout"})
-	v := m.View()
+	v := m.render()
 	for _, want := range []string{"scanning… 1,000 of 5,000 entries read, 700 selected", "transient", "redrive", "700", "2h"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("first snapshot: view lacks %q:\n%s", want, v)
@@ -88,7 +94,7 @@ func TestCountsClimbWhileTheScanRuns(t *testing.T) {
 	scanned(m, 5000, true,
 		catRow{Name: "schema", Disposition: "fix-then-redrive", Count: 1200, ExampleError: "cannot parse"},
 		catRow{Name: "transient", Disposition: "redrive", Count: 3800, ExampleError: "timeout"})
-	v = m.View()
+	v = m.render()
 	for _, want := range []string{"scan complete: 5,000 entries read, 5,000 selected in 2 categories", "1,200", "3,800"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("final: view lacks %q:\n%s", want, v)
@@ -104,7 +110,7 @@ func TestStaleScanMessagesAreIgnored(t *testing.T) {
 	old := m.gen
 	m.gen++ // as a reload does
 	m.Update(scanEnvelope{msg: scanMsg{gen: old, seen: 9, rows: []catRow{{Name: "ghost", Count: 9}}}})
-	if strings.Contains(m.View(), "ghost") {
+	if strings.Contains(m.render(), "ghost") {
 		t.Error("a replaced scan's counts were drawn")
 	}
 }
@@ -118,7 +124,7 @@ func TestLinesFitTheTerminal(t *testing.T) {
 	for _, width := range []int{80, 60, 120} {
 		for _, height := range []int{24, 10} {
 			m.Update(tea.WindowSizeMsg{Width: width, Height: height})
-			v := m.View()
+			v := m.render()
 			lines := strings.Split(v, "\n")
 			if len(lines) != height {
 				t.Errorf("%dx%d: %d lines drawn", width, height, len(lines))
@@ -139,7 +145,7 @@ func TestBadFilterIsRefusedAndKept(t *testing.T) {
 	m := testModel(t)
 	scanned(m, 1, true, catRow{Name: "transient", Disposition: "redrive", Count: 1})
 	keys(m, runes("/"), runes("("), enter)
-	v := m.View()
+	v := m.render()
 	if m.mode != inputFilter || !strings.Contains(v, "missing closing )") {
 		t.Errorf("an invalid regex was not refused in the form:\n%s", v)
 	}
@@ -168,7 +174,7 @@ func TestEntriesPageAndEnvelope(t *testing.T) {
 	e.FillFingerprint()
 	cl := m.deps.Walker.Classifier
 	m.Update(pageMsg{gen: m.pageGen, items: []inspect.Item{{Envelope: e, Class: cl.Classify(e, false)}}, next: "1732890000000-0"})
-	v := m.View()
+	v := m.render()
 	for _, want := range []string{"categories › transient", "1732890000000-0", "E42", "1h30m", "orders", "page 1 · entries 1–1 · ] next page"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("entries: view lacks %q:\n%s", want, v)
@@ -176,7 +182,7 @@ func TestEntriesPageAndEnvelope(t *testing.T) {
 	}
 	keys(m, enter)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 60})
-	v = m.View()
+	v = m.render()
 	for _, want := range []string{"(computed)", "transient → redrive", "properties.tenant", "acme", "payload (personal data hidden", `"email": "[redacted]"`} {
 		if !strings.Contains(v, want) {
 			t.Errorf("envelope: view lacks %q:\n%s", want, v)
@@ -186,7 +192,7 @@ func TestEntriesPageAndEnvelope(t *testing.T) {
 		t.Errorf("the email is shown before v:\n%s", v)
 	}
 	keys(m, runes("v"))
-	if v = m.View(); !strings.Contains(v, "ann@example.com") {
+	if v = m.render(); !strings.Contains(v, "ann@example.com") {
 		t.Errorf("v did not reveal the payload:\n%s", v)
 	}
 	keys(m, esc)
@@ -206,7 +212,7 @@ func TestEntriesWaitForTheConflictPass(t *testing.T) {
 	if !m.waiting || m.loading {
 		t.Fatalf("a page was read before conflicts were known: waiting %v loading %v", m.waiting, m.loading)
 	}
-	if v := m.View(); !strings.Contains(v, "waiting for the first pass") {
+	if v := m.render(); !strings.Contains(v, "waiting for the first pass") {
 		t.Errorf("the wait is not said:\n%s", v)
 	}
 	scanned(m, 20, true, catRow{Name: "transient", Disposition: "redrive", Count: 20})
@@ -219,8 +225,8 @@ func TestPlanNeedsAReason(t *testing.T) {
 	m := testModel(t)
 	scanned(m, 1, true, catRow{Name: "transient", Disposition: "redrive", Count: 1})
 	keys(m, runes("p"), enter)
-	if m.mode != inputReason || !strings.Contains(m.View(), "a reason is required") {
-		t.Errorf("an empty reason was taken:\n%s", m.View())
+	if m.mode != inputReason || !strings.Contains(m.render(), "a reason is required") {
+		t.Errorf("an empty reason was taken:\n%s", m.render())
 	}
 }
 
@@ -254,13 +260,13 @@ func TestPlanOfWhatIsShown(t *testing.T) {
 	plan := func(reason string) {
 		t.Helper()
 		// The prompt starts with the last reason given; ctrl+u clears it.
-		keys(m, runes("p"), tea.KeyMsg{Type: tea.KeyCtrlU}, runes(reason))
+		keys(m, runes("p"), tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}, runes(reason))
 		_, cmd := m.Update(enter)
 		if cmd == nil {
 			t.Fatal("enter on the reason made no plan")
 		}
-		if !strings.Contains(m.View(), "planning…") {
-			t.Errorf("no planning… while the plan is made:\n%s", m.View())
+		if !strings.Contains(m.render(), "planning…") {
+			t.Errorf("no planning… while the plan is made:\n%s", m.render())
 		}
 		m.Update(cmd())
 	}
@@ -273,7 +279,7 @@ func TestPlanOfWhatIsShown(t *testing.T) {
 		t.Fatalf("plans made: %+v, want %+v", calls, want)
 	}
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 24})
-	if v := m.View(); !strings.Contains(v, "plan written: 3 entries, 1 left out: redrive-x.plan.json. Next: dlqctl redrive approve redrive-x.plan.json") {
+	if v := m.render(); !strings.Contains(v, "plan written: 3 entries, 1 left out: redrive-x.plan.json. Next: dlqctl redrive approve redrive-x.plan.json") {
 		t.Errorf("the status does not say what was written and what is next:\n%s", v)
 	}
 }

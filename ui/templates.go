@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
@@ -123,7 +123,7 @@ func (m *Model) onTemplateItems(msg templateItemsMsg) {
 	t.iCursor = clamp(t.iCursor, 0, max(len(t.items)-1, 0))
 }
 
-func (m *Model) onTemplatesKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) onTemplatesKey(msg tea.KeyPressMsg) tea.Cmd {
 	k, t := m.keys, &m.tmpl
 	switch {
 	case key.Matches(msg, k.Back):
@@ -147,7 +147,7 @@ func (m *Model) onTemplatesKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func (m *Model) onTemplateEntriesKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) onTemplateEntriesKey(msg tea.KeyPressMsg) tea.Cmd {
 	k, t := m.keys, &m.tmpl
 	switch {
 	case key.Matches(msg, k.Back):

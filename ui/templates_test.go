@@ -23,8 +23,8 @@ func TestTemplatesScreen(t *testing.T) {
 	if m.screen != screenTemplates || !m.tmpl.loading {
 		t.Fatalf("t: screen %v loading %v", m.screen, m.tmpl.loading)
 	}
-	if !strings.Contains(m.View(), "mining its error templates") {
-		t.Errorf("no progress while mining:\n%s", m.View())
+	if !strings.Contains(m.render(), "mining its error templates") {
+		t.Errorf("no progress while mining:\n%s", m.render())
 	}
 	groups := []inspect.TemplateGroup{
 		{Template: "fraud check rejected order <*> (score <*>)", Count: 15, OldestAge: time.Hour, OldestKnown: true, IDs: ids("f", 15)},
@@ -35,7 +35,7 @@ func TestTemplatesScreen(t *testing.T) {
 		t.Fatal("a stale mining answer was shown")
 	}
 	m.Update(templatesMsg{gen: m.tmpl.gen, d: inspect.Discovery{Total: 20, Groups: groups}})
-	v := m.View()
+	v := m.render()
 	for _, want := range []string{"unknown › templates", "20 entries in 2 templates", "fraud check rejected order <*> (score <*>)", "15", "refund amount exceeds captured amount"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("templates screen lacks %q:\n%s", want, v)
@@ -51,7 +51,7 @@ func TestTemplatesScreen(t *testing.T) {
 			Class: envelope.Classification{Category: "unknown", Disposition: "investigate"}})
 	}
 	m.Update(templateItemsMsg{gen: m.tmpl.itemsGen, items: items, gone: 1})
-	v = m.View()
+	v = m.render()
 	for _, want := range []string{"unknown › refund amount", "template of 5 entries", "1 no longer in the DLQ", "r0", "r3"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("template entries lack %q:\n%s", want, v)

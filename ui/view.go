@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
@@ -50,8 +51,16 @@ func hints(bs []key.Binding) []report.KeyHint {
 	return out
 }
 
-// View draws the screen. Every line fits the terminal's width.
-func (m *Model) View() string {
+// View draws the screen on the alternate screen, so that quitting gives
+// the terminal back as it was.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	return v
+}
+
+// render draws the screen. Every line fits the terminal's width.
+func (m *Model) render() string {
 	st := m.deps.Styles
 	w := m.width
 	var b strings.Builder
