@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
 
 	"github.com/dlqctl/dlqctl/internal/redistest"
@@ -19,12 +21,16 @@ import (
 )
 
 // ptyScreen is a terminal that dlqctl ui draws on: the pty's other end is
-// read into a buffer that the test searches with the escapes stripped.
+// read into a buffer, and into a terminal emulator because ui redraws only
+// the cells that change (a count going from 120 to 125 is drawn as "5").
+// Tests search both: the screen as it stands, and what was drawn since the
+// last key with the escapes stripped (text drawn and gone again).
 type ptyScreen struct {
 	t    *testing.T
 	ptmx *os.File
 	mu   sync.Mutex
 	raw  strings.Builder
+	vt   *vt.Emulator
 	mark int // searches look only after this offset
 }
 
@@ -36,6 +42,7 @@ func (s *ptyScreen) read() {
 		n, err := s.ptmx.Read(buf)
 		s.mu.Lock()
 		s.raw.Write(buf[:n])
+		_, _ = s.vt.Write(buf[:n])
 		s.mu.Unlock()
 		if err != nil {
 			return
@@ -46,7 +53,11 @@ func (s *ptyScreen) read() {
 func (s *ptyScreen) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return escapes.ReplaceAllString(s.raw.String()[s.mark:], "")
+	drawn := escapes.ReplaceAllString(s.raw.String()[s.mark:], "")
+	if s.raw.Len() == s.mark {
+		return drawn // nothing drawn since the last key: the screen is old
+	}
+	return s.vt.String() + "\n" + drawn
 }
 
 // waitFor waits until everything in want has been drawn since the last
@@ -123,7 +134,10 @@ func startUICancel(t *testing.T, cols, rows uint16, env map[string]string, args 
 	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: cols, Rows: rows}); err != nil {
 		t.Fatal(err)
 	}
-	s := &ptyScreen{t: t, ptmx: ptmx}
+	s := &ptyScreen{t: t, ptmx: ptmx, vt: vt.NewEmulator(int(cols), int(rows))}
+	// The emulator's answers to queries would block it; ui gets none.
+	go func() { _, _ = io.Copy(io.Discard, s.vt) }()
+	t.Cleanup(func() { s.mu.Lock(); s.vt.Close(); s.mu.Unlock() })
 	go s.read()
 	io := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: int(cols)}
 	f := &Factory{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}

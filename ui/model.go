@@ -343,6 +343,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.mode != inputNone {
 			return m, m.updateInput(msg)
 		}
+		if msg.Code == tea.KeyEscape && msg.Mod == tea.ModAlt {
+			// Esc pressed twice faster than the terminal is read arrives
+			// as one alt+esc: it is still two presses.
+			esc := tea.KeyPressMsg{Code: tea.KeyEscape}
+			return m, tea.Batch(m.onKey(esc), m.onKey(esc))
+		}
 		if rs := []rune(msg.Text); len(rs) > 1 && msg.Mod == 0 {
 			// Text that arrives as one key ("jj") is still one key press
 			// per character.
