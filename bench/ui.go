@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
 
 	"github.com/dlqctl/dlqctl/bench/raw"
@@ -103,14 +104,15 @@ func (c Config) runUI(ctx context.Context, d *dlqctl, now time.Time, res *Result
 var uiEscapes = regexp.MustCompile(`\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]`)
 
 // ptyWatch keeps what a program drew on a pty and says when a text first
-// appeared. It answers the two queries a terminal answers (background
-// colour, cursor position) the way a terminal does: bubbletea v1 asks for
-// the background colour when the program starts (through termenv), and a
-// pty nobody answers would cost termenv's 5 s timeout, which no terminal
-// makes anyone wait.
+// appeared, on the screen (through a terminal emulator: ui redraws only the
+// cells that change) or in what was drawn since the last key. It answers
+// the queries a terminal answers (background colour, cursor position) the
+// way a terminal does, so that the times are a terminal's whatever the
+// program asks.
 type ptyWatch struct {
 	mu      sync.Mutex
 	raw     bytes.Buffer
+	screen  *vt.Emulator
 	mark    int
 	scanned int // raw offset up to which queries were looked for
 	done    chan struct{}
@@ -128,6 +130,7 @@ func (p *ptyWatch) copyFrom(rw io.ReadWriter) {
 		n, err := rw.Read(buf)
 		p.mu.Lock()
 		p.raw.Write(buf[:n])
+		_, _ = p.screen.Write(buf[:n])
 		// Queries may straddle two reads: look again from a little before
 		// where the last look ended.
 		from := max(p.scanned-8, 0)
@@ -171,6 +174,9 @@ func (p *ptyWatch) wait(ctx context.Context, text string, limit time.Duration) e
 	for {
 		p.mu.Lock()
 		seen := uiEscapes.ReplaceAllString(p.raw.String()[p.mark:], "")
+		if p.raw.Len() > p.mark {
+			seen = p.screen.String() + "\n" + seen
+		}
 		p.mu.Unlock()
 		if strings.Contains(seen, text) {
 			return nil
@@ -210,7 +216,10 @@ func (d *dlqctl) timeUI(ctx context.Context, args []string, run *UIRun, early bo
 		return err
 	}
 	defer ptmx.Close()
-	w := &ptyWatch{done: make(chan struct{})}
+	w := &ptyWatch{screen: vt.NewEmulator(120, 40), done: make(chan struct{})}
+	// The emulator's own answers would block it; they go nowhere.
+	go func() { _, _ = io.Copy(io.Discard, w.screen) }()
+	defer func() { w.mu.Lock(); w.screen.Close(); w.mu.Unlock() }()
 	go w.copyFrom(ptmx)
 	fail := func(err error) error {
 		_ = c.Process.Kill()

@@ -205,6 +205,25 @@ func TestEntriesPageAndEnvelope(t *testing.T) {
 	}
 }
 
+// TestEscEscReadTogether: Esc pressed twice faster than the terminal is
+// read arrives as one alt+esc, and goes back twice.
+func TestEscEscReadTogether(t *testing.T) {
+	m := testModel(t)
+	scanned(m, 1, true, catRow{Name: "transient", Count: 1})
+	keys(m, enter)
+	e := envelope.Envelope{ID: "1-0", EventID: "E1", LastError: "timeout"}
+	e.FillFingerprint()
+	m.Update(pageMsg{gen: m.pageGen, items: []inspect.Item{{Envelope: e, Class: m.deps.Walker.Classifier.Classify(e, false)}}})
+	keys(m, enter)
+	if m.screen != screenEnvelope {
+		t.Fatalf("enter on an entry: screen %d", m.screen)
+	}
+	keys(m, tea.KeyPressMsg{Code: tea.KeyEscape, Mod: tea.ModAlt})
+	if m.screen != screenCategories {
+		t.Errorf("esc esc from the envelope: screen %d, want the categories", m.screen)
+	}
+}
+
 func TestEntriesWaitForTheConflictPass(t *testing.T) {
 	m := testModel(t)
 	scanned(m, 10, false, catRow{Name: "transient", Disposition: "redrive", Count: 10})
