@@ -447,3 +447,74 @@ func closeLeaseConnections(t *testing.T, srv *rabbitmqtest.Server, run string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// TestKeyFrom: --key-from header:NAME makes that header the order key, the
+// key header becomes a property, and a message without NAME has no key
+// (the DLQ's one FIFO domain); without --key-from the key header is the key.
+func TestKeyFrom(t *testing.T) {
+	srv := broker.Get(t)
+	dlq := uniq(t)
+	ctx := context.Background()
+	ch := srv.Channel(t)
+	if _, err := ch.QueueDeclare(dlq, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []amqp.Table{
+		{"tenant": "acme", "key": "k1"},
+		{"tenant": "globex"},
+		{"key": "k3"},
+	} {
+		if err := ch.PublishWithContext(ctx, "", dlq, true, false, amqp.Publishing{
+			MessageId: fmt.Sprintf("E%d", i+1), Body: []byte(`{}`), Headers: h,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDepth(t, srv, dlq, 3)
+	reg := backend.NewRegistry()
+	reg.Register(rabbitmq.Registration())
+	scan := func(keyFrom string) []envelope.Envelope {
+		t.Helper()
+		src, err := reg.Open(ctx, srv.Source(dlq), backend.OpenOptions{KeyFrom: keyFrom})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var out []envelope.Envelope
+		if err := src.Scan(ctx, "", func(e envelope.Envelope) error { out = append(out, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 3 {
+			t.Fatalf("--key-from %q: %d entries, want 3", keyFrom, len(out))
+		}
+		return out
+	}
+	keys := func(es []envelope.Envelope) string {
+		var k []string
+		for _, e := range es {
+			k = append(k, e.Key)
+		}
+		return strings.Join(k, ",")
+	}
+	if got := keys(scan("")); got != "k1,,k3" {
+		t.Errorf("default keys %q, want k1,,k3", got)
+	}
+	byTenant := scan("header:tenant")
+	if got := keys(byTenant); got != "acme,globex," {
+		t.Errorf("--key-from header:tenant keys %q, want acme,globex,", got)
+	}
+	if byTenant[0].Properties["key"] != "k1" || byTenant[0].Properties["tenant"] != "acme" || byTenant[2].Properties["key"] != "k3" {
+		t.Errorf("properties: %v / %v", byTenant[0].Properties, byTenant[2].Properties)
+	}
+	for _, e := range byTenant {
+		if e.Malformed != "" {
+			t.Errorf("%s malformed: %s", e.EventID, e.Malformed)
+		}
+	}
+	_, err := reg.Open(ctx, srv.Source(dlq), backend.OpenOptions{KeyFrom: "json:tenant"})
+	var ce *backend.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "want header:NAME") {
+		t.Errorf("--key-from json:tenant: %v, want a configuration error naming header:NAME", err)
+	}
+	waitDepth(t, srv, dlq, 3)
+}
