@@ -36,6 +36,7 @@ var (
 	_ backend.LeaseChecker       = (*Queue)(nil)
 	_ backend.Extras             = (*Queue)(nil)
 	_ backend.OriginChecker      = (*Queue)(nil)
+	_ backend.DLQChecker         = (*Queue)(nil)
 	_ backend.Noticer            = (*Queue)(nil)
 	_ backend.FingerprintScanner = (*Queue)(nil)
 )

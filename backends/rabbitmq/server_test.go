@@ -518,3 +518,55 @@ func TestKeyFrom(t *testing.T) {
 	}
 	waitDepth(t, srv, dlq, 3)
 }
+
+// TestCheckDLQ: doctor's line on the DLQ names its type, its delivery
+// limit and how many more reads dlqctl has before it refuses, and whether
+// the management API answers.
+func TestCheckDLQ(t *testing.T) {
+	srv := broker.Get(t)
+	if srv.AdminURL() == "" {
+		t.Fatal("this test needs the management API (DLQCTL_TEST_AMQP_ADMIN)")
+	}
+	base := uniq(t)
+	ctx := context.Background()
+	ch := srv.Channel(t)
+	if err := rabbitmqtest.DeclareDLX(ctx, ch, base+"-orders", base+"-classic", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(base+"-quorum", true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(base+"-quorum", "", base+"-classic.dlx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, base+"-orders", base+"-classic", "E1")
+	waitDepth(t, srv, base+"-quorum", 1)
+	check := func(st backend.OriginStatus, ok bool, want ...string) {
+		t.Helper()
+		if st.OK != ok {
+			t.Errorf("ok %v, want %v: %s (fix %q)", st.OK, ok, st.Detail, st.Fix)
+		}
+		for _, w := range want {
+			if !strings.Contains(st.Detail+" fix: "+st.Fix, w) {
+				t.Errorf("%q does not say %q (fix %q)", st.Detail, w, st.Fix)
+			}
+		}
+	}
+	check(open(t, srv, base+"-classic", true).CheckDLQ(ctx), true, "a classic queue", "no delivery limit", "management API answers")
+	check(open(t, srv, base+"-classic", false).CheckDLQ(ctx), true, "a classic queue", "management API not set")
+	check(open(t, srv, base+"-quorum", false).CheckDLQ(ctx), false, "a quorum queue", "fix: add admin=")
+	q := open(t, srv, base+"-quorum", true)
+	check(q.CheckDLQ(ctx), true, "delivery limit 3", "at up to 0", ": 2 more before", "management API answers")
+	scanAll(t, q)
+	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), true, "at up to 1", ": 1 more before")
+	scanAll(t, q)
+	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), false, "at up to 2", ": 0 more before", "fix: raise the limit")
+	// An admin= that does not answer is this line's failure.
+	bad, err := rabbitmq.Open(ctx, strings.TrimSuffix(srv.URL(), "/")+"/?queue="+base+"-classic&admin=http://127.0.0.1:1&timeout=2s", rabbitmq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	check(bad.CheckDLQ(ctx), false, "management API", "fix: check admin=")
+	waitDepth(t, srv, base+"-quorum", 1)
+}
