@@ -192,25 +192,22 @@ func (r *Registry) Titles() string {
 // EventIDFromHelp says, for each backend that takes --event-id-from,
 // which forms it reads: "for Apache Kafka (header:NAME, …) and …".
 func (r *Registry) EventIDFromHelp() string {
-	var parts []string
-	for _, reg := range r.All() {
-		if reg.EventIDFrom != "" {
-			parts = append(parts, reg.Title+" ("+reg.EventIDFrom+")")
-		}
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "for " + proseList(parts, " and ")
+	return r.formsHelp(func(reg Registration) string { return reg.EventIDFrom })
 }
 
 // KeyFromHelp says, for each backend that takes --key-from, which forms
 // it reads: "for RabbitMQ (header:NAME)".
 func (r *Registry) KeyFromHelp() string {
+	return r.formsHelp(func(reg Registration) string { return reg.KeyFrom })
+}
+
+// formsHelp lists, as "for TITLE (FORMS) and …", the backends for which
+// forms is not empty; "" when there are none.
+func (r *Registry) formsHelp(forms func(Registration) string) string {
 	var parts []string
 	for _, reg := range r.All() {
-		if reg.KeyFrom != "" {
-			parts = append(parts, reg.Title+" ("+reg.KeyFrom+")")
+		if f := forms(reg); f != "" {
+			parts = append(parts, reg.Title+" ("+f+")")
 		}
 	}
 	if len(parts) == 0 {

@@ -224,18 +224,8 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 	base := uniq(t)
 	ctx := context.Background()
 	ch := srv.Channel(t)
-	if err := rabbitmqtest.DeclareDLX(ctx, ch, base+"-orders", base+"-dlq-plain", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	// The DLQ itself is a quorum queue with a delivery limit of 3.
-	if _, err := ch.QueueDeclare(base+"-dlq", true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(base+"-dlq", "", base+"-dlq-plain.dlx", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deadLetter(t, srv, base+"-orders", base+"-dlq-plain", "E1")
-	waitDepth(t, srv, base+"-dlq", 1)
+	quorumDLQ(t, srv, ch, base+"-orders", base+"-dlq-plain", base+"-dlq", 3)
 	if _, err := rabbitmq.Open(ctx, strings.TrimSuffix(srv.URL(), "/")+"/?queue="+base+"-dlq", rabbitmq.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +257,24 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 	if d, ok, err := ch.Get(base+"-dlq", false); err != nil || !ok || d.Headers["x-delivery-count"] != int64(3) {
 		t.Fatalf("the message after the refusals: %v %v %v", ok, err, d.Headers)
 	}
+}
+
+// quorumDLQ dead-letters one message (E1) from origin through a DLX into
+// both classic, a classic DLQ, and quorum, a quorum queue with the given
+// delivery limit bound to the same exchange.
+func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin, classic, quorum string, limit int) {
+	t.Helper()
+	if err := rabbitmqtest.DeclareDLX(context.Background(), ch, origin, classic, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(quorum, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(limit)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(quorum, "", classic+".dlx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, origin, classic, "E1")
+	waitDepth(t, srv, quorum, 1)
 }
 
 func TestLease(t *testing.T) {
@@ -529,18 +537,7 @@ func TestCheckDLQ(t *testing.T) {
 	}
 	base := uniq(t)
 	ctx := context.Background()
-	ch := srv.Channel(t)
-	if err := rabbitmqtest.DeclareDLX(ctx, ch, base+"-orders", base+"-classic", false, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(base+"-quorum", true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(base+"-quorum", "", base+"-classic.dlx", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deadLetter(t, srv, base+"-orders", base+"-classic", "E1")
-	waitDepth(t, srv, base+"-quorum", 1)
+	quorumDLQ(t, srv, srv.Channel(t), base+"-orders", base+"-classic", base+"-quorum", 3)
 	check := func(st backend.OriginStatus, ok bool, want ...string) {
 		t.Helper()
 		if st.OK != ok {
