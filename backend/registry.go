@@ -21,6 +21,10 @@ type OpenOptions struct {
 	// EventIDFrom is --event-id-from as given ("" for the backend's default);
 	// each backend parses the forms it supports.
 	EventIDFrom string
+	// KeyFrom is --key-from as given ("" for the backend's default order
+	// key). Registry.Open refuses a non-empty one for a backend whose
+	// Registration.KeyFrom is empty.
+	KeyFrom string
 	// Getenv reads the environment (DLQCTL_REDIS_PASSWORD and the like).
 	// Never nil when the command layer calls Open.
 	Getenv func(string) string
@@ -104,6 +108,9 @@ type Registration struct {
 	// EventIDFrom lists the --event-id-from forms the backend reads
 	// ("header:NAME, json:PATH or key"); "" when it takes none.
 	EventIDFrom string
+	// KeyFrom lists the --key-from forms the backend reads ("header:NAME");
+	// "" when its order key is fixed (Kafka's record key, SQS's group).
+	KeyFrom string
 	// Summary says in a few words what the DLQ is ("a Redis stream").
 	Summary string
 	// Env lists the environment variables it reads.
@@ -185,16 +192,42 @@ func (r *Registry) Titles() string {
 // EventIDFromHelp says, for each backend that takes --event-id-from,
 // which forms it reads: "for Apache Kafka (header:NAME, …) and …".
 func (r *Registry) EventIDFromHelp() string {
+	return r.formsHelp(func(reg Registration) string { return reg.EventIDFrom })
+}
+
+// KeyFromHelp says, for each backend that takes --key-from, which forms
+// it reads: "for RabbitMQ (header:NAME)".
+func (r *Registry) KeyFromHelp() string {
+	return r.formsHelp(func(reg Registration) string { return reg.KeyFrom })
+}
+
+// formsHelp lists, as "for TITLE (FORMS) and …", the backends for which
+// forms is not empty; "" when there are none.
+func (r *Registry) formsHelp(forms func(Registration) string) string {
 	var parts []string
 	for _, reg := range r.All() {
-		if reg.EventIDFrom != "" {
-			parts = append(parts, reg.Title+" ("+reg.EventIDFrom+")")
+		if f := forms(reg); f != "" {
+			parts = append(parts, reg.Title+" ("+f+")")
 		}
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return "for " + proseList(parts, " and ")
+}
+
+// keyFromTakers names the backends that take --key-from, as prose.
+func (r *Registry) keyFromTakers() string {
+	var t []string
+	for _, reg := range r.All() {
+		if reg.KeyFrom != "" {
+			t = append(t, reg.Title)
+		}
+	}
+	if len(t) == 0 {
+		return "none of this build's backends"
+	}
+	return proseList(t, " and ")
 }
 
 // proseList joins items as a sentence does: "a, b" + last + "c".
@@ -267,6 +300,11 @@ func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Sour
 		return nil, Scrub(err, secrets...)
 	}
 	secrets = append(secrets, p.Secrets...)
+	if opts.KeyFrom != "" && reg.KeyFrom == "" {
+		// Read with another order key than asked, a redrive would hold
+		// back or release entries by the wrong key: refused, not ignored.
+		return nil, Configf("--key-from %q: %s takes no --key-from (only %s): its order key is fixed", opts.KeyFrom, reg.Title, r.keyFromTakers())
+	}
 	src, err := reg.Open(ctx, raw, opts)
 	if err != nil {
 		return nil, Scrub(err, secrets...)

@@ -31,6 +31,7 @@ type Profile struct {
 	Source        string              `yaml:"source"`
 	Fields        envelope.FieldNames `yaml:"fields"`
 	EventIDFrom   string              `yaml:"event_id_from"`
+	KeyFrom       string              `yaml:"key_from"`
 	RedisPassword string              `yaml:"redis_password"`
 	PulsarToken   string              `yaml:"pulsar_token"`
 	// Secrets holds other backends' secrets by key (kafka_password, …).

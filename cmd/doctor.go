@@ -27,7 +27,8 @@ func newDoctorCmd(f *Factory) *cobra.Command {
 		Short: "Check what a redrive needs: source, DLQ, origins, effects store, approval key, config",
 		Long: `Check, one line each, what a redrive will need, and say how to fix each
 failure: the config and profile parse; the source answers and the DLQ
-exists; the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
+exists, and where the backend can tell, the DLQ's shape (a queue type, a
+delivery limit that dlqctl's own reads count against); the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
 effects store answers and has the inbox table (with --effects); the
 allowed_signers file that SSH-signed approvals verify against parses, and
 which principals it lists; the HMAC approval key, when approvals are not
@@ -91,6 +92,10 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 			add(Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
 		} else {
 			add(Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
+			if dc, ok := src.(backend.DLQChecker); ok {
+				st := dc.CheckDLQ(ctx)
+				add(Check{Name: "dlq shape", OK: st.OK, Detail: st.Detail, Fix: st.Fix})
+			}
 		}
 		for _, c := range originChecks(ctx, src) {
 			add(c)

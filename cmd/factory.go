@@ -60,6 +60,7 @@ type GlobalOptions struct {
 	Timeout     time.Duration
 	Rules       string
 	EventIDFrom string
+	KeyFrom     string
 	JQ          string
 }
 
@@ -194,6 +195,7 @@ func (f *Factory) openOptions() backend.OpenOptions {
 	return backend.OpenOptions{
 		Fields:       f.fieldNames(),
 		EventIDFrom:  firstNonEmpty(f.Global.EventIDFrom, f.profile.EventIDFrom),
+		KeyFrom:      firstNonEmpty(f.Global.KeyFrom, f.profile.KeyFrom),
 		Getenv:       f.Getenv,
 		Secret:       f.profile.secret,
 		AllowMissing: f.allowMissing,

@@ -167,6 +167,11 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
 	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.backends().EventIDFromHelp())
+	keyFromHelp := "where the order key is: no backend of this build takes it"
+	if h := f.backends().KeyFromHelp(); h != "" {
+		keyFromHelp = "where the order key is, " + h + "; other backends refuse it"
+	}
+	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)
 
 	root.AddCommand(
 		newListCmd(f),

@@ -197,6 +197,9 @@ func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
 	if g.EventIDFrom != "" {
 		parts = append(parts, "--event-id-from", shellQuote(g.EventIDFrom))
 	}
+	if g.KeyFrom != "" {
+		parts = append(parts, "--key-from", shellQuote(g.KeyFrom))
+	}
 	parts = append(parts, kind, "resume", shellQuote(journal))
 	if h.pastGate {
 		parts = append(parts, "--past-gate")

@@ -199,31 +199,55 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	return backend.ExtraStats{JSON: st, Title: "RabbitMQ queue", Rows: rows}, nil
 }
 
-// CheckOrigin says whether an origin queue exists and has consumers, and
-// adds what doctor should know of the DLQ: its shape and delivery limit,
-// and whether the management API answers.
+// CheckDLQ is doctor's line on the DLQ itself: its type, its effective
+// delivery limit and how many more reads dlqctl has before it refuses to
+// read it (a quorum DLQ counts each of them as a delivery), and whether
+// the management API answers.
+func (q *Queue) CheckDLQ(ctx context.Context) backend.OriginStatus {
+	api := "management API not set (admin=): stats counts ready messages only"
+	if q.admin != nil {
+		if _, err := q.admin.queue(ctx, q.src.vhost, q.src.queue); err != nil {
+			return backend.OriginStatus{Detail: err.Error(), Fix: "check admin= (the management plugin's URL, and a user tagged management)"}
+		}
+		api = "management API answers"
+	}
+	sh, err := q.shapeOf(ctx)
+	if err != nil {
+		return backend.OriginStatus{Detail: err.Error(), Fix: "check the broker"}
+	}
+	switch {
+	case sh.Type == "stream":
+		return backend.OriginStatus{Detail: "a stream queue: dlqctl reads classic and quorum DLQs", Fix: "dead-letter into a classic queue"}
+	case sh.Type == "quorum" && !sh.Known:
+		return backend.OriginStatus{Detail: "a quorum queue, which counts every read as a delivery; its delivery limit cannot be read without admin=, so dlqctl does not read it; " + api,
+			Fix: "add admin=http://HOST:15672, or dead-letter into a classic queue (docs/rabbitmq.md)"}
+	case sh.Type == "quorum" && sh.Limit > 0:
+		prior, err := q.readReads(ctx)
+		if err != nil {
+			return backend.OriginStatus{Detail: err.Error(), Fix: "check the broker"}
+		}
+		// A read is refused once it would bring a message to the limit:
+		// counts 0 … limit-2 can each be read once more.
+		left := max(int64(sh.Limit)-1-prior, 0)
+		detail := fmt.Sprintf("a quorum queue with delivery limit %d: every read by dlqctl (a scan, each chunk and batch of a redrive) counts as a delivery; "+
+			"its reads so far left x-delivery-count at up to %d (recorded in %s): %d more before it refuses to read (it never reads a message past the limit); %s",
+			sh.Limit, prior, q.readsQueue(), left, api)
+		if left == 0 {
+			return backend.OriginStatus{Detail: detail,
+				Fix: fmt.Sprintf("raise the limit with a policy (4.x: delivery-limit -1 for none), or move the messages to a classic queue and delete %s", q.readsQueue())}
+		}
+		return backend.OriginStatus{OK: true, Detail: detail + "; a classic or unlimited quorum DLQ is the safe shape"}
+	case sh.Type == "quorum":
+		return backend.OriginStatus{OK: true, Detail: "a quorum queue with no delivery limit: reads cannot drop a message; " + api}
+	}
+	return backend.OriginStatus{OK: true, Detail: "a " + sh.Type + " queue: reads give every message back in place, no delivery limit; " + api}
+}
+
+// CheckOrigin says whether an origin queue exists and has consumers.
 func (q *Queue) CheckOrigin(ctx context.Context, origin string, _ []string) backend.OriginStatus {
 	dest, err := parseDest(origin)
 	if err != nil {
 		return backend.OriginStatus{Detail: err.Error(), Fix: "redrive with --to QUEUE or --to exchange:EX/KEY"}
-	}
-	var notes []string
-	if q.admin != nil {
-		if _, err := q.admin.queue(ctx, q.src.vhost, q.src.queue); err != nil {
-			return backend.OriginStatus{Detail: "management API: " + err.Error(), Fix: "check admin= (the management plugin's URL and a user tagged management)"}
-		}
-		notes = append(notes, "management API answers")
-	}
-	if sh, err := q.shapeOf(ctx); err == nil {
-		switch {
-		case sh.Type == "quorum" && !sh.Known:
-			return backend.OriginStatus{Detail: "the DLQ is a quorum queue and its delivery limit cannot be read without admin=",
-				Fix: "add admin=http://HOST:15672, or use a classic DLQ (docs/rabbitmq.md)"}
-		case sh.Type == "quorum" && sh.Limit > 0:
-			notes = append(notes, fmt.Sprintf("the DLQ is a quorum queue with delivery limit %d: each scan counts as a delivery (a classic or unlimited quorum DLQ is safe)", sh.Limit))
-		case sh.Type != "":
-			notes = append(notes, "the DLQ is a "+sh.Type+" queue")
-		}
 	}
 	if dest.exchange != "" {
 		return backend.OriginStatus{OK: true, Detail: fmt.Sprintf("exchange %q, routing key %q (routing checked at publish: mandatory)", dest.exchange, dest.key)}
@@ -239,9 +263,5 @@ func (q *Queue) CheckOrigin(ctx context.Context, origin string, _ []string) back
 		return backend.OriginStatus{Detail: fmt.Sprintf("queue %q exists (%d ready) but has no consumer: redriven messages would wait there", dest.key, st.Messages),
 			Fix: "start the consumer before a redrive"}
 	}
-	detail := fmt.Sprintf("queue %q exists, %d consumers", dest.key, st.Consumers)
-	if len(notes) > 0 {
-		detail += "; " + strings.Join(notes, "; ")
-	}
-	return backend.OriginStatus{OK: true, Detail: detail}
+	return backend.OriginStatus{OK: true, Detail: fmt.Sprintf("queue %q exists, %d consumers", dest.key, st.Consumers)}
 }

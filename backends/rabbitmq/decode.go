@@ -70,6 +70,18 @@ func parseEventIDSource(s string) (eventIDSource, error) {
 	return eventIDSource{}, fmt.Errorf("--event-id-from %q: want property:message_id, header:NAME or json:PATH for RabbitMQ", s)
 }
 
+// parseKeySource parses --key-from for RabbitMQ: header:NAME, the header
+// that holds the order key ("" for none given: the key header).
+func parseKeySource(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if kind, name, ok := strings.Cut(s, ":"); ok && kind == "header" && name != "" {
+		return name, nil
+	}
+	return "", fmt.Errorf("--key-from %q: want header:NAME for RabbitMQ", s)
+}
+
 // death is one x-death entry.
 type death struct {
 	Queue       string    `json:"queue"`
@@ -101,6 +113,10 @@ func fromDelivery(d *amqp.Delivery) message {
 type decoder struct {
 	names envelope.FieldNames
 	from  eventIDSource
+	// keyHeader, when set (--key-from header:NAME), is the header that
+	// holds the order key; the key header is then a property like any
+	// other.
+	keyHeader string
 	// quorumLimit gives, for an origin queue, its effective delivery
 	// limit when it is a quorum queue with one (0: not known or none).
 	quorumLimit func(queue string) int
@@ -161,7 +177,7 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 			fail(fmt.Errorf("header %q: invalid UTF-8", truncate(strings.ToValidUTF8(k, "?"))))
 			continue
 		}
-		if f, ok := d.fieldOf(k); ok {
+		if f, ok := d.fieldOf(k); ok && (f != envelope.FieldKey || d.keyHeader == "") {
 			if _, dup := fields[f]; !dup || d.names[f][0] == k {
 				fields[f] = s
 			}
@@ -178,6 +194,21 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 		e.ContentType = m.props.ContentType
 	}
 	e.Key = fields[envelope.FieldKey]
+	if d.keyHeader != "" {
+		// Absent: no key, so the entry is in the DLQ's one FIFO domain.
+		e.Key = ""
+		if v, ok := m.headers[d.keyHeader]; ok {
+			s, err := headerString(v)
+			switch {
+			case err != nil:
+				fail(fmt.Errorf("key header %q: %v", truncate(d.keyHeader), err))
+			case !utf8.ValidString(s):
+				fail(fmt.Errorf("key header %q: invalid UTF-8", truncate(d.keyHeader)))
+			default:
+				e.Key = s
+			}
+		}
+	}
 	e.Origin.Topic = fields[envelope.FieldOriginStream]
 	e.Origin.Subscription = fields[envelope.FieldOriginGroup]
 	e.Origin.Consumer = fields[envelope.FieldOriginConsumer]

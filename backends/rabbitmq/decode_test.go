@@ -199,3 +199,23 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeKeyFromHeader(t *testing.T) {
+	d := testDecoder(t, "", nil)
+	d.keyHeader = "tenant"
+	e := d.decode(deadLetter(amqp.Table{"tenant": "acme", "key": "k1"}), false)
+	if e.Malformed != "" || e.Key != "acme" || e.Properties["key"] != "k1" || e.Properties["tenant"] != "acme" {
+		t.Errorf("key %q malformed %q properties %v", e.Key, e.Malformed, e.Properties)
+	}
+	if e := d.decode(deadLetter(amqp.Table{"key": "k1"}), false); e.Malformed != "" || e.Key != "" {
+		t.Errorf("without the header: key %q malformed %q, want no key", e.Key, e.Malformed)
+	}
+	if e := d.decode(deadLetter(amqp.Table{"tenant": "\xff"}), false); e.Malformed == "" || !strings.Contains(e.Malformed, "tenant") {
+		t.Errorf("invalid UTF-8 key: malformed %q", e.Malformed)
+	}
+	for _, bad := range []string{"tenant", "header:", "json:a", "property:x"} {
+		if _, err := parseKeySource(bad); err == nil {
+			t.Errorf("parseKeySource(%q) accepted", bad)
+		}
+	}
+}

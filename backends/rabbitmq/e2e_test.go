@@ -135,3 +135,74 @@ func TestRealDeadLettersRedriven(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyFromOrdersThePlan: with --key-from header:tenant, an entry is
+// held back by an older entry of its own tenant that stays in the DLQ;
+// without it these messages (no key header) have no key, and hold
+// nothing back.
+func TestKeyFromOrdersThePlan(t *testing.T) {
+	srv := broker.Get(t)
+	dlq := uniq(t)
+	ctx := context.Background()
+	ch := srv.Channel(t)
+	if _, err := ch.QueueDeclare(dlq, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct{ id, tenant, err string }{
+		{"E1", "a", "schema validation failed: missing field amount"},
+		{"E2", "a", "timeout"},
+		{"E3", "b", "timeout"},
+		{"E4", "", "timeout"},
+	} {
+		h := amqp.Table{"last_error": m.err, "origin_stream": dlq + "-orders"}
+		if m.tenant != "" {
+			h["tenant"] = m.tenant
+		}
+		if err := ch.PublishWithContext(ctx, "", dlq, true, false, amqp.Publishing{MessageId: m.id, Body: []byte(`{}`), Headers: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDepth(t, srv, dlq, 4)
+	plan := func(keyFrom ...string) (planned, held []string) {
+		t.Helper()
+		dir := t.TempDir()
+		args := append(append([]string{"--source", srv.Source(dlq)}, keyFrom...),
+			"redrive", "plan", "--reason", "key-from", "--out", "p.json", "--rate", "0", "--unverified-ok", "--settle", "0s")
+		if code, out := run(t, dir, args...); code != 0 {
+			t.Fatalf("plan %v: exit %d\n%s", keyFrom, code, out)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Entries []struct {
+				EventID string `json:"event_id"`
+			} `json:"entries"`
+			Excluded []struct {
+				EventID string `json:"event_id"`
+				HeldBy  string `json:"held_by"`
+			} `json:"excluded"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Entries {
+			planned = append(planned, e.EventID)
+		}
+		for _, x := range p.Excluded {
+			if x.HeldBy != "" {
+				held = append(held, x.EventID)
+			}
+		}
+		return planned, held
+	}
+	if planned, held := plan("--key-from", "header:tenant"); strings.Join(planned, ",") != "E3,E4" || strings.Join(held, ",") != "E2" {
+		t.Errorf("--key-from header:tenant: planned %v, held back %v; want E3,E4 and E2", planned, held)
+	}
+	// Without it no entry has a key, and a plan holds back by key only.
+	if planned, held := plan(); strings.Join(planned, ",") != "E2,E3,E4" || len(held) != 0 {
+		t.Errorf("without --key-from: planned %v, held back %v; want E2,E3,E4 and none", planned, held)
+	}
+	waitDepth(t, srv, dlq, 4)
+}

@@ -36,6 +36,7 @@ var (
 	_ backend.LeaseChecker       = (*Queue)(nil)
 	_ backend.Extras             = (*Queue)(nil)
 	_ backend.OriginChecker      = (*Queue)(nil)
+	_ backend.DLQChecker         = (*Queue)(nil)
 	_ backend.Noticer            = (*Queue)(nil)
 	_ backend.FingerprintScanner = (*Queue)(nil)
 )
@@ -48,6 +49,9 @@ type Options struct {
 	// EventIDFrom is --event-id-from as given ("" reads message_id, then
 	// the event_id header).
 	EventIDFrom string
+	// KeyFrom is --key-from as given ("" reads the key header, or its
+	// aliases in Fields; header:NAME reads that header instead).
+	KeyFrom string
 	// Password is used when the URL has none (DLQCTL_AMQP_PASSWORD, the
 	// profile's amqp_password).
 	Password string
@@ -93,6 +97,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, &backend.ConfigError{Err: err}
 	}
+	keyHeader, err := parseKeySource(opts.KeyFrom)
+	if err != nil {
+		return nil, &backend.ConfigError{Err: err}
+	}
 	if src.password == "" && opts.Password != "" {
 		src.password = opts.Password
 		if src.user == "" {
@@ -103,7 +111,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if q.now == nil {
 		q.now = time.Now
 	}
-	q.dec = decoder{names: names, from: from, quorumLimit: q.originLimit}
+	q.dec = decoder{names: names, from: from, keyHeader: keyHeader, quorumLimit: q.originLimit}
 	if q.cfg, err = q.config("dlqctl"); err != nil {
 		return nil, err
 	}

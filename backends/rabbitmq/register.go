@@ -13,6 +13,7 @@ func Registration() backend.Registration {
 		Schemes:     []string{"amqp", "amqps"},
 		Title:       "RabbitMQ",
 		EventIDFrom: "property:message_id, header:NAME or json:PATH",
+		KeyFrom:     "header:NAME",
 		Usage:       "amqp://[user:pass@]host:port/VHOST?queue=DLQ[&admin=HTTPURL] (amqps:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
 		Summary:     "a RabbitMQ queue fed by a dead-letter exchange, classic or quorum (x-death decoded); read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached",
 		Env: []backend.EnvVar{
@@ -33,7 +34,7 @@ func Registration() backend.Registration {
 			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
 		},
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom})
+			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom, KeyFrom: o.KeyFrom})
 		},
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}

@@ -224,18 +224,8 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 	base := uniq(t)
 	ctx := context.Background()
 	ch := srv.Channel(t)
-	if err := rabbitmqtest.DeclareDLX(ctx, ch, base+"-orders", base+"-dlq-plain", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	// The DLQ itself is a quorum queue with a delivery limit of 3.
-	if _, err := ch.QueueDeclare(base+"-dlq", true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(base+"-dlq", "", base+"-dlq-plain.dlx", false, nil); err != nil {
-		t.Fatal(err)
-	}
-	deadLetter(t, srv, base+"-orders", base+"-dlq-plain", "E1")
-	waitDepth(t, srv, base+"-dlq", 1)
+	quorumDLQ(t, srv, ch, base+"-orders", base+"-dlq-plain", base+"-dlq", 3)
 	if _, err := rabbitmq.Open(ctx, strings.TrimSuffix(srv.URL(), "/")+"/?queue="+base+"-dlq", rabbitmq.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +257,24 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 	if d, ok, err := ch.Get(base+"-dlq", false); err != nil || !ok || d.Headers["x-delivery-count"] != int64(3) {
 		t.Fatalf("the message after the refusals: %v %v %v", ok, err, d.Headers)
 	}
+}
+
+// quorumDLQ dead-letters one message (E1) from origin through a DLX into
+// both classic, a classic DLQ, and quorum, a quorum queue with the given
+// delivery limit bound to the same exchange.
+func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin, classic, quorum string, limit int) {
+	t.Helper()
+	if err := rabbitmqtest.DeclareDLX(context.Background(), ch, origin, classic, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(quorum, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(limit)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(quorum, "", classic+".dlx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, origin, classic, "E1")
+	waitDepth(t, srv, quorum, 1)
 }
 
 func TestLease(t *testing.T) {
@@ -446,4 +454,116 @@ func closeLeaseConnections(t *testing.T, srv *rabbitmqtest.Server, run string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// TestKeyFrom: --key-from header:NAME makes that header the order key, the
+// key header becomes a property, and a message without NAME has no key
+// (the DLQ's one FIFO domain); without --key-from the key header is the key.
+func TestKeyFrom(t *testing.T) {
+	srv := broker.Get(t)
+	dlq := uniq(t)
+	ctx := context.Background()
+	ch := srv.Channel(t)
+	if _, err := ch.QueueDeclare(dlq, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []amqp.Table{
+		{"tenant": "acme", "key": "k1"},
+		{"tenant": "globex"},
+		{"key": "k3"},
+	} {
+		if err := ch.PublishWithContext(ctx, "", dlq, true, false, amqp.Publishing{
+			MessageId: fmt.Sprintf("E%d", i+1), Body: []byte(`{}`), Headers: h,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDepth(t, srv, dlq, 3)
+	reg := backend.NewRegistry()
+	reg.Register(rabbitmq.Registration())
+	scan := func(keyFrom string) []envelope.Envelope {
+		t.Helper()
+		src, err := reg.Open(ctx, srv.Source(dlq), backend.OpenOptions{KeyFrom: keyFrom})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var out []envelope.Envelope
+		if err := src.Scan(ctx, "", func(e envelope.Envelope) error { out = append(out, e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 3 {
+			t.Fatalf("--key-from %q: %d entries, want 3", keyFrom, len(out))
+		}
+		return out
+	}
+	keys := func(es []envelope.Envelope) string {
+		var k []string
+		for _, e := range es {
+			k = append(k, e.Key)
+		}
+		return strings.Join(k, ",")
+	}
+	if got := keys(scan("")); got != "k1,,k3" {
+		t.Errorf("default keys %q, want k1,,k3", got)
+	}
+	byTenant := scan("header:tenant")
+	if got := keys(byTenant); got != "acme,globex," {
+		t.Errorf("--key-from header:tenant keys %q, want acme,globex,", got)
+	}
+	if byTenant[0].Properties["key"] != "k1" || byTenant[0].Properties["tenant"] != "acme" || byTenant[2].Properties["key"] != "k3" {
+		t.Errorf("properties: %v / %v", byTenant[0].Properties, byTenant[2].Properties)
+	}
+	for _, e := range byTenant {
+		if e.Malformed != "" {
+			t.Errorf("%s malformed: %s", e.EventID, e.Malformed)
+		}
+	}
+	_, err := reg.Open(ctx, srv.Source(dlq), backend.OpenOptions{KeyFrom: "json:tenant"})
+	var ce *backend.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "want header:NAME") {
+		t.Errorf("--key-from json:tenant: %v, want a configuration error naming header:NAME", err)
+	}
+	waitDepth(t, srv, dlq, 3)
+}
+
+// TestCheckDLQ: doctor's line on the DLQ names its type, its delivery
+// limit and how many more reads dlqctl has before it refuses, and whether
+// the management API answers.
+func TestCheckDLQ(t *testing.T) {
+	srv := broker.Get(t)
+	if srv.AdminURL() == "" {
+		t.Fatal("this test needs the management API (DLQCTL_TEST_AMQP_ADMIN)")
+	}
+	base := uniq(t)
+	ctx := context.Background()
+	quorumDLQ(t, srv, srv.Channel(t), base+"-orders", base+"-classic", base+"-quorum", 3)
+	check := func(st backend.OriginStatus, ok bool, want ...string) {
+		t.Helper()
+		if st.OK != ok {
+			t.Errorf("ok %v, want %v: %s (fix %q)", st.OK, ok, st.Detail, st.Fix)
+		}
+		for _, w := range want {
+			if !strings.Contains(st.Detail+" fix: "+st.Fix, w) {
+				t.Errorf("%q does not say %q (fix %q)", st.Detail, w, st.Fix)
+			}
+		}
+	}
+	check(open(t, srv, base+"-classic", true).CheckDLQ(ctx), true, "a classic queue", "no delivery limit", "management API answers")
+	check(open(t, srv, base+"-classic", false).CheckDLQ(ctx), true, "a classic queue", "management API not set")
+	check(open(t, srv, base+"-quorum", false).CheckDLQ(ctx), false, "a quorum queue", "fix: add admin=")
+	q := open(t, srv, base+"-quorum", true)
+	check(q.CheckDLQ(ctx), true, "delivery limit 3", "at up to 0", ": 2 more before", "management API answers")
+	scanAll(t, q)
+	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), true, "at up to 1", ": 1 more before")
+	scanAll(t, q)
+	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), false, "at up to 2", ": 0 more before", "fix: raise the limit")
+	// An admin= that does not answer is this line's failure.
+	bad, err := rabbitmq.Open(ctx, strings.TrimSuffix(srv.URL(), "/")+"/?queue="+base+"-classic&admin=http://127.0.0.1:1&timeout=2s", rabbitmq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	check(bad.CheckDLQ(ctx), false, "management API", "fix: check admin=")
+	waitDepth(t, srv, base+"-quorum", 1)
 }
