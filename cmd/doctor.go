@@ -28,6 +28,8 @@ func newDoctorCmd(f *Factory) *cobra.Command {
 		Long: `Check, one line each, what a redrive will need, and say how to fix each
 failure: the config and profile parse; the source answers and the DLQ
 exists; the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
+consumer a NATS advisory stream captures exists and no delivered messages wait
+for its next pull (those that reached max deliveries get no advisory before); the
 effects store answers and has the inbox table (with --effects); the
 allowed_signers file that SSH-signed approvals verify against parses, and
 which principals it lists; the HMAC approval key, when approvals are not
@@ -94,6 +96,11 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 		}
 		for _, c := range originChecks(ctx, src) {
 			add(c)
+		}
+		if dc, ok := src.(backend.DoctorChecker); ok {
+			for _, c := range dc.DoctorChecks(ctx) {
+				add(Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
+			}
 		}
 	}
 
