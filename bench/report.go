@@ -131,6 +131,9 @@ func (res *Results) Write(w io.Writer) {
 	if rb := res.Rabbit; rb != nil {
 		rb.write(w)
 	}
+	if nb := res.NATS; nb != nil {
+		nb.write(w)
+	}
 	if sc := res.Scale; sc != nil {
 		sc.write(w)
 	}
