@@ -15,7 +15,6 @@ import (
 	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
 	"github.com/dlqctl/dlqctl/bench/rawnats"
-	"github.com/dlqctl/dlqctl/redrive"
 )
 
 // The NATS JetStream cases (nats-server built by scripts/nats.sh, through
@@ -197,29 +196,12 @@ func (c Config) runNATS(ctx context.Context, d *dlqctl, tmp string, now time.Tim
 			}
 			src := source("BENCH_REDRIVE_DLQ")
 			dir := filepath.Join(tmp, "nats-redrive", fmt.Sprintf("run-%d", i+1))
-			plan, lp, err := d.planApprove(ctx, src, dir, params...)
+			planCmd, applyCmd, err := d.brokerApply(ctx, src, dir, "'nats://…?stream=BENCH_REDRIVE_DLQ'", n, params, &r)
 			if err != nil {
 				return err
 			}
-			r.Plan = lp.Wall
 			if nb.Apply == "" {
-				repl := []string{src, "'nats://…?stream=BENCH_REDRIVE_DLQ'", plan, "p.json"}
-				nb.Plan = d.commandLine(d.planArgs(src, plan, params...), repl...)
-				nb.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
-			}
-			la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
-			if err != nil {
-				return err
-			}
-			r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
-			if _, err := parseRun(la.Stdout, n); err != nil {
-				return err
-			}
-			if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
-				return err
-			}
-			if err := checkDrained(ctx, d, src); err != nil {
-				return err
+				nb.Plan, nb.Apply = planCmd, applyCmd
 			}
 			if in, err := js.Stream(ctx, natsOrigins); err != nil {
 				return err

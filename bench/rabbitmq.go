@@ -217,29 +217,12 @@ func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.T
 			}
 			src := source("bench-redrive-dlq")
 			dir := filepath.Join(tmp, "rabbitmq-redrive", fmt.Sprintf("run-%d", i+1))
-			plan, lp, err := d.planApprove(ctx, src, dir, params...)
+			planCmd, applyCmd, err := d.brokerApply(ctx, src, dir, "'amqp://…?queue=bench-redrive-dlq&admin=…'", n, params, &r)
 			if err != nil {
 				return err
 			}
-			r.Plan = lp.Wall
 			if rb.Apply == "" {
-				repl := []string{src, "'amqp://…?queue=bench-redrive-dlq&admin=…'", plan, "p.json"}
-				rb.Plan = d.commandLine(d.planArgs(src, plan, params...), repl...)
-				rb.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
-			}
-			la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
-			if err != nil {
-				return err
-			}
-			r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
-			if _, err := parseRun(la.Stdout, n); err != nil {
-				return err
-			}
-			if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
-				return err
-			}
-			if err := checkDrained(ctx, d, src); err != nil {
-				return err
+				rb.Plan, rb.Apply = planCmd, applyCmd
 			}
 			if err := declare(originStreams()...); err != nil {
 				return err
@@ -270,6 +253,33 @@ func (rb *RabbitBench) write(w io.Writer) {
 		return
 	}
 	writeBrokerRedrive(w, "rabbitmq-redrive", "messages", rb.RedriveN, rb.Redrive, targetRabbitRedriveRatio, rb.Plan, rb.Apply)
+}
+
+// brokerApply plans and approves a redrive of every entry of src in dir,
+// then times its unthrottled apply (journal on) into r, and checks that
+// it moved n entries and left the DLQ empty. It returns the plan and
+// apply command lines with src shown as shown.
+func (d *dlqctl) brokerApply(ctx context.Context, src, dir, shown string, n int, params []string, r *BrokerRedriveRun) (string, string, error) {
+	plan, lp, err := d.planApprove(ctx, src, dir, params...)
+	if err != nil {
+		return "", "", err
+	}
+	r.Plan = lp.Wall
+	repl := []string{src, shown, plan, "p.json"}
+	planCmd := d.commandLine(d.planArgs(src, plan, params...), repl...)
+	applyCmd := "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
+	la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
+	if err != nil {
+		return "", "", err
+	}
+	r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
+	if _, err := parseRun(la.Stdout, n); err != nil {
+		return "", "", err
+	}
+	if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+		return "", "", err
+	}
+	return planCmd, applyCmd, checkDrained(ctx, d, src)
 }
 
 // writeBrokerRedrive is the report of a broker's redrive case: one row per

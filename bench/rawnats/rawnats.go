@@ -18,20 +18,7 @@ import (
 // and reads the event_id and last_error headers. It returns how many it
 // read.
 func Scan(ctx context.Context, js jetstream.JetStream, stream string) (int, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, err
-	}
-	in, err := st.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	total := int(in.State.Msgs)
-	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return 0, err
-	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(1000))
+	_, total, it, err := readAll(ctx, js, stream)
 	if err != nil {
 		return 0, err
 	}
@@ -56,20 +43,7 @@ func Scan(ctx context.Context, js jetstream.JetStream, stream string) (int, erro
 // its own, wait for the stream's ack, then delete it by sequence. It
 // returns how many it moved.
 func Redrive(ctx context.Context, js jetstream.JetStream, stream, subjectHeader string) (int, error) {
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, err
-	}
-	in, err := st.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	total := int(in.State.Msgs)
-	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return 0, err
-	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(1000))
+	st, total, it, err := readAll(ctx, js, stream)
 	if err != nil {
 		return 0, err
 	}
@@ -98,4 +72,26 @@ func Redrive(ctx context.Context, js jetstream.JetStream, stream, subjectHeader 
 		moved++
 	}
 	return moved, nil
+}
+
+// readAll opens an ordered consumer over every message of stream, as
+// many as it holds now.
+func readAll(ctx context.Context, js jetstream.JetStream, stream string) (jetstream.Stream, int, jetstream.MessagesContext, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	in, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	oc, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return st, int(in.State.Msgs), it, nil
 }
