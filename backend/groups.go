@@ -164,14 +164,7 @@ type OriginChecker interface {
 	CheckOrigin(ctx context.Context, origin string, groups []string) OriginStatus
 }
 
-// DLQChecker is implemented by backends that can say more of the DLQ than
-// that it exists: its shape, and what dlqctl's own reads do to it (dlqctl
-// doctor prints it as a line of its own, before the origins).
-type DLQChecker interface {
-	CheckDLQ(ctx context.Context) OriginStatus
-}
-
-// OriginStatus is one origin's doctor line (or the DLQ's, from CheckDLQ): whether it passed, what was
+// OriginStatus is one origin's doctor line: whether it passed, what was
 // found, and the fix when it did not.
 type OriginStatus struct {
 	OK          bool

@@ -57,3 +57,29 @@ func TestHarnessSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSSmall runs nats-stats and nats-redrive at 500 copies, one
+// alternation, on a real nats-server: both sides processed every copy
+// (Run fails otherwise) and the report has both sections.
+func TestNATSSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds dlqctl and starts nats-server")
+	}
+	cfg := Config{Cases: []string{caseNATSStats, caseNATSRedrive}, NATSN: 500, NATSRedriveN: 500, Runs: 1, InProcess: true}
+	res, err := cfg.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := res.NATS
+	if nb == nil || nb.Stats == nil || len(nb.Stats.Runs) != 1 || nb.Stats.Runs[0].Raw <= 0 || nb.Stats.Runs[0].Proc <= 0 ||
+		len(nb.Redrive) != 1 || nb.Redrive[0].Raw <= 0 || nb.Redrive[0].Apply <= 0 {
+		t.Fatalf("nats cases incomplete: %+v", nb)
+	}
+	var out bytes.Buffer
+	res.Write(&out)
+	for _, want := range []string{"### nats-stats", "### nats-redrive"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

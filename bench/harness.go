@@ -30,7 +30,7 @@ const (
 	// caseRedriveScale: scale.go.
 )
 
-var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseSQSRSS, caseRedisUI, caseRedisDiscover, caseRabbitStats, caseRabbitRedrive}
+var allCases = []string{caseRedisStats, caseRedisRSS, caseDirStats, caseRedisRedrive, caseRate, caseRedriveScale, casePulsarStats, caseKafkaStats, caseKafkaRedrive, caseSQSStats, caseSQSRSS, caseRedisUI, caseRedisDiscover, caseRabbitStats, caseRabbitRedrive, caseNATSStats, caseNATSRedrive}
 
 // Config is one benchmark run.
 type Config struct {
@@ -65,6 +65,8 @@ type Config struct {
 	KafkaRedriveN int
 	// RabbitN and RabbitRedriveN size the RabbitMQ cases (rabbitmq.go).
 	RabbitN, RabbitRedriveN int
+	// NATSN and NATSRedriveN size the NATS cases (nats.go).
+	NATSN, NATSRedriveN int
 }
 
 // Results is everything a run measured.
@@ -94,6 +96,8 @@ type Results struct {
 	KafkaRedrive *KafkaRedrive
 	// Rabbit is rabbitmq-stats and rabbitmq-redrive (rabbitmq.go).
 	Rabbit *RabbitBench
+	// NATS is nats-stats and nats-redrive (nats.go).
+	NATS *NATSBench
 }
 
 // Throughput is one throughput case: Runs alternations of raw and dlqctl.
@@ -231,6 +235,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	if slices.Contains(c.Cases, caseRabbitStats) || slices.Contains(c.Cases, caseRabbitRedrive) {
 		if err := c.runRabbit(ctx, d, tmp, now, res); err != nil {
+			return res, err
+		}
+	}
+	if slices.Contains(c.Cases, caseNATSStats) || slices.Contains(c.Cases, caseNATSRedrive) {
+		if err := c.runNATS(ctx, d, tmp, now, res); err != nil {
 			return res, err
 		}
 	}

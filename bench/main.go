@@ -1,7 +1,7 @@
 // Command bench measures dlqctl against the raw client doing the same work
 // in the same run and reports the ratio (docs/performance.md).
 //
-//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|sqs-rss|redis-ui|redis-discover|rabbitmq-stats|rabbitmq-redrive [-n N]
+//	go run ./bench -case all|redis-stats|redis-rss|dir-stats|redis-redrive|rate|redrive-scale|pulsar-stats|kafka-stats|kafka-redrive|sqs-stats|sqs-rss|redis-ui|redis-discover|rabbitmq-stats|rabbitmq-redrive|nats-stats|nats-redrive [-n N]
 //
 // Cases:
 //
@@ -52,6 +52,8 @@
 //	             the peak RSS of one `dlqctl stats` process at each size.
 //	rabbitmq-stats / rabbitmq-redrive  Debian's rabbitmq-server; see
 //	             rabbitmq.go.
+//	nats-stats / nats-redrive  nats-server (scripts/nats.sh fetch); see
+//	             nats.go.
 //
 // It is not part of `go test ./...`; bench_test.go only runs it small.
 package main
@@ -81,6 +83,8 @@ func main() {
 		sqsN      = flag.Int("sqs-n", 100_000, "messages in the sqs-stats DLQ queue")
 		rabbitN   = flag.Int("rabbitmq-n", 100_000, "messages in the rabbitmq-stats DLQ")
 		rabbitRN  = flag.Int("rabbitmq-redrive-n", 100_000, "messages in each rabbitmq-redrive DLQ")
+		natsN     = flag.Int("nats-n", 100_000, "copies in the nats-stats DLQ stream")
+		natsRN    = flag.Int("nats-redrive-n", 10_000, "copies in each nats-redrive DLQ stream")
 		inProcess = flag.Bool("inprocess", true, "also time dlqctl in-process through cmd.Execute")
 		rawRSS    = flag.Bool("raw-rss", true, "also measure the raw loop's peak RSS in a child process")
 		cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of one extra in-process dlqctl run per throughput case to PREFIX-redis.pprof / PREFIX-dir.pprof / PREFIX-redrive.pprof / PREFIX-pulsar.pprof")
@@ -108,6 +112,7 @@ func main() {
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
 		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
+		NATSN: *natsN, NATSRedriveN: *natsRN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,
 	}

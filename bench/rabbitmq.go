@@ -42,19 +42,20 @@ type RabbitBench struct {
 	Server      string // the broker's version
 	ServerStart time.Duration
 	Stats       *Throughput
-	Redrive     []RabbitRedriveRun
+	Redrive     []BrokerRedriveRun
 	RedriveN    int
 	Plan, Apply string
 }
 
-// RabbitRedriveRun is one alternation of the redrive case.
-type RabbitRedriveRun struct {
+// BrokerRedriveRun is one alternation of a broker's redrive case
+// (rabbitmq-redrive, nats-redrive).
+type BrokerRedriveRun struct {
 	Raw, Plan, Apply time.Duration
 	ApplyCPU         time.Duration
 	ApplyRSS         int64 // KiB
 }
 
-func (r RabbitRedriveRun) ratio() float64 { return r.Raw.Seconds() / r.Apply.Seconds() }
+func (r BrokerRedriveRun) ratio() float64 { return r.Raw.Seconds() / r.Apply.Seconds() }
 
 // seedRabbit publishes n generated entries to queue as dead letters: the
 // message_id is the event ID, the envelope fields are headers, and each
@@ -198,7 +199,7 @@ func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.T
 		}
 		params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
 		for i := range c.Runs {
-			var r RabbitRedriveRun
+			var r BrokerRedriveRun
 			if err := seed("bench-redrive-raw", n); err != nil {
 				return err
 			}
@@ -216,29 +217,12 @@ func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.T
 			}
 			src := source("bench-redrive-dlq")
 			dir := filepath.Join(tmp, "rabbitmq-redrive", fmt.Sprintf("run-%d", i+1))
-			plan, lp, err := d.planApprove(ctx, src, dir, params...)
+			planCmd, applyCmd, err := d.brokerApply(ctx, src, dir, "'amqp://…?queue=bench-redrive-dlq&admin=…'", n, params, &r)
 			if err != nil {
 				return err
 			}
-			r.Plan = lp.Wall
 			if rb.Apply == "" {
-				repl := []string{src, "'amqp://…?queue=bench-redrive-dlq&admin=…'", plan, "p.json"}
-				rb.Plan = d.commandLine(d.planArgs(src, plan, params...), repl...)
-				rb.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
-			}
-			la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
-			if err != nil {
-				return err
-			}
-			r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
-			if _, err := parseRun(la.Stdout, n); err != nil {
-				return err
-			}
-			if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
-				return err
-			}
-			if err := checkDrained(ctx, d, src); err != nil {
-				return err
+				rb.Plan, rb.Apply = planCmd, applyCmd
 			}
 			if err := declare(originStreams()...); err != nil {
 				return err
@@ -268,17 +252,49 @@ func (rb *RabbitBench) write(w io.Writer) {
 	if len(rb.Redrive) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n### rabbitmq-redrive — N = %s messages\n\n", group(float64(rb.RedriveN)))
-	fmt.Fprintln(w, "| run | raw s | raw msgs/s | dlqctl plan s | dlqctl apply s | apply msgs/s | ratio | apply CPU s | apply peak RSS MiB |")
+	writeBrokerRedrive(w, "rabbitmq-redrive", "messages", rb.RedriveN, rb.Redrive, targetRabbitRedriveRatio, rb.Plan, rb.Apply)
+}
+
+// brokerApply plans and approves a redrive of every entry of src in dir,
+// then times its unthrottled apply (journal on) into r, and checks that
+// it moved n entries and left the DLQ empty. It returns the plan and
+// apply command lines with src shown as shown.
+func (d *dlqctl) brokerApply(ctx context.Context, src, dir, shown string, n int, params []string, r *BrokerRedriveRun) (string, string, error) {
+	plan, lp, err := d.planApprove(ctx, src, dir, params...)
+	if err != nil {
+		return "", "", err
+	}
+	r.Plan = lp.Wall
+	repl := []string{src, shown, plan, "p.json"}
+	planCmd := d.commandLine(d.planArgs(src, plan, params...), repl...)
+	applyCmd := "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(src, plan), repl...)
+	la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(src, plan)...)
+	if err != nil {
+		return "", "", err
+	}
+	r.Apply, r.ApplyCPU, r.ApplyRSS = la.Wall, la.User+la.Sys, la.MaxRSS
+	if _, err := parseRun(la.Stdout, n); err != nil {
+		return "", "", err
+	}
+	if _, _, err := journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+		return "", "", err
+	}
+	return planCmd, applyCmd, checkDrained(ctx, d, src)
+}
+
+// writeBrokerRedrive is the report of a broker's redrive case: one row per
+// alternation, the median ratio against its target, and the commands.
+func writeBrokerRedrive(w io.Writer, title, unit string, n int, runs []BrokerRedriveRun, target float64, plan, apply string) {
+	fmt.Fprintf(w, "\n### %s — N = %s %s\n\n", title, group(float64(n)), unit)
+	fmt.Fprintf(w, "| run | raw s | raw %s/s | dlqctl plan s | dlqctl apply s | apply %s/s | ratio | apply CPU s | apply peak RSS MiB |\n", unit, unit)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	var ratios []float64
-	for i, r := range rb.Redrive {
-		n := float64(rb.RedriveN)
-		fmt.Fprintf(w, "| %d | %.2f | %s | %.2f | %.2f | %s | %.2f× | %.2f | %.0f |\n", i+1, r.Raw.Seconds(), group(n/r.Raw.Seconds()),
-			r.Plan.Seconds(), r.Apply.Seconds(), group(n/r.Apply.Seconds()), r.ratio(), r.ApplyCPU.Seconds(), mib(r.ApplyRSS))
+	for i, r := range runs {
+		fmt.Fprintf(w, "| %d | %.2f | %s | %.2f | %.2f | %s | %.2f× | %.2f | %.0f |\n", i+1, r.Raw.Seconds(), group(float64(n)/r.Raw.Seconds()),
+			r.Plan.Seconds(), r.Apply.Seconds(), group(float64(n)/r.Apply.Seconds()), r.ratio(), r.ApplyCPU.Seconds(), mib(r.ApplyRSS))
 		ratios = append(ratios, r.ratio())
 	}
-	fmt.Fprintf(w, "\nRatio apply/raw (messages/s), median of the %d runs: **%.2f×**. Target ≥ %.1f×: %s.\n",
-		len(ratios), median(ratios), targetRabbitRedriveRatio, verdict(median(ratios) >= targetRabbitRedriveRatio))
-	fmt.Fprintf(w, "dlqctl: `%s` then `%s` (timed: the apply process, journal on).\n", rb.Plan, rb.Apply)
+	fmt.Fprintf(w, "\nRatio apply/raw (%s/s), median of the %d runs: **%.2f×**. Target ≥ %.1f×: %s.\n",
+		unit, len(ratios), median(ratios), target, verdict(median(ratios) >= target))
+	fmt.Fprintf(w, "dlqctl: `%s` then `%s` (timed: the apply process, journal on).\n", plan, apply)
 }

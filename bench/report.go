@@ -131,6 +131,9 @@ func (res *Results) Write(w io.Writer) {
 	if rb := res.Rabbit; rb != nil {
 		rb.write(w)
 	}
+	if nb := res.NATS; nb != nil {
+		nb.write(w)
+	}
 	if sc := res.Scale; sc != nil {
 		sc.write(w)
 	}
@@ -187,9 +190,12 @@ func (t *Throughput) write(w io.Writer, title, unit string) {
 		median(t.col(func(r Run) float64 { return r.RawCPU.Seconds() / (r.ProcUser + r.ProcSys).Seconds() })), server)
 	if t.InProcess && len(t.Runs) > 0 {
 		n := float64(t.N)
-		fmt.Fprintf(w, "Allocations per entry (median): raw %.0f objects / %.0f B; dlqctl in-process %.0f objects / %.0f B.\n",
-			median(t.col(func(r Run) float64 { return float64(r.RawAllocs) / n })),
-			median(t.col(func(r Run) float64 { return float64(r.RawBytes) / n })),
+		raw := "not measured"
+		if t.Runs[0].RawAllocs > 0 {
+			raw = fmt.Sprintf("%.0f objects / %.0f B", median(t.col(func(r Run) float64 { return float64(r.RawAllocs) / n })),
+				median(t.col(func(r Run) float64 { return float64(r.RawBytes) / n })))
+		}
+		fmt.Fprintf(w, "Allocations per entry (median): raw %s; dlqctl in-process %.0f objects / %.0f B.\n", raw,
 			median(t.col(func(r Run) float64 { return float64(r.InAllocs) / n })),
 			median(t.col(func(r Run) float64 { return float64(r.InBytes) / n })))
 	}

@@ -29,6 +29,8 @@ func newDoctorCmd(f *Factory) *cobra.Command {
 failure: the config and profile parse; the source answers and the DLQ
 exists, and where the backend can tell, the DLQ's shape (a queue type, a
 delivery limit that dlqctl's own reads count against); the origins exist, with their consumer groups on Redis (Redis, Kafka, SQS); the
+consumer a NATS advisory stream captures exists and no delivered messages wait
+for its next pull (those that reached max deliveries get no advisory before); the
 effects store answers and has the inbox table (with --effects); the
 allowed_signers file that SSH-signed approvals verify against parses, and
 which principals it lists; the HMAC approval key, when approvals are not
@@ -92,13 +94,14 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 			add(Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
 		} else {
 			add(Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
-			if dc, ok := src.(backend.DLQChecker); ok {
-				st := dc.CheckDLQ(ctx)
-				add(Check{Name: "dlq shape", OK: st.OK, Detail: st.Detail, Fix: st.Fix})
-			}
 		}
 		for _, c := range originChecks(ctx, src) {
 			add(c)
+		}
+		if dc, ok := src.(backend.DoctorChecker); ok {
+			for _, c := range dc.DoctorChecks(ctx) {
+				add(Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
+			}
 		}
 	}
 

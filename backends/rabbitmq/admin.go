@@ -199,6 +199,12 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	return backend.ExtraStats{JSON: st, Title: "RabbitMQ queue", Rows: rows}, nil
 }
 
+// DoctorChecks gives doctor its line on the DLQ itself (CheckDLQ).
+func (q *Queue) DoctorChecks(ctx context.Context) []backend.DoctorCheck {
+	st := q.CheckDLQ(ctx)
+	return []backend.DoctorCheck{{Name: "dlq shape", OK: st.OK, Detail: st.Detail, Fix: st.Fix}}
+}
+
 // CheckDLQ is doctor's line on the DLQ itself: its type, its effective
 // delivery limit and how many more reads dlqctl has before it refuses to
 // read it (a quorum DLQ counts each of them as a delivery), and whether
