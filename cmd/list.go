@@ -137,23 +137,24 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	doc.Next = next
 	switch {
 	case ro.Format == report.FormatNDJSON:
-		if next == "" {
-			return nil
+		if next != "" {
+			// The last line says where the next page starts, as the next
+			// field of -o json does.
+			err = report.WriteNDJSON(f.IO.Out, struct {
+				Schema string `json:"schema"`
+				Next   string `json:"next"`
+			}{"dlqctl.cursor/v1", next})
 		}
-		// The last line says where the next page starts, as the next field
-		// of -o json does.
-		return report.WriteNDJSON(f.IO.Out, struct {
-			Schema string `json:"schema"`
-			Next   string `json:"next"`
-		}{"dlqctl.cursor/v1", next})
 	case ro.Format == report.FormatJSON:
-		_, err := f.emitJSON(doc)
-		return err
+		_, err = f.emitJSON(doc)
 	case stream == nil:
-		if err := writeListTable(f, doc.Items, ro); err != nil {
-			return err
-		}
+		err = writeListTable(f, doc.Items, ro)
 	}
+	if err != nil {
+		return err
+	}
+	// Said on stderr in every format: a --jq over one page (`.items|length`)
+	// would otherwise read as the whole DLQ.
 	if next != "" {
 		fmt.Fprintf(f.IO.ErrOut, "more entries: --after %s (or --limit 0 for all)\n", next)
 	}
