@@ -27,7 +27,8 @@ func newCheckCmd(f *Factory) *cobra.Command {
 		Use:   "check",
 		Short: "CI smoke check: exit 4 when the DLQ breaches a threshold",
 		Long: `Compare the DLQ against thresholds and exit 4 when any is breached, with a
-report on stdout naming each violation. With no threshold it only reports.`,
+report on stdout naming each violation. At least one threshold is needed:
+a check without one would always pass.`,
 		Example: `  dlqctl check --max-total 0                      # the DLQ must be empty
   dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
 		Args: cobra.NoArgs,
@@ -97,6 +98,10 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	limits, err := parseCategoryLimits(opts.maxCategory)
 	if err != nil {
 		return err
+	}
+	// A CI step that forgot its threshold must not go green for ever.
+	if opts.maxTotal < 0 && maxAge == 0 && len(limits) == 0 && !opts.failOnConflict {
+		return usageErrorf("check: no threshold given: use at least one of --max-total N, --max-age DUR, --max-category NAME=N, --fail-on-conflict")
 	}
 	f.allowMissing = opts.allowMissing
 	s, err := f.openSession(ctx)

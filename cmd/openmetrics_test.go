@@ -101,7 +101,7 @@ func TestCheckOpenMetrics(t *testing.T) {
 	if got := gauge(t, fams, "dlqctl_check_violation", map[string]string{"rule": "max-total"}); got != 284 {
 		t.Errorf("violation max-total = %v, want 284", got)
 	}
-	out, _, code = run(t, nil, "--source", src, "check", "-o", "openmetrics")
+	out, _, code = run(t, nil, "--source", src, "check", "--max-total", "1000", "-o", "openmetrics")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
