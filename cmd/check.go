@@ -112,7 +112,7 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	if err := refuseMissing(s.src, opts.allowMissing); err != nil {
 		return err
 	}
-	if err := checkCategories(namesOf(limits), s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--max-category", namesOf(limits), s.walker.Classifier); err != nil {
 		return err
 	}
 	sum, err := s.walker.Summarize(ctx)

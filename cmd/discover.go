@@ -47,7 +47,7 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 	case opts.all:
 		scope = "all"
 	case opts.category != "":
-		if err := checkCategories([]string{opts.category}, s.walker.Classifier.Disposition); err != nil {
+		if err := checkCategories("--category", []string{opts.category}, s.walker.Classifier); err != nil {
 			return err
 		}
 		scope = opts.category

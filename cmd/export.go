@@ -51,7 +51,7 @@ func runExport(ctx context.Context, f *Factory, opts *exportOptions) error {
 		return err
 	}
 	defer s.src.Close()
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
 	var (

@@ -88,7 +88,7 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 		return err
 	}
 	defer s.src.Close()
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
 	conflicts, err := s.walker.Conflicts(ctx)

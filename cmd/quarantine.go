@@ -78,7 +78,7 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	}
 	defer s.src.Close()
 	if o.category != "" {
-		if err := checkCategories([]string{o.category}, s.walker.Classifier.Disposition); err != nil {
+		if err := checkCategories("--category", []string{o.category}, s.walker.Classifier); err != nil {
 			return err
 		}
 	}

@@ -136,7 +136,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 	}
 	sel, _ := p.sel.selector() // checked
 	ramp, _ := parseRamp(p.ramp)
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return nil, err
 	}
 	mover, ok := s.src.(backend.Mover)

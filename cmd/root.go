@@ -207,6 +207,11 @@ func usageArgs(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		usageArgs(sub)
 	}
+	// Cobra leaves the distance at 0 for SuggestionsFor, which then offers
+	// only prefixes: "lsit" would get no "did you mean list".
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = suggestDistance
+	}
 	if !c.Runnable() && c.HasSubCommands() {
 		// A group without a command of its own shows its help, but an
 		// unknown subcommand under it is an error, not help and exit 0.
@@ -218,10 +223,7 @@ func usageArgs(c *cobra.Command) {
 				return nil
 			}
 			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
-			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
-			}
-			return fmt.Errorf("%s\nRun '%s --help' for usage.", msg, c.CommandPath())
+			return fmt.Errorf("%s%s\nRun '%s --help' for usage.", msg, didYouMean(c, args[0]), c.CommandPath())
 		}
 	}
 	if c.Args == nil {
@@ -231,10 +233,25 @@ func usageArgs(c *cobra.Command) {
 	c.Args = func(c *cobra.Command, args []string) error {
 		err := check(c, args)
 		if err != nil && !strings.Contains(err.Error(), "--help") {
-			err = fmt.Errorf("%s: %w\nUsage: %s", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, c.UseLine())
+			// A command that runs on its own (redrive) and has subcommands
+			// takes a mistyped subcommand for an argument.
+			hint := ""
+			if c.HasSubCommands() && len(args) > 0 {
+				hint = didYouMean(c, args[0])
+			}
+			err = fmt.Errorf("%s: %w%s\nUsage: %s", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err, hint, c.UseLine())
 		}
 		return withCode(ExitUsage, err)
 	}
+}
+
+// didYouMean is cobra's suggestion text for a mistyped subcommand of c,
+// or "".
+func didYouMean(c *cobra.Command, typed string) string {
+	if s := c.SuggestionsFor(typed); len(s) > 0 {
+		return "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return ""
 }
 
 // reportOptions are the output settings for the data stream.

@@ -70,7 +70,7 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 		return err
 	}
 	defer s.src.Close()
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
 	items, err := s.walker.Sample(ctx, sel, opts.perCategory, opts.seed)

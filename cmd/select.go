@@ -71,17 +71,6 @@ func (s *selectorFlags) selector() (inspect.Selector, error) {
 	return sel, nil
 }
 
-// checkCategories refuses category names the rules in effect cannot produce,
-// so a typo does not silently select nothing.
-func checkCategories(names []string, known func(string) (string, bool)) error {
-	for _, n := range names {
-		if _, ok := known(n); !ok {
-			return usageErrorf("--category %q: no such category", n)
-		}
-	}
-	return nil
-}
-
 // checkDispositions refuses names that are no disposition, so that a typo
 // does not silently select (or allow) nothing.
 func checkDispositions(flag string, names []string) error {

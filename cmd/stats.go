@@ -116,7 +116,7 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 	if err := refuseMissing(s.src, f.allowMissing); err != nil {
 		return err
 	}
-	if err := checkCategories(sel.Categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
 	sum, err := s.walker.SummarizeSelected(ctx, sel)

@@ -80,7 +80,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 		return err
 	}
 	defer s.src.Close()
-	if err := checkCategories(o.plan.sel.categories, s.walker.Classifier.Disposition); err != nil {
+	if err := checkCategories("--category", o.plan.sel.categories, s.walker.Classifier); err != nil {
 		return err
 	}
 	selectFor := func(flt ui.Filter, category string) selectorFlags {
