@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dlqctl/dlqctl/envelope"
@@ -25,20 +26,11 @@ func closest(typed string, known []string) []string {
 		}
 	}
 	for _, k := range known {
-		if lower != "" && strings.HasPrefix(strings.ToLower(k), lower) && !contains(out, k) {
+		if lower != "" && strings.HasPrefix(strings.ToLower(k), lower) && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // editDistance is the Levenshtein distance between a and b, by rune.
