@@ -265,8 +265,14 @@ func (r *Registry) Lookup(raw string) (Registration, error) {
 	scheme := SchemeOf(raw)
 	r.mu.RLock()
 	reg, ok := r.byScheme[scheme]
+	_, dir := r.byScheme["dir"]
 	r.mu.RUnlock()
 	if !ok {
+		if dir && !strings.Contains(raw, ":") {
+			// A bare path is almost always a queue folder typed without
+			// its scheme.
+			return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
+		}
 		return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
 	}
 	return *reg, nil
