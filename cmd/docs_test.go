@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,15 +35,56 @@ func TestCommandReferenceIsCurrent(t *testing.T) {
 	}
 }
 
+// TestManPages: --dir is created when missing, and every page says what
+// each exit code means, before SEE ALSO.
 func TestManPages(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "share", "man1")
 	if _, errOut, code := run(t, nil, "docs", "man", "--dir", dir); code != 0 {
 		t.Fatalf("docs man: exit %d: %s", code, errOut)
 	}
 	for _, page := range []string{"dlqctl.1", "dlqctl-stats.1", "dlqctl-redrive-apply.1"} {
-		if _, err := os.Stat(filepath.Join(dir, page)); err != nil {
+		b, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
 			t.Errorf("no man page %s: %v", page, err)
+			continue
 		}
+		text := string(b)
+		exit, also := strings.Index(text, ".SH EXIT STATUS\n"), strings.Index(text, ".SH SEE ALSO")
+		if exit < 0 || also < exit {
+			t.Errorf("%s: no EXIT STATUS section before SEE ALSO", page)
+			continue
+		}
+		for _, want := range []string{".B 2\nusage or configuration error\n", ".B 130\ninterrupted (Ctrl-C"} {
+			if !strings.Contains(text[exit:also], want) {
+				t.Errorf("%s: EXIT STATUS lacks %q", page, want)
+			}
+		}
+	}
+}
+
+// TestExitStatusesMatchTheDocs keeps the man pages' meanings (from
+// exitStatuses) equal to the table of docs/exit-codes.md.
+func TestExitStatusesMatchTheDocs(t *testing.T) {
+	b, err := os.ReadFile("../docs/exit-codes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		documented[strings.TrimSpace(cells[1])] = strings.ReplaceAll(strings.TrimSpace(cells[2]), "`", "")
+	}
+	statuses := exitStatuses()
+	for _, s := range statuses {
+		if got := documented[strconv.Itoa(s.Code)]; got != s.Meaning {
+			t.Errorf("exit %d: docs/exit-codes.md says %q, the man pages %q", s.Code, got, s.Meaning)
+		}
+	}
+	if n := len(documented) - 2; n != len(statuses) { // less the header and its rule
+		t.Errorf("docs/exit-codes.md has %d codes, exitStatuses %d", n, len(statuses))
 	}
 }
 

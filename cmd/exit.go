@@ -21,6 +21,29 @@ const (
 	ExitInterrupted = 130
 )
 
+// exitStatus is what one exit code means.
+type exitStatus struct {
+	Code    int
+	Meaning string
+}
+
+// exitStatuses lists every exit code with its meaning, for the man pages'
+// EXIT STATUS section. docs/exit-codes.md has the same meanings with
+// examples; a test keeps the two equal.
+func exitStatuses() []exitStatus {
+	return []exitStatus{
+		{ExitOK, "success — also when nothing matched"},
+		{ExitError, "error: connection, I/O, backend"},
+		{ExitUsage, "usage or configuration error"},
+		{ExitGate, "a redrive was stopped by a reconciliation gate"},
+		{ExitCheck, "check found a threshold breached"},
+		{ExitApproval, "approval missing, invalid or expired, or the plan is stale or was changed"},
+		{ExitPartial, "partial: some entries could not be moved, the rest were"},
+		{ExitBusy, "busy: another run holds this journal or this DLQ; refused at once, nothing changed"},
+		{ExitInterrupted, "interrupted (Ctrl-C or SIGTERM, or the DLQ lease was lost)"},
+	}
+}
+
 // ExitError carries an exit code with its error. Commands return it for
 // outcomes that are not plain errors (a breached check, a failed gate).
 type ExitCodeError struct {
