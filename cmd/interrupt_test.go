@@ -54,3 +54,30 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 		t.Fatal("still running 10s after Ctrl-C")
 	}
 }
+
+// TestCtrlCEndsAWatchWith130: stats --watch ends on Ctrl-C as every other
+// command does, with 130, so that a script tells it from --count running
+// out (exit 0).
+func TestCtrlCEndsAWatchWith130(t *testing.T) {
+	io, _, _, errOut := TestIO()
+	f := &Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- Execute(ctx, f, []string{"--source", incidentSource(t), "stats", "--watch", "--interval", "1h", "-o", "ndjson"})
+	}()
+	time.Sleep(500 * time.Millisecond) // the first draw, then the wait for the next
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Fatalf("exit %d, want %d; stderr: %s", code, ExitInterrupted, errOut)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still watching 10s after Ctrl-C")
+	}
+	// --count ending the watch is still success.
+	if _, stderr, code := run(t, nil, "--source", incidentSource(t), "stats", "--watch", "--interval", "1s", "--count", "1", "-o", "ndjson"); code != ExitOK {
+		t.Errorf("--count 1: exit %d: %s", code, stderr)
+	}
+}

@@ -26,7 +26,7 @@ delivery counts, lag).
 
 --watch redraws every --interval with the change since the last draw, the
 growth per minute, and a timeline of dead letters per interval, which shows
-when an incident started. Ctrl-C stops it (exit 0).`,
+when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing = allowMissing

@@ -61,11 +61,11 @@ func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
 		s.walker.Now = now
 		sum, err := s.walker.Summarize(ctx)
 		if err != nil {
-			return stopWatch(ctx, err)
+			return err
 		}
 		times, err := deadLetterTimes(ctx, s.src)
 		if err != nil {
-			return stopWatch(ctx, err)
+			return err
 		}
 		doc := statsDoc(s.src, sum, now)
 		w := &WatchDoc{IntervalSeconds: o.interval.Seconds()}
@@ -85,20 +85,14 @@ func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
 		if o.count > 0 && draw >= o.count {
 			return nil
 		}
+		// Ctrl-C ends a watch as it ends every command: exit 130, so a
+		// script can tell it from --count running out.
 		select {
 		case <-ctx.Done():
-			return stopWatch(ctx, ctx.Err())
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}
-}
-
-// stopWatch: Ctrl-C is how a watch ends, so it is not an error.
-func stopWatch(ctx context.Context, err error) error {
-	if ctx.Err() == context.Canceled {
-		return nil
-	}
-	return err
 }
 
 func deadLetterTimes(ctx context.Context, src interface {
