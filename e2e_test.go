@@ -202,7 +202,12 @@ func TestGatesStopTheRun(t *testing.T) {
 					EventID string `json:"event_id"`
 				} `json:"items"`
 			}
-			json.Unmarshal([]byte(out), &first)
+			// stderr shares out: it notes that more entries remain, so
+			// the document is read from its first brace.
+			brace := max(strings.Index(out, "{"), 0)
+			if err := json.NewDecoder(strings.NewReader(out[brace:])).Decode(&first); err != nil || len(first.Items) < 3 {
+				t.Fatalf("list -o json: %v\n%s", err, out)
+			}
 			victim := first.Items[2].EventID // in the first batch
 			args := []string{"--source", fmt.Sprintf("redis://%s/%d?stream=payments&group=g", addr, 4+i), "--dlq", "orders-dlq", "--inbox", "sqlite:" + inbox}
 			if c.worker != nil {
