@@ -76,7 +76,7 @@ func (s EventIDSource) eventID(key string, props fieldStore, payload []byte, nam
 		}
 		return key, nil
 	case "json":
-		return jsonPath(payload, s.Name)
+		return EventIDAtJSONPath(payload, s.Name)
 	}
 	candidates := names[FieldEventID]
 	if s.Name != "" {
@@ -90,7 +90,9 @@ func (s EventIDSource) eventID(key string, props fieldStore, payload []byte, nam
 	return "", fmt.Errorf("no event ID property (looked for %s)", strings.Join(candidates, ", "))
 }
 
-func jsonPath(payload []byte, path string) (string, error) {
+// EventIDAtJSONPath reads an event ID, a string or a number, at a dotted
+// path in a JSON payload (--event-id-from json:PATH); decoders share it.
+func EventIDAtJSONPath(payload []byte, path string) (string, error) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber() // a large numeric ID keeps every digit

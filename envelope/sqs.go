@@ -207,7 +207,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 
 func sqsEventID(m SQSMessage, from EventIDSource, fields map[string]string, names FieldNames) (string, error) {
 	if from.Kind == "json" {
-		return jsonPath([]byte(m.Body), from.Name)
+		return EventIDAtJSONPath([]byte(m.Body), from.Name)
 	}
 	candidates := names[FieldEventID]
 	if from.Name != "" {

@@ -1,7 +1,6 @@
 package rabbitmq
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -317,7 +316,7 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 			}
 		}
 	case "json":
-		id, err := jsonPath(body, d.from.name)
+		id, err := envelope.EventIDAtJSONPath(body, d.from.name)
 		if err != nil {
 			fail(err)
 		}
@@ -585,34 +584,6 @@ func jsonValue(v any) (any, error) {
 		return n, nil
 	}
 	return s, nil
-}
-
-// jsonPath reads a string or number at a dotted path in a JSON payload.
-func jsonPath(payload []byte, path string) (string, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber() // a large numeric ID keeps every digit
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("event ID path %q: payload is not JSON", path)
-	}
-	for _, part := range strings.Split(path, ".") {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("event ID path %q: %q is not inside an object", path, part)
-		}
-		if v, ok = obj[part]; !ok {
-			return "", fmt.Errorf("event ID path %q: no field %q", path, part)
-		}
-	}
-	switch t := v.(type) {
-	case string:
-		if t != "" {
-			return t, nil
-		}
-	case json.Number:
-		return t.String(), nil
-	}
-	return "", fmt.Errorf("event ID path %q: not a string or number", path)
 }
 
 // rawMessage is a malformed message as it was read, so that export loses
