@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 // Config is the config file (docs/configuration.md).
@@ -52,21 +52,9 @@ func (p Profile) secret(key string) string {
 	return p.Secrets[key]
 }
 
-// Policy holds the rules that redrive and resolve enforce.
-type Policy struct {
-	RequireApproval  bool `yaml:"require_approval"`
-	DistinctApprover bool `yaml:"distinct_approver"`
-	// AllowedSigners is the ssh-keygen allowed_signers file that SSH-signed
-	// approvals verify against.
-	AllowedSigners string `yaml:"allowed_signers"`
-	// ApprovalsRequired is how many approvals by distinct approvers a plan
-	// needs (0 means 1).
-	ApprovalsRequired int `yaml:"approvals_required"`
-	// SignaturesOnly refuses HMAC approvals.
-	SignaturesOnly bool `yaml:"signatures_only"`
-	// MaxApprovalTTL caps --ttl (default 24h).
-	MaxApprovalTTL time.Duration `yaml:"max_approval_ttl"`
-}
+// Policy holds the rules that redrive and resolve enforce; the rules
+// themselves live in package trust.
+type Policy = trust.Policy
 
 // loadConfig reads the config file: explicit (flag or env) must exist;
 // otherwise ./dlqctl.yaml, then $XDG_CONFIG_HOME/dlqctl/config.yaml, and

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
@@ -300,11 +300,8 @@ func selectorsText(s redrive.Selectors) string {
 // checkApprovalKey refuses a missing, short or patterned HMAC key with how
 // to make one.
 func checkApprovalKey(key []byte) error {
-	if len(key) == 0 {
-		return usageErrorf("no approval key: sign with your SSH key (--sign-with KEY), or set DLQCTL_APPROVAL_KEY or give --key-file (make one with: openssl rand -hex 32)")
-	}
-	if err := approval.CheckHMACKey(key); err != nil {
-		return usageErrorf("%w (make one with: openssl rand -hex 32)", err)
+	if err := trust.CheckKey(key); err != nil {
+		return usageErrorf("%w", err)
 	}
 	return nil
 }

@@ -256,17 +256,11 @@ func joinInts(ns []int) string {
 
 // approvalKey reads the HMAC key from --key-file or DLQCTL_APPROVAL_KEY.
 func (f *Factory) approvalKey(keyFile string) ([]byte, error) {
-	if keyFile != "" {
-		b, err := os.ReadFile(keyFile)
-		if err != nil {
-			return nil, usageErrorf("--key-file: %v", err)
-		}
-		return []byte(strings.TrimRight(string(b), "\r\n")), nil
+	key, err := f.trustKeys(keyFlags{keyFile: keyFile}).HMACKey()
+	if err != nil {
+		return nil, usageErrorf("%v", err)
 	}
-	if k := f.Getenv("DLQCTL_APPROVAL_KEY"); k != "" {
-		return []byte(k), nil
-	}
-	return nil, nil
+	return key, nil
 }
 
 func newRedriveCmd(f *Factory) *cobra.Command {

@@ -3,17 +3,14 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 // keyFlags say what approvals are made and checked with: an SSH key
@@ -36,112 +33,50 @@ func (k *keyFlags) register(fs interface {
 	fs.StringVar(&k.keysDir, "keys-dir", "", "folder with one HMAC key per approver, APPROVER.key: an approval verifies only with its approver's key (default: DLQCTL_APPROVAL_KEYS_DIR)")
 }
 
-// approverName is what may name a key file in a keys folder.
-var approverName = regexp.MustCompile(`^[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*$`)
-
-func (f *Factory) keysDir(k keyFlags) string {
-	return firstNonEmpty(k.keysDir, f.Getenv("DLQCTL_APPROVAL_KEYS_DIR"))
-}
-
-// approverKey reads DIR/APPROVER.key.
-func approverKey(dir, by string) ([]byte, error) {
-	if !approverName.MatchString(by) {
-		return nil, fmt.Errorf("approver %q cannot name a key file in %s (letters, digits and ._@+- only)", by, dir)
+// trustKeys are the key flags with the environment behind them.
+func (f *Factory) trustKeys(k keyFlags) trust.Keys {
+	return trust.Keys{
+		KeyFile: k.keyFile, KeysDir: k.keysDir, AllowedSigners: k.allowedSigners,
+		EnvKey:            f.Getenv("DLQCTL_APPROVAL_KEY"),
+		EnvKeysDir:        f.Getenv("DLQCTL_APPROVAL_KEYS_DIR"),
+		EnvAllowedSigners: f.Getenv("DLQCTL_ALLOWED_SIGNERS"),
 	}
-	b, err := os.ReadFile(filepath.Join(dir, by+".key"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no key for approver %s in %s (want %s.key)", by, dir, by)
-	}
-	if err != nil {
-		return nil, err
-	}
-	key := []byte(strings.TrimRight(string(b), "\r\n"))
-	if err := approval.CheckHMACKey(key); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, by+".key"), err)
-	}
-	return key, nil
 }
 
 // allowedSigners reads the allowed_signers file in effect (nil: none).
 func (f *Factory) allowedSigners(k keyFlags) (*approval.AllowedSigners, error) {
-	path := firstNonEmpty(k.allowedSigners, f.Getenv("DLQCTL_ALLOWED_SIGNERS"), f.config.Policy.AllowedSigners)
-	if path == "" {
-		return nil, nil
-	}
-	as, err := approval.ReadAllowedSigners(path)
+	as, err := f.trustKeys(k).Signers(f.config.Policy)
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
 	return as, nil
 }
 
-// approvalPolicy is what apply and resume require: the allowed signers
-// and HMAC key (or keys) to verify with, how many approvers, and the
-// distinct-approver rule.
+// approvalPolicy is what apply and resume require (trust.ApprovalPolicy).
 func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error) {
-	pp := f.config.Policy
-	pol := redrive.ApprovalPolicy{
-		DistinctApprover: distinct || pp.DistinctApprover, Required: pp.ApprovalsRequired,
-		SignaturesOnly: pp.SignaturesOnly, Applier: f.identity(""),
-		// Approval times keep their fraction of a second; so does the
-		// clock they are compared with.
-		Now: f.Now().UTC(),
-	}
-	if pp.ApprovalsRequired < 0 {
-		return pol, usageErrorf("policy.approvals_required is %d in %s; it is a count of approvers", pp.ApprovalsRequired, f.config)
-	}
-	var err error
-	if pol.Signers, err = f.allowedSigners(k); err != nil {
-		return pol, err
-	}
-	if dir := f.keysDir(k); dir != "" {
-		if k.keyFile != "" {
-			return pol, usageErrorf("give --key-file or --keys-dir, not both")
-		}
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return pol, usageErrorf("keys folder %s: not a folder", dir)
-		}
-		pol.KeyFor = func(by string) ([]byte, error) { return approverKey(dir, by) }
-		return pol, nil
-	}
-	key, err := f.approvalKey(k.keyFile)
+	pol, err := trust.ApprovalPolicy(trust.Settings{
+		Policy: f.config.Policy, Config: f.config.String(), Keys: f.trustKeys(k),
+		Distinct: distinct, Applier: f.identity(""), Now: f.Now(),
+	})
 	if err != nil {
-		return pol, err
+		return pol, usageErrorf("%w", err)
 	}
-	if len(key) > 0 {
-		if err := checkApprovalKey(key); err != nil {
-			return pol, err
-		}
-	}
-	pol.Key = key
 	return pol, nil
 }
 
 // approvalRequired names the policy rule that forbids a run without an
-// approval ("" when none does): a policy that asks for signatures or for
-// several approvers asks for an approval first.
+// approval ("" when none does).
 func (f *Factory) approvalRequired() string {
-	switch pp := f.config.Policy; {
-	case pp.RequireApproval:
-		return "policy.require_approval"
-	case pp.SignaturesOnly:
-		return "policy.signatures_only"
-	case pp.ApprovalsRequired > 1:
-		return "policy.approvals_required"
-	}
-	return ""
+	return trust.RequiredBy(f.config.Policy)
 }
 
 // signingKey is the HMAC key an approval by `by` is made with.
 func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
-	if dir := f.keysDir(k); dir != "" && k.keyFile == "" {
-		key, err := approverKey(dir, by)
-		if err != nil {
-			return nil, usageErrorf("%v", err)
-		}
-		return key, nil
+	key, err := f.trustKeys(k).SigningKey(by)
+	if err != nil {
+		return nil, usageErrorf("%w", err)
 	}
-	return f.approvalKey(k.keyFile)
+	return key, nil
 }
 
 // planApprovals adds to the plan (in memory) the approvals handed over
