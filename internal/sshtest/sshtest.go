@@ -3,6 +3,9 @@
 package sshtest
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +51,13 @@ func Agent(t testing.TB) string {
 	}
 	sock := filepath.Join(dir, "s")
 	cmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	// The socket file appears at bind(2), before the agent listens: a
+	// client then is refused. The agent prints its environment lines once
+	// it listens, so its first line of output is the readiness signal.
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start ssh-agent: %v", err)
 	}
@@ -56,15 +66,24 @@ func Agent(t testing.TB) string {
 		cmd.Wait()
 		os.RemoveAll(dir)
 	})
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			return sock
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && !strings.HasPrefix(line, "SSH_AUTH_SOCK=") {
+			err = fmt.Errorf("unexpected first line %q", line)
 		}
-		if i == 200 {
-			t.Fatalf("ssh-agent did not create %s", sock)
+		ready <- err
+		io.Copy(io.Discard, out)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("ssh-agent on %s: %v", sock, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("ssh-agent did not listen on %s within 10s", sock)
 	}
+	return sock
 }
 
 // Add adds the private key at path to the agent at sock with ssh-add.
