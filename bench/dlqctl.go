@@ -94,7 +94,7 @@ type inProcRun struct {
 // this run.
 func (d *dlqctl) runInProcess(ctx context.Context, source, cpuProfile, memProfile string) (inProcRun, error) {
 	var stdout, stderr bytes.Buffer
-	f := &cmd.Factory{
+	f := &cmd.Factory{Deps: cmd.Deps{
 		IO:  &cmd.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
 		Now: time.Now,
 		Getenv: func(k string) string {
@@ -104,7 +104,7 @@ func (d *dlqctl) runInProcess(ctx context.Context, source, cpuProfile, memProfil
 			return os.Getenv(k)
 		},
 		Build: cmd.BuildInfo{Version: "bench"},
-	}
+	}}
 	if cpuProfile != "" {
 		pf, err := os.Create(cpuProfile)
 		if err != nil {

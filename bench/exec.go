@@ -32,7 +32,7 @@ func (d *dlqctl) launchArgs(ctx context.Context, extraEnv []string, args ...stri
 // allocation profile written for this run when the paths are set.
 func (d *dlqctl) execInProcess(ctx context.Context, env map[string]string, args []string, cpuProfile, memProfile string) (time.Duration, []byte, error) {
 	var stdout, stderr bytes.Buffer
-	f := &cmd.Factory{
+	f := &cmd.Factory{Deps: cmd.Deps{
 		IO:  &cmd.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
 		Now: time.Now,
 		Getenv: func(k string) string {
@@ -45,7 +45,7 @@ func (d *dlqctl) execInProcess(ctx context.Context, env map[string]string, args 
 			return os.Getenv(k)
 		},
 		Build: cmd.BuildInfo{Version: "bench"},
-	}
+	}}
 	if cpuProfile != "" {
 		pf, err := os.Create(cpuProfile)
 		if err != nil {

@@ -13,9 +13,22 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
-// Factory carries one invocation's dependencies and resolved settings.
-// Commands receive it from NewRootCmd; nothing in this package is global.
+// Factory is what a command receives from NewRootCmd: the process's
+// dependencies, the persistent flags as given, and the settings resolved
+// from them for this one invocation. Nothing in this package is global.
+// Both parts are embedded so that commands read f.IO and f.source alike.
 type Factory struct {
+	Deps
+
+	// Global holds the persistent flags as given.
+	Global GlobalOptions
+
+	settings
+}
+
+// Deps are what the process (main, or a test) gives every command; no
+// command changes them.
+type Deps struct {
 	IO     *IOStreams
 	Now    func() time.Time
 	Getenv func(string) string
@@ -29,9 +42,16 @@ type Factory struct {
 	// (backends/all). Tests may pass their own.
 	Backends *backend.Registry
 
-	// Global holds the persistent flags as given.
-	Global GlobalOptions
+	// heapSample and setMemoryLimit are what stats's heap follower reads
+	// and sets (memlimit.go); nil: runtime/metrics and
+	// debug.SetMemoryLimit. Tests pass their own.
+	heapSample     func() heapSample
+	setMemoryLimit func(int64) int64
+}
 
+// settings are resolved once per invocation (resolve) from the flags,
+// the environment and the config file.
+type settings struct {
 	config     *Config
 	profile    Profile
 	source     string
@@ -43,11 +63,6 @@ type Factory struct {
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
-	// heapSample and setMemoryLimit are what stats's heap follower reads
-	// and sets (memlimit.go); nil: runtime/metrics and
-	// debug.SetMemoryLimit. Tests pass their own.
-	heapSample     func() heapSample
-	setMemoryLimit func(int64) int64
 }
 
 // GlobalOptions are the flags every command takes (the command contract).

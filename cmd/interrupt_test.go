@@ -31,7 +31,7 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 		}
 	}
 	io, _, _, errOut := TestIO()
-	f := &Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan int)
 	start := time.Now()
@@ -60,7 +60,7 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 // out (exit 0).
 func TestCtrlCEndsAWatchWith130(t *testing.T) {
 	io, _, _, errOut := TestIO()
-	f := &Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {

@@ -62,7 +62,7 @@ func fakeGenFactory(src *fakeGenSource) (*Factory, *bytes.Buffer) {
 		},
 	})
 	io, _, out, _ := TestIO()
-	f := &Factory{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" }, Backends: reg}
+	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" }, Backends: reg}}
 	return f, out
 }
 

@@ -130,9 +130,9 @@ func TestFollowHeapLeavesTheOperatorsLimit(t *testing.T) {
 func TestStatsFollowsTheHeap(t *testing.T) {
 	io, _, _, errOut := TestIO()
 	l := &limits{before: math.MaxInt64}
-	f := &Factory{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" },
+	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" },
 		heapSample:     func() heapSample { return heapSample{cycles: 1, live: 5 * mib, gogc: 100} },
-		setMemoryLimit: l.setLimit}
+		setMemoryLimit: l.setLimit}}
 	if code := Execute(context.Background(), f, []string{"--source", incidentSource(t), "stats", "-o", "json"}); code != 0 {
 		t.Fatalf("stats: exit %d: %s", code, errOut)
 	}

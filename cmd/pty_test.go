@@ -40,7 +40,7 @@ func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (
 		close(done)
 	}()
 	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w}
-	f := &Factory{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
+	f := &Factory{Deps: Deps{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
 	select {

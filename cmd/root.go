@@ -36,12 +36,12 @@ func Main(build BuildInfo) int {
 	// give it back before the command runs. Failing changes nothing but
 	// the resident size, so the error is not the user's concern.
 	_, _ = exepages.Release()
-	return MainWith(&Factory{
+	return MainWith(&Factory{Deps: Deps{
 		IO:     SystemIO(),
 		Now:    time.Now,
 		Getenv: os.Getenv,
 		Build:  build,
-	})
+	}})
 }
 
 type quietLogger struct{}

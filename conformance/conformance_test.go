@@ -26,7 +26,7 @@ func dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 	t.Helper()
 	io, in, out, errOut := cmd.TestIO()
 	in.Write(stdin)
-	f := &cmd.Factory{IO: io, Now: func() time.Time { return now }, Getenv: func(string) string { return "" }}
+	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(string) string { return "" }}}
 	if code := cmd.Execute(context.Background(), f, args); code != 0 {
 		t.Fatalf("dlqctl %v: exit %d\n%s", args, code, errOut)
 	}

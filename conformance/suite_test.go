@@ -44,8 +44,8 @@ const asDLQCTL = "DLQCTL_CONFORMANCE_AS_DLQCTL"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asDLQCTL) == "1" {
-		os.Exit(cmd.MainWith(&cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
-			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}))
+		os.Exit(cmd.MainWith(&cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
+			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
 	}
 	os.Exit(m.Run())
 }

@@ -24,7 +24,7 @@ func dlqctl(t *testing.T, env map[string]string, stdin []byte, args ...string) (
 	t.Helper()
 	io, in, out, errOut := cmd.TestIO()
 	in.Write(stdin)
-	f := &cmd.Factory{IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}
+	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}}
 	code := cmd.Execute(context.Background(), f, args)
 	return out.Bytes(), errOut.Bytes(), code
 }

@@ -62,7 +62,7 @@ func (w withServer) Run() int {
 // DLQCTL_TEST_CRASH=STEP:N the process kills itself with SIGKILL right
 // after the Nth journal step of that type, as a real crash there would.
 func dlqctlFactory() *cmd.Factory {
-	f := &cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}
+	f := &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}}
 	step, nth, ok := strings.Cut(os.Getenv("DLQCTL_TEST_CRASH"), ":")
 	n, err := strconv.Atoi(nth)
 	if ok && err == nil && n > 0 {

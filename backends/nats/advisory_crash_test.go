@@ -27,8 +27,8 @@ const asDLQCTL = "DLQCTL_NATS_AS_DLQCTL"
 
 func init() {
 	if os.Getenv(asDLQCTL) == "1" {
-		os.Exit(cmd.MainWith(&cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
-			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}))
+		os.Exit(cmd.MainWith(&cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
+			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
 	}
 }
 

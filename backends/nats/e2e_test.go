@@ -22,7 +22,7 @@ import (
 func dlqctl(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	io, _, out, errOut := cmd.TestIO()
-	f := &cmd.Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	code := cmd.Execute(context.Background(), f, args)
 	return code, out.String() + errOut.String()
 }

@@ -22,7 +22,7 @@ func run(t *testing.T, dir string, args ...string) (int, string) {
 	t.Helper()
 	io, _, out, errOut := cmd.TestIO()
 	env := map[string]string{"DLQCTL_APPROVAL_KEY": "rabbitmq-e2e-approval-key-0123456789abcdef"}
-	f := &cmd.Factory{IO: io, Now: time.Now, Getenv: func(k string) string { return env[k] }}
+	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: time.Now, Getenv: func(k string) string { return env[k] }}}
 	wd, _ := os.Getwd()
 	if err := os.Chdir(dir); err != nil {
 		t.Fatal(err)

@@ -31,8 +31,8 @@ var broker *kafkatest.Broker
 func TestMain(m *testing.M) {
 	testscript.Main(withKafka{m}, map[string]func(){
 		"dlqctl": func() {
-			f := &cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
-				CrashHook: crashHook(os.Getenv("DLQCTL_TEST_CRASH"))}
+			f := &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
+				CrashHook: crashHook(os.Getenv("DLQCTL_TEST_CRASH"))}}
 			os.Exit(cmd.MainWith(f))
 		},
 	})
