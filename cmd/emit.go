@@ -1,6 +1,10 @@
 package cmd
 
-import "github.com/dlqctl/dlqctl/report"
+import (
+	"io"
+
+	"github.com/dlqctl/dlqctl/report"
+)
 
 // emitJSON writes doc as the JSON document or NDJSON line when one of
 // those formats is in effect, and says whether it did: the one place the
@@ -8,11 +12,17 @@ import "github.com/dlqctl/dlqctl/report"
 // at the output stream). The table and markdown forms stay with each
 // command.
 func (f *Factory) emitJSON(doc any) (bool, error) {
-	switch f.reportOptions().Format {
+	return emitJSON(f.IO.Out, f.reportOptions().Format, doc)
+}
+
+// emitJSON is Factory.emitJSON for the run functions that get their
+// stream and format in their Options.
+func emitJSON(w io.Writer, format report.Format, doc any) (bool, error) {
+	switch format {
 	case report.FormatJSON:
-		return true, report.WriteJSON(f.IO.Out, doc)
+		return true, report.WriteJSON(w, doc)
 	case report.FormatNDJSON:
-		return true, report.WriteNDJSON(f.IO.Out, doc)
+		return true, report.WriteNDJSON(w, doc)
 	}
 	return false, nil
 }

@@ -190,8 +190,8 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newDLQCmd(f),
 		newUICmd(f),
 		newDoctorCmd(f),
-		newVersionCmd(f),
-		newDocsCmd(f, root),
+		newVersionCmd(f, nil),
+		newDocsCmd(f, root, nil, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	registerCompletions(f, root)
