@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -233,11 +234,102 @@ func TestGatesStopTheRun(t *testing.T) {
 			if !strings.Contains(out, "stopped by the "+c.gate+" gate") {
 				t.Errorf("the message does not name the gate:\n%s", out)
 			}
+			// The next commands name the plan and stand on lines of their own.
+			if !strings.Contains(out, "\n  dlqctl redrive approve p.json --again\n  dlqctl redrive resume p.journal --past-gate") || strings.Contains(out, "PLAN") {
+				t.Errorf("the message does not give the commands to go on, each on its own line:\n%s", out)
+			}
 			// resume refuses until the cause is dealt with
 			code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "resume", "p.journal")
 			if code != 3 || !strings.Contains(out, "--past-gate") {
 				t.Errorf("resume after a gate: exit %d\n%s", code, out)
 			}
 		})
+	}
+}
+
+// TestGateInTheLastBatch trips the re-dead-lettered gate in the plan's
+// last batch: every entry was moved, so the messages say that nothing is
+// left to resume, name the event that came back and give the command
+// that plans it again, which works as printed. approve --again, resume
+// and a second apply say the same instead of pointing at a run that has
+// nothing left.
+func TestGateInTheLastBatch(t *testing.T) {
+	src, _, dir := incidentOnRedis(t, 9)
+	inbox := filepath.Join(dir, "inbox.db")
+	addr := os.Getenv("DLQCTL_TEST_REDIS_ADDR")
+	wargs := []string{"--source", fmt.Sprintf("redis://%s/9?stream=payments&group=g", addr), "--dlq", "orders-dlq", "--inbox", "sqlite:" + inbox}
+	workertest.Start(t, append(wargs, "--until-idle", "100ms")...).Wait() // makes the inbox
+	if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments", "--max", "8",
+		"--reason", "gate test", "--effects", "sqlite:"+inbox, "--settle", "3s", "--rate", "500", "--ramp", "5", "--out", "p.json"); code != 0 {
+		t.Fatalf("plan: %s", out)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+		} `json:"entries"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "p.json")); err != nil || json.Unmarshal(b, &plan) != nil || len(plan.Entries) != 8 {
+		t.Fatalf("read the plan: %v (%d entries)", err, len(plan.Entries))
+	}
+	victim := plan.Entries[6].EventID // in batch 2 of 5+3, the last
+	workertest.Start(t, append(wargs, "--fail", victim)...)
+	if code, out := dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: %s", out)
+	}
+	code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json")
+	if code != 3 {
+		t.Fatalf("apply: exit %d, want 3\n%s", code, out)
+	}
+	wantAll := func(what, out string, wants ...string) {
+		t.Helper()
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s does not say %q:\n%s", what, w, out)
+			}
+		}
+	}
+	refuseAll := func(what, out string, bad ...string) {
+		t.Helper()
+		for _, b := range bad {
+			if strings.Contains(out, b) {
+				t.Errorf("%s says %q:\n%s", what, b, out)
+			}
+		}
+	}
+	replan := "\n  dlqctl --source '" + src + "' redrive plan --effects sqlite:" + inbox + " --event-id " + victim + " --reason 'gate test (came back)' --out redrive-again.plan.json"
+	cameBack := "1 event came back to the DLQ: " + victim
+	wantAll("apply", out, "stopped by the re-dead-lettered gate", "nothing is left to resume (journal p.journal)", cameBack, replan, "; 1 came back to the DLQ.")
+	refuseAll("apply", out, "PLAN", "--past-gate", "approve p.json")
+
+	code, out = dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall", "--again")
+	wantAll("approve --again", out, "nothing is left to apply or resume", cameBack, replan)
+	refuseAll("approve --again", out, "next:")
+	if code != 0 {
+		t.Errorf("approve --again: exit %d", code)
+	}
+	for _, args := range [][]string{{"redrive", "resume", "p.journal"}, {"redrive", "resume", "p.journal", "--past-gate"}} {
+		code, out = dlqctlProc(t, dir, nil, args...)
+		what := strings.Join(args, " ")
+		if code != 3 {
+			t.Errorf("%s: exit %d, want 3", what, code)
+		}
+		wantAll(what, out, "nothing is left to resume", cameBack, replan)
+		refuseAll(what, out, "Redrive complete!", "PLAN", "approve p.json")
+	}
+	code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json")
+	wantAll("apply again", out, "p.json was already applied (journal p.journal)", cameBack, replan)
+	refuseAll("apply again", out, "stale", "--skip-missing")
+	if code != 2 {
+		t.Errorf("apply again: exit %d, want 2", code)
+	}
+
+	// The command printed plans the event that came back.
+	line := strings.TrimSpace(replan)
+	c := exec.Command("sh", "-c", line+" -o json")
+	c.Dir = dir
+	c.Env = append(os.Environ(), "DLQCTL_APPROVAL_KEY=test-approval-key-0123456789abcdef")
+	b, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), victim) {
+		t.Errorf("%s: %v\n%s", line, err, b)
 	}
 }

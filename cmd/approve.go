@@ -107,7 +107,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 			return fmt.Errorf("write plan: %w", err)
 		}
 	}
-	fmt.Fprintf(f.IO.ErrOut, "approved by %s until %s, in %s; next: dlqctl %s apply %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, kind, path)
+	fmt.Fprintf(f.IO.ErrOut, "approved by %s until %s, in %s; %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, f.nextAfterApproval(plan, path, o.keys))
 	return nil
 }
 

@@ -435,7 +435,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 		// The run started: whatever left the DLQ since was most likely
 		// moved by it, and only the journal knows. Checked before the plan
 		// is compared with the DLQ, which would call it stale.
-		return usageErrorf("journal %s exists: this plan's run has started already; resume it: %s", journalPath, f.resumeCommand(plan.Kind, journalPath, hint))
+		return f.startedAlready(plan, planPath, journalPath, hint)
 	}
 	s, err := f.openSession(ctx)
 	if err != nil {
@@ -453,6 +453,10 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	missing, changed, err := redrive.Stale(ctx, s.src, plan)
 	if err != nil {
 		return err
+	}
+	if len(missing) == plan.Entries.Len() && len(missing) > 0 {
+		// --skip-missing would go on with nothing.
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: none of its %s is in the DLQ any more; was it applied already (with another --journal than %s)? Its journal's run: dlqctl %s status JOURNAL%s", entries(len(missing)), journalPath, plan.Kind, unseenNote(s.src, len(missing))))
 	}
 	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
 		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(s.src, len(missing))))
@@ -588,13 +592,18 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	case runErr != nil:
 		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return withCode(ExitGate, fmt.Errorf("stopped by the %s gate: %s. Nothing further was moved. Once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN --again) and go on with: %s", st.HaltedBy, doc.HaltReason, st.Plan.Kind, resume))
+		return f.haltError(st, doc, runPlanPath(st, ""), journalPath, hint)
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {
 			retry = "; try the failed ones again with: " + resume + " --retry-failed"
 		}
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
+	}
+	if advice := f.cameBackAdvice(st, journalPath); advice != "" {
+		// The gates let them pass (--max-failed-ratio), but they are in
+		// the DLQ again.
+		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))
 	}
 	return nil
 }

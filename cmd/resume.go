@@ -211,10 +211,17 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
 		fmt.Fprintf(f.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
 		return f.printRun(runDoc(st, path))
-	case st.Status == redrive.StatusHalted && !o.pastGate:
-		hint.pastGate = true
-		return withCode(ExitGate, fmt.Errorf("run %s was halted by the %s gate; once the cause is dealt with, approve the plan again (dlqctl %s approve PLAN --again) and go on with: %s",
-			st.RunID, st.HaltedBy, kind, f.resumeCommand(kind, path, hint)))
+	case st.Status == redrive.StatusHalted && (!o.pastGate || nothingLeft(st)):
+		// Past the gate there is nothing to go on with when it tripped in
+		// the last batch: say so, and what came back, instead of a run
+		// that "completes" without moving anything.
+		doc := journalRunDoc(st, path)
+		if nothingLeft(st) {
+			if err := f.printRun(doc); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("run %s was %w", st.RunID, f.haltError(st, doc, runPlanPath(st, o.plan), path, hint))
 	}
 	if err := f.approveGoingOn(ctx, path, tr, o); err != nil {
 		return err
@@ -264,6 +271,13 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	f.noteWeakMoves(s.src, st.Plan)
 	fmt.Fprintf(f.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
 	return f.finishRun(ctx, eng, st, path, hint)
+}
+
+// nothingLeft says that every entry of the run's plan was moved or left
+// out: a resume would move nothing.
+func nothingLeft(st *redrive.State) bool {
+	moved, gone, skipped, _ := st.Counts()
+	return moved+gone+skipped >= st.Plan.Entries.Len()
 }
 
 func hasFailed(st *redrive.State) bool {

@@ -36,6 +36,9 @@ type RunDoc struct {
 	HaltedBy        string                `json:"halted_by"`
 	HaltReason      string                `json:"halt_reason,omitempty"`
 	Resume          string                `json:"resume_command,omitempty"`
+	// CameBack is the events the consumer dead-lettered again: they are
+	// in the DLQ once more, and only a new plan sends them again.
+	CameBack []string `json:"came_back,omitempty"`
 }
 
 func runDoc(st *redrive.State, journal string) RunDoc {
@@ -65,6 +68,7 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 	if d.Status != redrive.StatusCompleted {
 		d.Resume = fmt.Sprintf("dlqctl %s resume %s", d.Kind, journal)
 	}
+	d.CameBack = cameBack(st)
 	d.fillTotals(st)
 	return d
 }

@@ -270,6 +270,9 @@ func (f *Factory) printRun(d RunDoc) error {
 	if d.DurationSeconds != nil {
 		head += " in " + time.Duration(*d.DurationSeconds*float64(time.Second)).Round(time.Second).String()
 	}
+	if n := len(d.CameBack); n > 0 {
+		head += fmt.Sprintf("; %d came back to the DLQ", n)
+	}
 	if err := report.WriteLine(f.IO.Out, tone, head+".", ro); err != nil {
 		return err
 	}
@@ -285,6 +288,9 @@ func (f *Factory) printRun(d RunDoc) error {
 		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
 	}
 	fields = append(fields, report.Field{Key: "remaining", Value: d.Remaining})
+	if len(d.CameBack) > 0 {
+		fields = append(fields, report.Field{Key: "came back", Value: strings.Join(d.CameBack, ", ")})
+	}
 	if len(d.Verdicts) > 0 {
 		var vs []string
 		for _, k := range sortedByCount(d.Verdicts) {

@@ -544,6 +544,20 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	if msg == "" && class == "" {
 		msg, class = text(roleConnectMessage), text(roleConnectClass)
 	}
+	if msg != "" || class != "" {
+		var origTS time.Time
+		if i := ix[roleSpringTimestamp]; i >= 0 && len(dl[i].Value) == 8 {
+			origTS = time.UnixMilli(int64(binary.BigEndian.Uint64(dl[i].Value))).UTC()
+		}
+		_, imported := kv.fields.lookup(ImportedFromProperty)
+		_, redriven := kv.fields.lookup(redrivenFromHeader)
+		if at, stale := staleDeadLettering(e.DeadLetteredAt, origTS, r.Timestamp, imported && !redriven); stale {
+			// The dlqctl fields describe an earlier dead-lettering (an
+			// imported entry redriven and failed again, by a consumer
+			// that copies headers): the newer one's error and time win.
+			e.LastError, e.ErrorClass, e.DeadLetteredAt = "", "", at
+		}
+	}
 	if e.LastError == "" {
 		e.LastError = msg
 		if e.LastError == "" {
@@ -655,6 +669,36 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		e.Raw = rawHeaders(r)
 	}
 	return e
+}
+
+// redrivenFromHeader is the header a dlqctl redrive adds to each record it
+// puts back (backend.MarkerRedrivenFrom): a record that has it passed
+// through a redrive, so its time is not only that of an import.
+const redrivenFromHeader = "dlqctl_redriven_from"
+
+// staleDeadLettering says whether a dead_lettered_at header (recorded) is
+// older than the dead-lettering that the Spring or Connect headers
+// describe, and then when that newer one happened. The failing record was
+// produced at origTS (Spring's kafka_dlt-original-timestamp): a recorded
+// time before it belongs to an earlier dead-lettering. Otherwise the
+// record's own time is when it was dead-lettered, unless only an import
+// wrote it; within a second of the recorded time it is the same
+// dead-lettering, recorded by a consumer that writes both.
+func staleDeadLettering(recorded, origTS, recordTime time.Time, importedOnly bool) (time.Time, bool) {
+	if recorded.IsZero() {
+		return time.Time{}, false
+	}
+	at := recordTime.UTC()
+	if importedOnly || recordTime.IsZero() {
+		at = origTS // the newer dead-lettering happened after it, at the latest
+	}
+	switch {
+	case !origTS.IsZero() && origTS.After(recorded):
+		return at, true
+	case !importedOnly && !recordTime.IsZero() && recordTime.Sub(recorded) > time.Second:
+		return at, true
+	}
+	return time.Time{}, false
 }
 
 // kafkaIDError says "header" where the shared event ID reader says

@@ -398,3 +398,66 @@ func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
 		t.Fatal("a bad base64 key was accepted")
 	}
 }
+
+// TestFromKafkaNewerDeadLetteringWins: an entry imported with dlqctl
+// headers, redriven, and dead-lettered again by Spring keeps the old
+// last_error, error_class and dead_lettered_at headers; Spring's newer
+// exception and the record's time win over them. A record that only an
+// import wrote, and one whose consumer wrote both at the same
+// dead-lettering, keep the dlqctl fields.
+func TestFromKafkaNewerDeadLetteringWins(t *testing.T) {
+	old := "2026-11-29T10:05:00Z"
+	redrivenAt := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	failedAt := redrivenAt.Add(3 * time.Second)
+	record := func(extra ...KafkaHeader) KafkaRecord {
+		hs := []KafkaHeader{
+			{Key: "event_id", Value: []byte("E9")},
+			{Key: "last_error", Value: []byte("connection reset by peer")},
+			{Key: "error_class", Value: []byte("transient")},
+			{Key: "dead_lettered_at", Value: []byte(old)},
+			{Key: ImportedFromProperty, Value: []byte("orders-dlq/1-0")},
+		}
+		hs = append(hs, extra...)
+		return KafkaRecord{Topic: "orders.DLT", Partition: 0, Offset: 7, Value: []byte(`{}`), Headers: hs, Timestamp: failedAt}
+	}
+	spring := []KafkaHeader{
+		{Key: SpringOriginalTopic, Value: []byte("orders")},
+		{Key: SpringOriginalTimestamp, Value: be64(redrivenAt.UnixMilli())},
+		{Key: SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+		{Key: SpringExceptionMessage, Value: []byte("403 Forbidden")},
+	}
+	cases := []struct {
+		name             string
+		r                KafkaRecord
+		lastError, class string
+		deadLetteredAt   time.Time
+	}{
+		{"redriven and failed again", record(append([]KafkaHeader{{Key: redrivenFromHeader, Value: []byte("orders-dlq/0:3")}}, spring...)...),
+			"403 Forbidden", "org.springframework.kafka.listener.ListenerExecutionFailedException", failedAt},
+		// Without the redrive marker the record's time may be the
+		// import's: the failing record's own time is the bound.
+		{"failed again, no redrive marker", record(spring...),
+			"403 Forbidden", "org.springframework.kafka.listener.ListenerExecutionFailedException", redrivenAt},
+		{"imported only", record(), "connection reset by peer", "transient", mustTime(t, old)},
+		{"imported with its old Spring headers", record(
+			KafkaHeader{Key: SpringOriginalTimestamp, Value: be64(mustTime(t, old).Add(-time.Minute).UnixMilli())},
+			KafkaHeader{Key: SpringExceptionMessage, Value: []byte("connection reset")}),
+			"connection reset by peer", "transient", mustTime(t, old)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := FromKafka(c.r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+			if e.LastError != c.lastError || e.ErrorClass != c.class || !e.DeadLetteredAt.Equal(c.deadLetteredAt) {
+				t.Errorf("last_error %q, error_class %q, dead_lettered_at %v; want %q, %q, %v", e.LastError, e.ErrorClass, e.DeadLetteredAt, c.lastError, c.class, c.deadLetteredAt)
+			}
+		})
+	}
+	// A consumer that writes the dlqctl fields and Spring's headers at
+	// one dead-lettering: its own fields stand.
+	same := record(spring...)
+	same.Headers[3].Value = []byte(failedAt.Format(time.RFC3339))
+	same.Headers = append(same.Headers[:4], same.Headers[5:]...) // not imported
+	if e := FromKafka(same, EventIDSource{Kind: "property"}, DefaultFieldNames()); e.LastError != "connection reset by peer" || e.ErrorClass != "transient" {
+		t.Errorf("one dead-lettering written twice: last_error %q, error_class %q", e.LastError, e.ErrorClass)
+	}
+}

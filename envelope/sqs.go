@@ -176,10 +176,19 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 			e.Attempts = rc - 1
 		}
 	}
-	if e.DeadLetteredAt.IsZero() {
-		if _, imported := fields[ImportedFromProperty]; !imported {
-			e.DeadLetteredAt = millis(m.Attributes[SQSSentTimestamp])
-		}
+	// SQS moves a message to its DLQ as it is: a DeadLetterQueueSourceArn
+	// says SQS dead-lettered it after its last send, so the send time
+	// bounds that dead-lettering, even for a message dlqctl import wrote
+	// (sent again by a redrive of SQS's own), and a dead_lettered_at
+	// attribute from before that send is an earlier dead-lettering's.
+	sent := millis(m.Attributes[SQSSentTimestamp])
+	_, imported := fields[ImportedFromProperty]
+	sqsMoved := m.Attributes[SQSDeadLetterSourceArn] != ""
+	switch {
+	case e.DeadLetteredAt.IsZero() && (!imported || sqsMoved):
+		e.DeadLetteredAt = sent
+	case sqsMoved && sent.After(e.DeadLetteredAt):
+		e.DeadLetteredAt = sent
 	}
 	if e.FirstReceivedAt.IsZero() {
 		e.FirstReceivedAt = millis(m.Attributes[SQSFirstReceiveTimestamp])

@@ -216,3 +216,43 @@ func TestFromSQSRecordedOriginWins(t *testing.T) {
 		t.Fatalf("no DeadLetterQueueSourceArn: origin %q", e.Origin.Topic)
 	}
 }
+
+// TestFromSQSDeadLetteredAgain: a message that dlqctl import wrote, sent
+// back to its source and dead-lettered there by SQS itself gets an age
+// (its send time bounds the dead-lettering), and a dead_lettered_at
+// attribute from before that send gives way to it. A message that only
+// the import wrote keeps no time but its own.
+func TestFromSQSDeadLetteredAgain(t *testing.T) {
+	sent := time.UnixMilli(1796040000000).UTC()
+	cases := []struct {
+		name string
+		edit func(m *SQSMessage)
+		want time.Time
+	}{
+		{"imported, then dead-lettered by SQS", func(m *SQSMessage) {
+			m.MessageAttributes[ImportedFromProperty] = "orders-dlq/7"
+		}, sent},
+		{"imported with an old dead_lettered_at, then dead-lettered by SQS", func(m *SQSMessage) {
+			m.MessageAttributes[ImportedFromProperty] = "orders-dlq/7"
+			m.MessageAttributes["dead_lettered_at"] = "2026-11-29T10:05:00Z"
+		}, sent},
+		{"imported only", func(m *SQSMessage) {
+			m.MessageAttributes[ImportedFromProperty] = "orders-dlq/7"
+			delete(m.Attributes, SQSDeadLetterSourceArn)
+		}, time.Time{}},
+		{"imported only, with its dead_lettered_at", func(m *SQSMessage) {
+			m.MessageAttributes[ImportedFromProperty] = "orders-dlq/7"
+			m.MessageAttributes["dead_lettered_at"] = "2026-11-29T10:05:00Z"
+			delete(m.Attributes, SQSDeadLetterSourceArn)
+		}, time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := sqsMsg()
+			c.edit(&m)
+			if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); !e.DeadLetteredAt.Equal(c.want) {
+				t.Errorf("dead_lettered_at %v, want %v", e.DeadLetteredAt, c.want)
+			}
+		})
+	}
+}

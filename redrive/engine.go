@@ -284,6 +284,7 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	// replayed journal does: at a batch of a million they were more than
 	// the plan, and the observer below has them.
 	kept := *rep
+	st.noteCameBack(rep.Events)
 	kept.Events = nil
 	st.Batches = append(st.Batches, kept)
 	e.crash(RecBatchEnd)

@@ -25,6 +25,12 @@ type State struct {
 	// Approvals are the approvals the run went on under: the run-start's,
 	// then any fresh one a resume recorded.
 	Approvals []Approval
+	// CameBack is the event IDs that reconciliation found dead-lettered
+	// again, in the order their batches ended: they are in the DLQ once
+	// more. Kept apart from the batches' per-event verdicts, which the
+	// state drops, as they are what the person running the redrive must
+	// act on.
+	CameBack []string
 
 	// step and destID are each entry's last journaled step and its
 	// destination's message ID, by plan index: compact and without
@@ -172,6 +178,7 @@ func (rp *replayer) add(r Record) error {
 		st.open = nil
 		if r.Batch != nil {
 			b := *r.Batch
+			st.noteCameBack(b.Events)
 			b.Events = nil // per-event verdicts stay in the journal
 			st.Batches = append(st.Batches, b)
 		}
@@ -365,4 +372,13 @@ func (r Record) batchWatermark() string {
 		return r.Watermark
 	}
 	return r.Note
+}
+
+// noteCameBack keeps the events of a batch that were dead-lettered again.
+func (st *State) noteCameBack(evs []EventVerdict) {
+	for _, ev := range evs {
+		if ev.Verdict == VerdictReDeadLettered {
+			st.CameBack = append(st.CameBack, ev.EventID)
+		}
+	}
 }
