@@ -56,7 +56,9 @@ var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
 
 // TestEightyColumnsKeepIDsWhole draws list and categorize on an 80-column
 // terminal, checks that every line fits, and copies an ID from the screen
-// into show, which must find it.
+// into show, which must find it. At 80 columns their errors would be cut to
+// a few characters in a table, so each entry and category is a block of
+// its own, errors and rules readable.
 func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 	src := incidentSource(t)
 	screen, code := onTerminal(t, 80, nil, "--source", src, "list", "--limit", "8")
@@ -64,40 +66,81 @@ func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
 	var ids []string
-	rowID := regexp.MustCompile(`^│ (\S+) +│ (\S*) +│`)
-	for _, line := range strings.Split(ansiEscape.ReplaceAllString(screen, ""), "\n") {
+	rowID := regexp.MustCompile(`^ID +(\S+)$`)
+	plain := ansiEscape.ReplaceAllString(screen, "")
+	for _, line := range strings.Split(plain, "\n") {
 		if w := lipgloss.Width(line); w > 80 {
 			t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
 		}
-		if m := rowID.FindStringSubmatch(line); m != nil && m[1] != "ID" {
-			if strings.Contains(m[1], "…") || strings.Contains(m[2], "…") {
+		if m := rowID.FindStringSubmatch(line); m != nil {
+			if strings.Contains(m[1], "…") {
 				t.Errorf("an ID was cut: %q", line)
 			}
 			ids = append(ids, m[1])
 		}
 	}
 	if len(ids) != 8 {
-		t.Fatalf("found %d rows with an ID on the screen, want 8:\n%s", len(ids), screen)
+		t.Fatalf("found %d blocks with an ID on the screen, want 8:\n%s", len(ids), screen)
+	}
+	if !strings.Contains(plain, "ERROR     referenced customer purged by GDPR job\n") {
+		t.Errorf("list at 80 columns cut an error:\n%s", plain)
 	}
 	out, errOut, code := run(t, nil, "--source", src, "show", ids[3])
 	if code != 0 || !strings.Contains(out, ids[3]) {
 		t.Fatalf("show %s (copied from the screen): exit %d\n%s%s", ids[3], code, out, errOut)
 	}
 
-	screen, code = onTerminal(t, 80, nil, "--source", src, "categorize")
+	for _, args := range [][]string{{"categorize"}, {"categorize", "--explain"}, {"sample"}} {
+		screen, code = onTerminal(t, 80, nil, append([]string{"--source", src}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v exit %d:\n%s", args, code, screen)
+		}
+		plain = ansiEscape.ReplaceAllString(screen, "")
+		// Without --explain, categorize's example errors keep 20 columns:
+		// still a table.
+		wants := []string{"│ missing-reference │", "│ referenced customer… │"}
+		switch {
+		case len(args) > 1:
+			wants = []string{"CATEGORY       missing-reference", "DISPOSITION    fix-then-redrive",
+				"EXAMPLE ERROR  referenced customer purged by GDPR job", "RULES          conflict=6"}
+		case args[0] == "sample":
+			wants = []string{"CATEGORY  missing-reference", "[redacted]"}
+			if !regexp.MustCompile(`(?m)^ERROR     \S+ \S+ \S+`).MatchString(plain) {
+				t.Errorf("sample at 80 columns shows no usable error:\n%s", plain)
+			}
+		}
+		for _, want := range wants {
+			if !strings.Contains(plain, want) {
+				t.Errorf("%v at 80 columns lacks %q:\n%s", args, want, plain)
+			}
+		}
+		for _, line := range strings.Split(plain, "\n") {
+			if w := lipgloss.Width(line); w > 80 {
+				t.Errorf("%v line is %d columns wide: %q", args, w, line)
+			}
+		}
+	}
+}
+
+// TestEightyColumnsListOneCategory: with --category the category column
+// would repeat the filter on every row; it is left out and the error gets
+// the room. A malformed entry shows its own last error and why it is
+// malformed.
+func TestEightyColumnsListOneCategory(t *testing.T) {
+	src := incidentSource(t)
+	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "transient", "--limit", "3")
 	if code != 0 {
-		t.Fatalf("categorize exit %d:\n%s", code, screen)
+		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	plain := ansiEscape.ReplaceAllString(screen, "")
-	for _, want := range []string{"│ missing-reference │", "│ fix-then-redrive │"} {
-		if !strings.Contains(plain, want) {
-			t.Errorf("categorize at 80 columns lacks %q:\n%s", want, plain)
-		}
+	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service Unavail…? +│`).MatchString(screen) {
+		t.Errorf("list --category keeps its category column or starves the error:\n%s", screen)
 	}
-	for _, line := range strings.Split(plain, "\n") {
-		if w := lipgloss.Width(line); w > 80 {
-			t.Errorf("categorize line is %d columns wide: %q", w, line)
-		}
+	screen, code = onTerminal(t, 200, nil, "--source", src, "--no-color", "list", "--category", "malformed")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ capture payment: context deadline exceeded \(malformed: no event_id\) +│`).MatchString(screen) {
+		t.Errorf("a malformed entry hides its origin or last error:\n%s", screen)
 	}
 }
 
