@@ -234,3 +234,35 @@ func TestShowPrettyPrintsOnATerminal(t *testing.T) {
 		t.Errorf("the payload is not indented one field a line:\n%s", screen)
 	}
 }
+
+// TestShowRedactsForPeople: show hides personal data on a terminal and in
+// markdown (a ticket) unless --reveal; piped tables and JSON, which scripts
+// read, carry the payload whole.
+func TestShowRedactsForPeople(t *testing.T) {
+	src := incidentSource(t)
+	const email = "noah.dubois@example.com"
+	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014")
+	if code != 0 || strings.Contains(screen, email) || !strings.Contains(screen, `"email": "[redacted]"`) ||
+		!strings.Contains(screen, "--reveal") {
+		t.Errorf("show on a terminal (exit %d) did not redact, or did not say how to reveal:\n%s", code, screen)
+	}
+	screen, _ = onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014", "--reveal")
+	if !strings.Contains(screen, email) {
+		t.Errorf("show --reveal hid the payload:\n%s", screen)
+	}
+	out, _, _ := run(t, nil, "--source", src, "-o", "markdown", "show", "20261129T082640Z-0014")
+	if strings.Contains(out, email) || !strings.Contains(out, "[redacted]") {
+		t.Errorf("show -o markdown did not redact:\n%s", out)
+	}
+	for _, format := range []string{"table", "json"} {
+		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
+		if !strings.Contains(out, email) {
+			t.Errorf("piped show -o %s redacted what a script reads:\n%s", format, out)
+		}
+	}
+	// A conflict's differing personal field is named, its values hidden.
+	screen, _ = onTerminal(t, 120, nil, "--source", src, "--no-color", "show", "20261129T083821Z-0027")
+	if !strings.Contains(screen, "differs: currency") {
+		t.Errorf("show of a conflict lost its diff:\n%s", screen)
+	}
+}

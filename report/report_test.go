@@ -503,3 +503,46 @@ func TestWriteHistogram(t *testing.T) {
 		t.Errorf("a count of 1 must show one block and 0 none:\n%s", buf.String())
 	}
 }
+
+// TestWriteFieldsKeepsKeysAndLongValuesWhole: property names are never cut
+// (six kafka_dlt-original-* headers must stay apart), and a digest or URL
+// too wide for the value column goes whole on a line of its own instead of
+// wrapping onto an indented second line that breaks it when copied.
+func TestWriteFieldsKeepsKeysAndLongValuesWhole(t *testing.T) {
+	digest := "sha256:ce0915b091bfadb565b39f896c11e5c220555df394edf196d12db9aab15c9673 (ok)"
+	fs := []Field{
+		{Key: "id", Value: "a-1"},
+		{Key: "fingerprint", Value: digest},
+		{Key: "properties.kafka_dlt-original-consumer-group", Value: "g1"},
+		{Key: "properties.kafka_dlt-original-partition", Value: "3"},
+		{Key: "last_error", Value: strings.Repeat("timeout calling payments ", 6)},
+	}
+	for _, o := range []Options{{Now: now}, {Format: FormatWide, Now: now}} {
+		var buf bytes.Buffer
+		if err := WriteFields(&buf, "", fs, o); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "properties.kafka_dlt-original-consumer-group\tg1") {
+			t.Errorf("%s piped: a key was cut:\n%s", o.Format, buf.String())
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteFields(&buf, "", fs, Options{TTY: true, NoColor: true, Width: 80, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"fingerprint\nsha256:ce0915b091bfadb565b39f896c11e5c220555df394edf196d12db9aab15c9673\n",
+		"properties.kafka_dlt-original-consumer-group\n",
+		"properties.kafka_dlt-original-partition\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal fields lack %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+}
