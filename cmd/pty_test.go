@@ -266,3 +266,27 @@ func TestShowRedactsForPeople(t *testing.T) {
 		t.Errorf("show of a conflict lost its diff:\n%s", screen)
 	}
 }
+
+// TestPlanLeftOutAtEightyColumns: a plan's left-out entries name the older
+// entry that holds each back, whole, at 80 columns: it is the entry to act
+// on next.
+func TestPlanLeftOutAtEightyColumns(t *testing.T) {
+	src := incidentSource(t)
+	plan := filepath.Join(t.TempDir(), "p.json")
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "test-approval-key-0123456789abcdef"}
+	if _, errOut, code := run(t, env, "--source", src, "redrive", "plan", "--category", "transient", "--reason", "r", "--out", plan); code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	screen, code := onTerminal(t, 80, env, "--no-color", "redrive", "show", plan)
+	if code != 0 {
+		t.Fatalf("redrive show exit %d:\n%s", code, screen)
+	}
+	if !regexp.MustCompile(`(?m)^HELD BY   20261129T\d{6}Z-\d{4}$`).MatchString(screen) {
+		t.Errorf("the entry holding one back is not shown whole:\n%s", screen)
+	}
+	for _, line := range strings.Split(screen, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+}

@@ -237,11 +237,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 			return err
 		}
 		section(f)
-		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90}}}
-		for _, x := range p.Excluded {
-			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
-		}
-		return report.WriteTable(f.IO.Out, t, ro)
+		return report.WriteTable(f.IO.Out, leftOutTable(p.Excluded), ro)
 	}
 	return nil
 }
