@@ -21,15 +21,21 @@ import (
 // and returns what the terminal received.
 func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (string, int) {
 	t.Helper()
+	return onScreen(t, cols, 60, env, args...)
+}
+
+// onScreen is onTerminal on a screen of cols×rows.
+func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...string) (string, int) {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pty: %v", err)
 	}
 	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: 60}); err != nil {
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		t.Fatal(err)
 	}
-	w, _, err := term.GetSize(int(tty.Fd()))
+	w, h, err := term.GetSize(int(tty.Fd()))
 	if err != nil || w != cols {
 		t.Fatalf("pty width = %d, %v; want %d", w, err, cols)
 	}
@@ -39,7 +45,7 @@ func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (
 		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
 		close(done)
 	}()
-	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w}
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
 	f := &Factory{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
@@ -287,6 +293,30 @@ func TestPlanLeftOutAtEightyColumns(t *testing.T) {
 	for _, line := range strings.Split(screen, "\n") {
 		if w := lipgloss.Width(line); w > 80 {
 			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+}
+
+// TestWatchFitsTheScreen: stats --watch repaints an 80×24 screen without
+// scrolling its header (total, change, growth) off the top.
+func TestWatchFitsTheScreen(t *testing.T) {
+	screen, code := onScreen(t, 80, 24, nil, "--source", incidentSource(t), "--no-color", "stats", "--watch", "--count", "1")
+	if code != 0 {
+		t.Fatalf("stats --watch exit %d:\n%s", code, screen)
+	}
+	view := screen[strings.LastIndex(screen, "\x1b[2J")+len("\x1b[2J"):]
+	lines := strings.Split(strings.TrimSuffix(view, "\n"), "\n")
+	if len(lines) > 23 {
+		t.Errorf("the view is %d lines on a 24-line screen (the cursor needs the last):\n%s", len(lines), view)
+	}
+	for _, want := range []string{"total", "change", "growth", "Dead letters per"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("the view lacks %q:\n%s", want, view)
+		}
+	}
+	for _, l := range lines {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, l)
 		}
 	}
 }
