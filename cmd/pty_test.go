@@ -320,3 +320,25 @@ func TestWatchFitsTheScreen(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpWrapsToTheTerminal: flag descriptions wrap to the terminal's
+// width, lined up under their column, and redrive plan's --limit and --max
+// say how they differ.
+func TestHelpWrapsToTheTerminal(t *testing.T) {
+	for _, cols := range []int{80, 100} {
+		screen, code := onTerminal(t, cols, nil, "redrive", "plan", "--help")
+		if code != 0 {
+			t.Fatalf("help exit %d:\n%s", code, screen)
+		}
+		flags := screen[strings.Index(screen, "\nFlags:"):]
+		for _, line := range strings.Split(flags, "\n") {
+			if w := lipgloss.Width(line); w > cols {
+				t.Errorf("a flag line is %d columns wide on %d columns: %q", w, cols, line)
+			}
+		}
+		joined := strings.Join(strings.Fields(flags), " ")
+		if !strings.Contains(joined, "use --max") || !strings.Contains(joined, "left-out entries do not count") {
+			t.Errorf("--limit and --max do not say how they differ:\n%s", screen)
+		}
+	}
+}
