@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/redrive"
 )
 
 // TestCommandReferenceIsCurrent regenerates docs/commands and compares it
@@ -117,6 +118,40 @@ func TestReadmeNamesEveryBackend(t *testing.T) {
 		}
 		if !strings.Contains(opening, reg.Title) {
 			t.Errorf("README.md's opening paragraph does not name %s (%q)", reg.Name, reg.Title)
+		}
+	}
+}
+
+// TestGitignoreExampleCoversWhatRunsWrite: the .gitignore example in
+// docs/configuration.md matches the plan, journal and lock names dlqctl
+// writes by default, and an export's usual name.
+func TestGitignoreExampleCoversWhatRunsWrite(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```gitignore\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("docs/configuration.md has no gitignore example")
+	}
+	var patterns []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			patterns = append(patterns, l)
+		}
+	}
+	plan := "redrive-20261203T101500Z.plan.json"
+	for _, name := range []string{plan, "redrive.plan.json", redrive.DefaultJournalPath(plan),
+		redrive.LockPath(redrive.DefaultJournalPath(plan)), "backup.ndjson", ".dlqctl-lease"} {
+		matched := false
+		for _, p := range patterns {
+			if m, _ := filepath.Match(p, name); m {
+				matched = true
+			}
+		}
+		if !matched {
+			t.Errorf("the .gitignore example does not cover %s (patterns %q)", name, patterns)
 		}
 	}
 }

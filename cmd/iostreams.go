@@ -19,6 +19,9 @@ type IOStreams struct {
 	OutTTY bool
 	ErrTTY bool
 	Width  int
+	// Height is the terminal's height in lines when Out is one (0:
+	// unknown); a view that repaints the screen (stats --watch) fits it.
+	Height int
 }
 
 // SystemIO wraps the process's streams.
@@ -28,8 +31,8 @@ func SystemIO() *IOStreams {
 	io.OutTTY = term.IsTerminal(int(os.Stdout.Fd()))
 	io.ErrTTY = term.IsTerminal(int(os.Stderr.Fd()))
 	if io.OutTTY {
-		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
-			io.Width = w
+		if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+			io.Width, io.Height = w, h
 		}
 	}
 	return io

@@ -148,7 +148,7 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	case ro.Format == report.FormatJSON:
 		_, err = f.emitJSON(doc)
 	case stream == nil:
-		err = writeListTable(f, doc.Items, ro)
+		err = writeListTable(f, doc.Items, len(sel.Categories) == 1, ro)
 	}
 	if err != nil {
 		return err
@@ -167,21 +167,33 @@ func listColumns(categoryTone func(string) report.Tone) []report.Column {
 	return []report.Column{
 		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
 		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
-		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 60},
+		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 100},
 	}
 }
 
 func listRow(li ListItem) []any {
-	msg := li.LastError
-	if li.Malformed != "" {
-		msg = li.Malformed
+	return []any{li.ID, li.EventID, report.AgeSeconds(li.AgeSeconds), li.Attempts, li.Category, li.Origin.Topic, listError(li)}
+}
+
+// listError is the error cell: the entry's own last error, and for a
+// malformed entry why it is malformed as well, since that reason alone
+// says nothing about why the consumer gave up on it.
+func listError(li ListItem) string {
+	switch {
+	case li.Malformed == "":
+		return li.LastError
+	case li.LastError == "":
+		return "malformed: " + li.Malformed
 	}
-	return []any{li.ID, li.EventID, report.AgeSeconds(li.AgeSeconds), li.Attempts, li.Category, li.Origin.Topic, msg}
+	return li.LastError + " (malformed: " + li.Malformed + ")"
 }
 
 // writeListTable draws the whole page at once: a terminal table takes its
-// column widths from every row.
-func writeListTable(f *Factory, items []ListItem, ro report.Options) error {
+// column widths from every row. oneCategory: --category names a single
+// category, so the category column would repeat it on every row; on a
+// terminal it is left out and the error gets the room. (Piped and markdown
+// tables keep their columns: scripts read them by position.)
+func writeListTable(f *Factory, items []ListItem, oneCategory bool, ro report.Options) error {
 	dispositionOf := map[string]string{}
 	for _, li := range items {
 		dispositionOf[li.Category] = li.Disposition
@@ -191,6 +203,13 @@ func writeListTable(f *Factory, items []ListItem, ro report.Options) error {
 	t := report.Table{Columns: listColumns(categoryTone)}
 	for _, li := range items {
 		t.Rows = append(t.Rows, listRow(li))
+	}
+	if oneCategory {
+		const categoryColumn = 4
+		t.Columns = append(t.Columns[:categoryColumn:categoryColumn], t.Columns[categoryColumn+1:]...)
+		for i, r := range t.Rows {
+			t.Rows[i] = append(r[:categoryColumn:categoryColumn], r[categoryColumn+1:]...)
+		}
 	}
 	return report.WriteTable(f.IO.Out, t, ro)
 }

@@ -170,13 +170,7 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, key
 			return err
 		}
 		fmt.Fprintln(w)
-		t = report.Table{Title: "Left out", Columns: []report.Column{
-			{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90},
-		}}
-		for _, x := range p.Excluded {
-			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
-		}
-		if err := report.WriteTable(w, t, ro); err != nil {
+		if err := report.WriteTable(w, leftOutTable(p.Excluded), ro); err != nil {
 			return err
 		}
 	}
@@ -329,4 +323,30 @@ func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, keys ke
 	}
 	fmt.Fprintln(f.IO.Out)
 	return nil
+}
+
+// leftOutTable lists a plan's left-out entries. The older entry that holds
+// one back is the entry to act on next, so it has a column of its own that
+// is never cut (inside the why it would be the first thing cut at 80
+// columns).
+func leftOutTable(excluded []redrive.Excluded) report.Table {
+	t := report.Table{Title: "Left out", Columns: []report.Column{
+		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90},
+	}}
+	heldBy := false
+	for _, x := range excluded {
+		heldBy = heldBy || x.HeldBy != ""
+	}
+	if heldBy {
+		// Last, so that piped readers of the first three columns keep them.
+		t.Columns = append(t.Columns, report.Column{Name: "held by", Kind: report.Key})
+	}
+	for _, x := range excluded {
+		row := []any{x.ID, x.EventID, x.Why}
+		if heldBy {
+			row = append(row, x.HeldBy)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
 }

@@ -21,15 +21,21 @@ import (
 // and returns what the terminal received.
 func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (string, int) {
 	t.Helper()
+	return onScreen(t, cols, 60, env, args...)
+}
+
+// onScreen is onTerminal on a screen of cols×rows.
+func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...string) (string, int) {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pty: %v", err)
 	}
 	defer ptmx.Close()
-	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: 60}); err != nil {
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		t.Fatal(err)
 	}
-	w, _, err := term.GetSize(int(tty.Fd()))
+	w, h, err := term.GetSize(int(tty.Fd()))
 	if err != nil || w != cols {
 		t.Fatalf("pty width = %d, %v; want %d", w, err, cols)
 	}
@@ -39,7 +45,7 @@ func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (
 		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
 		close(done)
 	}()
-	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w}
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
 	f := &Factory{Deps: Deps{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
@@ -56,7 +62,9 @@ var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
 
 // TestEightyColumnsKeepIDsWhole draws list and categorize on an 80-column
 // terminal, checks that every line fits, and copies an ID from the screen
-// into show, which must find it.
+// into show, which must find it. At 80 columns their errors would be cut to
+// a few characters in a table, so each entry and category is a block of
+// its own, errors and rules readable.
 func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 	src := incidentSource(t)
 	screen, code := onTerminal(t, 80, nil, "--source", src, "list", "--limit", "8")
@@ -64,40 +72,81 @@ func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
 	var ids []string
-	rowID := regexp.MustCompile(`^│ (\S+) +│ (\S*) +│`)
-	for _, line := range strings.Split(ansiEscape.ReplaceAllString(screen, ""), "\n") {
+	rowID := regexp.MustCompile(`^ID +(\S+)$`)
+	plain := ansiEscape.ReplaceAllString(screen, "")
+	for _, line := range strings.Split(plain, "\n") {
 		if w := lipgloss.Width(line); w > 80 {
 			t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
 		}
-		if m := rowID.FindStringSubmatch(line); m != nil && m[1] != "ID" {
-			if strings.Contains(m[1], "…") || strings.Contains(m[2], "…") {
+		if m := rowID.FindStringSubmatch(line); m != nil {
+			if strings.Contains(m[1], "…") {
 				t.Errorf("an ID was cut: %q", line)
 			}
 			ids = append(ids, m[1])
 		}
 	}
 	if len(ids) != 8 {
-		t.Fatalf("found %d rows with an ID on the screen, want 8:\n%s", len(ids), screen)
+		t.Fatalf("found %d blocks with an ID on the screen, want 8:\n%s", len(ids), screen)
+	}
+	if !strings.Contains(plain, "ERROR     referenced customer purged by GDPR job\n") {
+		t.Errorf("list at 80 columns cut an error:\n%s", plain)
 	}
 	out, errOut, code := run(t, nil, "--source", src, "show", ids[3])
 	if code != 0 || !strings.Contains(out, ids[3]) {
 		t.Fatalf("show %s (copied from the screen): exit %d\n%s%s", ids[3], code, out, errOut)
 	}
 
-	screen, code = onTerminal(t, 80, nil, "--source", src, "categorize")
+	for _, args := range [][]string{{"categorize"}, {"categorize", "--explain"}, {"sample"}} {
+		screen, code = onTerminal(t, 80, nil, append([]string{"--source", src}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v exit %d:\n%s", args, code, screen)
+		}
+		plain = ansiEscape.ReplaceAllString(screen, "")
+		// Without --explain, categorize's example errors keep 20 columns:
+		// still a table.
+		wants := []string{"│ missing-reference │", "│ referenced customer… │"}
+		switch {
+		case len(args) > 1:
+			wants = []string{"CATEGORY       missing-reference", "DISPOSITION    fix-then-redrive",
+				"EXAMPLE ERROR  referenced customer purged by GDPR job", "RULES          conflict=6"}
+		case args[0] == "sample":
+			wants = []string{"CATEGORY  missing-reference", "[redacted]"}
+			if !regexp.MustCompile(`(?m)^ERROR     \S+ \S+ \S+`).MatchString(plain) {
+				t.Errorf("sample at 80 columns shows no usable error:\n%s", plain)
+			}
+		}
+		for _, want := range wants {
+			if !strings.Contains(plain, want) {
+				t.Errorf("%v at 80 columns lacks %q:\n%s", args, want, plain)
+			}
+		}
+		for _, line := range strings.Split(plain, "\n") {
+			if w := lipgloss.Width(line); w > 80 {
+				t.Errorf("%v line is %d columns wide: %q", args, w, line)
+			}
+		}
+	}
+}
+
+// TestEightyColumnsListOneCategory: with --category the category column
+// would repeat the filter on every row; it is left out and the error gets
+// the room. A malformed entry shows its own last error and why it is
+// malformed.
+func TestEightyColumnsListOneCategory(t *testing.T) {
+	src := incidentSource(t)
+	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "transient", "--limit", "3")
 	if code != 0 {
-		t.Fatalf("categorize exit %d:\n%s", code, screen)
+		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	plain := ansiEscape.ReplaceAllString(screen, "")
-	for _, want := range []string{"│ missing-reference │", "│ fix-then-redrive │"} {
-		if !strings.Contains(plain, want) {
-			t.Errorf("categorize at 80 columns lacks %q:\n%s", want, plain)
-		}
+	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service Unavail…? +│`).MatchString(screen) {
+		t.Errorf("list --category keeps its category column or starves the error:\n%s", screen)
 	}
-	for _, line := range strings.Split(plain, "\n") {
-		if w := lipgloss.Width(line); w > 80 {
-			t.Errorf("categorize line is %d columns wide: %q", w, line)
-		}
+	screen, code = onTerminal(t, 200, nil, "--source", src, "--no-color", "list", "--category", "malformed")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ capture payment: context deadline exceeded \(malformed: no event_id\) +│`).MatchString(screen) {
+		t.Errorf("a malformed entry hides its origin or last error:\n%s", screen)
 	}
 }
 
@@ -189,5 +238,107 @@ func TestShowPrettyPrintsOnATerminal(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^ {20,}  "eventType": "OrderPlaced",$`).MatchString(screen) {
 		t.Errorf("the payload is not indented one field a line:\n%s", screen)
+	}
+}
+
+// TestShowRedactsForPeople: show hides personal data on a terminal and in
+// markdown (a ticket) unless --reveal; piped tables and JSON, which scripts
+// read, carry the payload whole.
+func TestShowRedactsForPeople(t *testing.T) {
+	src := incidentSource(t)
+	const email = "noah.dubois@example.com"
+	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014")
+	if code != 0 || strings.Contains(screen, email) || !strings.Contains(screen, `"email": "[redacted]"`) ||
+		!strings.Contains(screen, "--reveal") {
+		t.Errorf("show on a terminal (exit %d) did not redact, or did not say how to reveal:\n%s", code, screen)
+	}
+	screen, _ = onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014", "--reveal")
+	if !strings.Contains(screen, email) {
+		t.Errorf("show --reveal hid the payload:\n%s", screen)
+	}
+	out, _, _ := run(t, nil, "--source", src, "-o", "markdown", "show", "20261129T082640Z-0014")
+	if strings.Contains(out, email) || !strings.Contains(out, "[redacted]") {
+		t.Errorf("show -o markdown did not redact:\n%s", out)
+	}
+	for _, format := range []string{"table", "json"} {
+		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
+		if !strings.Contains(out, email) {
+			t.Errorf("piped show -o %s redacted what a script reads:\n%s", format, out)
+		}
+	}
+	// A conflict's differing personal field is named, its values hidden.
+	screen, _ = onTerminal(t, 120, nil, "--source", src, "--no-color", "show", "20261129T083821Z-0027")
+	if !strings.Contains(screen, "differs: currency") {
+		t.Errorf("show of a conflict lost its diff:\n%s", screen)
+	}
+}
+
+// TestPlanLeftOutAtEightyColumns: a plan's left-out entries name the older
+// entry that holds each back, whole, at 80 columns: it is the entry to act
+// on next.
+func TestPlanLeftOutAtEightyColumns(t *testing.T) {
+	src := incidentSource(t)
+	plan := filepath.Join(t.TempDir(), "p.json")
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "test-approval-key-0123456789abcdef"}
+	if _, errOut, code := run(t, env, "--source", src, "redrive", "plan", "--category", "transient", "--reason", "r", "--out", plan); code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	screen, code := onTerminal(t, 80, env, "--no-color", "redrive", "show", plan)
+	if code != 0 {
+		t.Fatalf("redrive show exit %d:\n%s", code, screen)
+	}
+	if !regexp.MustCompile(`(?m)^HELD BY   20261129T\d{6}Z-\d{4}$`).MatchString(screen) {
+		t.Errorf("the entry holding one back is not shown whole:\n%s", screen)
+	}
+	for _, line := range strings.Split(screen, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+}
+
+// TestWatchFitsTheScreen: stats --watch repaints an 80×24 screen without
+// scrolling its header (total, change, growth) off the top.
+func TestWatchFitsTheScreen(t *testing.T) {
+	screen, code := onScreen(t, 80, 24, nil, "--source", incidentSource(t), "--no-color", "stats", "--watch", "--count", "1")
+	if code != 0 {
+		t.Fatalf("stats --watch exit %d:\n%s", code, screen)
+	}
+	view := screen[strings.LastIndex(screen, "\x1b[2J")+len("\x1b[2J"):]
+	lines := strings.Split(strings.TrimSuffix(view, "\n"), "\n")
+	if len(lines) > 23 {
+		t.Errorf("the view is %d lines on a 24-line screen (the cursor needs the last):\n%s", len(lines), view)
+	}
+	for _, want := range []string{"total", "change", "growth", "Dead letters per"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("the view lacks %q:\n%s", want, view)
+		}
+	}
+	for _, l := range lines {
+		if w := lipgloss.Width(l); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, l)
+		}
+	}
+}
+
+// TestHelpWrapsToTheTerminal: flag descriptions wrap to the terminal's
+// width, lined up under their column, and redrive plan's --limit and --max
+// say how they differ.
+func TestHelpWrapsToTheTerminal(t *testing.T) {
+	for _, cols := range []int{80, 100} {
+		screen, code := onTerminal(t, cols, nil, "redrive", "plan", "--help")
+		if code != 0 {
+			t.Fatalf("help exit %d:\n%s", code, screen)
+		}
+		flags := screen[strings.Index(screen, "\nFlags:"):]
+		for _, line := range strings.Split(flags, "\n") {
+			if w := lipgloss.Width(line); w > cols {
+				t.Errorf("a flag line is %d columns wide on %d columns: %q", w, cols, line)
+			}
+		}
+		joined := strings.Join(strings.Fields(flags), " ")
+		if !strings.Contains(joined, "use --max") || !strings.Contains(joined, "left-out entries do not count") {
+			t.Errorf("--limit and --max do not say how they differ:\n%s", screen)
+		}
 	}
 }

@@ -47,7 +47,8 @@ func (p *planFlags) register(c *cobra.Command) {
 	fs := c.Flags()
 	p.sel.register(fs, 0)
 	fs.StringVar(&p.reason, "reason", "", "why this is done (required; kept in the plan and the journal)")
-	fs.IntVar(&p.max, "max", 0, "at most N entries in the plan (0: all selected)")
+	fs.IntVar(&p.max, "max", 0, "stop once the plan holds N entries; left-out entries do not count (0: no cap)")
+	fs.Lookup("limit").Usage = "look at only the oldest N entries that match; left-out ones count, so the plan may hold fewer (0: all). To cap the plan itself, use --max"
 	fs.StringVar(&p.ramp, "ramp", "10,50,200", "batch sizes; the last one repeats")
 	fs.BoolVar(&p.includeQuarantined, "include-quarantined", false, "also take conflict and malformed entries (never without a reason)")
 	fs.StringVar(&p.by, "by", "", "who plans (default: the OS user)")
@@ -237,11 +238,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 			return err
 		}
 		section(f)
-		t := report.Table{Title: "Left out", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "why", MaxWidth: 90}}}
-		for _, x := range p.Excluded {
-			t.Rows = append(t.Rows, []any{x.ID, x.EventID, x.Why})
-		}
-		return report.WriteTable(f.IO.Out, t, ro)
+		return report.WriteTable(f.IO.Out, leftOutTable(p.Excluded), ro)
 	}
 	return nil
 }

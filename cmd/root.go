@@ -153,6 +153,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 			return f.resolve(c)
 		},
 	}
+	root.SetUsageFunc(usageFunc(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(ExitUsage, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
 	})

@@ -19,19 +19,51 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+type showOptions struct {
+	reveal bool
+	redact []string
+}
+
 func newShowCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	opts := &showOptions{}
+	c := &cobra.Command{
 		Use:   "show ID|EVENT_ID",
 		Short: "Show one envelope in full, with fingerprint check and category",
 		Long: `Show one envelope in full: every field, the payload, whether a carried
 sha256 fingerprint matches the payload, and the category with the rule that
 chose it. The argument is an entry id (the backend's locator) or an event ID;
-when an event ID has several entries, the first is shown and the others named.`,
+when an event ID has several entries, the first is shown and the others named.
+
+On a terminal and in markdown (what goes into a ticket) personal data in the
+payload is redacted as sample and ui redact it (email, phone, name, address,
+card, ssn, password, token, plus --redact) unless --reveal. Piped tables and
+JSON, which scripts read, carry the payload as it is.`,
+		Example: `  dlqctl show 20261129T083821Z-0027
+  dlqctl show evt-7ab4c1b91885 --reveal
+  dlqctl show evt-7ab4c1b91885 -o markdown --redact orderId`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runShow(c.Context(), f, args[0])
+			return runShow(c.Context(), f, args[0], opts)
 		},
 	}
+	c.Flags().BoolVar(&opts.reveal, "reveal", false, "show personal data in the payload on a terminal and in markdown")
+	c.Flags().StringSliceVar(&opts.redact, "redact", nil, "more payload fields to redact: a key (anywhere) or a dotted path from the root")
+	return c
+}
+
+// redacts says whether show hides personal data: for people (a terminal)
+// and for tickets (markdown), never for scripts, and never with --reveal.
+func (o *showOptions) redacts(ro report.Options) bool {
+	if o.reveal {
+		return false
+	}
+	switch ro.Format {
+	case report.FormatMarkdown:
+		return true
+	case "", report.FormatTable, report.FormatWide:
+		return ro.TTY
+	}
+	return false
 }
 
 // ShowDoc is dlqctl.show/v1.
@@ -49,7 +81,7 @@ type ShowDoc struct {
 	Others []string `json:"others"`
 }
 
-func runShow(ctx context.Context, f *Factory, ref string) error {
+func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) error {
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
@@ -95,6 +127,15 @@ func runShow(ctx context.Context, f *Factory, ref string) error {
 	if done, err := f.emitJSON(doc); done {
 		return err
 	}
+	// Everything is computed from the entry as stored; only what is shown
+	// is redacted.
+	shown, payloadKey := e, "payload"
+	var red *inspect.Redactor
+	if opts.redacts(ro) {
+		r := inspect.NewRedactor(opts.redact)
+		red = &r
+		shown, payloadKey = r.Envelope(e), "payload (personal data redacted; --reveal shows it)"
+	}
 	fields := []report.Field{
 		{Key: "id", Value: e.ID},
 		{Key: "event_id", Value: e.EventID},
@@ -119,19 +160,19 @@ func runShow(ctx context.Context, f *Factory, ref string) error {
 		fields = append(fields, report.Field{Key: "properties." + k, Value: e.Properties[k]})
 	}
 	if e.Malformed == "" || len(e.Payload) > 0 {
-		fields = append(fields, report.Field{Key: "payload", Value: payloadBlock(e)})
+		fields = append(fields, report.Field{Key: payloadKey, Value: payloadBlock(shown)})
 	}
 	if e.Malformed != "" {
 		fields = append(fields, report.Field{Key: "malformed", Value: e.Malformed})
-		if len(e.Raw) > 0 {
-			fields = append(fields, report.Field{Key: "raw", Value: escapeBytes(e.Raw)})
+		if len(shown.Raw) > 0 {
+			fields = append(fields, report.Field{Key: "raw", Value: escapeBytes(shown.Raw)})
 		}
 	}
 	if len(doc.Others) > 0 {
 		fields = append(fields, report.Field{Key: "same event_id", Value: joinOr(doc.Others, "")})
 	}
 	if c.Category == envelope.CategoryConflict {
-		diff, other, err := conflictDiff(ctx, s.src, e, matches)
+		diff, other, err := conflictDiff(ctx, s.src, e, matches, red)
 		if err != nil {
 			return err
 		}
@@ -216,8 +257,9 @@ type fieldDiff struct{ path, this, other string }
 // conflictDiff finds another entry with e's event_id and a different
 // fingerprint and names the payload fields that differ, so the operator
 // sees what the two versions disagree on. It scans the DLQ when the entry
-// was looked up by id.
-func conflictDiff(ctx context.Context, src backend.Source, e envelope.Envelope, known []envelope.Envelope) ([]fieldDiff, string, error) {
+// was looked up by id. With red, a differing field that is personal data
+// is named but its values are shown redacted.
+func conflictDiff(ctx context.Context, src backend.Source, e envelope.Envelope, known []envelope.Envelope, red *inspect.Redactor) ([]fieldDiff, string, error) {
 	var other *envelope.Envelope
 	pick := func(o envelope.Envelope) bool {
 		if o.ID != e.ID && o.EventID == e.EventID && o.Fingerprint != e.Fingerprint {
@@ -247,20 +289,27 @@ func conflictDiff(ctx context.Context, src backend.Source, e envelope.Envelope, 
 		return nil, "", nil
 	}
 	a, b := flatten(e.Payload), flatten(other.Payload)
+	shownA, shownB := a, b
+	if red != nil {
+		shownA, shownB = flatten(red.Envelope(e).Payload), flatten(red.Envelope(*other).Payload)
+	}
+	// A leaf under a redacted object is gone from the redacted payload.
+	value := func(orig, shown map[string]string, k string) string {
+		if orig[k] == "" {
+			return "(absent)"
+		}
+		if v, ok := shown[k]; ok {
+			return v
+		}
+		return strconv.Quote(inspect.Redacted)
+	}
 	var diff []fieldDiff
 	for _, k := range sortedKeys(union(a, b)) {
 		if a[k] != b[k] {
-			diff = append(diff, fieldDiff{k, orAbsent(a[k]), orAbsent(b[k])})
+			diff = append(diff, fieldDiff{k, value(a, shownA, k), value(b, shownB, k)})
 		}
 	}
 	return diff, other.ID + " (" + other.Fingerprint + ")", nil
-}
-
-func orAbsent(s string) string {
-	if s == "" {
-		return "(absent)"
-	}
-	return s
 }
 
 func union(a, b map[string]string) map[string]string {

@@ -1,9 +1,14 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
+
+	"charm.land/lipgloss/v2"
 
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
@@ -34,8 +39,13 @@ type TimelineBucket struct {
 	Count int       `json:"count"`
 }
 
-// timelineBuckets is how many intervals the timeline shows.
-const timelineBuckets = 20
+// timelineBuckets is how many intervals the timeline holds; a terminal
+// shorter than the whole view gets fewer (see drawWatch), at least
+// minTimelineBuckets.
+const (
+	timelineBuckets    = 20
+	minTimelineBuckets = 4
+)
 
 // runWatch redraws stats every interval until Ctrl-C (or --count draws):
 // on a terminal it repaints the screen; piped, each draw follows the last
@@ -76,10 +86,9 @@ func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
 				w.GrowthPerMinute = &g
 			}
 		}
-		bucket := timeline(w, times, now, o.interval)
 		prevTotal, prevAt = doc.Total, now
 		doc.Watch = w
-		if err := drawWatch(f, doc, bucket); err != nil {
+		if err := drawWatch(f, doc, times, o.interval); err != nil {
 			return err
 		}
 		if o.count > 0 && draw >= o.count {
@@ -111,7 +120,8 @@ func deadLetterTimes(ctx context.Context, src interface {
 // timeline fills w.Timeline with timelineBuckets buckets ending now. A
 // bucket is one interval, or wider when the DLQ's history is longer than
 // the timeline, so the oldest entry still falls in the first bucket.
-func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Duration) time.Duration {
+func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Duration, buckets int) time.Duration {
+	timelineBuckets := time.Duration(buckets)
 	bucket := interval
 	oldest := now
 	for _, t := range times {
@@ -124,16 +134,16 @@ func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Durat
 	}
 	start := now.Add(-bucket * timelineBuckets)
 	w.BucketSeconds = bucket.Seconds()
-	w.Timeline = make([]TimelineBucket, timelineBuckets)
+	w.Timeline = make([]TimelineBucket, buckets)
 	for i := range w.Timeline {
 		w.Timeline[i].Start = start.Add(time.Duration(i) * bucket)
 	}
 	for _, t := range times {
 		i := int(t.Sub(start) / bucket)
-		if i >= 0 && i < timelineBuckets {
+		if i >= 0 && i < buckets {
 			w.Timeline[i].Count++
-		} else if i >= timelineBuckets {
-			w.Timeline[timelineBuckets-1].Count++
+		} else if i >= buckets {
+			w.Timeline[buckets-1].Count++
 		}
 	}
 	return bucket
@@ -150,22 +160,58 @@ func niceDuration(d time.Duration) time.Duration {
 	return d.Round(24 * time.Hour)
 }
 
-func drawWatch(f *Factory, doc StatsDoc, bucket time.Duration) error {
+// drawWatch draws one view. On a terminal the view is repainted from the
+// top and must fit the screen, or the terminal scrolls the header (total,
+// change, growth) away: the timeline gets the lines the header leaves.
+func drawWatch(f *Factory, doc StatsDoc, times []time.Time, interval time.Duration) error {
 	ro := f.reportOptions()
 	ro.Now = doc.AsOf
-	if ro.Format == report.FormatNDJSON {
-		return report.WriteNDJSON(f.IO.Out, doc)
-	}
 	w := doc.Watch
-	if ro.TTY && ro.Format != report.FormatMarkdown {
-		fmt.Fprint(f.IO.Out, "\033[H\033[2J") // repaint from the top
+	repaint := ro.TTY && ro.Format != report.FormatMarkdown && ro.Format != report.FormatNDJSON
+	if !repaint || f.IO.Height <= 0 {
+		bucket := timeline(w, times, doc.AsOf, interval, timelineBuckets)
+		if ro.Format == report.FormatNDJSON {
+			return report.WriteNDJSON(f.IO.Out, doc)
+		}
+		return writeWatch(f.IO.Out, doc, bucket, ro)
 	}
-	growth := report.Unknown{}
-	var growthV any = growth
+	var header bytes.Buffer
+	if err := writeWatchHeader(&header, doc, ro); err != nil {
+		return err
+	}
+	// Lines left: the header, a blank line, the timeline's title, and the
+	// line the cursor rests on after the last bar.
+	n := f.IO.Height - screenLines(header.String(), ro.Width) - 3
+	bucket := timeline(w, times, doc.AsOf, interval, min(max(n, minTimelineBuckets), timelineBuckets))
+	var view bytes.Buffer
+	view.WriteString("\033[H\033[2J") // repaint from the top
+	if err := writeWatch(&view, doc, bucket, ro); err != nil {
+		return err
+	}
+	_, err := f.IO.Out.Write(view.Bytes())
+	return err
+}
+
+// screenLines is how many terminal lines text takes at width columns,
+// counting the lines the terminal wraps.
+func screenLines(text string, width int) int {
+	if width <= 0 {
+		width = 120 // what report draws for an unknown width
+	}
+	n := 0
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		n += max(1, (lipgloss.Width(l)+width-1)/width)
+	}
+	return n
+}
+
+func writeWatchHeader(out io.Writer, doc StatsDoc, ro report.Options) error {
+	w := doc.Watch
+	var growthV any = report.Unknown{}
 	if w.GrowthPerMinute != nil {
 		growthV = fmt.Sprintf("%+.1f/min", *w.GrowthPerMinute)
 	}
-	err := report.WriteFields(f.IO.Out, fmt.Sprintf("DLQ %s — every %s, Ctrl-C stops", doc.Source, time.Duration(w.IntervalSeconds*float64(time.Second))), []report.Field{
+	return report.WriteFields(out, fmt.Sprintf("DLQ %s — every %s, Ctrl-C stops", doc.Source, time.Duration(w.IntervalSeconds*float64(time.Second))), []report.Field{
 		{Key: "as of", Value: doc.AsOf},
 		{Key: "total", Value: doc.Total},
 		{Key: "change", Value: fmt.Sprintf("%+d since the last draw", w.Change)},
@@ -174,10 +220,14 @@ func drawWatch(f *Factory, doc StatsDoc, bucket time.Duration) error {
 		{Key: "conflicts", Value: doc.Conflicts},
 		{Key: "malformed", Value: doc.Malformed},
 	}, ro)
-	if err != nil {
+}
+
+func writeWatch(out io.Writer, doc StatsDoc, bucket time.Duration, ro report.Options) error {
+	if err := writeWatchHeader(out, doc, ro); err != nil {
 		return err
 	}
-	section(f)
+	fmt.Fprintln(out)
+	w := doc.Watch
 	bars := make([]report.Bar, len(w.Timeline))
 	for i, b := range w.Timeline {
 		label := b.Start.Format("15:04:05")
@@ -191,7 +241,7 @@ func drawWatch(f *Factory, doc StatsDoc, bucket time.Duration) error {
 		bars[i] = report.Bar{Label: label, Count: int64(b.Count)}
 	}
 	if !ro.TTY && ro.Format != report.FormatMarkdown {
-		return report.WriteHistogram(f.IO.Out, "", bars, ro)
+		return report.WriteHistogram(out, "", bars, ro)
 	}
-	return report.WriteHistogram(f.IO.Out, fmt.Sprintf("Dead letters per %s", report.FormatAge(bucket)), bars, ro)
+	return report.WriteHistogram(out, fmt.Sprintf("Dead letters per %s", report.FormatAge(bucket)), bars, ro)
 }

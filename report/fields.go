@@ -26,15 +26,18 @@ type Block struct {
 }
 
 const (
-	// keyMaxWidth caps a key so that one long key cannot push every value
-	// off the screen.
+	// keyMaxWidth: on a terminal, keys up to this wide set the column the
+	// values line up in; a longer key goes whole on a line of its own, so
+	// that one long key cannot push every value off the screen.
 	keyMaxWidth = 30
 	// minValueWidth is the narrowest a value is wrapped to on a terminal.
 	minValueWidth = 20
 )
 
 // WriteFields writes a key/value block (show, the stats headline): aligned
-// bold keys with values wrapped to the terminal width on a terminal, times
+// bold keys with values word-wrapped to the terminal width on a terminal
+// (a value too wide for its room, such as a digest or a URL, goes whole on
+// a line of its own), times
 // shown both exactly and relatively; "key<TAB>value" lines when piped; a
 // two-column markdown table in markdown.
 func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
@@ -47,7 +50,8 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 	values := make([]string, len(fs))
 	blocks := make([]*Block, len(fs))
 	for i, f := range fs {
-		keys[i] = Truncate(f.Key, keyMaxWidth)
+		// Never cut: six kafka_dlt-original-* headers must stay apart.
+		keys[i] = Truncate(f.Key, 0)
 		if b, ok := f.Value.(Block); ok {
 			blocks[i] = &b
 			values[i] = Truncate(b.Flat, 0)
@@ -65,10 +69,13 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		}
 		keyWidth := 0
 		for _, k := range keys {
-			keyWidth = max(keyWidth, lipgloss.Width(k))
+			if w := lipgloss.Width(k); w <= keyMaxWidth {
+				keyWidth = max(keyWidth, w)
+			}
 		}
 		valueWidth := max(o.width()-keyWidth-2, minValueWidth)
 		wrap := re.NewStyle().Width(valueWidth)
+		styleKey := func(k string) string { return bold.Render(k) }
 		for i, k := range keys {
 			var lines []string
 			if b := blocks[i]; b != nil {
@@ -76,18 +83,11 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 					// Keep the block's indentation; wrap only what is too long.
 					lines = append(lines, strings.Split(wrap.Render(Truncate(l, 0)), "\n")...)
 				}
-				if len(lines) == 0 {
-					lines = []string{""}
-				}
 			} else {
-				lines = strings.Split(wrap.Render(values[i]), "\n")
+				lines = wrapWords(values[i], valueWidth)
 			}
-			for j, line := range lines {
-				lead := strings.Repeat(" ", keyWidth+2)
-				if j == 0 {
-					lead = bold.Render(k) + strings.Repeat(" ", keyWidth+2-lipgloss.Width(k))
-				}
-				fmt.Fprintln(bw, re.text(strings.TrimRight(lead+line, " ")))
+			for _, line := range keyedLines(k, lines, keyWidth, o.width(), styleKey) {
+				fmt.Fprintln(bw, re.text(line))
 			}
 		}
 	case modePlain:

@@ -103,13 +103,16 @@ func TestWriteTableTTYNoColor(t *testing.T) {
 	}
 }
 
+// TestWriteTableTTYNarrowTerminal: a table whose free text would be cut to
+// a few characters is drawn as one block per row, every value whole or
+// word-wrapped, every line inside the terminal.
 func TestWriteTableTTYNarrowTerminal(t *testing.T) {
 	for _, tc := range []struct {
 		width int
-		want  []string // headers and numbers survive; text is cut with "…"
+		want  []string
 	}{
-		{72, []string{"ATTEMPTS", "DEAD_LETTERED_AT", "│       12 │", "│  45s │", "│ 17… │"}},
-		{50, []string{"│ ATTEMPTS │", "│       12 │", "│  45s │", "│ DE… │", "│ 1… │"}},
+		{72, []string{"ATTEMPTS          12", "AGE               45s", "DEAD_LETTERED_AT  2d5h ago", "ERROR             tab here and newline | pipe, then a very long tail"}},
+		{50, []string{"ATTEMPTS          12", "ERROR             tab here and newline | pipe,\n                  then a very long tail"}},
 	} {
 		t.Run(fmt.Sprint(tc.width), func(t *testing.T) {
 			out := render(t, sampleTable(), Options{TTY: true, NoColor: true, Width: tc.width, Now: now})
@@ -124,7 +127,39 @@ func TestWriteTableTTYNarrowTerminal(t *testing.T) {
 					t.Errorf("narrow table lacks %q:\n%s", want, out)
 				}
 			}
+			if strings.Contains(out, "…") || strings.Contains(out, "│") {
+				t.Errorf("the block layout cut a value or drew a border:\n%s", out)
+			}
 		})
+	}
+}
+
+// TestWriteTableVerticalKeepsLongKeysWhole: a key value wider than the
+// room beside its name goes whole on a line of its own.
+func TestWriteTableVerticalKeepsLongKeysWhole(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4) + "beef"
+	tb := Table{Columns: []Column{{Name: "id", Kind: Key}, {Name: "digest", Kind: Key}, {Name: "error"}},
+		Rows: [][]any{{"a-1", digest, strings.Repeat("word ", 40)}}}
+	out := render(t, tb, Options{TTY: true, NoColor: true, Width: 80, Now: now})
+	if !strings.Contains(out, "\n"+digest+"\n") {
+		t.Errorf("the digest is not whole on a line of its own:\n%s", out)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+}
+
+// TestWriteTableWideIsBorderless: -o wide on a terminal draws no border,
+// so that `less -S` pages it, and cuts nothing.
+func TestWriteTableWideIsBorderless(t *testing.T) {
+	out := render(t, keyTable(), Options{Format: FormatWide, TTY: true, NoColor: true, Width: 80, Now: now})
+	if strings.ContainsAny(out, "│╭─") {
+		t.Errorf("-o wide drew a border:\n%s", out)
+	}
+	if !strings.Contains(out, "ID                      EVENT ID") || !strings.Contains(out, "fraud check rejected order order-99819 (score 0.97)") {
+		t.Errorf("-o wide is not aligned columns of whole values:\n%s", out)
 	}
 }
 
@@ -283,19 +318,21 @@ func TestWriteTableNeverCutsKeys(t *testing.T) {
 				t.Errorf("width %d: %q was cut:\n%s", width, want, out)
 			}
 		}
-		if strings.Contains(out, "ORIGIN") || strings.Contains(out, "ATTEMPTS") {
-			t.Errorf("width %d: optional columns kept on a narrow terminal:\n%s", width, out)
-		}
-		if width == 80 {
-			for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-				if w := lipgloss.Width(line); w > width {
-					t.Errorf("line is %d columns wide on an 80-column terminal: %q", w, line)
-				}
-			}
-			if !strings.Contains(out, "refere") || !strings.Contains(out, "│   — │") {
-				t.Errorf("the error column was cut to nothing:\n%s", out)
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if w := lipgloss.Width(line); w > width {
+				t.Errorf("line is %d columns wide on a %d-column terminal: %q", w, width, line)
 			}
 		}
+		// Too narrow for a usable error column: one block per row, the
+		// error whole.
+		if !strings.Contains(out, "ERROR     referenced customer purged by GDPR job") || !strings.Contains(out, "AGE       —") {
+			t.Errorf("width %d: the error is not whole in a block per row:\n%s", width, out)
+		}
+	}
+	// Dropping the optional columns leaves the error room enough: a table.
+	out := render(t, keyTable(), Options{TTY: true, NoColor: true, Width: 99, Now: now})
+	if strings.Contains(out, "ORIGIN") || !strings.Contains(out, "│ referenced customer purge…") {
+		t.Errorf("width 99: optional columns were not dropped to give the error room:\n%s", out)
 	}
 	wideOut := render(t, keyTable(), Options{Format: FormatWide, TTY: true, NoColor: true, Width: 80, Now: now})
 	if !strings.Contains(wideOut, "ORIGIN") || !strings.Contains(wideOut, "(score 0.97)") {
@@ -464,5 +501,48 @@ func TestWriteHistogram(t *testing.T) {
 	}
 	if strings.Count(lines[3], "█") != 1 || strings.Contains(lines[4], "█") {
 		t.Errorf("a count of 1 must show one block and 0 none:\n%s", buf.String())
+	}
+}
+
+// TestWriteFieldsKeepsKeysAndLongValuesWhole: property names are never cut
+// (six kafka_dlt-original-* headers must stay apart), and a digest or URL
+// too wide for the value column goes whole on a line of its own instead of
+// wrapping onto an indented second line that breaks it when copied.
+func TestWriteFieldsKeepsKeysAndLongValuesWhole(t *testing.T) {
+	digest := "sha256:ce0915b091bfadb565b39f896c11e5c220555df394edf196d12db9aab15c9673 (ok)"
+	fs := []Field{
+		{Key: "id", Value: "a-1"},
+		{Key: "fingerprint", Value: digest},
+		{Key: "properties.kafka_dlt-original-consumer-group", Value: "g1"},
+		{Key: "properties.kafka_dlt-original-partition", Value: "3"},
+		{Key: "last_error", Value: strings.Repeat("timeout calling payments ", 6)},
+	}
+	for _, o := range []Options{{Now: now}, {Format: FormatWide, Now: now}} {
+		var buf bytes.Buffer
+		if err := WriteFields(&buf, "", fs, o); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "properties.kafka_dlt-original-consumer-group\tg1") {
+			t.Errorf("%s piped: a key was cut:\n%s", o.Format, buf.String())
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteFields(&buf, "", fs, Options{TTY: true, NoColor: true, Width: 80, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"fingerprint\nsha256:ce0915b091bfadb565b39f896c11e5c220555df394edf196d12db9aab15c9673\n",
+		"properties.kafka_dlt-original-consumer-group\n",
+		"properties.kafka_dlt-original-partition\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal fields lack %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"charm.land/lipgloss/v2"
 )
 
 // TestStreamMatchesTable: where RowByRow says so, a streamed table is
@@ -55,5 +57,43 @@ func TestStreamMatchesTable(t *testing.T) {
 		if o.RowByRow() {
 			t.Errorf("%s (tty %v): RowByRow true", o.Format, o.TTY)
 		}
+	}
+}
+
+// TestStreamTrippedGateAtEightyColumns: a run's batch table on an
+// 80-column terminal. A tripped gate's long name pushes its row, and
+// verdicts too long for what is left go whole on the line below, so no
+// line is wider than the terminal (which would wrap it mid-word) and no
+// verdict is cut.
+func TestStreamTrippedGateAtEightyColumns(t *testing.T) {
+	cols := []Column{
+		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
+		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
+		{Name: "dlq", Kind: Key, MaxWidth: 9}, {Name: "gate", Kind: Key, MaxWidth: 7, Tone: VerdictTone},
+		{Name: "verdicts"},
+	}
+	var buf bytes.Buffer
+	s, err := NewStream(&buf, "Batches", cols, Options{TTY: true, NoColor: true, Width: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := "absorbed-duplicate=1 applied=40 re-dead-lettered=9"
+	for _, row := range [][]any{
+		{1, 5, 5, 5, 5, 5, "60→55", "pass", "applied=5"},
+		{2, 50, 50, 50, 50, 50, "55→14", "re-dead-lettered", verdicts},
+	} {
+		if err := s.Row(row...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := buf.String()
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
+	}
+	if strings.Contains(out, "…") || !strings.Contains(out, "pass     applied=5\n") ||
+		!strings.Contains(out, "re-dead-lettered\n") || !strings.Contains(out, " "+verdicts+"\n") {
+		t.Errorf("a verdict was cut or misplaced:\n%s", out)
 	}
 }

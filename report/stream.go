@@ -11,9 +11,10 @@ import (
 // Stream is a table whose rows arrive one at a time (a run's batches): the
 // header is written once, before the first row, and each row is appended
 // as it comes, so a long run reads as one table. On a terminal the columns
-// have fixed widths from the header and the terminal width: Key and Number
-// cells are never cut (a longer one pushes its line wider), the Text
-// column takes what is left and is cut to it. Piped it is tab-separated,
+// have fixed widths from the header and the terminal width: nothing is
+// cut; a Key or Number cell longer than its column pushes its line wider,
+// and the Text column's cell goes on the lines below its row when it does
+// not fit in what is left. Piped it is tab-separated,
 // in markdown a GitHub table; neither is ever cut.
 type Stream struct {
 	w      io.Writer
@@ -46,8 +47,9 @@ func NewStream(w io.Writer, title string, cols []Column, o Options) (*Stream, er
 		fixed += s.widths[j]
 	}
 	if text >= 0 {
-		// Two spaces between columns.
-		s.widths[text] = max(o.width()-fixed-2*(len(cols)-1), lipgloss.Width(cols[text].Name), 10)
+		// Two spaces between columns. The text column is never cut: what
+		// does not fit goes on the lines below (see writeTTYRow).
+		s.widths[text] = max(o.width()-fixed-2*(len(cols)-1), lipgloss.Width(cols[text].Name))
 		if o.wide() {
 			s.widths[text] = 0
 		}
@@ -80,33 +82,68 @@ func (s *Stream) Row(cells ...any) error {
 	case modeMarkdown:
 		b.WriteString(markdownRow(texts) + "\n")
 	case modeTTY:
-		re := s.re
-		parts := make([]string, len(texts))
-		for j, t := range texts {
-			c := s.cols[j]
-			if c.cuttable() && s.widths[j] > 0 {
-				t = Truncate(t, s.widths[j])
-			}
-			pad := s.widths[j] - lipgloss.Width(t)
-			styled := t
-			if c.Tone != nil {
-				styled = s.o.tone(re.NewStyle(), c.Tone(t)).Render(t)
-			}
-			switch {
-			case pad <= 0:
-				parts[j] = styled
-			case c.Right:
-				parts[j] = strings.Repeat(" ", pad) + styled
-			case j == len(texts)-1:
-				parts[j] = styled
-			default:
-				parts[j] = styled + strings.Repeat(" ", pad)
-			}
-		}
-		b.WriteString(re.text(strings.Join(parts, "  ")) + "\n")
+		s.writeTTYRow(&b, texts)
 	}
 	_, err := io.WriteString(s.w, b.String())
 	return err
+}
+
+// writeTTYRow lays out one row in the stream's fixed columns. Key and
+// Number cells are never cut; one wider than its column (a tripped gate's
+// name) pushes the rest of its line right. The free-text cell is never cut
+// either: when it does not fit in what is left of the line, it goes on the
+// lines below, word-wrapped and lined up under its column (or past the
+// first column when its own starts too far right), so the terminal never
+// wraps a row mid-word.
+func (s *Stream) writeTTYRow(b *strings.Builder, texts []string) {
+	re := s.re
+	styled := func(j int, t string) string {
+		if c := s.cols[j]; c.Tone != nil {
+			return s.o.tone(re.NewStyle(), c.Tone(t)).Render(t)
+		}
+		return t
+	}
+	var line strings.Builder
+	at, textAt, textCol := 0, 0, -1
+	for j, t := range texts {
+		c := s.cols[j]
+		if j > 0 {
+			line.WriteString("  ")
+			at += 2
+		}
+		if c.cuttable() && s.widths[j] > 0 && textCol < 0 {
+			textCol, textAt = j, at
+		}
+		if j == textCol {
+			if !s.o.wide() && (at+lipgloss.Width(t) > s.o.width() || j != len(texts)-1) {
+				// Placed below; keep the columns after it lined up.
+				t = ""
+			}
+		}
+		pad := strings.Repeat(" ", max(s.widths[j]-lipgloss.Width(t), 0))
+		switch {
+		case c.Right:
+			line.WriteString(pad + styled(j, t))
+		case j == len(texts)-1:
+			line.WriteString(styled(j, t))
+		default:
+			line.WriteString(styled(j, t) + pad)
+		}
+		at += max(s.widths[j], lipgloss.Width(t))
+	}
+	b.WriteString(re.text(strings.TrimRight(line.String(), " ")) + "\n")
+	if textCol < 0 || s.o.wide() || lipgloss.Width(texts[textCol]) == 0 || (textCol == len(texts)-1 && textAt+lipgloss.Width(texts[textCol]) <= s.o.width()) {
+		return
+	}
+	indent := textAt
+	if s.o.width()-indent < minValueWidth {
+		// Past the first column, so that the row's first cell (a batch
+		// number) still starts every row.
+		indent = s.widths[0] + 2
+	}
+	for _, l := range wrapWords(texts[textCol], s.o.width()-indent) {
+		b.WriteString(re.text(strings.Repeat(" ", indent)+styled(textCol, l)) + "\n")
+	}
 }
 
 // Close writes the header if no row came, so that an empty streamed table

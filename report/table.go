@@ -19,6 +19,13 @@ const (
 	// narrowWidth: below it, Optional columns are dropped from a table that
 	// does not fit, before any free text is cut to the bone.
 	narrowWidth = 100
+	// usableTextWidth: a table that would cut a free-text column to fewer
+	// columns than this (errors, rules, payloads read as "psp: …") is drawn
+	// as one block per row instead, as kubectl describe does.
+	usableTextWidth = 20
+	// verticalTextLines caps a free-text value in the one-block-per-row
+	// layout.
+	verticalTextLines = 3
 )
 
 // Kind says how a column may be cut to fit a terminal.
@@ -87,7 +94,7 @@ func WriteTable(w io.Writer, t Table, o Options) error {
 	if err != nil {
 		return err
 	}
-	rows, err := t.cells(m, o)
+	rows, err := t.cells(m, o, false)
 	if err != nil {
 		return err
 	}
@@ -101,7 +108,19 @@ func WriteTable(w io.Writer, t Table, o Options) error {
 	bw := bufio.NewWriter(w)
 	switch m {
 	case modeTTY:
-		writeTTYTable(bw, w, t, headers, rows, o)
+		if o.wide() {
+			writeBorderless(bw, w, t, headers, rows, o)
+			break
+		}
+		cols, fh, fr, usable := fitColumns(headers, rows, t.Columns, o.width())
+		if !usable {
+			if rows, err = t.cells(m, o, true); err != nil {
+				return err
+			}
+			writeVertical(bw, w, t, headers, rows, o)
+			break
+		}
+		writeTTYTable(bw, w, t.Title, cols, fh, fr, o)
 	case modePlain:
 		for _, r := range append([][]string{headers}, rows...) {
 			fmt.Fprintln(bw, strings.Join(r, "\t"))
@@ -119,8 +138,10 @@ func WriteTable(w io.Writer, t Table, o Options) error {
 	return bw.Flush()
 }
 
-// cells turns every value into safe, capped text for mode m.
-func (t Table) cells(m mode, o Options) ([][]string, error) {
+// cells turns every value into safe, capped text for mode m. vertical
+// cells are for the one-block-per-row layout: free text is capped at
+// verticalTextLines lines rather than at its column's MaxWidth.
+func (t Table) cells(m mode, o Options, vertical bool) ([][]string, error) {
 	now := o.now()
 	rows := make([][]string, len(t.Rows))
 	for i, row := range t.Rows {
@@ -136,6 +157,9 @@ func (t Table) cells(m mode, o Options) ([][]string, error) {
 			limit := 0
 			if m == modeTTY && !o.wide() {
 				limit = col.maxWidth()
+				if vertical && limit > 0 {
+					limit = max(limit, verticalTextLines*(o.width()-verticalKeyWidth(t.Columns)-2))
+				}
 			}
 			cells[j] = Truncate(text(v, m, now, false), limit)
 		}
@@ -146,15 +170,11 @@ func (t Table) cells(m mode, o Options) ([][]string, error) {
 
 // writeTTYTable draws with a renderer made for dst, the caller's writer, so
 // the colour profile follows the real terminal rather than the buffer.
-func writeTTYTable(bw *bufio.Writer, dst io.Writer, t Table, headers []string, rows [][]string, o Options) {
+func writeTTYTable(bw *bufio.Writer, dst io.Writer, title string, cols []Column, headers []string, rows [][]string, o Options) {
 	if len(headers) == 0 {
 		return
 	}
 	re := o.renderer(dst)
-	cols := t.Columns
-	if !o.wide() {
-		cols, headers, rows = fitColumns(headers, rows, t.Columns, o.width())
-	}
 	cell := re.NewStyle().Padding(0, 1)
 	header := cell
 	if !o.NoColor {
@@ -179,10 +199,105 @@ func writeTTYTable(bw *bufio.Writer, dst io.Writer, t Table, headers []string, r
 		Rows(rows...).
 		StyleFunc(styleFunc).
 		String()
-	if t.Title != "" {
-		fmt.Fprintln(bw, re.text(o.bold(re).Render(Truncate(t.Title, 0))))
+	if title != "" {
+		fmt.Fprintln(bw, re.text(o.bold(re).Render(Truncate(title, 0))))
 	}
 	fmt.Fprintln(bw, re.text(out))
+}
+
+// writeBorderless is -o wide on a terminal: nothing cut, columns apart by
+// three spaces and no border, so that a line wider than the terminal reads
+// in `less -S` (a bordered table the terminal wraps is noise).
+func writeBorderless(bw *bufio.Writer, dst io.Writer, t Table, headers []string, rows [][]string, o Options) {
+	if len(headers) == 0 {
+		return
+	}
+	re := o.renderer(dst)
+	bold := o.bold(re)
+	widths := make([]int, len(headers))
+	for j, h := range headers {
+		widths[j] = lipgloss.Width(h)
+		for _, r := range rows {
+			widths[j] = max(widths[j], lipgloss.Width(r[j]))
+		}
+	}
+	line := func(cells []string, style func(j int, c string) string) string {
+		var b strings.Builder
+		for j, c := range cells {
+			pad := strings.Repeat(" ", widths[j]-lipgloss.Width(c))
+			if j > 0 {
+				b.WriteString("   ")
+			}
+			switch {
+			case t.Columns[j].Right:
+				b.WriteString(pad + style(j, c))
+			case j == len(cells)-1:
+				b.WriteString(style(j, c))
+			default:
+				b.WriteString(style(j, c) + pad)
+			}
+		}
+		return re.text(b.String())
+	}
+	if t.Title != "" {
+		fmt.Fprintln(bw, re.text(bold.Render(Truncate(t.Title, 0))))
+	}
+	fmt.Fprintln(bw, line(headers, func(_ int, c string) string { return bold.Render(c) }))
+	for _, r := range rows {
+		fmt.Fprintln(bw, line(r, func(j int, c string) string {
+			if tone := t.Columns[j].Tone; tone != nil {
+				return o.tone(re.NewStyle(), tone(c)).Render(c)
+			}
+			return c
+		}))
+	}
+}
+
+// verticalKeyWidth is the width of the keys in the one-block-per-row
+// layout: the longest column name.
+func verticalKeyWidth(cols []Column) int {
+	w := 0
+	for _, c := range cols {
+		w = max(w, lipgloss.Width(Truncate(c.Name, 0)))
+	}
+	return w
+}
+
+// writeVertical is a table too wide for the terminal drawn as one block
+// per row, every column on a line of its own (kubectl describe): keys are
+// never cut, free text is word-wrapped in the room the terminal has, and a
+// value too wide for that room goes whole on a line of its own. A blank
+// line separates the rows.
+func writeVertical(bw *bufio.Writer, dst io.Writer, t Table, headers []string, rows [][]string, o Options) {
+	re := o.renderer(dst)
+	bold := o.bold(re)
+	keyWidth := verticalKeyWidth(t.Columns)
+	valueWidth := max(o.width()-keyWidth-2, minValueWidth)
+	if t.Title != "" {
+		fmt.Fprintln(bw, re.text(bold.Render(Truncate(t.Title, 0))))
+	}
+	for i, r := range rows {
+		if i > 0 || t.Title != "" {
+			fmt.Fprintln(bw)
+		}
+		for j, c := range r {
+			col := t.Columns[j]
+			value := wrapWords(c, valueWidth)
+			if col.cuttable() {
+				value = capLines(breakWords(c, valueWidth), verticalTextLines, valueWidth)
+			} else if col.Tone != nil && !strings.Contains(c, " ") {
+				value = []string{o.tone(re.NewStyle(), col.Tone(c)).Render(c)}
+			}
+			styleKey := func(k string) string { return bold.Render(k) }
+			if j == 0 {
+				// The first column names the block: its value is bold too.
+				value = []string{bold.Render(c)}
+			}
+			for _, l := range keyedLines(headers[j], value, keyWidth, o.width(), styleKey) {
+				fmt.Fprintln(bw, re.text(l))
+			}
+		}
+	}
 }
 
 // tableWidth is the drawn width of columns of these widths: one space of
@@ -205,7 +320,11 @@ func tableWidth(widths []int) int {
 // minColumnWidth. A table that still does not fit is left for the terminal
 // to wrap: lipgloss would crop its right edge instead, and a cut ID is worse
 // than a wrapped line.
-func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]Column, []string, [][]string) {
+// The last result says whether the table is still worth reading: false
+// when it does not fit, or when a free-text column would be cut to fewer
+// than usableTextWidth columns of a longer text; the caller then draws one
+// block per row instead.
+func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]Column, []string, [][]string, bool) {
 	measure := func() []int {
 		widths := make([]int, len(headers))
 		for j, h := range headers {
@@ -218,17 +337,17 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 	}
 	widths := measure()
 	if tableWidth(widths) <= width {
-		return cols, headers, rows
+		return cols, headers, rows, true
 	}
 	if width < narrowWidth {
-		// What free text needs at least, so that dropping stops once the
-		// text columns can be narrowed into the room left.
+		// What free text needs to stay usable, so that dropping stops once
+		// the text columns can be narrowed into the room left.
 		floorWidth := func(ws []int, cs []Column) int {
 			fl := make([]int, len(ws))
 			for j, w := range ws {
 				fl[j] = w
 				if cs[j].cuttable() {
-					fl[j] = min(w, max(minColumnWidth, min(lipgloss.Width(headers[j]), 12)))
+					fl[j] = min(w, usableTextWidth)
 				}
 			}
 			return tableWidth(fl)
@@ -247,6 +366,7 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 			widths = append(widths[:j:j], widths[j+1:]...)
 		}
 	}
+	natural := append([]int(nil), widths...)
 	total := tableWidth(widths)
 	floors := []func(j int) int{
 		func(j int) int { return lipgloss.Width(headers[j]) },
@@ -277,9 +397,15 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 		}
 		return out
 	}
+	usable := total <= width
+	for j, w := range widths {
+		if cols[j].cuttable() && w < min(natural[j], usableTextWidth) {
+			usable = false
+		}
+	}
 	fitted := make([][]string, len(rows))
 	for i, r := range rows {
 		fitted[i] = cut(r)
 	}
-	return cols, cut(headers), fitted
+	return cols, cut(headers), fitted, usable
 }
