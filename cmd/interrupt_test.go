@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,14 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 	done := make(chan int)
 	start := time.Now()
 	go func() { done <- Execute(cctx, f, []string{"--source", srv.URL(0, "dlq"), "stats"}) }()
-	time.Sleep(150 * time.Millisecond)
+	// Ctrl-C once the scan has read its first page (the server counts its
+	// XRANGE calls): the scan is then surely under way.
+	for deadline := time.Now().Add(30 * time.Second); !scanStarted(t, rdb); {
+		if time.Now().After(deadline) {
+			t.Fatal("the scan did not start within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cancel()
 	cancelled := time.Now()
 	select {
@@ -55,6 +63,17 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("still running 10s after Ctrl-C")
 	}
+}
+
+// scanStarted says whether the server has answered an XRANGE, as a scan's
+// first page is read with.
+func scanStarted(t *testing.T, rdb *redis.Client) bool {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(info, "cmdstat_xrange:")
 }
 
 // TestCtrlCEndsAWatchWith130: stats --watch ends on Ctrl-C as every other
