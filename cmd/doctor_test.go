@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/effects"
@@ -78,5 +79,31 @@ func TestRunDoctor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDoctorOptionsFromTheCommandLine: flags, environment and settings
+// reach doctor's options; the run function is not called.
+func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
+	io, _, out, _ := TestIO()
+	env := map[string]string{"DLQCTL_APPROVAL_KEY": "from-env", "DLQCTL_ALLOWED_SIGNERS": "env_signers"}
+	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	var got *doctorOptions
+	execSub(t, f, newDoctorCmd(f, func(_ context.Context, o *doctorOptions) error { got = o; return nil }),
+		"doctor", "-o", "ndjson", "--key-file", "k.txt", "--effects", "sqlite:inbox.db", "--effects-query", "q")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Keys.KeyFile != "k.txt" || got.Keys.EnvKey != "from-env" || got.Keys.SignersPath(got.Policy) != "env_signers":
+		t.Errorf("keys %+v", got.Keys)
+	case got.effects != "sqlite:inbox.db" || got.effectsQuery != "q":
+		t.Errorf("effects %q, query %q", got.effects, got.effectsQuery)
+	case got.Report.Format != report.FormatNDJSON || got.IO != io || got.ConfigPath != "":
+		t.Errorf("settings: format %q, config %q", got.Report.Format, got.ConfigPath)
+	case got.OpenSource == nil || got.OpenProbe == nil || got.Rules == nil:
+		t.Error("a dependency is missing")
+	}
+	if out.Len() != 0 {
+		t.Errorf("the run function ran: %q", out)
 	}
 }
