@@ -11,6 +11,7 @@
 package trust
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -60,13 +61,13 @@ type Keys struct {
 
 // Dir is the keys folder in effect ("" when none is).
 func (k Keys) Dir() string {
-	return firstNonEmpty(k.KeysDir, k.EnvKeysDir)
+	return cmp.Or(k.KeysDir, k.EnvKeysDir)
 }
 
 // SignersPath is the allowed_signers file in effect: the flag, then the
 // environment, then the policy ("" when none is).
 func (k Keys) SignersPath(p Policy) string {
-	return firstNonEmpty(k.AllowedSigners, k.EnvAllowedSigners, p.AllowedSigners)
+	return cmp.Or(k.AllowedSigners, k.EnvAllowedSigners, p.AllowedSigners)
 }
 
 // Signers reads the allowed_signers file in effect (nil: none is).
@@ -247,13 +248,4 @@ func HowGoingOn(p Policy, approvals int, halted, signed bool) GoingOn {
 		return AskYes
 	}
 	return AsStarted
-}
-
-func firstNonEmpty(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
