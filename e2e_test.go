@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
@@ -92,9 +91,8 @@ func TestRunbookEndToEnd(t *testing.T) {
 		t.Fatalf("only %d payments transients in the incident", len(before))
 	}
 
-	workertest.Start(t, "--source", fmt.Sprintf("redis://%s/3?stream=payments&group=payments-workers", addr),
+	workertest.StartReady(t, "--source", fmt.Sprintf("redis://%s/3?stream=payments&group=payments-workers", addr),
 		"--dlq", "orders-dlq", "--inbox", "sqlite:"+inbox)
-	time.Sleep(300 * time.Millisecond) // the worker creates the inbox table
 
 	if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments",
 		"--reason", "INC-1: payments timeouts fixed", "--effects", "sqlite:"+inbox, "--settle", "10s",
@@ -212,12 +210,11 @@ func TestGatesStopTheRun(t *testing.T) {
 			victim := first.Items[2].EventID // in the first batch
 			args := []string{"--source", fmt.Sprintf("redis://%s/%d?stream=payments&group=g", addr, 4+i), "--dlq", "orders-dlq", "--inbox", "sqlite:" + inbox}
 			if c.worker != nil {
-				workertest.Start(t, append(args, c.worker(victim)...)...)
+				workertest.StartReady(t, append(args, c.worker(victim)...)...)
 			} else {
 				// A consumer that is not running: it has made the inbox once.
 				workertest.Start(t, append(args, "--until-idle", "100ms")...).Wait()
 			}
-			time.Sleep(300 * time.Millisecond)
 			if code, out := dlqctlProc(t, dir, nil, "--source", src, "redrive", "plan", "--category", "transient", "--origin", "payments",
 				"--reason", "gate test", "--effects", "sqlite:"+inbox, "--settle", "3s", "--rate", "500", "--ramp", "5,20", "--out", "p.json"); code != 0 {
 				t.Fatalf("plan: %s", out)

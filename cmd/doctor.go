@@ -4,23 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
+// doctorOptions is what doctor checks and with what: the flags, the
+// settings resolved for the invocation, and the few things it calls out
+// to (the source, the effects store, the category rules), which a test
+// may give as its own.
 type doctorOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// ConfigPath is the config file in effect ("" when none).
+	ConfigPath string
+	// Policy and Keys are the approval policy and where keys and signers
+	// come from (--key-file and --allowed-signers over the environment).
+	Policy trust.Policy
+	Keys   trust.Keys
+
+	// Rules compiles the category rules in effect.
+	Rules func() error
+	// OpenSource opens the source in effect.
+	OpenSource func(context.Context) (backend.Source, error)
+	// OpenProbe opens an effects store (--effects).
+	OpenProbe func(ctx context.Context, url, query string) (effects.Probe, error)
+
 	effects      string
 	effectsQuery string
 	keyFile      string
 	signers      string
 }
 
-func newDoctorCmd(f *Factory) *cobra.Command {
+// newDoctorCmd builds doctor; runF, when not nil, runs instead of
+// runDoctor.
+func newDoctorCmd(f *Factory, runF func(context.Context, *doctorOptions) error) *cobra.Command {
 	o := &doctorOptions{}
 	c := &cobra.Command{
 		Use:   "doctor",
@@ -38,7 +63,15 @@ signatures only, is set, at least 32 bytes and not a placeholder. Exit 0 only
 when every check passes, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runDoctor(c.Context(), f, o)
+			o.IO, o.Report, o.Policy = f.IO, f.reportOptions(), f.config.Policy
+			o.ConfigPath = f.config.path
+			o.Keys = f.trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
+			o.Rules = func() error { _, err := f.classifier(); return err }
+			o.OpenSource, o.OpenProbe = f.openSource, f.openProbe
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runDoctor(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.effects, "effects", "", "effects store to check, as for redrive plan (e.g. sqlite:inbox.db)")
@@ -63,22 +96,22 @@ type DoctorDoc struct {
 	Checks []Check `json:"checks"`
 }
 
-func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
+func runDoctor(ctx context.Context, o *doctorOptions) error {
 	doc := DoctorDoc{Schema: "dlqctl.doctor/v1", Checks: []Check{}}
 	add := func(c Check) { doc.Checks = append(doc.Checks, c) }
 
 	// The config parsed, or the command would not have started.
 	cfgDetail := "no config file: flags and environment only"
-	if f.config != nil && f.config.path != "" {
-		cfgDetail = f.config.path + " parses"
+	if o.ConfigPath != "" {
+		cfgDetail = o.ConfigPath + " parses"
 	}
-	if _, err := f.classifier(); err != nil {
+	if err := o.Rules(); err != nil {
 		add(Check{Name: "config", Detail: err.Error(), Fix: "correct the category rules named in the message"})
 	} else {
 		add(Check{Name: "config", OK: true, Detail: cfgDetail})
 	}
 
-	src, err := f.openSource(ctx)
+	src, err := o.OpenSource(ctx)
 	switch {
 	case err != nil:
 		add(Check{Name: "source", Detail: err.Error(), Fix: sourceFix(err)})
@@ -106,7 +139,7 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 	}
 
 	if o.effects != "" {
-		probe, err := f.openProbe(ctx, o.effects, o.effectsQuery)
+		probe, err := o.OpenProbe(ctx, o.effects, o.effectsQuery)
 		if err == nil {
 			// One lookup of an event no consumer has: it must answer, and
 			// answer "unknown" rather than fail on a missing table.
@@ -121,7 +154,7 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 		}
 	}
 
-	for _, c := range f.approvalChecks(o) {
+	for _, c := range approvalChecks(o.Keys, o.Policy) {
 		add(c)
 	}
 
@@ -133,11 +166,10 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 			failed++
 		}
 	}
-	ro := f.reportOptions()
-	if done, jerr := f.emitJSON(doc); done {
+	if done, jerr := emitJSON(o.IO.Out, o.Report.Format, doc); done {
 		err = jerr
 	} else {
-		err = writeDoctor(f, doc, ro)
+		err = writeDoctor(o.IO.Out, doc, o.Report)
 	}
 	if err != nil {
 		return err
@@ -148,14 +180,14 @@ func runDoctor(ctx context.Context, f *Factory, o *doctorOptions) error {
 	return nil
 }
 
-func writeDoctor(f *Factory, doc DoctorDoc, ro report.Options) error {
+func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {
 	if ro.Format == report.FormatMarkdown || !ro.TTY {
 		t := report.Table{Columns: []report.Column{{Name: "check", Kind: report.Key}, {Name: "result", Kind: report.Key, Tone: report.VerdictTone},
 			{Name: "detail"}, {Name: "fix"}}}
 		for _, c := range doc.Checks {
 			t.Rows = append(t.Rows, []any{c.Name, passFail(c.OK), c.Detail, c.Fix})
 		}
-		return report.WriteTable(f.IO.Out, t, ro)
+		return report.WriteTable(w, t, ro)
 	}
 	for _, c := range doc.Checks {
 		tone, mark := report.ToneGood, "✓"
@@ -163,11 +195,11 @@ func writeDoctor(f *Factory, doc DoctorDoc, ro report.Options) error {
 			tone, mark = report.ToneBad, "✗"
 		}
 		line := fmt.Sprintf("%s %s: %s", mark, c.Name, c.Detail)
-		if err := report.WriteLine(f.IO.Out, tone, line, ro); err != nil {
+		if err := report.WriteLine(w, tone, line, ro); err != nil {
 			return err
 		}
 		if c.Fix != "" {
-			fmt.Fprintf(f.IO.Out, "    fix: %s\n", report.Truncate(c.Fix, 0))
+			fmt.Fprintf(w, "    fix: %s\n", report.Truncate(c.Fix, 0))
 		}
 	}
 	return nil
@@ -223,12 +255,12 @@ func originChecks(ctx context.Context, src backend.Source) []Check {
 // approvalChecks are doctor's lines on approvals: the allowed_signers file
 // (when one is in effect), and the HMAC key unless approvals are signatures
 // only or signed approvals are set up and no HMAC key is.
-func (f *Factory) approvalChecks(o *doctorOptions) []Check {
+func approvalChecks(keys trust.Keys, p trust.Policy) []Check {
 	var checks []Check
-	signers, serr := f.allowedSigners(keyFlags{allowedSigners: o.signers})
+	signers, serr := keys.Signers(p)
 	switch {
 	case serr != nil:
-		checks = append(checks, Check{Name: "allowed signers", Detail: errors.Unwrap(serr).Error(),
+		checks = append(checks, Check{Name: "allowed signers", Detail: serr.Error(),
 			Fix: "fix the file: one line per key, PRINCIPALS [OPTIONS] KEYTYPE KEY (the ssh-keygen ALLOWED SIGNERS format)"})
 	case signers != nil && len(signers.Signers) == 0:
 		checks = append(checks, Check{Name: "allowed signers", Detail: signers.Path + " lists no key",
@@ -240,9 +272,9 @@ func (f *Factory) approvalChecks(o *doctorOptions) []Check {
 		}
 		checks = append(checks, Check{Name: "allowed signers", OK: true, Detail: detail})
 	}
-	key, kerr := f.approvalKey(o.keyFile)
+	key, kerr := keys.HMACKey()
 	switch {
-	case f.config.Policy.SignaturesOnly:
+	case p.SignaturesOnly:
 		checks = append(checks, Check{Name: "approval key", OK: true, Detail: "not used: policy.signatures_only accepts SSH signatures only"})
 		return checks
 	case signers != nil && kerr == nil && len(key) == 0:
@@ -250,10 +282,10 @@ func (f *Factory) approvalChecks(o *doctorOptions) []Check {
 		return checks
 	}
 	if kerr == nil {
-		kerr = checkApprovalKey(key)
+		kerr = trust.CheckKey(key)
 	}
 	if kerr != nil {
-		checks = append(checks, Check{Name: "approval key", Detail: errors.Unwrap(kerr).Error(),
+		checks = append(checks, Check{Name: "approval key", Detail: kerr.Error(),
 			Fix: "sign approvals with SSH keys (approve --sign-with, allowed_signers), or export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
 	} else {
 		checks = append(checks, Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})

@@ -3,6 +3,9 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +39,14 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 	done := make(chan int)
 	start := time.Now()
 	go func() { done <- Execute(cctx, f, []string{"--source", srv.URL(0, "dlq"), "stats"}) }()
-	time.Sleep(150 * time.Millisecond)
+	// Ctrl-C once the scan has read its first page (the server counts its
+	// XRANGE calls): the scan is then surely under way.
+	for deadline := time.Now().Add(30 * time.Second); !scanStarted(t, rdb); {
+		if time.Now().After(deadline) {
+			t.Fatal("the scan did not start within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	cancel()
 	cancelled := time.Now()
 	select {
@@ -55,18 +65,39 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 	}
 }
 
+// scanStarted says whether the server has answered an XRANGE, as a scan's
+// first page is read with.
+func scanStarted(t *testing.T, rdb *redis.Client) bool {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(info, "cmdstat_xrange:")
+}
+
 // TestCtrlCEndsAWatchWith130: stats --watch ends on Ctrl-C as every other
 // command does, with 130, so that a script tells it from --count running
 // out (exit 0).
 func TestCtrlCEndsAWatchWith130(t *testing.T) {
-	io, _, _, errOut := TestIO()
+	io, _, out, errOut := TestIO()
+	drawn := make(chan struct{})
+	io.Out = &firstWrite{w: out, done: drawn}
 	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
 		done <- Execute(ctx, f, []string{"--source", incidentSource(t), "stats", "--watch", "--interval", "1h", "-o", "ndjson"})
 	}()
-	time.Sleep(500 * time.Millisecond) // the first draw, then the wait for the next
+	// Ctrl-C once the first draw is out: the watch then waits an hour for
+	// the next.
+	select {
+	case <-drawn:
+	case code := <-done:
+		t.Fatalf("exit %d before the first draw; stderr: %s", code, errOut)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no first draw within 30s")
+	}
 	cancel()
 	select {
 	case code := <-done:
@@ -80,4 +111,18 @@ func TestCtrlCEndsAWatchWith130(t *testing.T) {
 	if _, stderr, code := run(t, nil, "--source", incidentSource(t), "stats", "--watch", "--interval", "1s", "--count", "1", "-o", "ndjson"); code != ExitOK {
 		t.Errorf("--count 1: exit %d: %s", code, stderr)
 	}
+}
+
+// firstWrite passes writes on to w and closes done at the first one: a
+// command's first output, observed without reading a buffer it writes to.
+type firstWrite struct {
+	w    io.Writer
+	done chan struct{}
+	once sync.Once
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.once.Do(func() { close(f.done) })
+	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 type resumeOptions struct {
@@ -149,13 +150,12 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 		pol.After = st.HaltedAt
 	}
 	start := st.Start.RecordedApprovals()
-	if len(start) == 0 && !halted {
-		if rule := f.approvalRequired(); rule != "" {
-			return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, rule, f.config))
-		}
-		if tr.key == nil {
-			return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
-		}
+	switch trust.HowGoingOn(f.config.Policy, len(start), halted, tr.key != nil) {
+	case trust.Refused:
+		return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, f.approvalRequired(), f.config))
+	case trust.AskYes:
+		return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
+	case trust.AsStarted:
 		return nil
 	}
 	// The approvals the run may go on under: its own, those resumes

@@ -190,7 +190,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newQuarantineCmd(f),
 		newDLQCmd(f),
 		newUICmd(f),
-		newDoctorCmd(f),
+		newDoctorCmd(f, nil),
 		newVersionCmd(f, nil),
 		newDocsCmd(f, root, nil, nil),
 	)

@@ -393,8 +393,14 @@ func TestPrintedResumeCommandRunsAsPrinted(t *testing.T) {
 	c.must(0, "redrive", "approve", plan, "--by", "bob", "--keys-dir", keys)
 	io, _, _, errOut := TestIO()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(700*time.Millisecond, cancel)
-	if code := Execute(ctx, c.factory(io, nil), []string{"redrive", "apply", plan, "--keys-dir", keys}); code != ExitInterrupted {
+	// Ctrl-C once the first entry has reached its destination: the run
+	// is then surely under way, with entries left for the resume.
+	onStep := func(step string) {
+		if step == redrive.RecPublished {
+			cancel()
+		}
+	}
+	if code := Execute(ctx, c.factory(io, onStep), []string{"redrive", "apply", plan, "--keys-dir", keys}); code != ExitInterrupted {
 		t.Fatalf("exit %d, want 130; stderr: %s", code, errOut)
 	}
 	m := regexp.MustCompile(`Resume with: (.*)`).FindStringSubmatch(errOut.String())

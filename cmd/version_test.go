@@ -65,18 +65,25 @@ func TestVersionOptionsFromTheCommandLine(t *testing.T) {
 	io, _, out, _ := TestIO()
 	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" }, Build: BuildInfo{Version: "9.9.9"}}}
 	var got *versionOptions
-	root := &cobra.Command{Use: "dlqctl", PersistentPreRunE: func(c *cobra.Command, _ []string) error { return f.resolve(c) }}
-	root.PersistentFlags().StringVarP(&f.Global.Output, "output", "o", "", "")
-	root.AddCommand(newVersionCmd(f, func(o *versionOptions) error { got = o; return nil }))
-	root.SetArgs([]string{"version", "-o", "json"})
-	if err := root.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	execSub(t, f, newVersionCmd(f, func(o *versionOptions) error { got = o; return nil }), "version", "-o", "json")
 	if got == nil || got.Build.Version != "9.9.9" || got.Report.Format != report.FormatJSON || got.IO != io {
 		t.Fatalf("options %+v", got)
 	}
 	if out.Len() != 0 {
 		t.Fatalf("the run function ran: %q", out)
+	}
+}
+
+// execSub runs one command built with a runF under a root that resolves
+// the settings as dlqctl's does, with -o as its one persistent flag.
+func execSub(t *testing.T, f *Factory, sub *cobra.Command, args ...string) {
+	t.Helper()
+	root := &cobra.Command{Use: "dlqctl", PersistentPreRunE: func(c *cobra.Command, _ []string) error { return f.resolve(c) }}
+	root.PersistentFlags().StringVarP(&f.Global.Output, "output", "o", "", "")
+	root.AddCommand(sub)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
 	}
 }
 

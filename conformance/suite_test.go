@@ -521,8 +521,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *server) {
 	fps := seed(t, fx, 30, "timeout calling payments", 1)
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
-	workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox)...)
-	waitFile(t, inbox)
+	workertest.StartReady(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox)...)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
 	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
@@ -566,8 +565,7 @@ func caseGates(t *testing.T, srv *server) {
 			seed(t, fx, 20, "timeout", 1)
 			dir := t.TempDir()
 			inbox := filepath.Join(dir, "inbox.db")
-			workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
-			waitFile(t, inbox)
+			workertest.StartReady(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
 			code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
@@ -915,20 +913,6 @@ func checkRefused(t *testing.T, srv *server, kind string) {
 	if n := dlqLen(t, fx); n != 2 {
 		t.Errorf("a refused %s changed the DLQ: %d entries, want 2", kind, n)
 	}
-}
-
-// waitFile waits for the worker to create its inbox.
-func waitFile(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			time.Sleep(200 * time.Millisecond) // and its table
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the worker did not create %s", path)
 }
 
 // caseRefusedDestination: the DLQ itself is never a destination. As --to

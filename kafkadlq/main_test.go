@@ -3,6 +3,7 @@ package kafkadlq_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -27,6 +28,14 @@ func TestMain(m *testing.M) {
 		// A child process of a test (TestLeaseHolderProcess): the parent's
 		// broker serves it.
 		os.Exit(m.Run())
+	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// The -short tier starts no Java server.
+		fmt.Println("kafkadlq: left out of the -short tier: the tests need a Kafka broker (Java)")
+		os.Exit(0)
 	}
 	b, err := kafkatest.StartProcess()
 	if err != nil {

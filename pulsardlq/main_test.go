@@ -2,6 +2,7 @@ package pulsardlq_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -23,6 +24,14 @@ import (
 var broker *pulsartest.Broker
 
 func TestMain(m *testing.M) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// The -short tier starts no Java server.
+		fmt.Println("pulsardlq: left out of the -short tier: the tests need a Pulsar broker (Java)")
+		os.Exit(0)
+	}
 	b, err := pulsartest.StartProcess()
 	if err != nil {
 		// Never skip: a missing broker must not pass for a green suite.

@@ -11,6 +11,7 @@
 package trust
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -60,13 +61,13 @@ type Keys struct {
 
 // Dir is the keys folder in effect ("" when none is).
 func (k Keys) Dir() string {
-	return firstNonEmpty(k.KeysDir, k.EnvKeysDir)
+	return cmp.Or(k.KeysDir, k.EnvKeysDir)
 }
 
 // SignersPath is the allowed_signers file in effect: the flag, then the
 // environment, then the policy ("" when none is).
 func (k Keys) SignersPath(p Policy) string {
-	return firstNonEmpty(k.AllowedSigners, k.EnvAllowedSigners, p.AllowedSigners)
+	return cmp.Or(k.AllowedSigners, k.EnvAllowedSigners, p.AllowedSigners)
 }
 
 // Signers reads the allowed_signers file in effect (nil: none is).
@@ -214,11 +215,37 @@ func RequiredBy(p Policy) string {
 	return ""
 }
 
-func firstNonEmpty(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
+// GoingOn is how a resumed run may go on.
+type GoingOn int
+
+const (
+	// UnderApprovals: only under approvals that verify now (after a
+	// gate's halt, approvals given since).
+	UnderApprovals GoingOn = iota
+	// Refused: the run started without an approval, and the policy
+	// (RequiredBy names the rule) now asks for one.
+	Refused
+	// AskYes: a one-step run whose journal is not signed (no approval key
+	// was in effect): the resume asks for "yes" as the one-step command
+	// did.
+	AskYes
+	// AsStarted: a one-step run whose journal is signed with the approval
+	// key in effect: it goes on as it started.
+	AsStarted
+)
+
+// HowGoingOn decides how a resumed run may go on, from the policy, the
+// number of approvals its run-start records, whether a gate halted it, and
+// whether its journal is signed. Going on past a gate always takes an
+// approval given after the halt, even for a run that started without one.
+func HowGoingOn(p Policy, approvals int, halted, signed bool) GoingOn {
+	switch {
+	case approvals > 0 || halted:
+		return UnderApprovals
+	case RequiredBy(p) != "":
+		return Refused
+	case !signed:
+		return AskYes
 	}
-	return ""
+	return AsStarted
 }

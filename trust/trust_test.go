@@ -276,3 +276,29 @@ func TestApprovalPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestHowGoingOn(t *testing.T) {
+	strict := Policy{RequireApproval: true}
+	for _, tc := range []struct {
+		name      string
+		p         Policy
+		approvals int
+		halted    bool
+		signed    bool
+		want      GoingOn
+	}{
+		{"approved run", Policy{}, 1, false, true, UnderApprovals},
+		{"approved run, unsigned journal", Policy{}, 2, false, false, UnderApprovals},
+		{"halted one-step run", Policy{}, 0, true, false, UnderApprovals},
+		{"halted one-step run under a strict policy", strict, 0, true, true, UnderApprovals},
+		{"one-step run, policy now requires approval", strict, 0, false, true, Refused},
+		{"one-step run, policy now asks for two approvers", Policy{ApprovalsRequired: 2}, 0, false, false, Refused},
+		{"one-step run, policy now takes signatures only", Policy{SignaturesOnly: true}, 0, false, true, Refused},
+		{"unsigned one-step run", Policy{}, 0, false, false, AskYes},
+		{"signed one-step run", Policy{DistinctApprover: true}, 0, false, true, AsStarted},
+	} {
+		if got := HowGoingOn(tc.p, tc.approvals, tc.halted, tc.signed); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

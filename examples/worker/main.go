@@ -59,6 +59,10 @@ type Options struct {
 	UntilIdle time.Duration // exit after this long without a message; 0: never
 	Max       int           // stop after this many messages; 0: no limit
 	Log       bool          // one line per message on stderr
+	// Ready is a file created once the source and the inbox are open
+	// (consumer group, subscription and tables made): a script or test
+	// waits for it rather than guessing how long start-up takes.
+	Ready string
 
 	// Now is the clock (dead_lettered_at, applied_at, DLQ file names).
 	Now func() time.Time
@@ -150,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.Var(opts.CrashAfterCommit, "crash-after-commit", "test: exit 3 after committing `EVENT_ID`, before the ack; once (repeatable)")
 	fs.DurationVar(&opts.UntilIdle, "until-idle", 0, "exit 0 after this long without a message (0: run until SIGINT/SIGTERM)")
 	fs.IntVar(&opts.Max, "max", 0, "stop after N messages (0: no limit)")
+	fs.StringVar(&opts.Ready, "ready", "", "create `FILE` once the source and the inbox are open, before the first message is read")
 	fs.BoolVar(&opts.Log, "log", false, "one line per message on stderr (event_id, attempts, effects, outcome; never the payload)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: worker --source URL --inbox URL [flags]

@@ -28,6 +28,15 @@ func freshTopic(t *testing.T, what string) string {
 	return fmt.Sprintf("persistent://public/default/%s-%s-%d-%d", name, what, time.Now().UnixNano()%1e6, topicSeq.Add(1))
 }
 
+// needBroker leaves a Pulsar test out of the -short tier, which starts no
+// Java server; outside it TestMain has started the broker or failed.
+func needBroker(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a Pulsar broker (Java): not in the -short tier")
+	}
+}
+
 // pulsarURL is a source URL on the test broker (the worker's, with sub;
 // dlqctl's, with a DLQ topic and no sub).
 func pulsarURL(topic, sub string) string {
@@ -141,6 +150,7 @@ func logLines(stderr, prefix string) []string {
 // ORIGIN-SUB-DLQ, where the dlqctl subscription keeps it and dlqctl reads
 // it with its origin and event ID.
 func TestPulsarSQLite(t *testing.T) {
+	needBroker(t)
 	origin := freshTopic(t, "orders")
 	evs := orderEvents(10)
 	produceEvents(t, origin, evs...)
@@ -206,6 +216,7 @@ func TestPulsarSQLite(t *testing.T) {
 // TestPulsarRetry: with --retry a failure goes through the client's retry
 // topic with last_error, and the dead letter carries it and RECONSUMETIMES.
 func TestPulsarRetry(t *testing.T) {
+	needBroker(t)
 	origin := freshTopic(t, "payments")
 	evs := orderEvents(4)
 	evs[1].extra = append(evs[1].extra, "error_class", "schema")
@@ -241,6 +252,7 @@ func TestPulsarRetry(t *testing.T) {
 // TestPulsarCrashAfterCommit: the first run commits E3 and exits 3 before
 // the ack; the broker redelivers it to the next run, which absorbs it.
 func TestPulsarCrashAfterCommit(t *testing.T) {
+	needBroker(t)
 	origin := freshTopic(t, "orders")
 	evs := orderEvents(6)
 	produceEvents(t, origin, evs...)
@@ -270,6 +282,7 @@ func TestPulsarCrashAfterCommit(t *testing.T) {
 }
 
 func TestPulsarUsage(t *testing.T) {
+	needBroker(t)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "x.db")
 	for _, args := range [][]string{
 		{"--source", broker.ServiceURL() + "?topic=orders", "--inbox", db},

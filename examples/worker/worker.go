@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,11 @@ func run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	if opts.Ready != "" {
+		if err := os.WriteFile(opts.Ready, nil, 0o644); err != nil {
+			return fmt.Errorf("--ready: %w", err)
+		}
+	}
 
 	w := &worker{opts: opts, src: src, store: store, log: stderr}
 	counts := tally{}

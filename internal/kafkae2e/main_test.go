@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,14 @@ func crashHook(spec string) func(string) {
 type withKafka struct{ m *testing.M }
 
 func (w withKafka) Run() int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// The -short tier starts no Java server.
+		fmt.Println("kafkae2e: left out of the -short tier: the tests need a Kafka broker (Java)")
+		return 0
+	}
 	b, err := kafkatest.StartProcess()
 	if err != nil {
 		// Never skip: a missing broker must not pass for a green suite.

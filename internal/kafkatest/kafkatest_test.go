@@ -10,6 +10,9 @@ import (
 // TestStartRestartStop runs the real broker: it answers on its address,
 // comes back on the same address after a restart, and is gone after Stop.
 func TestStartRestartStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka broker (Java): not in the -short tier")
+	}
 	b, err := StartProcess()
 	if err != nil {
 		t.Fatal(err)

@@ -76,6 +76,32 @@ func Start(t testing.TB, args ...string) *Worker {
 	return w
 }
 
+// StartReady is Start, returning once the worker has opened its source
+// and its inbox (its --ready file exists): the consumer group or
+// subscription and the inbox table are there, so what is published next is
+// consumed, and a plan can check the inbox. It fails the test if the
+// worker exits first or is not ready within a minute.
+func StartReady(t testing.TB, args ...string) *Worker {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	w := Start(t, append(args, "--ready", ready)...)
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			return w
+		}
+		select {
+		case <-w.exited:
+			t.Fatalf("the worker exited before it was ready: %v\n%s", w.err, w.Output())
+		case <-deadline:
+			t.Fatalf("the worker was not ready within a minute:\n%s", w.Output())
+		case <-tick.C:
+		}
+	}
+}
+
 type lockedWriter struct{ w *Worker }
 
 func (l lockedWriter) Write(p []byte) (int, error) {
