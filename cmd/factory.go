@@ -43,6 +43,10 @@ type Factory struct {
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
+	// refusesMissing: check and stats refuse a DLQ that does not exist
+	// (unless allowMissing) when they open it, before any note that it
+	// reads as empty.
+	refusesMissing bool
 	// heapSample and setMemoryLimit are what stats's heap follower reads
 	// and sets (memlimit.go); nil: runtime/metrics and
 	// debug.SetMemoryLimit. Tests pass their own.
