@@ -231,8 +231,9 @@ func TestGatesStopTheRun(t *testing.T) {
 			if !strings.Contains(out, "stopped by the "+c.gate+" gate") {
 				t.Errorf("the message does not name the gate:\n%s", out)
 			}
-			// The next commands name the plan and stand on lines of their own.
-			if !strings.Contains(out, "\n  dlqctl redrive approve p.json --again\n  dlqctl redrive resume p.journal --past-gate") || strings.Contains(out, "PLAN") {
+			// The next commands name the plan and stand on lines of their
+			// own (in the JSON error document, its message's \n).
+			if msg := strings.ReplaceAll(out, `\n`, "\n"); !strings.Contains(msg, "\n  dlqctl redrive approve p.json --again\n  dlqctl redrive resume p.journal --past-gate") || strings.Contains(out, "PLAN") {
 				t.Errorf("the message does not give the commands to go on, each on its own line:\n%s", out)
 			}
 			// resume refuses until the cause is dealt with

@@ -103,15 +103,12 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	if opts.maxTotal < 0 && maxAge == 0 && len(limits) == 0 && !opts.failOnConflict {
 		return usageErrorf("check: no threshold given: use at least one of --max-total N, --max-age DUR, --max-category NAME=N, --fail-on-conflict")
 	}
-	f.allowMissing = opts.allowMissing
+	f.allowMissing, f.refusesMissing = opts.allowMissing, true
 	s, err := f.openSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.src.Close()
-	if err := refuseMissing(s.src, opts.allowMissing); err != nil {
-		return err
-	}
 	if err := checkCategories("--max-category", namesOf(limits), s.walker.Classifier); err != nil {
 		return err
 	}

@@ -63,6 +63,10 @@ type settings struct {
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
+	// refusesMissing: check and stats refuse a DLQ that does not exist
+	// (unless allowMissing) when they open it, before any note that it
+	// reads as empty.
+	refusesMissing bool
 }
 
 // GlobalOptions are the flags every command takes (the command contract).

@@ -48,13 +48,14 @@ func (f *Factory) lockExistingJournal(path string) (func(), error) {
 // leaseDLQ takes the DLQ lease for runID with the backend's own primitive.
 // The returned context ends when the lease is lost (it could not be
 // renewed and another run may hold it now), so that the run stops at the
-// next chunk; release is safe to defer. A backend without a lease says so
-// on stderr and the run goes on unguarded.
-func (f *Factory) leaseDLQ(ctx context.Context, src backend.Source, runID string) (context.Context, func(), error) {
+// next chunk. release returns what failed in giving the lease back, for
+// releaseAfter. A backend without a lease says so on stderr and the run
+// goes on unguarded.
+func (f *Factory) leaseDLQ(ctx context.Context, src backend.Source, runID string) (context.Context, func() error, error) {
 	lsr, ok := src.(backend.Leaser)
 	if !ok {
 		fmt.Fprintf(f.IO.ErrOut, "dlqctl: note: %s has no DLQ lease: nothing stops another run on this DLQ meanwhile\n", src)
-		return ctx, func() {}, nil
+		return ctx, func() error { return nil }, nil
 	}
 	lease, err := lsr.Lease(ctx, f.holder(runID))
 	if err != nil {
@@ -70,7 +71,7 @@ func (f *Factory) leaseDLQ(ctx context.Context, src backend.Source, runID string
 		case <-stop:
 		}
 	}()
-	release := func() {
+	release := func() error {
 		close(stop)
 		cancel(nil)
 		// Bounded: with the server down, releasing could wait forever, and
@@ -78,11 +79,26 @@ func (f *Factory) leaseDLQ(ctx context.Context, src backend.Source, runID string
 		// run's resume).
 		rctx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 		defer cancelRelease()
-		if err := lease.Release(rctx); err != nil {
-			fmt.Fprintf(f.IO.ErrOut, "dlqctl: %v\n", err)
-		}
+		return lease.Release(rctx)
 	}
 	return lctx, release, nil
+}
+
+// releaseAfter gives the lease back when a run ends and says what failed
+// in that after what ended the run: the cause (a failed publish, say)
+// before its consequence (the lease could not be released on a server
+// that went away). Deferred as `defer func() { err = f.releaseAfter(err, release) }()`.
+func (f *Factory) releaseAfter(runErr error, release func() error) error {
+	relErr := release()
+	switch {
+	case relErr == nil:
+		return runErr
+	case runErr == nil:
+		// The run is done; the lease expires by itself.
+		fmt.Fprintf(f.IO.ErrOut, "dlqctl: note: %v (it expires by itself)\n", relErr)
+		return nil
+	}
+	return fmt.Errorf("%w\nthen: %v (it expires by itself)", runErr, relErr)
 }
 
 // leaseReleaseTimeout bounds giving a lease back at the end of a run.

@@ -418,7 +418,7 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 // applyPlan checks the plan against the DLQ and runs it. key is the
 // approval key the journal is chained with (nil: a signed run, or a
 // one-step run without one, whose journal is not chained).
-func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approvals []redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) error {
+func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approvals []redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) (err error) {
 	runID := redrive.NewRunID(f.now(), randomSuffix())
 	unlock, err := f.lockJournal(journalPath, runID)
 	if err != nil {
@@ -446,7 +446,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer func() { err = f.releaseAfter(err, release) }()
 	missing, changed, err := redrive.Stale(ctx, s.src, plan)
 	if err != nil {
 		return err

@@ -195,7 +195,7 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 	return nil
 }
 
-func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) error {
+func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) (err error) {
 	unlock, err := f.lockExistingJournal(path)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer func() { err = f.releaseAfter(err, release) }()
 	eng, closeEng, err := f.engine(ctx, s.src, st.Plan, o.effects)
 	if err != nil {
 		return err

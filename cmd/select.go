@@ -102,6 +102,12 @@ func (f *Factory) openSession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.refusesMissing {
+		if err := refuseMissing(src, f.allowMissing); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
 	if n, ok := src.(backend.Noticer); ok && n.Notice() != "" {
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+n.Notice())
 	}

@@ -29,7 +29,7 @@ growth per minute, and a timeline of dead letters per interval, which shows
 when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing = allowMissing
+			f.allowMissing, f.refusesMissing = allowMissing, true
 			defer f.followHeap(c.Context())()
 			if w.watch {
 				return runWatch(c.Context(), f, w)
@@ -113,9 +113,6 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		return err
 	}
 	defer s.src.Close()
-	if err := refuseMissing(s.src, f.allowMissing); err != nil {
-		return err
-	}
 	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}

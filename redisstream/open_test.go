@@ -284,3 +284,17 @@ func writeTestPKI(t *testing.T, dir, name string) (caFile, certFile, keyFile str
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", leafDER), write("key.pem", "EC PRIVATE KEY", keyDER)
 }
+
+// TestErrorsNameTheTypedURL: errors name the URL as it was given, not the
+// form with the default port and database filled in.
+func TestErrorsNameTheTypedURL(t *testing.T) {
+	addr := freeAddr(t)
+	_, err := Open(context.Background(), "redis://"+addr+"?stream=dlq", Options{})
+	if err == nil || !strings.Contains(err.Error(), "redis://"+addr+"?stream=dlq: cannot reach Redis") {
+		t.Errorf("connection refused: %v", err)
+	}
+	_, err = Open(context.Background(), "redis://localhost", Options{})
+	if err == nil || !strings.Contains(err.Error(), "redis source redis://localhost: no stream") {
+		t.Errorf("no stream: %v", err)
+	}
+}

@@ -163,14 +163,14 @@ func (s *Stream) check(ctx context.Context) error {
 		msg := err.Error()
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("%s: connect: %w", s, ctx.Err())
+			return fmt.Errorf("%s: connect: %w", s.src.typed, ctx.Err())
 		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"),
 			strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
-			return fmt.Errorf("%s: authentication failed: %w (check the user and password in the URL or DLQCTL_REDIS_PASSWORD)", s, err)
+			return fmt.Errorf("%s: authentication failed: %w (check the user and password in the URL or DLQCTL_REDIS_PASSWORD)", s.src.typed, err)
 		case strings.Contains(msg, "DB index is out of range"):
 			return backend.Configf("%s: database %d does not exist on this server: %v", s, s.src.db, err)
 		}
-		return fmt.Errorf("%s: cannot reach Redis: %w", s, err)
+		return fmt.Errorf("%s: cannot reach Redis: %w", s.src.typed, err)
 	}
 	typ, err := s.rdb.Type(ctx, s.key).Result()
 	if err != nil {

@@ -60,6 +60,9 @@ type sourceURL struct {
 	tlsInsecure   bool
 	cluster       bool
 	rawQuery      string
+	// typed is the URL as it was given, password hidden: errors name it,
+	// not the form with defaults filled in.
+	typed string
 }
 
 func (u sourceURL) addr() string { return net.JoinHostPort(u.host, strconv.Itoa(u.port)) }
@@ -98,7 +101,7 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		return u, backend.Configf("redis source %q: not a valid URL: %v", raw, reason)
 	}
-	u.scheme = pu.Scheme
+	u.scheme, u.typed = pu.Scheme, typedURL(raw, pu)
 	if u.scheme != "redis" && u.scheme != "rediss" {
 		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", backend.RedactUserinfo(raw), pu.Scheme)
 	}
@@ -145,15 +148,15 @@ func parseURL(raw string) (sourceURL, error) {
 	if path != "" {
 		n, err := strconv.Atoi(path)
 		if err != nil || n < 0 {
-			return u, backend.Configf("redis source %s: bad database %q in the path (want a number: redis://host:port/DB)", u.display(), path)
+			return u, backend.Configf("redis source %s: bad database %q in the path (want a number: redis://host:port/DB)", u.typed, path)
 		}
 		u.db = n
 	}
 	if _, ok := q["stream"]; !ok || u.stream == "" {
-		return u, backend.Configf("redis source %s: no stream: add ?stream=KEY, the DLQ stream's key", u.display())
+		return u, backend.Configf("redis source %s: no stream: add ?stream=KEY, the DLQ stream's key", u.typed)
 	}
 	if _, ok := q["group"]; ok && u.group == "" {
-		return u, backend.Configf("redis source %s: group is empty", u.display())
+		return u, backend.Configf("redis source %s: group is empty", u.typed)
 	}
 	if v, ok := q["tls_insecure"]; ok {
 		b, err := strconv.ParseBool(v[0])
@@ -219,4 +222,28 @@ func withoutQuery(raw string) string {
 func contains(list []string, s string) bool {
 	i := sort.SearchStrings(list, s)
 	return i < len(list) && list[i] == s
+}
+
+// typedURL is raw as it was given with the password of its user info
+// hidden, the user name kept.
+func typedURL(raw string, pu *url.URL) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return backend.RedactUserinfo(raw)
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	out := raw
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			out = raw[:i+3] + user + ":" + redacted + rest[at:]
+		}
+	}
+	if pw, ok := pu.User.Password(); ok && pw != "" && strings.Contains(out, pw) {
+		return backend.RedactUserinfo(raw) // typed in a way not cut above
+	}
+	return out
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -158,18 +159,37 @@ func (q *Queue) Notice() string {
 	return fmt.Sprintf("%s: the queue %q does not exist: it reads as empty", q, q.src.queue)
 }
 
+// credentialsWait bounds the search for credentials: enough for an
+// instance role on EC2, whose metadata service answers in milliseconds.
+const credentialsWait = 3 * time.Second
+
 // newClient builds an SQS client from the standard AWS chain.
 func newClient(ctx context.Context, src sourceURL) (*sqs.Client, error) {
 	var lo []func(*config.LoadOptions) error
 	if src.region != "" {
 		lo = append(lo, config.WithRegion(src.region))
 	}
+	// The SDK's own log lines (IMDS fallbacks) would come before dlqctl's
+	// error and say less.
+	lo = append(lo, config.WithLogger(logging.Nop{}))
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
 		return nil, backend.Configf("sqs source %s: AWS configuration: %v", src.display(), err)
 	}
 	if cfg.Region == "" {
 		return nil, backend.Configf("sqs source %s: no region: add ?region=R or set AWS_REGION", src.display())
+	}
+	// Credentials are looked for once, here, with a bound: off EC2 the
+	// chain's last resort, the instance metadata service, can take many
+	// seconds to fail, and then every request would say so at length.
+	cctx, cancel := context.WithTimeout(ctx, credentialsWait)
+	_, err = cfg.Credentials.Retrieve(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, backend.Configf("sqs source %s: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (ElasticMQ takes any pair, e.g. x and x), or AWS_PROFILE to a profile in ~/.aws", src.display())
 	}
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
 		if src.endpoint != "" {

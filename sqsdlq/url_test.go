@@ -1,9 +1,15 @@
 package sqsdlq
 
 import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
 )
 
 func TestParseURL(t *testing.T) {
@@ -57,5 +63,41 @@ func TestExpiry(t *testing.T) {
 	}
 	if at, warn := expiry(now, 0, now); at != "" || warn != nil {
 		t.Fatalf("no retention: at %q warn %q", at, warn)
+	}
+}
+
+// TestNoCredentials: without credentials, opening the queue fails at once
+// with one line that says how to give them, even where the instance
+// metadata service (the chain's last resort) never answers.
+func TestNoCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accepts and never answers, as a blackholed IMDS does
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_EC2_METADATA_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://"+ln.Addr().String())
+	start := time.Now()
+	_, err = Open(context.Background(), "sqs://orders-dlq?region=eu-west-1&endpoint=http://127.0.0.1:1", Options{})
+	var ce *backend.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("err = %v, want one line (exit 2) saying how to set credentials", err)
+	}
+	if d := time.Since(start); d > 2*credentialsWait {
+		t.Errorf("took %v", d)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -157,15 +159,30 @@ func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 
 // DeadLetter produces the record to the DLT with Spring's headers, then
 // commits its offset. Earlier kafka_dlt-* headers (a record dead-lettered
-// before and redriven) are replaced, as Spring does.
+// before and redriven) are replaced, as Spring does; so are the dlqctl
+// fields of an earlier dead-lettering (an imported entry's last_error,
+// attempts and dead_lettered_at), as the consumer contract asks, and a
+// stale error_class is dropped: left, they would describe the new failure
+// by the old one.
 func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
 	r := m.krec
+	stale := map[string]bool{}
+	for _, f := range []string{envelope.FieldLastError, envelope.FieldErrorClass, envelope.FieldAttempts, envelope.FieldDeadLetteredAt} {
+		for _, n := range s.names[f] {
+			stale[n] = true
+		}
+	}
 	var hs []kgo.RecordHeader
 	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, envelope.SpringPrefix) {
+		if !strings.HasPrefix(h.Key, envelope.SpringPrefix) && !stale[h.Key] {
 			hs = append(hs, h)
 		}
 	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: envelope.FieldLastError, Value: []byte(dl.LastError)},
+		kgo.RecordHeader{Key: envelope.FieldAttempts, Value: []byte(strconv.FormatInt(dl.Attempts, 10))},
+		kgo.RecordHeader{Key: envelope.FieldDeadLetteredAt, Value: []byte(dl.At.UTC().Format(time.RFC3339Nano))},
+	)
 	hs = append(hs,
 		kgo.RecordHeader{Key: envelope.SpringOriginalTopic, Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: envelope.SpringOriginalPartition, Value: be32(r.Partition)},

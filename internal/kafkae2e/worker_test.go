@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	_ "modernc.org/sqlite"
@@ -157,5 +158,64 @@ func TestWorkerDeadLettersRedriveReconcile(t *testing.T) {
 	count := originEvents(t, ctx, origin)
 	if count["E002"] != 2 || count["E005"] != 2 || count["E001"] != 1 {
 		t.Fatalf("origin events %v", count)
+	}
+}
+
+// TestWorkerReplacesStaleDeadLetterFields: a record that carries the
+// dlqctl fields of an earlier dead-lettering (an imported entry, redriven)
+// fails again in the reference worker. Its new dead letter has the new
+// last_error and time, no stale error_class, and dlqctl lists it by them.
+func TestWorkerReplacesStaleDeadLetterFields(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	bin := buildWorker(t, dir)
+	origin := freshTopic(t)
+	createTopic(t, ctx, origin, 1)
+	rec := &kgo.Record{Topic: origin, Key: []byte("k"), Value: []byte(`{"order":1}`), Headers: []kgo.RecordHeader{
+		{Key: "event_id", Value: []byte("E1")},
+		{Key: "last_error", Value: []byte("connection reset by peer")},
+		{Key: "error_class", Value: []byte("transient")},
+		{Key: "dead_lettered_at", Value: []byte("2026-01-02T03:04:05Z")},
+		{Key: "attempts", Value: []byte("9")},
+		{Key: envelope.ImportedFromProperty, Value: []byte("orders-dlq/1-0")},
+	}}
+	if err := client(t).ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Minute)
+	out, err := runWorker(t, bin, "--source", "kafka://"+broker.Bootstrap()+"?topic="+origin+"&group=g", "--inbox", "sqlite:"+filepath.Join(dir, "inbox.db"),
+		"--fail", "E1", "--fail-error", "403 Forbidden", "--until-idle", "2s")
+	if err != nil {
+		t.Fatalf("worker: %v\n%s", err, out)
+	}
+	// The dead letter's own headers: the dlqctl fields rewritten, once.
+	cl := client(t, kgo.ConsumeTopics(origin+".DLT"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := cl.PollRecords(ctx, 1)
+	if errs := fs.Errors(); len(errs) > 0 || len(fs.Records()) != 1 {
+		t.Fatalf("read the dead letter: %v, %d records", errs, len(fs.Records()))
+	}
+	got := map[string][]string{}
+	for _, h := range fs.Records()[0].Headers {
+		got[h.Key] = append(got[h.Key], string(h.Value))
+	}
+	if len(got["error_class"]) != 0 || fmt.Sprint(got["last_error"]) != "[403 Forbidden]" || len(got["dead_lettered_at"]) != 1 ||
+		got["dead_lettered_at"][0] == "2026-01-02T03:04:05Z" || fmt.Sprint(got["attempts"]) == "[9]" {
+		t.Errorf("dead letter headers %v", got)
+	}
+	code, out := dlqctl(t, dir, nil, "--source", source(origin+".DLT", ""), "list", "-o", "json")
+	var doc struct {
+		Items []struct {
+			LastError      string    `json:"last_error"`
+			ErrorClass     string    `json:"error_class"`
+			DeadLetteredAt time.Time `json:"dead_lettered_at"`
+		} `json:"items"`
+	}
+	jsonDoc(t, out, &doc)
+	if code != 0 || len(doc.Items) != 1 {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	it := doc.Items[0]
+	if it.LastError != "403 Forbidden" || it.ErrorClass == "transient" || it.DeadLetteredAt.Before(before) {
+		t.Errorf("the new dead letter reads as the old one: last_error %q, error_class %q, dead_lettered_at %v\n%s", it.LastError, it.ErrorClass, it.DeadLetteredAt, out)
 	}
 }
