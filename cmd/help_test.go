@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,4 +29,36 @@ func TestHelpHasExamplesAndStandsAlone(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCompletionOffersWhatTheCommandTakes: -o completes the formats the
+// command writes (openmetrics only for stats and check), and --source the
+// URL schemes of the backends this build registers, then folders after
+// dir:.
+func TestCompletionOffersWhatTheCommandTakes(t *testing.T) {
+	complete := func(args ...string) []string {
+		out, _, _ := run(t, nil, append([]string{"__complete"}, args...)...)
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if l != "" && !strings.HasPrefix(l, ":") {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	if got := strings.Join(complete("list", "-o", ""), " "); got != "table wide json ndjson markdown" {
+		t.Errorf("list -o completes %q", got)
+	}
+	if got := strings.Join(complete("stats", "-o", ""), " "); !strings.HasSuffix(got, "markdown openmetrics") {
+		t.Errorf("stats -o completes %q", got)
+	}
+	got := strings.Join(complete("--source", ""), " ")
+	for _, want := range []string{"dir:", "redis://", "rediss://", "kafka://", "sqs://", "pulsar://"} {
+		if !strings.Contains(" "+got+" ", " "+want+" ") {
+			t.Errorf("--source completes %q, without %s", got, want)
+		}
+	}
+	if got := complete("--source", "dir:../testdata/inc"); !slices.Contains(got, "dir:../testdata/incident/") {
+		t.Errorf("--source dir:../testdata/inc completes %q", got)
+	}
 }
