@@ -62,3 +62,45 @@ func TestCompletionOffersWhatTheCommandTakes(t *testing.T) {
 		t.Errorf("--source dir:../testdata/inc completes %q", got)
 	}
 }
+
+// TestOneCategoryOrder: stats, categorize and sample list the incident's
+// categories in the same order (by count, largest first).
+func TestOneCategoryOrder(t *testing.T) {
+	src := incidentSource(t)
+	order := func(out string, col int, skipTo string) []string {
+		var names []string
+		seen := map[string]bool{}
+		in := skipTo == ""
+		for _, l := range strings.Split(out, "\n") {
+			if !in {
+				in = l == skipTo
+				continue
+			}
+			if l == "" {
+				if len(names) > 0 && skipTo != "" {
+					break
+				}
+				continue
+			}
+			f := strings.Split(l, "\t")
+			if len(f) <= col || f[col] == "CATEGORY" || seen[f[col]] {
+				continue
+			}
+			seen[f[col]] = true
+			names = append(names, f[col])
+		}
+		return names
+	}
+	stats, _, _ := run(t, nil, "--source", src, "stats")
+	cat, _, _ := run(t, nil, "--source", src, "categorize")
+	sample, _, _ := run(t, nil, "--source", src, "sample", "--seed", "1")
+	want := strings.Join(order(stats, 0, "CATEGORY\tCOUNT"), " ")
+	if want != "transient schema missing-reference code-defect permission unknown malformed conflict" {
+		t.Fatalf("stats orders categories %s", want)
+	}
+	for name, got := range map[string][]string{"categorize": order(cat, 0, ""), "sample": order(sample, 0, "")} {
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s orders categories %v, stats %s", name, got, want)
+		}
+	}
+}
