@@ -304,6 +304,11 @@ func (f *Factory) printRun(d RunDoc) error {
 		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
 	}
 	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
+	if n := d.Verdicts[redrive.VerdictUnverified]; n > 0 && d.Status == redrive.StatusCompleted {
+		// The run did not wait after its last batch (nothing settles
+		// without effects); a later reconcile sees what came back.
+		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: dlqctl reconcile --journal %s shows any that came back to the DLQ", n, d.Journal)})
+	}
 	if d.Resume != "" && d.Remaining > 0 {
 		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
 	}

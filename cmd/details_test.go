@@ -1,0 +1,76 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallDLQ is a dir: DLQ holding the first n entries of the incident.
+func smallDLQ(t *testing.T, n int) (root string) {
+	t.Helper()
+	root = t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, _ := filepath.Glob("../testdata/incident/error/*.json")
+	copied := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if !strings.Contains(string(b), `"psp: 503`) || copied == n {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(root, "error", filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		copied++
+	}
+	return root
+}
+
+// TestOneStepWithoutEffectsDoesNotWait: without --effects nothing settles,
+// so after its last batch the run does not sit out the settle time; it
+// says how to look later. reconcile --journal then shows the DLQ sizes the
+// run recorded (not today's 0→0), and with only a source it names the
+// events that came back.
+func TestOneStepWithoutEffectsDoesNotWait(t *testing.T) {
+	root := smallDLQ(t, 3)
+	src := "dir:" + root
+	plan := filepath.Join(root, "p.json")
+	start := time.Now()
+	out, errOut, code := run(t, nil, "--source", src, "redrive", "--category", "transient", "--reason", "r",
+		"--settle", "1m", "--yes", "--out", plan)
+	if code != 0 {
+		t.Fatalf("redrive exit %d:\n%s%s", code, out, errOut)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the one-step redrive took %s: it waited the settle time after its last batch", took)
+	}
+	journal := strings.TrimSuffix(plan, ".json") + ".journal"
+	if !strings.Contains(out, "check later\t3 unverified: dlqctl reconcile --journal "+journal) {
+		t.Errorf("the summary does not say how to check the unverified events later:\n%s", out)
+	}
+	if _, err := os.Stat(journal + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("the journal's lock file outlived the run: %v", err)
+	}
+	// One of them comes back to the DLQ.
+	back, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+	b, _ := os.ReadFile(back[0])
+	if err := os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run(t, nil, "--source", src, "reconcile", "--journal", journal)
+	if code != 0 {
+		t.Fatalf("reconcile exit %d:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "\t3→0\tre-dead-lettered\tre-dead-lettered=1 unverified=2") {
+		t.Errorf("reconcile --journal lost the run's DLQ sizes or the event that came back:\n%s", out)
+	}
+	if _, errOut, code = run(t, nil, "reconcile", "--journal", journal); code != 2 || !strings.Contains(errOut, "--source") {
+		t.Errorf("reconcile without effects or source: exit %d, %s", code, errOut)
+	}
+}
