@@ -74,3 +74,26 @@ func TestOneStepWithoutEffectsDoesNotWait(t *testing.T) {
 		t.Errorf("reconcile without effects or source: exit %d, %s", code, errOut)
 	}
 }
+
+// TestResolveSummarySaysWhereEntriesWent: a resolve moves nothing: its
+// summary says how many were resolved and that the journal archives them,
+// and its batch table has its own columns, without reconciliation.
+func TestResolveSummarySaysWhereEntriesWent(t *testing.T) {
+	root := smallDLQ(t, 2)
+	plan := filepath.Join(root, "r.json")
+	out, errOut, code := run(t, nil, "--source", "dir:"+root, "resolve", "--category", "transient",
+		"--allow-disposition", "redrive", "--reason", "r", "--yes", "--out", plan)
+	if code != 0 {
+		t.Fatalf("resolve exit %d:\n%s%s", code, out, errOut)
+	}
+	journal := strings.TrimSuffix(plan, ".json") + ".journal"
+	for _, want := range []string{"BATCH\tSIZE\tRESOLVED\tDLQ\n1\t2\t2\t2→0\n",
+		"Resolve complete! 2 resolved, 0 remaining in ", "; archived in " + journal + ".\n", "resolved\t2\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("resolve output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "VERDICTS") || strings.Contains(out, "moved") {
+		t.Errorf("resolve output speaks of moves or verdicts:\n%s", out)
+	}
+}

@@ -126,7 +126,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if done, err := f.emitJSON(doc); done {
 		return err
 	}
-	if err := writeBatches(f.IO.Out, doc.Batches, ro); err != nil {
+	if err := writeBatches(f.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
 		return err
 	}
 	for _, b := range doc.Batches {

@@ -100,13 +100,13 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 	}
 	if v.table == nil {
 		fmt.Fprintln(v.out)
-		t, err := report.NewStream(v.out, "Batches", batchColumns(), ro)
+		t, err := report.NewStream(v.out, "Batches", batchColumns(v.kind), ro)
 		if err != nil {
 			return
 		}
 		v.table = t
 	}
-	_ = v.table.Row(batchRow(b)...)
+	_ = v.table.Row(batchRow(v.kind, b)...)
 	if b.Gate != redrive.GatePass && b.Gate != "" {
 		fmt.Fprintln(v.out)
 		_ = report.WriteLine(v.out, report.ToneBad, gateExplanation(b), ro)
@@ -114,8 +114,16 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 }
 
 // batchColumns fit 80 columns: numbers and the gate are never cut, the
-// verdicts take what is left.
-func batchColumns() []report.Column {
+// verdicts take what is left (and the line below when that is not enough).
+// A resolve moves nothing anywhere and nothing is reconciled: its batches
+// say how many were resolved (archived in the journal) and the DLQ's size.
+func batchColumns(kind string) []report.Column {
+	if kind == redrive.KindResolve {
+		return []report.Column{
+			{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "resolved", Right: true},
+			{Name: "dlq", Kind: report.Key},
+		}
+	}
 	return []report.Column{
 		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
 		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
@@ -124,27 +132,31 @@ func batchColumns() []report.Column {
 	}
 }
 
-func batchRow(b redrive.BatchReport) []any {
+func batchRow(kind string, b redrive.BatchReport) []any {
+	dlq := fmt.Sprintf("%d→%d", b.DLQBefore, b.DLQAfter)
+	if kind == redrive.KindResolve {
+		return []any{b.Index, b.Size, b.Moved, dlq}
+	}
 	var vs []string
 	for _, k := range sortedKeys(b.Verdicts) {
 		vs = append(vs, fmt.Sprintf("%s=%d", k, b.Verdicts[k]))
 	}
-	return []any{b.Index, b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents,
-		fmt.Sprintf("%d→%d", b.DLQBefore, b.DLQAfter), b.Gate, strings.Join(vs, " ")}
+	return []any{b.Index, b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents, dlq, b.Gate, strings.Join(vs, " ")}
 }
 
-// batchTable is the whole batch report of a finished run (status).
-func writeBatches(w io.Writer, batches []redrive.BatchReport, ro report.Options) error {
+// writeBatches is the whole batch report of a run of this kind (status,
+// reconcile).
+func writeBatches(w io.Writer, kind string, batches []redrive.BatchReport, ro report.Options) error {
 	if len(batches) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
-	t, err := report.NewStream(w, "Batches", batchColumns(), ro)
+	t, err := report.NewStream(w, "Batches", batchColumns(kind), ro)
 	if err != nil {
 		return err
 	}
 	for _, b := range batches {
-		if err := t.Row(batchRow(b)...); err != nil {
+		if err := t.Row(batchRow(kind, b)...); err != nil {
 			return err
 		}
 	}
@@ -262,13 +274,21 @@ func (f *Factory) printRun(d RunDoc) error {
 	case redrive.StatusInterrupted:
 		tone, outcome = report.ToneWarn, "interrupted"
 	}
-	head := fmt.Sprintf("%s %s! %d moved", verb, outcome, d.Moved)
+	moved := "moved"
+	if d.Kind == redrive.KindResolve {
+		moved = "resolved"
+	}
+	head := fmt.Sprintf("%s %s! %d %s", verb, outcome, d.Moved, moved)
 	if d.Failed > 0 {
 		head += fmt.Sprintf(", %d failed", d.Failed)
 	}
 	head += fmt.Sprintf(", %d remaining", d.Remaining)
 	if d.DurationSeconds != nil {
 		head += " in " + time.Duration(*d.DurationSeconds*float64(time.Second)).Round(time.Second).String()
+	}
+	if d.Kind == redrive.KindResolve && d.Moved > 0 {
+		// Resolved entries go nowhere but the journal, which keeps them.
+		head += "; archived in " + d.Journal
 	}
 	if err := report.WriteLine(f.IO.Out, tone, head+".", ro); err != nil {
 		return err
@@ -280,7 +300,7 @@ func (f *Factory) printRun(d RunDoc) error {
 	if d.EndedAt != nil {
 		fields = append(fields, report.Field{Key: "ended", Value: *d.EndedAt})
 	}
-	fields = append(fields, report.Field{Key: "planned", Value: d.Planned}, report.Field{Key: "moved", Value: d.Moved})
+	fields = append(fields, report.Field{Key: "planned", Value: d.Planned}, report.Field{Key: moved, Value: d.Moved})
 	if d.Gone+d.Skipped+d.Failed > 0 {
 		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
 	}
