@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,27 @@ func TestResolveSummarySaysWhereEntriesWent(t *testing.T) {
 	}
 	if strings.Contains(out, "VERDICTS") || strings.Contains(out, "moved") {
 		t.Errorf("resolve output speaks of moves or verdicts:\n%s", out)
+	}
+}
+
+// TestCtrlCSummaryCountsUnreconciledMoves: a run stopped while it waits
+// for a batch to settle says how many of its moves are not reconciled yet
+// (the resume reconciles them first).
+func TestCtrlCSummaryCountsUnreconciledMoves(t *testing.T) {
+	root := smallDLQ(t, 4)
+	io, _, out, errOut := TestIO()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	f := &Factory{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}
+	code := Execute(ctx, f, []string{"--source", "dir:" + root, "redrive", "--category", "transient", "--ramp", "2",
+		"--unverified-ok", "--rate", "0", "--settle", "1m", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json")})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, ExitInterrupted, out, errOut)
+	}
+	for _, want := range []string{"Redrive interrupted! 2 moved (2 not yet reconciled), 2 remaining", "not reconciled\t2: the resume reconciles them first"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s\n%s", want, out, errOut)
+		}
 	}
 }

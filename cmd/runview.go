@@ -54,6 +54,11 @@ func (v *runView) begin(st *redrive.State) {
 		v.base += b.Size
 		v.nextBatch = b.Index + 1
 	}
+	if moved, gone, skipped, _ := st.Counts(); v.kind == redrive.KindRedrive {
+		// Moves of a batch a stopped run left open are not this
+		// process's: the rate counts from after them.
+		v.base = max(v.base, moved+gone+skipped)
+	}
 	v.batchBase, v.pos = v.base, v.base
 	v.began = v.f.Now()
 }
@@ -279,6 +284,18 @@ func (f *Factory) printRun(d RunDoc) error {
 		moved = "resolved"
 	}
 	head := fmt.Sprintf("%s %s! %d %s", verb, outcome, d.Moved, moved)
+	unreconciled := 0
+	if d.Kind == redrive.KindRedrive && d.Status != redrive.StatusCompleted {
+		// Moves of a batch that was stopped before its verdicts.
+		unreconciled = d.Moved
+		for _, b := range d.Batches {
+			unreconciled -= b.Moved
+		}
+		unreconciled = max(unreconciled, 0)
+	}
+	if unreconciled > 0 {
+		head += fmt.Sprintf(" (%d not yet reconciled)", unreconciled)
+	}
 	if d.Failed > 0 {
 		head += fmt.Sprintf(", %d failed", d.Failed)
 	}
@@ -305,6 +322,9 @@ func (f *Factory) printRun(d RunDoc) error {
 		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
 	}
 	fields = append(fields, report.Field{Key: "remaining", Value: d.Remaining})
+	if unreconciled > 0 {
+		fields = append(fields, report.Field{Key: "not reconciled", Value: fmt.Sprintf("%d: the resume reconciles them first", unreconciled)})
+	}
 	if len(d.Verdicts) > 0 {
 		var vs []string
 		for _, k := range sortedByCount(d.Verdicts) {

@@ -488,7 +488,9 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 			return err
 		}
 	}
-	done := 0
+	// A resumed batch's entries that a stopped run already moved count as
+	// done: the bar goes on from the total moved.
+	done := len(seqs) - len(publish)
 	for _, b := range st.Batches {
 		done += b.Size
 	}
