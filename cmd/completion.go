@@ -16,9 +16,9 @@ import (
 // arguments: categories, dispositions, output formats, profiles, and plan
 // and journal files, so that a tab at 3 a.m. offers what is valid.
 func registerCompletions(f *Factory, root *cobra.Command) {
-	formats := func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	formats := func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		var out []string
-		for _, fm := range report.Formats() {
+		for _, fm := range formatsFor(c) {
 			out = append(out, string(fm))
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
@@ -32,7 +32,7 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 	}
 	_ = root.RegisterFlagCompletionFunc("output", formats)
 	_ = root.RegisterFlagCompletionFunc("profile", profiles)
-	_ = root.RegisterFlagCompletionFunc("source", noFiles)
+	_ = root.RegisterFlagCompletionFunc("source", sourceCompletion(f))
 	walk(root, func(c *cobra.Command) {
 		if fl := c.Flags().Lookup("category"); fl != nil {
 			_ = c.RegisterFlagCompletionFunc("category", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -62,8 +62,68 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 	})
 }
 
-func noFiles(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-	return nil, cobra.ShellCompDirectiveNoFileComp
+// formatsFor is the output formats command c writes: openmetrics only
+// for stats and check, the others for every command.
+func formatsFor(c *cobra.Command) []report.Format {
+	var out []report.Format
+	for _, fm := range report.Formats() {
+		if fm == report.FormatOpenMetrics && c.Name() != "stats" && c.Name() != "check" {
+			continue
+		}
+		out = append(out, fm)
+	}
+	return out
+}
+
+// sourceCompletion offers the URL schemes of the backends this build has
+// ("redis://", "dir:"), from the registry; after a path scheme such as
+// dir:, the folders below what is typed.
+func sourceCompletion(f *Factory) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		var prefixes []string
+		for _, reg := range f.backends().All() {
+			for _, scheme := range reg.Schemes {
+				// Only a scheme whose usage reads SCHEME:PATH is a path
+				// (dir:PATH); the others are SCHEME://HOST.
+				if !strings.HasPrefix(reg.Usage, scheme+":") || strings.HasPrefix(reg.Usage, scheme+"://") {
+					prefixes = append(prefixes, scheme+"://")
+					continue
+				}
+				prefix := scheme + ":"
+				if rest, ok := strings.CutPrefix(toComplete, prefix); ok {
+					return folders(prefix, rest), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+				}
+				prefixes = append(prefixes, prefix)
+			}
+		}
+		sort.Strings(prefixes)
+		return prefixes, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+// folders are the folders below the one being typed, each after prefix.
+func folders(prefix, typed string) []string {
+	dir := filepath.Dir(typed)
+	if strings.HasSuffix(typed, "/") {
+		dir = typed
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if dir == "." && !strings.HasPrefix(typed, "./") {
+			p = e.Name()
+		}
+		out = append(out, prefix+p+"/")
+	}
+	sort.Strings(out)
+	return out
 }
 
 func walk(c *cobra.Command, fn func(*cobra.Command)) {

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,7 +144,7 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		f.IO.Out = &jq.buf
 		c.SetOut(f.IO.Out)
 	}
-	if f.format == report.FormatOpenMetrics && c.Name() != "stats" && c.Name() != "check" {
+	if f.format == report.FormatOpenMetrics && !slices.Contains(formatsFor(c), f.format) {
 		return usageErrorf("-o openmetrics is for stats and check only; %s takes table, wide, json, ndjson or markdown", c.Name())
 	}
 	f.source = firstNonEmpty(g.Source, f.Getenv("DLQCTL_SOURCE"), f.profile.Source)

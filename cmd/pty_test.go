@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -340,5 +341,38 @@ func TestHelpWrapsToTheTerminal(t *testing.T) {
 		if !strings.Contains(joined, "use --max") || !strings.Contains(joined, "left-out entries do not count") {
 			t.Errorf("--limit and --max do not say how they differ:\n%s", screen)
 		}
+	}
+}
+
+// TestResumedBarCountsFromTheTotalMoved: a run stopped in the middle of a
+// batch and resumed on a terminal shows its bar from the total moved so
+// far, not from the start of the batch.
+func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
+	root := smallDLQ(t, 8)
+	plan := filepath.Join(root, "p.json")
+	io, _, out, errOut := TestIO()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(900*time.Millisecond, cancel)
+	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	code := Execute(ctx, f, []string{"--source", "dir:" + root, "redrive", "--category", "transient", "--ramp", "8",
+		"--rate", "4", "--burst", "1", "--settle", "0s", "--reason", "r", "--yes", "--out", plan})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, ExitInterrupted, out, errOut)
+	}
+	moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+	if len(moved) == 0 || len(moved) >= 7 {
+		t.Skipf("the stop came at a batch's edge (%d moved): nothing to resume mid-batch", len(moved))
+	}
+	screen, code := onTerminal(t, 80, nil, "--no-color", "redrive", "resume", strings.TrimSuffix(plan, ".json")+".journal", "--yes")
+	if code != 0 {
+		t.Fatalf("resume exit %d:\n%s", code, screen)
+	}
+	bars := regexp.MustCompile(`\] (\d+)/\d+`).FindAllStringSubmatch(screen, -1)
+	if len(bars) == 0 {
+		t.Fatalf("no progress bar on the terminal:\n%q", screen)
+	}
+	if first, _ := strconv.Atoi(bars[0][1]); first <= len(moved) {
+		t.Errorf("the resumed bar starts at %d with %d already moved:\n%q", first, len(moved), screen)
 	}
 }

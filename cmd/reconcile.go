@@ -27,7 +27,10 @@ func newReconcileCmd(f *Factory) *cobra.Command {
 		Long: `Give the reconciliation verdicts (applied, absorbed-duplicate, re-dead-lettered,
 pending, duplicate-effect, conflict) on demand: for every batch of a run's journal
 (--journal), or for the events named with --event-id. One effects round trip
-per batch. With a source, events found in the DLQ count as re-dead-lettered.`,
+per batch. With a source, events found in the DLQ count as re-dead-lettered;
+without effects (none given, none in the plan) a source is all there is, and
+the events not back in the DLQ stay unverified. With --journal, each batch's
+DLQ column is the sizes the run recorded around it.`,
 		Example: `  dlqctl reconcile --journal plan.journal --source redis://127.0.0.1:6379/0?stream=dlq
   dlqctl reconcile --event-id E42 --event-id E43 --effects sqlite:inbox.db`,
 		Args: cobra.NoArgs,
@@ -57,6 +60,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	}
 	var batches []redrive.Moved
 	var watermarks []string
+	var recorded []redrive.BatchReport // as the run saw them; nil for --event-id
 	url, query := o.effects, o.query
 	if o.journal != "" {
 		// Streamed: the journal of a large run is never held whole.
@@ -64,13 +68,13 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		if err != nil {
 			return err
 		}
-		plan, b, w, err := redrive.MovedByBatchFile(o.journal, given)
+		plan, b, w, r, err := redrive.MovedByBatchFile(o.journal, given)
 		if err != nil {
 			return replayError(err)
 		}
 		url = firstNonEmpty(url, plan.Params.Effects)
 		query = firstNonEmpty(query, plan.Params.EffectsQuery)
-		batches, watermarks = b, w
+		batches, watermarks, recorded = b, w, r
 	} else {
 		var es redrive.EntryList
 		for _, id := range o.eventIDs {
@@ -78,15 +82,21 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		}
 		batches, watermarks = []redrive.Moved{es}, []string{""}
 	}
-	if url == "" {
-		return usageErrorf("no effects URL: give --effects")
+	// Without effects only a source can say anything: which events came
+	// back to the DLQ (re-dead-lettered); the others stay unverified.
+	if url == "" && f.source == "" {
+		return usageErrorf("no effects URL and no source: give --effects, or --source to see which events came back to the DLQ")
 	}
-	probe, err := f.openProbe(ctx, url, query)
-	if err != nil {
-		return err
+	c := redrive.Reconciler{Now: f.Now}
+	effectsName := ""
+	if url != "" {
+		probe, err := f.openProbe(ctx, url, query)
+		if err != nil {
+			return err
+		}
+		defer probe.Close()
+		c.Probe, effectsName = probe, probe.String()
 	}
-	defer probe.Close()
-	c := redrive.Reconciler{Probe: probe, Now: f.Now}
 	if f.source != "" {
 		s, err := f.openSession(ctx)
 		if err != nil {
@@ -95,9 +105,14 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		defer s.src.Close()
 		c.Source = s.src
 	}
-	doc := ReconcileDoc{Schema: "dlqctl.reconcile/v1", Effects: probe.String(), Batches: []redrive.BatchReport{}}
+	doc := ReconcileDoc{Schema: "dlqctl.reconcile/v1", Effects: effectsName, Batches: []redrive.BatchReport{}}
 	for i, b := range batches {
 		rep := redrive.BatchReport{Index: i + 1, Size: b.Len()}
+		if recorded != nil {
+			// The DLQ sizes around the batch are the run's: now they
+			// would be today's, the same for every batch.
+			rep.Size, rep.DLQBefore, rep.DLQAfter = recorded[i].Size, recorded[i].DLQBefore, recorded[i].DLQAfter
+		}
 		if err := c.Batch(ctx, b, watermarks[i], 0, &rep); err != nil {
 			return err
 		}
@@ -111,7 +126,7 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if done, err := f.emitJSON(doc); done {
 		return err
 	}
-	if err := writeBatches(f.IO.Out, doc.Batches, ro); err != nil {
+	if err := writeBatches(f.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
 		return err
 	}
 	for _, b := range doc.Batches {

@@ -54,6 +54,11 @@ func (v *runView) begin(st *redrive.State) {
 		v.base += b.Size
 		v.nextBatch = b.Index + 1
 	}
+	if moved, gone, skipped, _ := st.Counts(); v.kind == redrive.KindRedrive {
+		// Moves of a batch a stopped run left open are not this
+		// process's: the rate counts from after them.
+		v.base = max(v.base, moved+gone+skipped)
+	}
 	v.batchBase, v.pos = v.base, v.base
 	v.began = v.f.Now()
 }
@@ -100,13 +105,13 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 	}
 	if v.table == nil {
 		fmt.Fprintln(v.out)
-		t, err := report.NewStream(v.out, "Batches", batchColumns(), ro)
+		t, err := report.NewStream(v.out, "Batches", batchColumns(v.kind), ro)
 		if err != nil {
 			return
 		}
 		v.table = t
 	}
-	_ = v.table.Row(batchRow(b)...)
+	_ = v.table.Row(batchRow(v.kind, b)...)
 	if b.Gate != redrive.GatePass && b.Gate != "" {
 		fmt.Fprintln(v.out)
 		_ = report.WriteLine(v.out, report.ToneBad, gateExplanation(b), ro)
@@ -114,8 +119,16 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 }
 
 // batchColumns fit 80 columns: numbers and the gate are never cut, the
-// verdicts take what is left.
-func batchColumns() []report.Column {
+// verdicts take what is left (and the line below when that is not enough).
+// A resolve moves nothing anywhere and nothing is reconciled: its batches
+// say how many were resolved (archived in the journal) and the DLQ's size.
+func batchColumns(kind string) []report.Column {
+	if kind == redrive.KindResolve {
+		return []report.Column{
+			{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "resolved", Right: true},
+			{Name: "dlq", Kind: report.Key},
+		}
+	}
 	return []report.Column{
 		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
 		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
@@ -124,27 +137,31 @@ func batchColumns() []report.Column {
 	}
 }
 
-func batchRow(b redrive.BatchReport) []any {
+func batchRow(kind string, b redrive.BatchReport) []any {
+	dlq := fmt.Sprintf("%d→%d", b.DLQBefore, b.DLQAfter)
+	if kind == redrive.KindResolve {
+		return []any{b.Index, b.Size, b.Moved, dlq}
+	}
 	var vs []string
 	for _, k := range sortedKeys(b.Verdicts) {
 		vs = append(vs, fmt.Sprintf("%s=%d", k, b.Verdicts[k]))
 	}
-	return []any{b.Index, b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents,
-		fmt.Sprintf("%d→%d", b.DLQBefore, b.DLQAfter), b.Gate, strings.Join(vs, " ")}
+	return []any{b.Index, b.Size, b.Moved, b.Attempts, b.Effects, b.UniqueEvents, dlq, b.Gate, strings.Join(vs, " ")}
 }
 
-// batchTable is the whole batch report of a finished run (status).
-func writeBatches(w io.Writer, batches []redrive.BatchReport, ro report.Options) error {
+// writeBatches is the whole batch report of a run of this kind (status,
+// reconcile).
+func writeBatches(w io.Writer, kind string, batches []redrive.BatchReport, ro report.Options) error {
 	if len(batches) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
-	t, err := report.NewStream(w, "Batches", batchColumns(), ro)
+	t, err := report.NewStream(w, "Batches", batchColumns(kind), ro)
 	if err != nil {
 		return err
 	}
 	for _, b := range batches {
-		if err := t.Row(batchRow(b)...); err != nil {
+		if err := t.Row(batchRow(kind, b)...); err != nil {
 			return err
 		}
 	}
@@ -262,7 +279,23 @@ func (f *Factory) printRun(d RunDoc) error {
 	case redrive.StatusInterrupted:
 		tone, outcome = report.ToneWarn, "interrupted"
 	}
-	head := fmt.Sprintf("%s %s! %d moved", verb, outcome, d.Moved)
+	moved := "moved"
+	if d.Kind == redrive.KindResolve {
+		moved = "resolved"
+	}
+	head := fmt.Sprintf("%s %s! %d %s", verb, outcome, d.Moved, moved)
+	unreconciled := 0
+	if d.Kind == redrive.KindRedrive && d.Status != redrive.StatusCompleted {
+		// Moves of a batch that was stopped before its verdicts.
+		unreconciled = d.Moved
+		for _, b := range d.Batches {
+			unreconciled -= b.Moved
+		}
+		unreconciled = max(unreconciled, 0)
+	}
+	if unreconciled > 0 {
+		head += fmt.Sprintf(" (%d not yet reconciled)", unreconciled)
+	}
 	if d.Failed > 0 {
 		head += fmt.Sprintf(", %d failed", d.Failed)
 	}
@@ -272,6 +305,10 @@ func (f *Factory) printRun(d RunDoc) error {
 	}
 	if n := len(d.CameBack); n > 0 {
 		head += fmt.Sprintf("; %d came back to the DLQ", n)
+	}
+	if d.Kind == redrive.KindResolve && d.Moved > 0 {
+		// Resolved entries go nowhere but the journal, which keeps them.
+		head += "; archived in " + d.Journal
 	}
 	if err := report.WriteLine(f.IO.Out, tone, head+".", ro); err != nil {
 		return err
@@ -283,13 +320,16 @@ func (f *Factory) printRun(d RunDoc) error {
 	if d.EndedAt != nil {
 		fields = append(fields, report.Field{Key: "ended", Value: *d.EndedAt})
 	}
-	fields = append(fields, report.Field{Key: "planned", Value: d.Planned}, report.Field{Key: "moved", Value: d.Moved})
+	fields = append(fields, report.Field{Key: "planned", Value: d.Planned}, report.Field{Key: moved, Value: d.Moved})
 	if d.Gone+d.Skipped+d.Failed > 0 {
 		fields = append(fields, report.Field{Key: "not moved", Value: fmt.Sprintf("%d gone, %d changed, %d failed", d.Gone, d.Skipped, d.Failed)})
 	}
 	fields = append(fields, report.Field{Key: "remaining", Value: d.Remaining})
 	if len(d.CameBack) > 0 {
 		fields = append(fields, report.Field{Key: "came back", Value: strings.Join(d.CameBack, ", ")})
+	}
+	if unreconciled > 0 {
+		fields = append(fields, report.Field{Key: "not reconciled", Value: fmt.Sprintf("%d: the resume reconciles them first", unreconciled)})
 	}
 	if len(d.Verdicts) > 0 {
 		var vs []string
@@ -310,6 +350,11 @@ func (f *Factory) printRun(d RunDoc) error {
 		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
 	}
 	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
+	if n := d.Verdicts[redrive.VerdictUnverified]; n > 0 && d.Status == redrive.StatusCompleted {
+		// The run did not wait after its last batch (nothing settles
+		// without effects); a later reconcile sees what came back.
+		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: dlqctl reconcile --journal %s shows any that came back to the DLQ", n, d.Journal)})
+	}
 	if d.Resume != "" && d.Remaining > 0 {
 		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
 	}

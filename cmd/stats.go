@@ -199,7 +199,11 @@ func writeCounts(f *Factory, title, col string, counts map[string]int, ro report
 		c.Tone = report.DispositionTone
 	}
 	t := report.Table{Title: title, Columns: []report.Column{c, {Name: "count", Right: true}}}
-	for _, k := range sortedByCount(counts) {
+	keys := sortedByCount(counts)
+	if col == "category" {
+		keys = categoryOrder(f, counts)
+	}
+	for _, k := range keys {
 		name := k
 		if name == "" {
 			name = "(none)"
@@ -207,6 +211,20 @@ func writeCounts(f *Factory, title, col string, counts map[string]int, ro report
 		t.Rows = append(t.Rows, []any{name, counts[k]})
 	}
 	return report.WriteTable(f.IO.Out, t, ro)
+}
+
+// categoryOrder lists categories as every view does (see
+// inspect.OrderCategories), ties in the order of the rules in effect.
+func categoryOrder(f *Factory, counts map[string]int) []string {
+	var rules []string
+	if cl, err := f.classifier(); err == nil {
+		for _, c := range cl.Categories() {
+			rules = append(rules, c.Category)
+		}
+	}
+	keys := sortedKeys(counts)
+	inspect.OrderCategories(keys, func(k string) int { return counts[k] }, rules)
+	return keys
 }
 
 // sortedByCount orders keys by count, largest first, then by name.

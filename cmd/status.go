@@ -32,7 +32,7 @@ func newStatusCmd(f *Factory, kind string) *cobra.Command {
 			}
 			ro := f.reportOptions()
 			if !ro.Format.IsJSON() {
-				if err := writeBatches(f.IO.Out, st.Batches, ro); err != nil {
+				if err := writeBatches(f.IO.Out, st.Plan.Kind, st.Batches, ro); err != nil {
 					return err
 				}
 			}

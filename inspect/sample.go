@@ -39,19 +39,16 @@ func (w Walker) Sample(ctx context.Context, sel Selector, perCategory int, seed 
 	if err != nil {
 		return nil, err
 	}
-	var out []Item
+	var rules, names []string
 	for _, known := range w.Classifier.Categories() {
-		if r := res[known.Category]; r != nil {
-			out = append(out, sortByID(r.items)...)
-			delete(res, known.Category)
-		}
+		rules = append(rules, known.Category)
 	}
-	rest := make([]string, 0, len(res))
 	for name := range res {
-		rest = append(rest, name)
+		names = append(names, name)
 	}
-	slices.Sort(rest)
-	for _, name := range rest {
+	OrderCategories(names, func(n string) int { return res[n].seen }, rules)
+	var out []Item
+	for _, name := range names {
 		out = append(out, sortByID(res[name].items)...)
 	}
 	if limit > 0 && len(out) > limit {

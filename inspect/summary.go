@@ -177,19 +177,15 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	slices.Sort(s.Conflicts)
 	s.AgeP50 = ages.percentile(50)
 	s.AgeP95 = ages.percentile(95)
+	var rules, names []string
 	for _, known := range w.Classifier.Categories() {
-		if cs := cats[known.Category]; cs != nil {
-			s.Categories = append(s.Categories, *cs)
-			delete(cats, known.Category)
-		}
+		rules = append(rules, known.Category)
 	}
-	// Producer hints may name categories outside the rules; keep them, sorted.
-	rest := make([]string, 0, len(cats))
 	for name := range cats {
-		rest = append(rest, name)
+		names = append(names, name)
 	}
-	slices.Sort(rest)
-	for _, name := range rest {
+	OrderCategories(names, func(n string) int { return cats[n].Count }, rules)
+	for _, name := range names {
 		s.Categories = append(s.Categories, *cats[name])
 	}
 	return s, nil

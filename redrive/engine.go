@@ -489,7 +489,9 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 			return err
 		}
 	}
-	done := 0
+	// A resumed batch's entries that a stopped run already moved count as
+	// done: the bar goes on from the total moved.
+	done := len(seqs) - len(publish)
 	for _, b := range st.Batches {
 		done += b.Size
 	}
@@ -604,7 +606,14 @@ func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, waterma
 		}
 	}
 	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery}
-	if err := c.Batch(ctx, moved, watermark, time.Duration(st.Plan.Params.Settle), rep); err != nil {
+	settle := time.Duration(st.Plan.Params.Settle)
+	if e.Probe == nil && !st.workLeft() {
+		// Without effects no event ever settles, so the wait only watches
+		// for re-dead-letters to gate the next batch; after the last one
+		// it would wait the whole settle time for nothing.
+		settle = 0
+	}
+	if err := c.Batch(ctx, moved, watermark, settle, rep); err != nil {
 		return err
 	}
 	rep.ApplyGates(st.Plan.Params.MaxFailedRatio)

@@ -265,6 +265,21 @@ func (st *State) nextBatch(size int) []int64 {
 	return next
 }
 
+// workLeft says whether this run has entries left to move after the
+// batches so far: ones to retry, or untried ones. It reads from the cursor,
+// which only entries already settled precede, so it costs about a batch.
+func (st *State) workLeft() bool {
+	if len(st.retry) > 0 {
+		return true
+	}
+	for i := st.cursor; i < len(st.step); i++ {
+		if !st.settledAt(i) {
+			return true
+		}
+	}
+	return false
+}
+
 // settled: done, or failed (and so not tried again unless retried).
 func (st *State) settledAt(i int) bool {
 	switch stepNames[st.step[i]] {
@@ -306,16 +321,18 @@ func MovedByBatch(p *Plan, recs []Record) ([]Moved, []string, error) {
 }
 
 // MovedByBatchFile is MovedByBatch over a journal file, streamed: it also
-// returns the run's plan. p is as for MovedByBatch.
-func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, error) {
+// returns the run's plan, and each batch's report as the run recorded it
+// (its DLQ sizes before and after, which only the run could see). p is as
+// for MovedByBatch.
+func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, []BatchReport, error) {
 	m := movedByBatch{given: p}
 	if _, err := ScanJournal(path, nil, m.add); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if m.plan == nil {
-		return nil, nil, nil, fmt.Errorf("journal %s: %w", path, ErrNeverStarted)
+		return nil, nil, nil, nil, fmt.Errorf("journal %s: %w", path, ErrNeverStarted)
 	}
-	return m.plan, m.batches, m.marks, nil
+	return m.plan, m.batches, m.marks, m.reports, nil
 }
 
 // movedByBatch collects what MovedByBatch returns one record at a time;
@@ -328,6 +345,7 @@ type movedByBatch struct {
 	mark    string
 	batches []Moved
 	marks   []string
+	reports []BatchReport
 }
 
 func (m *movedByBatch) add(r Record) error {
@@ -361,6 +379,12 @@ func (m *movedByBatch) add(r Record) error {
 		}
 		m.batches = append(m.batches, b)
 		m.marks = append(m.marks, m.mark)
+		var rep BatchReport
+		if r.Batch != nil {
+			rep = *r.Batch
+			rep.Events = nil
+		}
+		m.reports = append(m.reports, rep)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -68,25 +67,16 @@ func (t *tally) add(e envelope.Envelope, c envelope.Classification, now time.Tim
 	}
 }
 
-// snapshot copies the rows in the order categorize uses: the rules' order,
-// then categories named only by producers, sorted.
+// snapshot copies the rows in the order categorize uses (see
+// inspect.OrderCategories).
 func (t *tally) snapshot() []catRow {
-	out := make([]catRow, 0, len(t.rows))
-	known := map[string]bool{}
-	for _, name := range t.order {
-		known[name] = true
-		if r := t.rows[name]; r != nil {
-			out = append(out, *r)
-		}
-	}
-	var rest []string
+	names := make([]string, 0, len(t.rows))
 	for name := range t.rows {
-		if !known[name] {
-			rest = append(rest, name)
-		}
+		names = append(names, name)
 	}
-	slices.Sort(rest)
-	for _, name := range rest {
+	inspect.OrderCategories(names, func(n string) int { return t.rows[n].Count }, t.order)
+	out := make([]catRow, 0, len(names))
+	for _, name := range names {
 		out = append(out, *t.rows[name])
 	}
 	return out
