@@ -241,12 +241,19 @@ func (d *dlqctl) timeUI(ctx context.Context, args []string, run *UIRun, early bo
 		}
 		run.ScanDone = time.Since(start)
 	}
-	// Rows follow rule order: schema, code-defect, permission, …
-	for _, k := range []string{"j", "j"} {
-		if err := w.press(ptmx, k); err != nil {
+	// Rows are ordered by count, which the running scan may still change:
+	// move down until the cursor is drawn on the category (the browser
+	// keeps it there while rows reorder).
+	for i := 0; ; i++ {
+		if i == 12 {
+			return fail(fmt.Errorf("the cursor never reached %s", uiCategory))
+		}
+		if err := w.press(ptmx, "j"); err != nil {
 			return fail(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if w.wait(ctx, "› "+uiCategory, 200*time.Millisecond) == nil {
+			break
+		}
 	}
 	opened := time.Now()
 	if err := w.press(ptmx, "\r"); err != nil {

@@ -386,8 +386,20 @@ func (m *Model) onScan(env scanEnvelope) tea.Cmd {
 	}
 	m.seen, m.total, m.pass = msg.seen, msg.total, msg.pass
 	if msg.rows != nil {
+		// Rows are ordered by count, which a running scan changes: the
+		// cursor stays on the category it was on, not on its old row.
+		var on string
+		if m.catCursor < len(m.rows) {
+			on = m.rows[m.catCursor].Name
+		}
 		m.rows = msg.rows
 		m.catCursor = clamp(m.catCursor, 0, max(len(m.rows)-1, 0))
+		for i, r := range m.rows {
+			if r.Name == on {
+				m.catCursor = i
+				break
+			}
+		}
 	}
 	var cmd tea.Cmd
 	if msg.conflicts != nil && m.conflicts == nil {

@@ -105,6 +105,23 @@ func TestCountsClimbWhileTheScanRuns(t *testing.T) {
 	}
 }
 
+// TestCursorStaysOnItsCategory: rows are ordered by count, which a
+// running scan changes; the cursor follows its category, so Enter opens
+// the one the operator chose.
+func TestCursorStaysOnItsCategory(t *testing.T) {
+	m := testModel(t)
+	scanned(m, 100, false, catRow{Name: "transient", Count: 60}, catRow{Name: "permission", Count: 40})
+	m.catCursor = 1
+	scanned(m, 300, false, catRow{Name: "permission", Count: 200}, catRow{Name: "transient", Count: 100})
+	if got := m.rows[m.catCursor].Name; got != "permission" {
+		t.Fatalf("the cursor is on %s after the rows reordered, want permission", got)
+	}
+	scanned(m, 400, true, catRow{Name: "transient", Count: 400})
+	if m.catCursor != 0 {
+		t.Fatalf("the cursor is on row %d of 1 once its category is gone", m.catCursor)
+	}
+}
+
 func TestStaleScanMessagesAreIgnored(t *testing.T) {
 	m := testModel(t)
 	old := m.gen
