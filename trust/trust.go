@@ -215,6 +215,19 @@ func RequiredBy(p Policy) string {
 	return ""
 }
 
+// MaxTTL is the longest an approval may last under p: the policy's cap,
+// else approval.DefaultMaxTTL.
+func MaxTTL(p Policy) time.Duration {
+	return cmp.Or(p.MaxApprovalTTL, approval.DefaultMaxTTL)
+}
+
+// PlannerMayApprove says whether whoever planned a change may approve it:
+// not under the distinct-approver rule, which the flag (distinct) or the
+// policy sets.
+func PlannerMayApprove(p Policy, distinct bool) bool {
+	return !distinct && !p.DistinctApprover
+}
+
 // GoingOn is how a resumed run may go on.
 type GoingOn int
 
