@@ -149,7 +149,7 @@ type Settings struct {
 	// dlqctl.yaml", "(no config file)").
 	Config string
 	Keys   Keys
-	// Distinct is --distinct-approver: neither the planner nor the
+	// Distinct is --require-distinct-approver: neither the planner nor the
 	// applier may approve, whatever the policy says.
 	Distinct bool
 	// Applier is who runs the plan.
