@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 type approveOptions struct {
@@ -52,7 +52,7 @@ into a ticket) and apply picks it up.`,
 }
 
 func runApprove(f *Factory, kind, path string, o *approveOptions) error {
-	maxTTL := cmp.Or(f.config.Policy.MaxApprovalTTL, approval.DefaultMaxTTL)
+	maxTTL := trust.MaxTTL(f.config.Policy)
 	if err := approval.CheckTTL(o.ttl, maxTTL); err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -89,7 +89,7 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 			return err
 		}
 	}
-	if (o.distinct || f.config.Policy.DistinctApprover) && by == plan.PlannedBy {
+	if by == plan.PlannedBy && !trust.PlannerMayApprove(f.config.Policy, o.distinct) {
 		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
 	}
 	a, err := sign(by)

@@ -245,5 +245,12 @@ func typedURL(raw string, pu *url.URL) string {
 	if pw, ok := pu.User.Password(); ok && pw != "" && strings.Contains(out, pw) {
 		return backend.RedactUserinfo(raw) // typed in a way not cut above
 	}
+	// A password the parser did not see as one (after a stray "#", say)
+	// is still a password.
+	for _, secret := range backend.URLSecrets(raw) {
+		if strings.Contains(out, secret) {
+			return backend.RedactURL(raw)
+		}
+	}
 	return out
 }

@@ -149,7 +149,7 @@ type Settings struct {
 	// dlqctl.yaml", "(no config file)").
 	Config string
 	Keys   Keys
-	// Distinct is --distinct-approver: neither the planner nor the
+	// Distinct is --require-distinct-approver: neither the planner nor the
 	// applier may approve, whatever the policy says.
 	Distinct bool
 	// Applier is who runs the plan.
@@ -213,6 +213,19 @@ func RequiredBy(p Policy) string {
 		return "policy.approvals_required"
 	}
 	return ""
+}
+
+// MaxTTL is the longest an approval may last under p: the policy's cap,
+// else approval.DefaultMaxTTL.
+func MaxTTL(p Policy) time.Duration {
+	return cmp.Or(p.MaxApprovalTTL, approval.DefaultMaxTTL)
+}
+
+// PlannerMayApprove says whether whoever planned a change may approve it:
+// not under the distinct-approver rule, which the flag (distinct) or the
+// policy sets.
+func PlannerMayApprove(p Policy, distinct bool) bool {
+	return !distinct && !p.DistinctApprover
 }
 
 // GoingOn is how a resumed run may go on.

@@ -302,3 +302,29 @@ func TestHowGoingOn(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxTTL(t *testing.T) {
+	if got := MaxTTL(Policy{}); got != approval.DefaultMaxTTL {
+		t.Errorf("no cap: %s, want the default %s", got, approval.DefaultMaxTTL)
+	}
+	if got := MaxTTL(Policy{MaxApprovalTTL: time.Hour}); got != time.Hour {
+		t.Errorf("a cap of 1h: %s", got)
+	}
+}
+
+func TestPlannerMayApprove(t *testing.T) {
+	for _, tc := range []struct {
+		p        Policy
+		distinct bool
+		want     bool
+	}{
+		{Policy{}, false, true},
+		{Policy{}, true, false},
+		{Policy{DistinctApprover: true}, false, false},
+		{Policy{DistinctApprover: true}, true, false},
+	} {
+		if got := PlannerMayApprove(tc.p, tc.distinct); got != tc.want {
+			t.Errorf("PlannerMayApprove(%+v, %v) = %v", tc.p, tc.distinct, got)
+		}
+	}
+}
