@@ -28,6 +28,13 @@ func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (
 // onScreen is onTerminal on a screen of cols×rows.
 func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...string) (string, int) {
 	t.Helper()
+	return onScreenAt(t, cols, rows, func() time.Time { return testNow }, env, args...)
+}
+
+// onScreenAt is onScreen with the clock now: a run that waits for a batch
+// to settle needs one that moves.
+func onScreenAt(t *testing.T, cols, rows int, now func() time.Time, env map[string]string, args ...string) (string, int) {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pty: %v", err)
@@ -47,7 +54,7 @@ func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...strin
 		close(done)
 	}()
 	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
-	f := &Factory{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}
+	f := &Factory{IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
 	select {
@@ -291,6 +298,10 @@ func TestPlanLeftOutAtEightyColumns(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^HELD BY   20261129T\d{6}Z-\d{4}$`).MatchString(screen) {
 		t.Errorf("the entry holding one back is not shown whole:\n%s", screen)
 	}
+	// The digest is too wide for its column: whole, on a line of its own.
+	if !regexp.MustCompile(`(?m)^digest\n(sha256:[0-9a-f]{64})$`).MatchString(screen) {
+		t.Errorf("the plan's digest is not whole on a line of its own:\n%s", screen)
+	}
 	for _, line := range strings.Split(screen, "\n") {
 		if w := lipgloss.Width(line); w > 80 {
 			t.Errorf("line is %d columns wide: %q", w, line)
@@ -374,5 +385,41 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 	}
 	if first, _ := strconv.Atoi(bars[0][1]); first <= len(moved) {
 		t.Errorf("the resumed bar starts at %d with %d already moved:\n%q", first, len(moved), screen)
+	}
+}
+
+// TestTrippedGateOnEightyColumns: a batch whose event came back to the DLQ
+// trips the re-dead-lettered gate; on an 80-column terminal its row is not
+// wrapped mid-word and its verdicts are whole.
+func TestTrippedGateOnEightyColumns(t *testing.T) {
+	root := smallDLQ(t, 4)
+	time.AfterFunc(600*time.Millisecond, func() {
+		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+		if len(moved) > 0 {
+			b, _ := os.ReadFile(moved[0])
+			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
+		}
+	})
+	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	inTable := false
+	for _, line := range strings.Split(screen, "\n") {
+		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
+		if strings.HasPrefix(shown, "BATCH") {
+			inTable = true
+		}
+		if shown == "" {
+			inTable = false
+		}
+		if w := lipgloss.Width(shown); inTable && w > 80 {
+			t.Errorf("batch table line is %d columns wide: %q", w, shown)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
+		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
 	}
 }
