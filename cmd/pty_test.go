@@ -214,22 +214,7 @@ func TestRunOnEightyColumns(t *testing.T) {
 			t.Errorf("screen lacks %q:\n%q", want, screen)
 		}
 	}
-	// The batch table: from its header to the blank line after it. (Log
-	// lines with a long temporary path may wrap; the table must not.)
-	inTable := false
-	for _, line := range strings.Split(screen, "\n") {
-		// What the terminal shows of a line is what follows its last \r.
-		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
-		if strings.HasPrefix(shown, "BATCH") {
-			inTable = true
-		}
-		if shown == "" {
-			inTable = false
-		}
-		if w := lipgloss.Width(shown); inTable && w > 80 {
-			t.Errorf("batch table line is %d columns wide: %q", w, shown)
-		}
-	}
+	batchTableFits(t, screen, 80)
 }
 
 // TestShowPrettyPrintsOnATerminal: a JSON payload is indented, one field a
@@ -405,8 +390,21 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 	if code != ExitGate {
 		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
 	}
+	batchTableFits(t, screen, 80)
+	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
+		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
+	}
+}
+
+// batchTableFits checks the batch table on a screen: from its header to
+// the blank line after it, no line is wider than cols. (Log lines with a
+// long temporary path may wrap; the table must not.)
+func batchTableFits(t *testing.T, screen string, cols int) {
+	t.Helper()
 	inTable := false
 	for _, line := range strings.Split(screen, "\n") {
+		// What the terminal shows of a line is what follows its last \r.
 		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
 		if strings.HasPrefix(shown, "BATCH") {
 			inTable = true
@@ -414,12 +412,8 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 		if shown == "" {
 			inTable = false
 		}
-		if w := lipgloss.Width(shown); inTable && w > 80 {
+		if w := lipgloss.Width(shown); inTable && w > cols {
 			t.Errorf("batch table line is %d columns wide: %q", w, shown)
 		}
-	}
-	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
-		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
-		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
 	}
 }
