@@ -417,3 +417,18 @@ func batchTableFits(t *testing.T, screen string, cols int) {
 		}
 	}
 }
+
+// TestWideIsBorderlessOnATerminal: -o wide on an 80-column terminal cuts
+// nothing and draws no border, so that `less -S` pages its long lines.
+func TestWideIsBorderlessOnATerminal(t *testing.T) {
+	screen, code := onTerminal(t, 80, nil, "--source", incidentSource(t), "--no-color", "-o", "wide", "list", "--limit", "3")
+	if code != 0 {
+		t.Fatalf("list -o wide exit %d:\n%s", code, screen)
+	}
+	if strings.ContainsAny(screen, "│╭─") || strings.Contains(screen, "…") {
+		t.Errorf("-o wide drew a border or cut a value:\n%s", screen)
+	}
+	if !regexp.MustCompile(`(?m)^20261129T081352Z-0003   evt-441aced0e699 .* orders +fraud check rejected order order-99819 \(score 0\.97\)$`).MatchString(screen) {
+		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
+	}
+}
