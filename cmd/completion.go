@@ -63,11 +63,12 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 }
 
 // formatsFor is the output formats command c writes: openmetrics only
-// for stats and check, the others for every command.
+// for stats and check, the others for every command. Before a command is
+// typed (c is the root) every format may still apply.
 func formatsFor(c *cobra.Command) []report.Format {
 	var out []report.Format
 	for _, fm := range report.Formats() {
-		if fm == report.FormatOpenMetrics && c.Name() != "stats" && c.Name() != "check" {
+		if fm == report.FormatOpenMetrics && c.HasParent() && c.Name() != "stats" && c.Name() != "check" {
 			continue
 		}
 		out = append(out, fm)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
 )
 
 // smallDLQ is a dir: DLQ holding the first n entries of the incident.
@@ -117,6 +119,22 @@ func TestCtrlCSummaryCountsUnreconciledMoves(t *testing.T) {
 	for _, want := range []string{"Redrive interrupted! 2 moved (2 not yet reconciled), 2 remaining", "not reconciled\t2: the resume reconciles them first"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s\n%s", want, out, errOut)
+		}
+	}
+}
+
+// TestQuarantineSummaryReadsAsWhatHappened: the summary names only what
+// happened; "acked 0 deleted" read as if something had been deleted.
+func TestQuarantineSummaryReadsAsWhatHappened(t *testing.T) {
+	rep := backend.QuarantineReport{Stream: "orders", DLQ: "orders-dlq", Moved: make([]backend.QuarantinedEntry, 3)}
+	if got := quarantineSummary(rep); got != "moved 3 entries into orders-dlq" {
+		t.Errorf("summary %q", got)
+	}
+	rep.Skipped, rep.AckedDeleted = 1, 2
+	got := quarantineSummary(rep)
+	for _, want := range []string{"1 not moved: acked, claimed or delivered again", "2 only acked: already deleted from orders, there was nothing to move"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
 		}
 	}
 }

@@ -28,6 +28,13 @@ func onTerminal(t *testing.T, cols int, env map[string]string, args ...string) (
 // onScreen is onTerminal on a screen of cols×rows.
 func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...string) (string, int) {
 	t.Helper()
+	return onScreenAt(t, cols, rows, func() time.Time { return testNow }, env, args...)
+}
+
+// onScreenAt is onScreen with the clock now: a run that waits for a batch
+// to settle needs one that moves.
+func onScreenAt(t *testing.T, cols, rows int, now func() time.Time, env map[string]string, args ...string) (string, int) {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pty: %v", err)
@@ -47,7 +54,7 @@ func onScreen(t *testing.T, cols, rows int, env map[string]string, args ...strin
 		close(done)
 	}()
 	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
-	f := &Factory{Deps: Deps{IO: streams, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
 	select {
@@ -207,22 +214,7 @@ func TestRunOnEightyColumns(t *testing.T) {
 			t.Errorf("screen lacks %q:\n%q", want, screen)
 		}
 	}
-	// The batch table: from its header to the blank line after it. (Log
-	// lines with a long temporary path may wrap; the table must not.)
-	inTable := false
-	for _, line := range strings.Split(screen, "\n") {
-		// What the terminal shows of a line is what follows its last \r.
-		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
-		if strings.HasPrefix(shown, "BATCH") {
-			inTable = true
-		}
-		if shown == "" {
-			inTable = false
-		}
-		if w := lipgloss.Width(shown); inTable && w > 80 {
-			t.Errorf("batch table line is %d columns wide: %q", w, shown)
-		}
-	}
+	batchTableFits(t, screen, 80)
 }
 
 // TestShowPrettyPrintsOnATerminal: a JSON payload is indented, one field a
@@ -290,6 +282,10 @@ func TestPlanLeftOutAtEightyColumns(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^HELD BY   20261129T\d{6}Z-\d{4}$`).MatchString(screen) {
 		t.Errorf("the entry holding one back is not shown whole:\n%s", screen)
+	}
+	// The digest is too wide for its column: whole, on a line of its own.
+	if !regexp.MustCompile(`(?m)^digest\n(sha256:[0-9a-f]{64})$`).MatchString(screen) {
+		t.Errorf("the plan's digest is not whole on a line of its own:\n%s", screen)
 	}
 	for _, line := range strings.Split(screen, "\n") {
 		if w := lipgloss.Width(line); w > 80 {
@@ -374,5 +370,65 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 	}
 	if first, _ := strconv.Atoi(bars[0][1]); first <= len(moved) {
 		t.Errorf("the resumed bar starts at %d with %d already moved:\n%q", first, len(moved), screen)
+	}
+}
+
+// TestTrippedGateOnEightyColumns: a batch whose event came back to the DLQ
+// trips the re-dead-lettered gate; on an 80-column terminal its row is not
+// wrapped mid-word and its verdicts are whole.
+func TestTrippedGateOnEightyColumns(t *testing.T) {
+	root := smallDLQ(t, 4)
+	time.AfterFunc(600*time.Millisecond, func() {
+		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+		if len(moved) > 0 {
+			b, _ := os.ReadFile(moved[0])
+			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
+		}
+	})
+	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	batchTableFits(t, screen, 80)
+	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
+		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
+	}
+}
+
+// batchTableFits checks the batch table on a screen: from its header to
+// the blank line after it, no line is wider than cols. (Log lines with a
+// long temporary path may wrap; the table must not.)
+func batchTableFits(t *testing.T, screen string, cols int) {
+	t.Helper()
+	inTable := false
+	for _, line := range strings.Split(screen, "\n") {
+		// What the terminal shows of a line is what follows its last \r.
+		shown := ansiEscape.ReplaceAllString(line[strings.LastIndex(line, "\r")+1:], "")
+		if strings.HasPrefix(shown, "BATCH") {
+			inTable = true
+		}
+		if shown == "" {
+			inTable = false
+		}
+		if w := lipgloss.Width(shown); inTable && w > cols {
+			t.Errorf("batch table line is %d columns wide: %q", w, shown)
+		}
+	}
+}
+
+// TestWideIsBorderlessOnATerminal: -o wide on an 80-column terminal cuts
+// nothing and draws no border, so that `less -S` pages its long lines.
+func TestWideIsBorderlessOnATerminal(t *testing.T) {
+	screen, code := onTerminal(t, 80, nil, "--source", incidentSource(t), "--no-color", "-o", "wide", "list", "--limit", "3")
+	if code != 0 {
+		t.Fatalf("list -o wide exit %d:\n%s", code, screen)
+	}
+	if strings.ContainsAny(screen, "│╭─") || strings.Contains(screen, "…") {
+		t.Errorf("-o wide drew a border or cut a value:\n%s", screen)
+	}
+	if !regexp.MustCompile(`(?m)^20261129T081352Z-0003   evt-441aced0e699 .* orders +fraud check rejected order order-99819 \(score 0\.97\)$`).MatchString(screen) {
+		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
 	}
 }

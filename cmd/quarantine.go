@@ -113,6 +113,19 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "moved %d, skipped %d (no longer pending or qualifying), acked %d deleted\n", len(rep.Moved), rep.Skipped, rep.AckedDeleted)
+	fmt.Fprintln(f.IO.ErrOut, quarantineSummary(rep))
 	return nil
+}
+
+// quarantineSummary says what happened, naming only what did: how many
+// were moved, and why any were not.
+func quarantineSummary(rep backend.QuarantineReport) string {
+	s := fmt.Sprintf("moved %s into %s", entries(len(rep.Moved)), rep.DLQ)
+	if rep.Skipped > 0 {
+		s += fmt.Sprintf("; %d not moved: acked, claimed or delivered again since the pending list was read", rep.Skipped)
+	}
+	if rep.AckedDeleted > 0 {
+		s += fmt.Sprintf("; %d only acked: already deleted from %s, there was nothing to move", rep.AckedDeleted, rep.Stream)
+	}
+	return s
 }
