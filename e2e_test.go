@@ -241,6 +241,11 @@ func TestGatesStopTheRun(t *testing.T) {
 			if code != 3 || !strings.Contains(out, "--past-gate") {
 				t.Errorf("resume after a gate: exit %d\n%s", code, out)
 			}
+			// a fresh approval points at the resume, not at apply
+			code, out = dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall", "--again")
+			if code != 0 || !strings.Contains(out, "next:\n  dlqctl redrive resume p.journal --past-gate") || strings.Contains(out, "redrive apply") {
+				t.Errorf("approve --again after a gate: exit %d\n%s", code, out)
+			}
 		})
 	}
 }

@@ -247,7 +247,7 @@ func optional(p string) bool {
 		"params.effects_query", "approved_by", "halt_reason", "resume_command", "gate_reason", "events", "events[].event_id",
 		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
 		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac", "approvals[].signature", "approvals[].principal", "exact_base64{}",
-		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch"} {
+		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}

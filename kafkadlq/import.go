@@ -19,6 +19,10 @@ import (
 // dlqctl_source_id keeps e.ID. An id already present is refused with
 // backend.ErrExists.
 func (t *Topic) Import(ctx context.Context, e envelope.Envelope) (string, error) {
+	if t.missing {
+		// Produced to, it fails with a bare UNKNOWN_TOPIC_OR_PARTITION.
+		return "", backend.Configf("%s: topic %q does not exist, and import does not create it: create it first, with as many partitions as its origin (kafka-topics.sh --create --topic %s --partitions N; for a rehearsal, the reference worker: go run ./examples/worker --source 'kafka://HOST:PORT?topic=ORIGIN' --create makes ORIGIN and ORIGIN.DLT)", t, t.src.topic, t.src.topic)
+	}
 	if e.ID != "" {
 		has, err := t.Has(ctx, e.ID)
 		if err != nil {

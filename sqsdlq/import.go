@@ -35,6 +35,9 @@ const maxAttributes = 10
 // An id already present (as a MessageId or a dlqctl_source_id) is refused
 // with backend.ErrExists.
 func (q *Queue) Import(ctx context.Context, e envelope.Envelope) (string, error) {
+	if q.missing {
+		return "", backend.Configf("%s: the queue %q does not exist, and import does not create it: create it first, as the DLQ in its source queue's redrive policy (for a rehearsal, the reference worker: go run ./examples/worker --source 'sqs://SOURCE?region=R&endpoint=URL' --create makes SOURCE and SOURCE-dlq)", q, q.src.queue)
+	}
 	if e.ID != "" {
 		has, err := q.Has(ctx, e.ID)
 		if err != nil {

@@ -64,6 +64,10 @@ type Options struct {
 	// waits for it rather than guessing how long start-up takes.
 	Ready string
 
+	// Create makes the origin and its DLQ (kafka: the topic and its DLT;
+	// sqs: the queue and its DLQ, with a redrive policy) and exits.
+	Create bool
+
 	// Now is the clock (dead_lettered_at, applied_at, DLQ file names).
 	Now func() time.Time
 }
@@ -155,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.DurationVar(&opts.UntilIdle, "until-idle", 0, "exit 0 after this long without a message (0: run until SIGINT/SIGTERM)")
 	fs.IntVar(&opts.Max, "max", 0, "stop after N messages (0: no limit)")
 	fs.StringVar(&opts.Ready, "ready", "", "create `FILE` once the source and the inbox are open, before the first message is read")
+	fs.BoolVar(&opts.Create, "create", false, "kafka, sqs: create the origin and its DLQ when they do not exist (kafka: the topic, 3 partitions, and its DLT; sqs: the queue, and its DLQ (--dlq, default QUEUE-dlq) in its redrive policy with maxReceiveCount --max-deliveries), then exit; no --inbox needed")
 	fs.BoolVar(&opts.Log, "log", false, "one line per message on stderr (event_id, attempts, effects, outcome; never the payload)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: worker --source URL --inbox URL [flags]
@@ -173,6 +178,10 @@ table and its effect applied in one transaction; the ack follows the commit.
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
 		return opts, errors.New("--source is required (redis://…, kafka://…, pulsar://…, sqs://…, amqp://… or dir:PATH)")
+	case opts.Create:
+		if !strings.HasPrefix(opts.Source, "kafka://") && !strings.HasPrefix(opts.Source, "sqs://") {
+			return opts, errors.New("--create: only for kafka:// and sqs:// sources")
+		}
 	case opts.Inbox == "":
 		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")
 	case opts.UntilIdle < 0:

@@ -27,6 +27,9 @@ func run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	if opts.FailError == "" {
 		opts.FailError = defaultFailError
 	}
+	if opts.Create {
+		return create(ctx, opts, stdout)
+	}
 	src, err := openSource(ctx, opts, stderr)
 	if err != nil {
 		return err

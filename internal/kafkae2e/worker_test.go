@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -217,5 +218,22 @@ func TestWorkerReplacesStaleDeadLetterFields(t *testing.T) {
 	it := doc.Items[0]
 	if it.LastError != "403 Forbidden" || it.ErrorClass == "transient" || it.DeadLetteredAt.Before(before) {
 		t.Errorf("the new dead letter reads as the old one: last_error %q, error_class %q, dead_lettered_at %v\n%s", it.LastError, it.ErrorClass, it.DeadLetteredAt, out)
+	}
+}
+
+// TestImportIntoMissingTopic: import does not create a topic, and says so
+// in one line naming it and how to create it, not with a bare
+// UNKNOWN_TOPIC_OR_PARTITION.
+func TestImportIntoMissingTopic(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "one.ndjson")
+	if err := os.WriteFile(file, []byte(`{"id":"x-1","event_id":"E1","payload":{"n":1},"origin":{"backend":"redis","topic":"payments"},"last_error":"timeout"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	topic := freshTopic(t) + ".DLT"
+	code, out := dlqctl(t, dir, nil, "--source", source(topic, ""), "import", file)
+	if code != 2 || !strings.Contains(out, `topic "`+topic+`" does not exist, and import does not create it`) || !strings.Contains(out, "--create") ||
+		strings.Contains(out, "UNKNOWN_TOPIC_OR_PARTITION") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		t.Errorf("import into a missing topic: exit %d\n%s", code, out)
 	}
 }
