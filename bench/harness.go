@@ -42,7 +42,12 @@ type Config struct {
 	// RedriveN is the redis-redrive DLQ's size, RateN the rate case's,
 	// PulsarN the pulsar-stats topic's.
 	RedriveN int
-	RateN    int
+	// RedriveRamp is redis-redrive's --ramp ("" is the plan's default
+	// ramp, the batches a user gets without the flag); RawChunk is how
+	// many moves the raw loop sends per round trip.
+	RedriveRamp string
+	RawChunk    int
+	RateN       int
 	PulsarN  int
 	KafkaN   int // the kafka-stats dead-letter topic's records
 	SQSN     int // the sqs-stats queue's messages

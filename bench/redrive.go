@@ -293,7 +293,11 @@ func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Serv
 	source := srv.URL(0, redriveKey)
 	exp := expectedEvents(n, now)
 	dests := originStreams()
-	params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
+	params := []string{"--rate", "0", "--settle", "0s", "--unverified-ok"}
+	if c.RedriveRamp != "" {
+		params = append(params, "--ramp", c.RedriveRamp)
+	}
+	params = append(params, everyEntry...)
 	rd := &Redrive{N: n}
 	res.Redrive = rd
 	{
@@ -318,7 +322,7 @@ func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Serv
 			return err
 		}
 		cpu0, start := cpuTime(), time.Now()
-		moved, read, err := raw.RedisMoveLoop(ctx, rdb, redriveKey, destField)
+		moved, read, err := raw.RedisMoveLoop(ctx, rdb, redriveKey, destField, c.RawChunk)
 		r.RawRead = read
 		r.Raw, r.RawCPU = time.Since(start), cpuTime()-cpu0
 		if err != nil {
