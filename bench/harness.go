@@ -42,9 +42,10 @@ type Config struct {
 	// RedriveN is the redis-redrive DLQ's size, RateN the rate case's,
 	// PulsarN the pulsar-stats topic's.
 	RedriveN int
-	// RedriveRamp is redis-redrive's --ramp ("" is the plan's default
-	// ramp, the batches a user gets without the flag); RawChunk is how
-	// many moves the raw loop sends per round trip.
+	// RedriveRamp is redis-redrive's --ramp: "" or "one" for one batch
+	// of every entry, "default" for the plan's default ramp (the batches
+	// a user gets without the flag), or sizes. RawChunk is how many moves
+	// the raw loop sends per round trip (raw.MoveChunk when 0).
 	RedriveRamp string
 	RawChunk    int
 	RateN       int

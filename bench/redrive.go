@@ -294,7 +294,11 @@ func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Serv
 	exp := expectedEvents(n, now)
 	dests := originStreams()
 	params := []string{"--rate", "0", "--settle", "0s", "--unverified-ok"}
-	if c.RedriveRamp != "" {
+	switch c.RedriveRamp {
+	case "", "one":
+		params = append(params, "--ramp", strconv.Itoa(n))
+	case "default":
+	default:
 		params = append(params, "--ramp", c.RedriveRamp)
 	}
 	params = append(params, everyEntry...)
