@@ -49,9 +49,9 @@ type Config struct {
 	RedriveRamp string
 	RawChunk    int
 	RateN       int
-	PulsarN  int
-	KafkaN   int // the kafka-stats dead-letter topic's records
-	SQSN     int // the sqs-stats queue's messages
+	PulsarN     int
+	KafkaN      int // the kafka-stats dead-letter topic's records
+	SQSN        int // the sqs-stats queue's messages
 	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
 	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.
