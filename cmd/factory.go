@@ -10,6 +10,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/tuning"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -44,9 +45,9 @@ type Factory struct {
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
 	// heapSample and setMemoryLimit are what stats's heap follower reads
-	// and sets (memlimit.go); nil: runtime/metrics and
+	// and sets (internal/tuning); nil: runtime/metrics and
 	// debug.SetMemoryLimit. Tests pass their own.
-	heapSample     func() heapSample
+	heapSample     func() tuning.HeapSample
 	setMemoryLimit func(int64) int64
 }
 

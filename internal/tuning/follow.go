@@ -1,4 +1,4 @@
-package cmd
+package tuning
 
 import (
 	"context"
@@ -8,28 +8,6 @@ import (
 	"slices"
 	"time"
 )
-
-// planHeapLimit is the soft memory limit of the commands that hold a
-// whole plan (plan, approve, apply, status, resume, reconcile --journal).
-//
-// A million-entry plan and a batch of it are a few hundred megabytes
-// live, and by default the Go collector lets the heap grow to twice what
-// is live before it collects: a run that needs 270 MiB would reach 550 MiB
-// and more on a small host. Under this limit the collector runs sooner
-// instead, which costs little here since most of a large plan is blocks
-// without pointers. It is a soft limit: a run that needs more still gets
-// it (the collector then works harder), and GOMEMLIMIT, when set, is the
-// operator's and wins.
-const planHeapLimit = 400 << 20
-
-// boundHeap applies planHeapLimit unless the process has a limit already
-// (GOMEMLIMIT, or one set before).
-func boundHeap(getenv func(string) string) {
-	if getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		return
-	}
-	debug.SetMemoryLimit(planHeapLimit)
-}
 
 // The heap follower: a soft memory limit for a scan (stats), derived from
 // what the scan really holds.
@@ -59,18 +37,18 @@ const (
 	followEvery  = 10 * time.Millisecond
 )
 
-// heapSample is what the follower reads after each tick: the collector's
+// HeapSample is what the follower reads after each tick: the collector's
 // cycle count, the live heap the last cycle marked, and GOGC.
-type heapSample struct {
-	cycles, live uint64
-	gogc         int64 // < 0: GOGC=off
+type HeapSample struct {
+	Cycles, Live uint64
+	GOGC         int64 // < 0: GOGC=off
 }
 
 // heapFollower sets the soft memory limit from the live heap of recent
 // cycles. read and set are runtime/metrics and debug.SetMemoryLimit in
 // dlqctl; tests pass their own.
 type heapFollower struct {
-	read  func() heapSample
+	read  func() HeapSample
 	set   func(int64) int64
 	lives []uint64 // the live heap of the last cycles seen, oldest first
 	cycle uint64   // the last cycle seen
@@ -99,24 +77,31 @@ func median(v []uint64) uint64 {
 // and the limit is set when it changes.
 func (h *heapFollower) observe() {
 	s := h.read()
-	if s.cycles == 0 || s.cycles == h.cycle {
+	if s.Cycles == 0 || s.Cycles == h.cycle {
 		return
 	}
-	h.cycle = s.cycles
-	h.lives = append(h.lives, s.live)
+	h.cycle = s.Cycles
+	h.lives = append(h.lives, s.Live)
 	if len(h.lives) > followWindow {
 		h.lives = h.lives[len(h.lives)-followWindow:]
 	}
-	if l := followLimit(h.lives, s.gogc); l > 0 && l != h.limit {
+	if l := followLimit(h.lives, s.GOGC); l > 0 && l != h.limit {
 		h.set(l)
 		h.limit = l
 	}
 }
 
-// followHeap starts a heap follower for the command's run and returns the
+// FollowHeap starts a heap follower for a command's run and returns the
 // function that stops it and puts back the limit it found. It does nothing
 // when the operator set GOMEMLIMIT or the process has a limit already.
-func followHeap(ctx context.Context, getenv func(string) string, read func() heapSample, set func(int64) int64) (stop func()) {
+// read and set are RuntimeHeap() and debug.SetMemoryLimit when nil.
+func FollowHeap(ctx context.Context, getenv func(string) string, read func() HeapSample, set func(int64) int64) (stop func()) {
+	if read == nil {
+		read = RuntimeHeap()
+	}
+	if set == nil {
+		set = debug.SetMemoryLimit
+	}
 	before := set(-1)
 	if getenv("GOMEMLIMIT") != "" || before != math.MaxInt64 {
 		return func() {}
@@ -144,41 +129,29 @@ func followHeap(ctx context.Context, getenv func(string) string, read func() hea
 	}
 }
 
-// followHeap starts the follower with f's readers (see Factory).
-func (f *Factory) followHeap(ctx context.Context) (stop func()) {
-	read, set := f.heapSample, f.setMemoryLimit
-	if read == nil {
-		read = runtimeHeap()
-	}
-	if set == nil {
-		set = debug.SetMemoryLimit
-	}
-	return followHeap(ctx, f.Getenv, read, set)
-}
-
-// runtimeHeap reads a heapSample from runtime/metrics.
-func runtimeHeap() func() heapSample {
+// RuntimeHeap reads a HeapSample from runtime/metrics.
+func RuntimeHeap() func() HeapSample {
 	samples := []metrics.Sample{
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/gc/gogc:percent"},
 	}
-	return func() heapSample {
+	return func() HeapSample {
 		metrics.Read(samples)
-		var hs heapSample
+		var hs HeapSample
 		for i, s := range samples {
 			if s.Value.Kind() != metrics.KindUint64 {
-				return heapSample{} // a runtime without the metric: follow nothing
+				return HeapSample{} // a runtime without the metric: follow nothing
 			}
 			switch v := s.Value.Uint64(); i {
 			case 0:
-				hs.cycles = v
+				hs.Cycles = v
 			case 1:
-				hs.live = v
+				hs.Live = v
 			case 2:
-				hs.gogc = int64(v)
+				hs.GOGC = int64(v)
 				if v > math.MaxInt32 { // off reads as -1
-					hs.gogc = -1
+					hs.GOGC = -1
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package cmd
+package tuning
 
 import (
 	"context"
@@ -66,13 +66,13 @@ func (l *limits) all() []int64 {
 }
 
 func TestHeapFollowerObserve(t *testing.T) {
-	var now heapSample
+	var now HeapSample
 	l := &limits{before: math.MaxInt64}
-	h := &heapFollower{read: func() heapSample { return now }, set: l.setLimit}
+	h := &heapFollower{read: func() HeapSample { return now }, set: l.setLimit}
 	var want []int64
 	step := func(cycles, live uint64, set ...int64) {
 		t.Helper()
-		now = heapSample{cycles: cycles, live: live, gogc: 100}
+		now = HeapSample{Cycles: cycles, Live: live, GOGC: 100}
 		h.observe()
 		want = append(want, set...)
 		if got := l.all(); !slices.Equal(got, want) {
@@ -93,8 +93,8 @@ func TestHeapFollowerObserve(t *testing.T) {
 
 func TestFollowHeapPutsTheLimitBack(t *testing.T) {
 	l := &limits{before: math.MaxInt64}
-	read := func() heapSample { return heapSample{cycles: 3, live: 5 * mib, gogc: 100} }
-	stop := followHeap(context.Background(), func(string) string { return "" }, read, l.setLimit)
+	read := func() HeapSample { return HeapSample{Cycles: 3, Live: 5 * mib, GOGC: 100} }
+	stop := FollowHeap(context.Background(), func(string) string { return "" }, read, l.setLimit)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(l.all()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -106,7 +106,7 @@ func TestFollowHeapPutsTheLimitBack(t *testing.T) {
 }
 
 func TestFollowHeapLeavesTheOperatorsLimit(t *testing.T) {
-	read := func() heapSample { return heapSample{cycles: 3, live: 5 * mib, gogc: 100} }
+	read := func() HeapSample { return HeapSample{Cycles: 3, Live: 5 * mib, GOGC: 100} }
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
@@ -116,7 +116,7 @@ func TestFollowHeapLeavesTheOperatorsLimit(t *testing.T) {
 		{"a limit set before", nil, 400 * mib},
 	} {
 		l := &limits{before: tc.before}
-		stop := followHeap(context.Background(), func(k string) string { return tc.env[k] }, read, l.setLimit)
+		stop := FollowHeap(context.Background(), func(k string) string { return tc.env[k] }, read, l.setLimit)
 		time.Sleep(3 * followEvery)
 		stop()
 		if got := l.all(); len(got) != 0 {
@@ -125,35 +125,19 @@ func TestFollowHeapLeavesTheOperatorsLimit(t *testing.T) {
 	}
 }
 
-// TestStatsFollowsTheHeap pins the wiring: stats runs under the follower's
-// limit and leaves the process's limit as it found it.
-func TestStatsFollowsTheHeap(t *testing.T) {
-	io, _, _, errOut := TestIO()
-	l := &limits{before: math.MaxInt64}
-	f := &Factory{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" },
-		heapSample:     func() heapSample { return heapSample{cycles: 1, live: 5 * mib, gogc: 100} },
-		setMemoryLimit: l.setLimit}
-	if code := Execute(context.Background(), f, []string{"--source", incidentSource(t), "stats", "-o", "json"}); code != 0 {
-		t.Fatalf("stats: exit %d: %s", code, errOut)
-	}
-	if got, want := l.all(), []int64{10*mib + followRoom, math.MaxInt64}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("limits %v, want %v", got, want)
-	}
-}
-
 func TestRuntimeHeapReadsTheCollector(t *testing.T) {
-	read := runtimeHeap()
+	read := RuntimeHeap()
 	runtime.GC()
 	a := read()
 	runtime.GC()
 	b := read()
-	if a.cycles == 0 || b.cycles <= a.cycles || b.live == 0 {
+	if a.Cycles == 0 || b.Cycles <= a.Cycles || b.Live == 0 {
 		t.Fatalf("samples %+v then %+v: want cycles counted and a live heap", a, b)
 	}
 	prev := debug.SetGCPercent(100) // reads GOGC; put back at once
 	debug.SetGCPercent(prev)
-	if want := int64(prev); b.gogc != want {
-		t.Errorf("gogc %d, want %d", b.gogc, want)
+	if want := int64(prev); b.GOGC != want {
+		t.Errorf("gogc %d, want %d", b.GOGC, want)
 	}
 }
 
@@ -171,7 +155,7 @@ func BenchmarkFollowHeapLargeHeap(b *testing.B) {
 				}
 				var stop func()
 				if follow {
-					stop = followHeap(context.Background(), func(string) string { return "" }, runtimeHeap(), debug.SetMemoryLimit)
+					stop = FollowHeap(context.Background(), func(string) string { return "" }, RuntimeHeap(), debug.SetMemoryLimit)
 				}
 				var ms0, ms1 runtime.MemStats
 				runtime.ReadMemStats(&ms0)
