@@ -10,7 +10,6 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/tuning"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -44,11 +43,6 @@ type Factory struct {
 	started    time.Time
 	// allowMissing is check's and stats's --allow-missing.
 	allowMissing bool
-	// heapSample and setMemoryLimit are what stats's heap follower reads
-	// and sets (internal/tuning); nil: runtime/metrics and
-	// debug.SetMemoryLimit. Tests pass their own.
-	heapSample     func() tuning.HeapSample
-	setMemoryLimit func(int64) int64
 }
 
 // GlobalOptions are the flags every command takes (the command contract).

@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"context"
-
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/internal/tuning"
 )
@@ -19,9 +17,4 @@ func paceCollector(reg backend.Registration, getenv func(string) string) {
 // boundHeap applies the plan commands' soft memory limit.
 func boundHeap(getenv func(string) string) {
 	tuning.BoundHeap(tuning.PlanHeapLimit, getenv)
-}
-
-// followHeap starts the heap follower with f's readers (see Factory).
-func (f *Factory) followHeap(ctx context.Context) (stop func()) {
-	return tuning.FollowHeap(ctx, f.Getenv, f.heapSample, f.setMemoryLimit)
 }

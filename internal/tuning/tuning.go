@@ -6,9 +6,7 @@
 //   - PaceGC: the collector's GOGC for a scan of a backend that asks for
 //     one (backend.Registration.ScanGC);
 //   - BoundHeap: the soft memory limit of the commands that hold a whole
-//     plan (PlanHeapLimit);
-//   - FollowHeap: a soft memory limit that follows a scan's live heap
-//     (follow.go).
+//     plan (PlanHeapLimit).
 //
 // GOGC and GOMEMLIMIT, when the operator sets them, win over every one of
 // these. A command runs between Capture and the restore it returns, so
