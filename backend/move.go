@@ -68,6 +68,16 @@ type Mover interface {
 	Remove(ctx context.Context, items []MoveItem) ([]MoveResult, error)
 }
 
+// ChunkSizer is implemented by movers that take more than the default
+// number of moves per call (256) when the rate is unlimited: a redrive
+// journals a chunk's intents in one sync before sending it, so a chunk is
+// a round trip and a sync, and a mover whose calls cost little per entry
+// moves faster in fewer, larger ones. Under a rate limit the chunk is
+// the limiter's burst whatever this says.
+type ChunkSizer interface {
+	UnlimitedChunk() int
+}
+
 // Tailer gives the locator of the newest DLQ entry: entries dead-lettered
 // later are found with Scan(ctx, tail, …). A redrive uses it to see which
 // events of a batch came back to the DLQ.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -119,11 +118,8 @@ func (d *dlqctl) runInProcess(ctx context.Context, source, cpuProfile, memProfil
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	// dlqctl may set the collector's pace and memory limit for its
-	// command (backend.Registration.ScanGC, the plan commands' limit): they
-	// are put back, so that a raw loop run afterwards in this process runs
-	// as Go's defaults have it.
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	// command; cmd.Execute puts them back (internal/tuning), so that a raw
+	// loop run afterwards in this process runs as Go's defaults have it.
 	start := time.Now()
 	code := cmd.Execute(ctx, f, d.args(source))
 	wall := time.Since(start)

@@ -42,10 +42,16 @@ type Config struct {
 	// RedriveN is the redis-redrive DLQ's size, RateN the rate case's,
 	// PulsarN the pulsar-stats topic's.
 	RedriveN int
-	RateN    int
-	PulsarN  int
-	KafkaN   int // the kafka-stats dead-letter topic's records
-	SQSN     int // the sqs-stats queue's messages
+	// RedriveRamp is redis-redrive's --ramp: "" or "one" for one batch
+	// of every entry, "default" for the plan's default ramp (the batches
+	// a user gets without the flag), or sizes. RawChunk is how many moves
+	// the raw loop sends per round trip (raw.MoveChunk when 0).
+	RedriveRamp string
+	RawChunk    int
+	RateN       int
+	PulsarN     int
+	KafkaN      int // the kafka-stats dead-letter topic's records
+	SQSN        int // the sqs-stats queue's messages
 	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
 	ScaleN int
 	// InProcess also times dlqctl through cmd.Execute in this process.

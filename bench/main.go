@@ -66,6 +66,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
 func main() {
@@ -75,6 +77,8 @@ func main() {
 		dirN      = flag.Int("dir-n", 0, "files in the dir-stats queue (default N/10)")
 		runs      = flag.Int("runs", 3, "alternations of raw and dlqctl per throughput case")
 		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
+		ramp      = flag.String("redrive-ramp", "one", "redis-redrive's --ramp: one (one batch of every entry), default (the plan's default ramp) or sizes")
+		rawChunk  = flag.Int("raw-chunk", raw.MoveChunk, "moves per round trip of the raw move loop")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
 		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
@@ -111,7 +115,7 @@ func main() {
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
+		RedriveN: *redriveN, RedriveRamp: *ramp, RawChunk: *rawChunk, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
 		NATSN: *natsN, NATSRedriveN: *natsRN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,

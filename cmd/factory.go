@@ -42,12 +42,6 @@ type Deps struct {
 	// Backends are the backends this build knows; nil means every one
 	// (backends/all). Tests may pass their own.
 	Backends *backend.Registry
-
-	// heapSample and setMemoryLimit are what stats's heap follower reads
-	// and sets (memlimit.go); nil: runtime/metrics and
-	// debug.SetMemoryLimit. Tests pass their own.
-	heapSample     func() heapSample
-	setMemoryLimit func(int64) int64
 }
 
 // settings are resolved once per invocation (resolve) from the flags,

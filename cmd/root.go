@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/dlqctl/dlqctl/internal/exepages"
+	"github.com/dlqctl/dlqctl/internal/tuning"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -32,10 +32,6 @@ type BuildInfo struct {
 // Main runs dlqctl with the process's arguments and streams and returns
 // the exit code.
 func Main(build BuildInfo) int {
-	// Start-up made nearly all of the executable resident (see exepages);
-	// give it back before the command runs. Failing changes nothing but
-	// the resident size, so the error is not the user's concern.
-	_, _ = exepages.Release()
 	return MainWith(&Factory{Deps: Deps{
 		IO:     SystemIO(),
 		Now:    time.Now,
@@ -67,6 +63,9 @@ func MainWith(f *Factory) int {
 // Execute runs one command line against f and returns the exit code. Tests
 // call it with TestIO streams.
 func Execute(ctx context.Context, f *Factory, args []string) int {
+	// A command may pace the collector or bound the heap: a caller that
+	// runs commands in its own process gets its settings back.
+	defer tuning.Capture()()
 	root := NewRootCmd(f)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)

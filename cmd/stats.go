@@ -30,7 +30,6 @@ when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing, f.refusesMissing = allowMissing, true
-			defer f.followHeap(c.Context())()
 			if w.watch {
 				return runWatch(c.Context(), f, w)
 			}

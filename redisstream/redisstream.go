@@ -61,8 +61,10 @@ type Stream struct {
 	key     string
 	group   string
 	names   envelope.FieldNames
-	// move is the move script for this stream's group and field names.
+	// move and moveOne are the move scripts for this stream's group and
+	// field names: many entries per call, and one.
 	move     *redis.Script
+	moveOne  *redis.Script
 	pageSize int
 	password string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
@@ -145,7 +147,8 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		key:      src.stream,
 		group:    src.group,
 		names:    names,
-		move:     moveScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
+		move:     moveManyScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
+		moveOne:  moveOneScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
 		pageSize: pageSize,
 		password: ro.Password,
 		leaseTTL: opts.LeaseTTL,

@@ -211,12 +211,16 @@ func (e *Engine) batchSize(st *State) int {
 }
 
 // chunkSize is how many moves share one journal sync: the burst under a
-// rate limit (so the limiter's accuracy holds), 256 when unlimited.
+// rate limit (so the limiter's accuracy holds), 256 when unlimited or
+// what the mover asks for (backend.ChunkSizer).
 func (e *Engine) chunkSize() int {
 	if e.Chunk > 0 {
 		return e.Chunk
 	}
 	if e.Limiter == nil || e.Limiter.Limit() == rate.Inf {
+		if c, ok := e.Mover.(backend.ChunkSizer); ok && c.UnlimitedChunk() > 0 {
+			return c.UnlimitedChunk()
+		}
 		return 256
 	}
 	if b := e.Limiter.Burst(); b > 0 {

@@ -93,9 +93,9 @@ type Journal struct {
 	// records without MACs (a one-step run without an approval key).
 	chain chainState
 	// text, lines and out are AppendAll's buffers, kept from one write
-	// to the next: a redrive writes a chunk's records (up to 768) per
-	// write, and making them afresh was most of what its journal
-	// allocated.
+	// to the next: a redrive writes up to three records per entry of a
+	// chunk per write, and making them afresh was most of what its
+	// journal allocated.
 	text  []byte
 	lines [][]byte
 	out   bytes.Buffer

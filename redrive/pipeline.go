@@ -95,8 +95,8 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		next  int      // the first entry of the next chunk
 		sent  int      // entries whose publish came back
 		// The step records of a chunk's results, and of each write: kept
-		// from chunk to chunk (up to 768 records a write), since nothing
-		// holds on to them once they are journaled.
+		// from chunk to chunk (up to three records an entry a write),
+		// since nothing holds on to them once they are journaled.
 		resultBuf, writeBuf []Record
 	)
 	// Never leave with a publish running: not on an error, not when a

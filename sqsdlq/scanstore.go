@@ -2,6 +2,7 @@ package sqsdlq
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,12 +30,19 @@ import (
 // it spills the rest to its temporary file.
 const handleBound = 4096
 
-// scanEntry is one message of a scan: its order key and its place in the
-// message file.
+// scanEntry is one message of a scan: its order key (sortKey's, with its
+// strings in the store's keys) and its place in the message file. 40
+// bytes: a sortKey and a string header for each of its strings were 80,
+// and each id's own allocation 48 more.
 type scanEntry struct {
-	key sortKey
-	off int64
-	n   int32
+	sent, groupFirst int64
+	off              int64
+	// key is where the message's id, then its group and sequence number
+	// (FIFO), start in the store's keys; idLen, groupLen and seqLen are
+	// their lengths (SQS allows 100, 128 and 40 bytes).
+	key                     int64
+	n                       int32
+	idLen, groupLen, seqLen uint8
 }
 
 // spilled is a stored message: what decode needs.
@@ -57,6 +65,7 @@ type scanStore struct {
 	mw      *bufio.Writer
 	moff    int64
 	index   []scanEntry
+	keys    []byte // the order keys' strings, one after another
 	handles *handleStore
 	err     error
 }
@@ -116,8 +125,16 @@ func (s *scanStore) add(msgs []types.Message) (int, int) {
 			continue
 		}
 		key := keyOf(m)
-		key.id, key.group, key.seq = strings.Clone(key.id), strings.Clone(key.group), strings.Clone(key.seq)
-		s.index = append(s.index, scanEntry{key: key, off: s.moff, n: int32(len(b))})
+		if len(key.id) > 255 || len(key.group) > 255 || len(key.seq) > 255 {
+			if s.err == nil {
+				s.err = fmt.Errorf("sqs scan: message %.40q: id, group or sequence number longer than SQS allows", key.id)
+			}
+			continue
+		}
+		e := scanEntry{sent: key.sent, off: s.moff, n: int32(len(b)), key: int64(len(s.keys)),
+			idLen: uint8(len(key.id)), groupLen: uint8(len(key.group)), seqLen: uint8(len(key.seq))}
+		s.keys = append(append(append(s.keys, key.id...), key.group...), key.seq...)
+		s.index = append(s.index, e)
 		s.moff += int64(len(b))
 	}
 	return start, s.handles.len()
@@ -134,7 +151,46 @@ func (s *scanStore) count() int { return len(s.index) }
 func (s *scanStore) reserve(n int64) {
 	if n > 0 && n < 1<<31 {
 		s.index = make([]scanEntry, 0, n+n/20+16)
+		// A standard queue's key is its 36-byte MessageId.
+		s.keys = make([]byte, 0, 40*(n+n/20+16))
 	}
+}
+
+// id, group and seq are the strings of e's order key.
+func (s *scanStore) id(e *scanEntry) []byte {
+	return s.keys[e.key : e.key+int64(e.idLen)]
+}
+
+func (s *scanStore) group(e *scanEntry) []byte {
+	i := e.key + int64(e.idLen)
+	return s.keys[i : i+int64(e.groupLen)]
+}
+
+func (s *scanStore) seq(e *scanEntry) []byte {
+	i := e.key + int64(e.idLen) + int64(e.groupLen)
+	return s.keys[i : i+int64(e.seqLen)]
+}
+
+// less is sortKey.less on two entries' keys as the store holds them.
+func (s *scanStore) less(a, b *scanEntry) bool {
+	if a.groupFirst != b.groupFirst {
+		return a.groupFirst < b.groupFirst
+	}
+	if c := bytes.Compare(s.group(a), s.group(b)); c != 0 {
+		return c < 0
+	}
+	as, bs := s.seq(a), s.seq(b)
+	if len(as) > 0 && len(bs) > 0 && !bytes.Equal(as, bs) {
+		// Sequence numbers are decimal strings of up to 128 bits.
+		if len(as) != len(bs) {
+			return len(as) < len(bs)
+		}
+		return bytes.Compare(as, bs) < 0
+	}
+	if a.sent != b.sent {
+		return a.sent < b.sent
+	}
+	return bytes.Compare(s.id(a), s.id(b)) < 0
 }
 
 // seal ends the receiving: the message file is flushed and the entries
@@ -151,19 +207,21 @@ func (s *scanStore) seal(fifo bool) error {
 	}
 	if fifo {
 		first := map[string]int64{}
-		for _, e := range s.index {
-			if f, ok := first[e.key.group]; !ok || e.key.sent < f {
-				first[e.key.group] = e.key.sent
+		for i := range s.index {
+			e := &s.index[i]
+			if f, ok := first[string(s.group(e))]; !ok || e.sent < f {
+				first[string(s.group(e))] = e.sent
 			}
 		}
 		for i := range s.index {
-			s.index[i].key.groupFirst = first[s.index[i].key.group]
+			s.index[i].groupFirst = first[string(s.group(&s.index[i]))]
 		}
 	}
-	sort.SliceStable(s.index, func(a, b int) bool { return s.index[a].key.less(s.index[b].key) })
+	sort.SliceStable(s.index, func(a, b int) bool { return s.less(&s.index[a], &s.index[b]) })
 	out := s.index[:0]
-	for i, e := range s.index {
-		if i > 0 && e.key.id == out[len(out)-1].key.id {
+	for i := range s.index {
+		e := s.index[i]
+		if i > 0 && bytes.Equal(s.id(&e), s.id(&out[len(out)-1])) {
 			continue
 		}
 		out = append(out, e)

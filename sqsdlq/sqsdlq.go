@@ -571,8 +571,8 @@ func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 		start := 0
 		if after != "" {
 			start = -1
-			for i, e := range st.index {
-				if e.key.id == after {
+			for i := range st.index {
+				if string(st.id(&st.index[i])) == after {
 					start = i + 1
 					break
 				}
@@ -583,7 +583,7 @@ func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 		}
 		var oldest int64
 		for _, e := range st.index {
-			if t := e.key.sent; t > 0 && (oldest == 0 || t < oldest) {
+			if t := e.sent; t > 0 && (oldest == 0 || t < oldest) {
 				oldest = t
 			}
 		}

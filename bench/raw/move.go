@@ -31,10 +31,13 @@ return 1
 // RedisMoveLoop moves every entry of the stream key to the stream named by
 // its destField field: first it reads the ids and destinations with XRANGE
 // pages of PageSize (exclusive start), then it runs MoveScript once per
-// entry with EVALSHA, MoveChunk calls per pipeline, one pipeline at a time.
+// entry with EVALSHA, chunk calls per pipeline (MoveChunk when 0), one pipeline at a time.
 // It returns the number of entries moved and how long reading the ids
 // took; an entry that was not there or a failed call is an error.
-func RedisMoveLoop(ctx context.Context, rdb *redis.Client, key, destField string) (int, time.Duration, error) {
+func RedisMoveLoop(ctx context.Context, rdb *redis.Client, key, destField string, chunk int) (int, time.Duration, error) {
+	if chunk < 1 {
+		chunk = MoveChunk
+	}
 	began := time.Now()
 	type move struct{ id, dest string }
 	var moves []move
@@ -62,8 +65,8 @@ func RedisMoveLoop(ctx context.Context, rdb *redis.Client, key, destField string
 	}
 	sha := MoveScript.Hash()
 	n := 0
-	for lo := 0; lo < len(moves); lo += MoveChunk {
-		part := moves[lo:min(lo+MoveChunk, len(moves))]
+	for lo := 0; lo < len(moves); lo += chunk {
+		part := moves[lo:min(lo+chunk, len(moves))]
 		pipe := rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(part))
 		for i, m := range part {
