@@ -13,8 +13,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/sqsdlq"
 )
 
 // sqsSize is a message's size as SQS counts it: body, and each

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/kafkadlq"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 )
 
 // TestOneStateTopic: once a DLT's state is recorded in one state topic, a

@@ -50,7 +50,7 @@ var workerBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "../examples/worker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../examples/worker").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build the reference worker: %v\n%s", err, out)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/internal/sqstest"
-	"github.com/dlqctl/dlqctl/sqsdlq"
 )
 
 // server is the one ElasticMQ server of this test binary, started by

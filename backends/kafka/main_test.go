@@ -13,9 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/kafkatest"
-	"github.com/dlqctl/dlqctl/kafkadlq"
 )
 
 // broker is the one Kafka broker of this test binary, started by TestMain;

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/kafkadlq"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 )
 
 // TestGuardDestination: a dead letter planted with its original topic set

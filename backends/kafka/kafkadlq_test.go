@@ -13,8 +13,8 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/kafkadlq"
 )
 
 func scanAll(t *testing.T, ctx context.Context, src backend.Source, after string) []envelope.Envelope {

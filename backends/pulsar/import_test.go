@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/pulsardlq"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -43,7 +43,7 @@ func mustDlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 // checks what is Pulsar's own: a second import is refused whole, and stats
 // reports the DLQ subscription's backlog.
 func TestIncidentImportIsRefusedTwice(t *testing.T) {
-	incident, err := filepath.Abs("../testdata/incident")
+	incident, err := filepath.Abs("../../testdata/incident")
 	if err != nil {
 		t.Fatal(err)
 	}

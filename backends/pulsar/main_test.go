@@ -14,8 +14,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/internal/pulsartest"
-	"github.com/dlqctl/dlqctl/pulsardlq"
 )
 
 // broker is the one Pulsar broker of this test binary, started by

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/pulsardlq"
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 )
 
 const secret = "s3cret-t0ken-value"

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqctl/dlqctl/pulsardlq"
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 )
 
 // The DLQ itself (under any spelling, any partition), dlqctl's removal

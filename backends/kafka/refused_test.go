@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/kafkadlq"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 )
 
 // TestRefusedRecordFailsAlone: an entry the origin refuses (too large for

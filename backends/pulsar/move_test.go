@@ -12,8 +12,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/pulsardlq"
 )
 
 // planItems is what a plan records for each pending message.

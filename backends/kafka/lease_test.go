@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/kafkadlq"
 )
 
 // deadPID is the PID of a process that has ended.

@@ -3,7 +3,7 @@ package sqsdlq_test
 import (
 	"testing"
 
-	"github.com/dlqctl/dlqctl/sqsdlq"
+	"github.com/dlqctl/dlqctl/backends/sqs"
 )
 
 // TestExtras: the approximate counts, the source queue with its

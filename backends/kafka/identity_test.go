@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/kafkadlq"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 )
 
 // TestRecreatedDLTShowsNewEntries: a DLT deleted and made again reuses
