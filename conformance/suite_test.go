@@ -25,16 +25,16 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
-	"github.com/dlqctl/dlqctl/internal/kafkatest"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
-	"github.com/dlqctl/dlqctl/internal/sqstest"
 	"github.com/dlqctl/dlqctl/internal/workertest"
 )
 

@@ -15,7 +15,7 @@ import (
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/dlqctl/dlqctl/backends/pulsar"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
 )
 
 // broker is the one Pulsar broker of this test binary, started by

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 

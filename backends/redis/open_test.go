@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 )
 
 // assertNoSecret fails when secret shows in any of the texts.

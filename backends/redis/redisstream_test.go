@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // shared is one redis-server for the tests that need no special server

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	_ "modernc.org/sqlite"
 
-	"github.com/dlqctl/dlqctl/internal/sqstest"
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 )
 
 // The end-to-end tests run the real dlqctl (this test binary, see

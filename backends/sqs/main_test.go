@@ -18,8 +18,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/dlqctl/dlqctl/backends/sqs"
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/cmd"
-	"github.com/dlqctl/dlqctl/internal/sqstest"
 )
 
 // server is the one ElasticMQ server of this test binary, started by

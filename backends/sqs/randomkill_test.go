@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/sqstest"
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 )
 
 // TestE2ERandomKills kills `redrive apply` and `redrive resume` with
