@@ -276,7 +276,7 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 		}
 		n, err := strconv.ParseInt(s, 10, bits)
 		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], truncateForError(s)))
+			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], TruncateForError(s)))
 			return -1
 		}
 		return n
@@ -327,7 +327,7 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 type KafkaDecoder struct {
 	from  EventIDSource
 	names FieldNames
-	table nameTable
+	table NameTable
 	// aliasOf gives, for each name a field may be read from, the field
 	// and the name's rank among that field's names (first wins); nil when
 	// a name serves more than one field, which the general lookup handles.
@@ -340,26 +340,26 @@ type KafkaDecoder struct {
 }
 
 type fieldAlias struct {
-	f    field
+	f    Field
 	rank int
 }
 
 // decodeScratch is Decode's working space for a record's headers. Go's
-// escape analysis puts it on the heap (kvReader's methods leak their
+// escape analysis puts it on the heap (KVReader's methods leak their
 // receiver's contents), and three allocations of it per record cost a
 // scan more than the pool does.
 type decodeScratch struct {
 	dlText, keys, vals [smallHeaders]string
 	dlValid            [smallHeaders]bool
-	used               [numFields + 4]string
-	resolved           [numFields]int8
+	used               [NumFields + 4]string
+	resolved           [NumFields]int8
 	binary             []string // names of headers kept in base64
 }
 
 // NewKafkaDecoder returns a decoder that takes event IDs from from and
 // envelope fields from the headers names gives.
 func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
-	d := &KafkaDecoder{from: from, names: names, table: names.table(), aliasOf: map[string]fieldAlias{},
+	d := &KafkaDecoder{from: from, names: names, table: names.Table(), aliasOf: map[string]fieldAlias{},
 		textOnly: map[string]bool{ImportedFromProperty: true, MalformedMarker: true}}
 	for _, ns := range d.table {
 		for _, n := range ns {
@@ -371,12 +371,12 @@ func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
 	}
 	for f, ns := range d.table {
 		for rank, n := range ns {
-			if a, ok := d.aliasOf[n]; ok && a.f != field(f) {
+			if a, ok := d.aliasOf[n]; ok && a.f != Field(f) {
 				d.aliasOf = nil
 				return d
 			}
 			if _, ok := d.aliasOf[n]; !ok {
-				d.aliasOf[n] = fieldAlias{field(f), rank}
+				d.aliasOf[n] = fieldAlias{Field(f), rank}
 			}
 		}
 	}
@@ -448,12 +448,12 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		d.scratch.Put(sc)
 	}()
 	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
-	kv := kvReader{names: &d.table, used: sc.used[:0]}
+	kv := KVReader{Names: &d.table, Used: sc.used[:0]}
 	if len(r.Headers)-ndl > 2*smallHeaders {
 		// Past a few dozen names a map beats scanning the slices.
-		kv.fields.m = make(map[string]string, len(r.Headers)-ndl)
+		kv.Fields.M = make(map[string]string, len(r.Headers)-ndl)
 	} else {
-		kv.fields.keys, kv.fields.vals = sc.keys[:0], sc.vals[:0]
+		kv.Fields.Keys, kv.Fields.Vals = sc.keys[:0], sc.vals[:0]
 	}
 	var headerErr error
 	at := len(id) + len(r.Key)
@@ -467,7 +467,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
-			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", truncateForError(h.Key)))
+			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", TruncateForError(h.Key)))
 			continue
 		}
 		if !utf8.ValidString(v) && !d.textOnly[h.Key] {
@@ -476,30 +476,30 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			v = base64.StdEncoding.EncodeToString(h.Value)
 			sc.binary = append(sc.binary, h.Key)
 		}
-		if kv.fields.m != nil {
-			kv.fields.m[h.Key] = v
+		if kv.Fields.M != nil {
+			kv.Fields.M[h.Key] = v
 		} else {
-			kv.fields.put(h.Key, v)
+			kv.Fields.Put(h.Key, v)
 		}
 	}
-	if d.aliasOf != nil && kv.fields.m == nil {
+	if d.aliasOf != nil && kv.Fields.M == nil {
 		// Each name is looked up once, rather than each field's names
 		// compared with every header.
-		var rank [numFields]int
-		for i, k := range kv.fields.keys {
+		var rank [NumFields]int
+		for i, k := range kv.Fields.Keys {
 			if a, ok := d.aliasOf[k]; ok && (sc.resolved[a.f] == 0 || a.rank < rank[a.f]) {
 				sc.resolved[a.f], rank[a.f] = int8(i+1), a.rank
 			}
 		}
-		kv.resolved = &sc.resolved
+		kv.Resolved = &sc.resolved
 	}
 	if headerErr != nil {
-		kv.fail(headerErr)
+		kv.Fail(headerErr)
 	}
-	kv.readCommon(&e)
+	kv.ReadCommon(&e)
 	switch {
-	case kv.present(fPayloadEncoding):
-		kv.setPayload(&e, r.Value)
+	case kv.Present(FPayloadEncoding):
+		kv.SetPayload(&e, r.Value)
 		if lean {
 			e.PayloadEncoding = ""
 		}
@@ -523,7 +523,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	ix := dl.index()
 	orig, err := originFrom(dl, ix, dlText, dlValid)
 	if err != nil {
-		kv.fail(err)
+		kv.Fail(err)
 	}
 	if orig.Topic != "" {
 		e.Origin.Topic = orig.Topic
@@ -553,11 +553,11 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	if e.ErrorClass == "" {
 		e.ErrorClass = class
 	}
-	if !lean && (len(dl) > 0 || kv.fields.len() > len(kv.used)) {
+	if !lean && (len(dl) > 0 || kv.Fields.Len() > len(kv.Used)) {
 		// Room for every property at once rather than growing the map.
-		e.Properties = make(map[string]string, max(kv.fields.len()-len(kv.used), 0)+len(dl))
+		e.Properties = make(map[string]string, max(kv.Fields.Len()-len(kv.Used), 0)+len(dl))
 	}
-	kv.rest(&e, lean)
+	kv.Rest(&e, lean)
 	if !lean && len(sc.binary) > 0 {
 		e.PropertyEncodings = make(map[string]string, len(sc.binary))
 		for _, k := range sc.binary {
@@ -608,7 +608,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			continue
 		case SpringOriginalTimestamp:
 			if len(v) != 8 {
-				kv.fail(fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", k, len(v)))
+				kv.Fail(fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", k, len(v)))
 				continue
 			}
 			if lean {
@@ -621,17 +621,17 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			continue
 		}
 		if !dlValid[i] {
-			kv.fail(fmt.Errorf("header %s: invalid UTF-8", truncateForError(k)))
+			kv.Fail(fmt.Errorf("header %s: invalid UTF-8", TruncateForError(k)))
 			continue
 		}
 		if !lean {
-			setProp(&e, k, dlText[i])
+			SetProperty(&e, k, dlText[i])
 		}
 	}
 	if nspans > 0 {
 		s := string(nums)
 		for _, sp := range spans[:nspans] {
-			setProp(&e, sp.key, s[sp.from:sp.to])
+			SetProperty(&e, sp.key, s[sp.from:sp.to])
 		}
 	}
 	if len(e.Properties) == 0 {
@@ -640,17 +640,17 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	// Without a dead_lettered_at, the record's timestamp is when it was
 	// dead-lettered — unless dlqctl import wrote it, when it is only the
 	// time of the import.
-	if _, imported := kv.fields.lookup(ImportedFromProperty); e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
+	if _, imported := kv.Fields.Lookup(ImportedFromProperty); e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
 		e.DeadLetteredAt = r.Timestamp.UTC()
 	}
 	if d.from.Kind != "property" || d.from.Name != "" || e.EventID == "" {
-		id, err := d.from.eventID(key, kv.fields, r.Value, d.names)
+		id, err := d.from.EventID(key, kv.Fields, r.Value, d.names)
 		if err != nil {
-			kv.fail(kafkaIDError(err))
+			kv.Fail(kafkaIDError(err))
 		}
 		e.EventID = id
 	}
-	e = kv.finish(e, nil)
+	e = kv.Finish(e, nil)
 	if e.Malformed != "" && !lean {
 		e.Raw = rawHeaders(r)
 	}

@@ -65,7 +65,7 @@ func ParseEventIDSource(s string) (EventIDSource, error) {
 	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want property:NAME, json:PATH or key", s)
 }
 
-func (s EventIDSource) eventID(key string, props fieldStore, payload []byte, names FieldNames) (string, error) {
+func (s EventIDSource) EventID(key string, props FieldStore, payload []byte, names FieldNames) (string, error) {
 	switch s.Kind {
 	case "key":
 		if key == "" {
@@ -83,7 +83,7 @@ func (s EventIDSource) eventID(key string, props fieldStore, payload []byte, nam
 		candidates = []string{s.Name}
 	}
 	for _, n := range candidates {
-		if v, _ := props.lookup(n); v != "" {
+		if v, _ := props.Lookup(n); v != "" {
 			return v, nil
 		}
 	}
@@ -125,26 +125,26 @@ func EventIDAtJSONPath(payload []byte, path string) (string, error) {
 // ORIGIN_MESSAGE_ID among them, stay properties. It never fails.
 func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope {
 	e := Envelope{ID: m.ID, Origin: Origin{Backend: "pulsar"}, Key: m.Key}
-	kv := newKVReader(m.Properties, names)
+	kv := NewKVReader(m.Properties, names)
 	if !utf8.ValidString(m.Key) || !utf8.ValidString(m.OrderingKey) {
-		kv.fail(errors.New("message key: invalid UTF-8"))
+		kv.Fail(errors.New("message key: invalid UTF-8"))
 	}
-	kv.readCommon(&e)
-	kv.setPayload(&e, m.Payload)
+	kv.ReadCommon(&e)
+	kv.SetPayload(&e, m.Payload)
 	if e.Key == "" {
 		e.Key = m.Key
 	}
 	if rt, ok := m.Properties[PulsarRealTopic]; ok {
 		e.Origin.Topic = rt
-		kv.used.add(PulsarRealTopic)
+		kv.Used.Add(PulsarRealTopic)
 	}
 	if rc, ok := m.Properties[PulsarReconsumeTimes]; ok {
 		n, err := strconv.Atoi(rc)
 		if err != nil {
-			kv.fail(fmt.Errorf("%s: want a whole number, got %q", PulsarReconsumeTimes, truncateForError(rc)))
+			kv.Fail(fmt.Errorf("%s: want a whole number, got %q", PulsarReconsumeTimes, TruncateForError(rc)))
 		}
 		e.Attempts = n
-		kv.used.add(PulsarReconsumeTimes)
+		kv.Used.Add(PulsarReconsumeTimes)
 	} else if e.Attempts == 0 {
 		e.Attempts = int(m.RedeliveryCount)
 	}
@@ -154,24 +154,24 @@ func FromPulsar(m PulsarMessage, from EventIDSource, names FieldNames) Envelope 
 	if _, imported := m.Properties[ImportedFromProperty]; e.DeadLetteredAt.IsZero() && !imported {
 		e.DeadLetteredAt = m.PublishTime.UTC()
 	}
-	kv.rest(&e, false)
+	kv.Rest(&e, false)
 	if m.OrderingKey != "" {
-		setProp(&e, PropOrderingKey, m.OrderingKey)
+		SetProperty(&e, PropOrderingKey, m.OrderingKey)
 	}
 	if !m.EventTime.IsZero() {
-		setProp(&e, PropEventTime, m.EventTime.UTC().Format(time.RFC3339Nano))
+		SetProperty(&e, PropEventTime, m.EventTime.UTC().Format(time.RFC3339Nano))
 	}
 	if from.Kind != "property" || from.Name != "" || e.EventID == "" {
-		id, err := from.eventID(m.Key, mapStore(m.Properties), m.Payload, names)
+		id, err := from.EventID(m.Key, MapStore(m.Properties), m.Payload, names)
 		if err != nil {
-			kv.fail(err)
+			kv.Fail(err)
 		}
 		e.EventID = id
 	}
-	return kv.finish(e, nil)
+	return kv.Finish(e, nil)
 }
 
-func setProp(e *Envelope, k, v string) {
+func SetProperty(e *Envelope, k, v string) {
 	if e.Properties == nil {
 		e.Properties = map[string]string{}
 	}

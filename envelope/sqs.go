@@ -122,22 +122,22 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	for k, v := range m.BinaryAttributes {
 		fields[k] = base64.StdEncoding.EncodeToString(v)
 	}
-	kv := newKVReader(fields, names)
+	kv := NewKVReader(fields, names)
 	if packErr != nil {
-		kv.fail(packErr)
+		kv.Fail(packErr)
 	}
-	kv.readCommon(&e)
+	kv.ReadCommon(&e)
 	body := []byte(m.Body)
-	if enc, _ := kv.get(fPayloadEncoding); enc == EncodingBase64 {
+	if enc, _ := kv.Get(FPayloadEncoding); enc == EncodingBase64 {
 		// An SQS body is text: dlqctl import writes other bytes as base64.
 		raw, err := base64.StdEncoding.DecodeString(m.Body)
 		if err != nil {
-			kv.fail(errors.New("payload: payload_encoding base64 but the body is not base64"))
+			kv.Fail(errors.New("payload: payload_encoding base64 but the body is not base64"))
 		} else {
 			body = raw
 		}
 	}
-	kv.setPayload(&e, body)
+	kv.SetPayload(&e, body)
 	if e.Key == "" {
 		e.Key = m.Attributes[SQSMessageGroupID]
 	}
@@ -168,7 +168,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 			}
 		}
 	}
-	if _, ok := kv.get(fAttempts); !ok {
+	if _, ok := kv.Get(FAttempts); !ok {
 		switch rc, _ := strconv.Atoi(m.Attributes[SQSReceiveCount]); {
 		case m.SourceMaxReceiveCount > 0:
 			e.Attempts = m.SourceMaxReceiveCount
@@ -184,21 +184,21 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	if e.FirstReceivedAt.IsZero() {
 		e.FirstReceivedAt = millis(m.Attributes[SQSFirstReceiveTimestamp])
 	}
-	kv.rest(&e, false)
+	kv.Rest(&e, false)
 	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
-		setProp(&e, SQSSourceArnProperty, arn)
+		SetProperty(&e, SQSSourceArnProperty, arn)
 	}
 	if claimed != "" {
-		setProp(&e, SQSClaimedOriginProperty, claimed)
+		SetProperty(&e, SQSClaimedOriginProperty, claimed)
 	}
 	if from.Kind == "json" || from.Name != "" || e.EventID == "" {
 		id, err := sqsEventID(m, from, fields, names)
 		if err != nil {
-			kv.fail(err)
+			kv.Fail(err)
 		}
 		e.EventID = id
 	}
-	e = kv.finish(e, nil)
+	e = kv.Finish(e, nil)
 	if e.Malformed != "" {
 		e.Raw = sqsRaw(m)
 	}
