@@ -3,8 +3,6 @@ package kafkadlq
 import (
 	"fmt"
 	"testing"
-
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // fillDone is a done-set of n entries over 4 partitions, in the order a
@@ -12,7 +10,7 @@ import (
 func fillDone(n int) *doneSet {
 	d := newDoneSet("T1")
 	for i := range n {
-		d.set(envelope.KafkaID(int32(i%4), int64(i/4)), stateRecord{Status: StatusRedriven, TopicID: "T1"})
+		d.set(KafkaID(int32(i%4), int64(i/4)), stateRecord{Status: StatusRedriven, TopicID: "T1"})
 	}
 	return d
 }
@@ -25,10 +23,10 @@ func TestDoneSetCounts(t *testing.T) {
 	if got := d.countIn(0, 240, 400); got != 10 {
 		t.Fatalf("countIn past the end = %d", got)
 	}
-	d.drop(envelope.KafkaID(1, 15))
-	d.set(envelope.KafkaID(1, 16), stateRecord{Status: StatusResolved, TopicID: "T1"}) // again: counted once
-	d.set(envelope.KafkaID(1, 17), stateRecord{Status: StatusRedriven, TopicID: "T0"}) // another topic's
-	d.set(envelope.KafkaID(1, 300), stateRecord{Status: StatusRedriven})               // from before topic IDs
+	d.drop(KafkaID(1, 15))
+	d.set(KafkaID(1, 16), stateRecord{Status: StatusResolved, TopicID: "T1"}) // again: counted once
+	d.set(KafkaID(1, 17), stateRecord{Status: StatusRedriven, TopicID: "T0"}) // another topic's
+	d.set(KafkaID(1, 300), stateRecord{Status: StatusRedriven})               // from before topic IDs
 	if got := d.countIn(1, 10, 20); got != 8 {
 		t.Fatalf("after drop and another topic's record: %d", got)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // KafkaExtras is the Kafka section of `stats` (dlqctl.stats/v1 backend).
@@ -75,7 +74,7 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 		if rec, _ := st.done.get(id); rec.TopicID != "" && t.topicID != "" && rec.TopicID != t.topicID {
 			continue // the state of a topic of that name that was deleted
 		}
-		if p, o, ok := envelope.ParseKafkaID(id); ok {
+		if p, o, ok := ParseKafkaID(id); ok {
 			if doneIn[p] == nil {
 				doneIn[p] = map[int64]bool{}
 			}

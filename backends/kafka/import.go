@@ -44,7 +44,7 @@ func (t *Topic) Import(ctx context.Context, e envelope.Envelope) (string, error)
 		t.imported[e.ID] = true
 	}
 	t.mu.Unlock()
-	return envelope.KafkaID(res.Partition, res.Offset), nil
+	return KafkaID(res.Partition, res.Offset), nil
 }
 
 // Has reports whether id is the dlqctl_source_id of an entry (one scan on
@@ -82,7 +82,7 @@ func (t *Topic) Has(ctx context.Context, id string) (bool, error) {
 	if found {
 		return true, nil
 	}
-	if _, _, ok := envelope.ParseKafkaID(id); !ok {
+	if _, _, ok := ParseKafkaID(id); !ok {
 		return false, nil
 	}
 	_, err := t.Get(ctx, id)
@@ -119,7 +119,7 @@ func (t *Topic) importRecord(e envelope.Envelope) *kgo.Record {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if envelope.DeadLetterHeader(k) {
+		if DeadLetterHeader(k) {
 			// Decoded forms of dead-lettering headers (numbers as text)
 			// would not decode back; the fields above carry what they said.
 			continue

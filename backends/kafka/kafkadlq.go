@@ -102,7 +102,7 @@ type Topic struct {
 	// missing: the DLQ topic did not exist when the Topic was opened.
 	missing  bool
 	names    envelope.FieldNames
-	dec      *envelope.KafkaDecoder
+	dec      *KafkaDecoder
 	password string
 	timeout  time.Duration
 	txnTTL   time.Duration
@@ -177,7 +177,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.display(), src.user)
 	}
 	t := &Topic{
-		src: src, names: names, dec: envelope.NewKafkaDecoder(from, names), password: pw,
+		src: src, names: names, dec: NewKafkaDecoder(from, names), password: pw,
 		timeout:  orDefault(opts.Timeout, orDefault(src.timeout, defaultTimeout)),
 		txnTTL:   orDefault(opts.TransactionTimeout, defaultTxnTimeout),
 		leaseTTL: orDefault(opts.LeaseTTL, defaultLeaseTTL),
@@ -587,7 +587,7 @@ func (d *doneSet) set(id string, r stateRecord) {
 	if had && counts(old) == counts(r) {
 		return
 	}
-	p, o, ok := envelope.ParseKafkaID(id)
+	p, o, ok := ParseKafkaID(id)
 	if !ok {
 		return
 	}
@@ -611,7 +611,7 @@ func (d *doneSet) drop(id string) {
 		return
 	}
 	delete(d.m, id)
-	if p, o, ok := envelope.ParseKafkaID(id); ok {
+	if p, o, ok := ParseKafkaID(id); ok {
 		d.unindex(p, o)
 	}
 }
@@ -904,16 +904,16 @@ func (t *Topic) decode(r *kgo.Record) envelope.Envelope {
 }
 
 // toKafkaRecord is r for the envelope package. Its headers are r's own,
-// seen as envelope.KafkaHeader: the two types have the same fields in the
+// seen as KafkaHeader: the two types have the same fields in the
 // same order (TestHeaderLayout pins it), and a scan spent a twentieth of
 // its CPU copying ten of them per record only to read them once. The
 // envelope package reads headers and never keeps or changes the slice.
-func toKafkaRecord(r *kgo.Record) envelope.KafkaRecord {
-	var hs []envelope.KafkaHeader
+func toKafkaRecord(r *kgo.Record) KafkaRecord {
+	var hs []KafkaHeader
 	if len(r.Headers) > 0 {
-		hs = unsafe.Slice((*envelope.KafkaHeader)(unsafe.Pointer(unsafe.SliceData(r.Headers))), len(r.Headers))
+		hs = unsafe.Slice((*KafkaHeader)(unsafe.Pointer(unsafe.SliceData(r.Headers))), len(r.Headers))
 	}
-	return envelope.KafkaRecord{
+	return KafkaRecord{
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp,
 	}
@@ -1001,7 +1001,7 @@ func (t *Topic) parseCursor(ctx context.Context, s string) (cursor, error) {
 		}
 		return c, nil
 	}
-	p, o, ok := envelope.ParseKafkaID(s)
+	p, o, ok := ParseKafkaID(s)
 	if !ok {
 		return cursor{}, backend.Configf("%s: cursor %q is not a Kafka entry id (partition:offset)", t, s)
 	}
@@ -1258,9 +1258,9 @@ func (t *Topic) fetch(ctx context.Context, p int32, o int64) (*kgo.Record, error
 	if err != nil {
 		return nil, err
 	}
-	r, ok := recs[envelope.KafkaID(p, o)]
+	r, ok := recs[KafkaID(p, o)]
 	if !ok {
-		return nil, fmt.Errorf("entry %s: %w in %s", envelope.KafkaID(p, o), backend.ErrNotFound, t)
+		return nil, fmt.Errorf("entry %s: %w in %s", KafkaID(p, o), backend.ErrNotFound, t)
 	}
 	return r, nil
 }
@@ -1334,7 +1334,7 @@ func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[stri
 // removed, is ErrNotFound. Get waits for a transaction that is open on the
 // state topic to end, so that its answer is settled.
 func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
-	p, o, ok := envelope.ParseKafkaID(id)
+	p, o, ok := ParseKafkaID(id)
 	if !ok {
 		return envelope.Envelope{}, fmt.Errorf("%q is not a Kafka entry id (partition:offset): %w in %s", id, backend.ErrNotFound, t)
 	}

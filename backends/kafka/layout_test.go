@@ -5,18 +5,16 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // TestHeaderLayout pins what toKafkaRecord relies on to read a record's
-// headers as envelope.KafkaHeader without copying them: the same fields,
+// headers as KafkaHeader without copying them: the same fields,
 // of the same types, at the same offsets, and the same size. A franz-go
 // upgrade that changes kgo.RecordHeader fails here, not in a scan.
 func TestHeaderLayout(t *testing.T) {
-	k, e := reflect.TypeOf(kgo.RecordHeader{}), reflect.TypeOf(envelope.KafkaHeader{})
+	k, e := reflect.TypeOf(kgo.RecordHeader{}), reflect.TypeOf(KafkaHeader{})
 	if k.Size() != e.Size() || k.Align() != e.Align() || k.NumField() != e.NumField() {
-		t.Fatalf("kgo.RecordHeader is %d bytes, %d fields; envelope.KafkaHeader %d bytes, %d fields", k.Size(), k.NumField(), e.Size(), e.NumField())
+		t.Fatalf("kgo.RecordHeader is %d bytes, %d fields; KafkaHeader %d bytes, %d fields", k.Size(), k.NumField(), e.Size(), e.NumField())
 	}
 	for i := range k.NumField() {
 		kf, ef := k.Field(i), e.Field(i)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // broker is the one Kafka broker of this test binary, started by TestMain;
@@ -96,13 +95,13 @@ func springDeadLetter(dlt string, partition int32, ts time.Time, origin string, 
 		Headers: []kgo.RecordHeader{
 			{Key: "event_id", Value: []byte(eventID)},
 			{Key: "traceparent", Value: []byte("00-abc-def-01")},
-			{Key: envelope.SpringOriginalTopic, Value: []byte(origin)},
-			{Key: envelope.SpringOriginalPartition, Value: be32(origPartition)},
-			{Key: envelope.SpringOriginalOffset, Value: be64(origOffset)},
-			{Key: envelope.SpringOriginalTimestamp, Value: be64(ts.Add(-time.Minute).UnixMilli())},
-			{Key: envelope.SpringOriginalGroup, Value: []byte("workers")},
-			{Key: envelope.SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
-			{Key: envelope.SpringExceptionMessage, Value: []byte(errMsg)},
+			{Key: kafkadlq.SpringOriginalTopic, Value: []byte(origin)},
+			{Key: kafkadlq.SpringOriginalPartition, Value: be32(origPartition)},
+			{Key: kafkadlq.SpringOriginalOffset, Value: be64(origOffset)},
+			{Key: kafkadlq.SpringOriginalTimestamp, Value: be64(ts.Add(-time.Minute).UnixMilli())},
+			{Key: kafkadlq.SpringOriginalGroup, Value: []byte("workers")},
+			{Key: kafkadlq.SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+			{Key: kafkadlq.SpringExceptionMessage, Value: []byte(errMsg)},
 		},
 	}
 	if key != "" {

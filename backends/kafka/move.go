@@ -161,7 +161,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	want := map[int32][]int64{}
 	for _, it := range items {
-		if p, o, ok := envelope.ParseKafkaID(it.ID); ok {
+		if p, o, ok := ParseKafkaID(it.ID); ok {
 			want[p] = append(want[p], o)
 		}
 	}
@@ -367,7 +367,7 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		s := &states[i]
 		// Results come in completion order; the records themselves carry
 		// the offsets they were given.
-		s.rec.DestID = envelope.KafkaID(recs[s.record].Partition, recs[s.record].Offset)
+		s.rec.DestID = KafkaID(recs[s.record].Partition, recs[s.record].Offset)
 		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
 		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
 	}
@@ -393,7 +393,7 @@ func (t *Topic) redriveRecord(src *kgo.Record, it backend.MoveItem, m backend.Ma
 	var hs []kgo.RecordHeader
 	for _, h := range src.Headers {
 		switch {
-		case envelope.DeadLetterHeader(h.Key):
+		case DeadLetterHeader(h.Key):
 			continue
 		case h.Key == backend.MarkerRunID || h.Key == backend.MarkerSeq || h.Key == backend.MarkerRedrivenFrom:
 			continue
@@ -430,7 +430,7 @@ func contains(list []string, s string) bool {
 // without a key and without an original partition goes to partition 0:
 // it has no order to keep.
 func destPartition(src, out *kgo.Record, dest string, n int) int32 {
-	if o, err := envelope.OriginOf(toKafkaRecord(src).Headers); err == nil && o.Topic == dest && o.Partition >= 0 && int(o.Partition) < n {
+	if o, err := OriginOf(toKafkaRecord(src).Headers); err == nil && o.Topic == dest && o.Partition >= 0 && int(o.Partition) < n {
 		return o.Partition
 	}
 	if out.Key == nil || n <= 0 {
@@ -454,7 +454,7 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	}
 	want := map[int32][]int64{}
 	for _, it := range items {
-		if p, o, ok := envelope.ParseKafkaID(it.ID); ok {
+		if p, o, ok := ParseKafkaID(it.ID); ok {
 			want[p] = append(want[p], o)
 		}
 	}

@@ -32,7 +32,7 @@ func seedRedrive(t *testing.T, ctx context.Context) (origin, dlt string, src *ka
 	// One dead letter whose producer named no partition: Kafka Connect
 	// style, without the partition header.
 	noPart := &kgo.Record{Topic: dlt, Partition: 1, Timestamp: base.Add(4 * time.Second), Key: []byte("order-1"), Value: []byte(`{"n":4}`),
-		Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte("E4")}, {Key: envelope.ConnectTopic, Value: []byte(origin)}}}
+		Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte("E4")}, {Key: kafkadlq.ConnectTopic, Value: []byte(origin)}}}
 	produceManual(t, ctx, append(recs, noPart)...)
 	src = openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 10 * time.Second})
 	entries = scanAll(t, ctx, src, "")
@@ -95,7 +95,7 @@ func TestRedriveTransaction(t *testing.T) {
 		t.Fatalf("E1 key %q value %q", e1.Key, e1.Value)
 	}
 	for _, h := range e1.Headers {
-		if envelope.DeadLetterHeader(h.Key) {
+		if kafkadlq.DeadLetterHeader(h.Key) {
 			t.Fatalf("dead-letter header %s went to the origin", h.Key)
 		}
 	}
@@ -108,7 +108,7 @@ func TestRedriveTransaction(t *testing.T) {
 	if v, _ := header(e1, "redrive_count"); v != "1" {
 		t.Fatalf("redrive_count %q", v)
 	}
-	if res[0].DestID != envelope.KafkaID(e1.Partition, e1.Offset) {
+	if res[0].DestID != kafkadlq.KafkaID(e1.Partition, e1.Offset) {
 		t.Fatalf("DestID %s, record at %d:%d", res[0].DestID, e1.Partition, e1.Offset)
 	}
 	// The moved entries are gone from the DLQ; E2 stays.

@@ -5,8 +5,6 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // A fetch from Kafka returns whole record batches, up to a megabyte of
@@ -36,7 +34,7 @@ func (w *window) serve(p int32, offs []int64, out map[string]*kgo.Record) {
 	for _, o := range offs {
 		i := sort.Search(len(w.recs), func(i int) bool { return w.recs[i].Offset >= o })
 		if i < len(w.recs) && w.recs[i].Offset == o {
-			out[envelope.KafkaID(p, o)] = w.recs[i]
+			out[KafkaID(p, o)] = w.recs[i]
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // scanGC is the collector's GOGC for commands reading a Kafka DLQ
@@ -41,7 +40,7 @@ func Registration() backend.Registration {
 			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
 		},
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			from, err := envelope.ParseKafkaEventIDSource(o.EventIDFrom)
+			from, err := ParseKafkaEventIDSource(o.EventIDFrom)
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}

@@ -146,7 +146,7 @@ func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
 	if e.Origin.Topic != "" {
-		w.Raw(envelope.PulsarRealTopic, e.Origin.Topic)
+		w.Raw(PulsarRealTopic, e.Origin.Topic)
 	}
 	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
 	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
@@ -160,17 +160,17 @@ func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 	for _, k := range keys {
 		v := e.Properties[k]
 		switch k {
-		case envelope.PropOrderingKey:
+		case PropOrderingKey:
 			if v != "" {
 				msg.OrderingKey = v
 				continue
 			}
-		case envelope.PropEventTime:
+		case PropEventTime:
 			if ts, ok := eventTime(v); ok {
 				msg.EventTime = ts
 				continue
 			}
-		case envelope.PulsarRealTopic, envelope.PulsarReconsumeTimes:
+		case PulsarRealTopic, PulsarReconsumeTimes:
 			// Left out: they would read back as the origin or the attempts.
 			continue
 		}

@@ -77,7 +77,7 @@ func TestImportRoundTrip(t *testing.T) {
 		LastError: "timeout", ErrorClass: "transient", Owner: "team-payments", RecoverBy: now.Add(time.Hour),
 		SchemaInfo: "orders.v3", RedriveCount: 2,
 		Properties: map[string]string{
-			"tenant": "acme", envelope.PropOrderingKey: "customer-9", envelope.PropEventTime: "2026-11-29T10:00:00.5Z",
+			"tenant": "acme", pulsardlq.PropOrderingKey: "customer-9", pulsardlq.PropEventTime: "2026-11-29T10:00:00.5Z",
 			"eventId": "shadow", "reason": "an alias of last_error",
 		},
 		PayloadEncoding: envelope.EncodingBase64, Payload: []byte("abc"),
@@ -94,7 +94,7 @@ func TestImportRoundTrip(t *testing.T) {
 	want.ID = id
 	want.Origin.Backend = "pulsar"
 	want.Properties = map[string]string{
-		"tenant": "acme", envelope.PropOrderingKey: "customer-9", envelope.PropEventTime: "2026-11-29T10:00:00.5Z",
+		"tenant": "acme", pulsardlq.PropOrderingKey: "customer-9", pulsardlq.PropEventTime: "2026-11-29T10:00:00.5Z",
 		"eventId": "shadow", "reason": "an alias of last_error", pulsardlq.SourceIDProperty: e.ID,
 	}
 	if !reflect.DeepEqual(got, want) {

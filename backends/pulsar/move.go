@@ -33,7 +33,7 @@ import (
 var routingProps = []string{
 	"REAL_TOPIC", "REAL_SUBSCRIPTION", "ORIGIN_MESSAGE_ID", "ORIGIN_MESSAGE_IDY_TIME",
 	"RECONSUMETIMES", "DELAY_TIME", "RETRY_TOPIC", SourceIDProperty,
-	envelope.PropOrderingKey, envelope.PropEventTime,
+	PropOrderingKey, PropEventTime,
 }
 
 // Atomic is false: the send to the destination and the acknowledgement on

@@ -470,7 +470,7 @@ func idOf(id pulsar.MessageID, partition int32) msgID {
 }
 
 func (t *Topic) decode(m pulsar.Message, id msgID) envelope.Envelope {
-	return envelope.FromPulsar(envelope.PulsarMessage{
+	return FromPulsar(PulsarMessage{
 		ID:              id.String(),
 		Topic:           m.Topic(),
 		Key:             m.Key(),

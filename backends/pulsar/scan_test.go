@@ -94,7 +94,7 @@ func TestScanGetLenOfADLQ(t *testing.T) {
 		e.Fingerprint != envelope.ComputeFingerprint(payload) || e.FingerprintComputed || e.Malformed != "" {
 		t.Errorf("first envelope = %+v", e)
 	}
-	if e.Properties[envelope.PropOrderingKey] != "customer-7" || e.Properties[envelope.PropEventTime] != "2026-11-29T09:30:00.123Z" ||
+	if e.Properties[pulsardlq.PropOrderingKey] != "customer-7" || e.Properties[pulsardlq.PropEventTime] != "2026-11-29T09:30:00.123Z" ||
 		e.Properties["ORIGIN_MESSAGE_ID"] != "17:3:-1" || e.Properties["tenant"] != "acme" {
 		t.Errorf("first envelope properties = %v", e.Properties)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // RedrivePolicy is a source queue's RedrivePolicy attribute.
@@ -157,7 +156,7 @@ func lastSegment(u string) string {
 
 // redrivePolicy reads the redrive policy of the queue with this ARN.
 func (q *Queue) redrivePolicy(ctx context.Context, arn string) (RedrivePolicy, error) {
-	name := envelope.SQSQueueName(arn)
+	name := SQSQueueName(arn)
 	if name == "" {
 		return RedrivePolicy{}, fmt.Errorf("%q is not an SQS queue ARN", arn)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // GuardDestination refuses the DLQ itself as a redrive destination, by
@@ -22,7 +20,7 @@ func (q *Queue) GuardDestination(_ context.Context, dest string) error {
 		return nil // not a queue reference; resolving it fails later with its own error
 	}
 	selfName := q.src.queue
-	if n := envelope.SQSQueueName(q.arn); n != "" {
+	if n := SQSQueueName(q.arn); n != "" {
 		selfName = n
 	}
 	selfAccount := arnAccount(q.arn)
@@ -54,7 +52,7 @@ func queueRef(dest string) (account, name string) {
 		}
 		return account, name
 	case strings.HasPrefix(dest, "arn:"):
-		return arnAccount(dest), envelope.SQSQueueName(dest)
+		return arnAccount(dest), SQSQueueName(dest)
 	}
 	return "", dest
 }

@@ -149,7 +149,7 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k == envelope.SQSSourceArnProperty || k == envelope.SQSPackedFields {
+		if k == SQSSourceArnProperty || k == SQSPackedFields {
 			continue // SQS's own record of the source, or dlqctl's packing
 		}
 		field, first, isName := q.names.NameOf(k)
@@ -180,7 +180,7 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 			}
 		}
 		b, _ := json.Marshal(packed) // a map of strings always marshals
-		attrs[envelope.SQSPackedFields] = strAttr(string(b))
+		attrs[SQSPackedFields] = strAttr(string(b))
 	}
 	for k, v := range attrs {
 		if v.StringValue == nil || *v.StringValue == "" {

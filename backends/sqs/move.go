@@ -213,7 +213,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			}
 		}
 		if isFIFO(dest) {
-			group := r.msg.Attributes[envelope.SQSMessageGroupID]
+			group := r.msg.Attributes[SQSMessageGroupID]
 			if group == "" {
 				group = env.Key
 			}
@@ -341,7 +341,7 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 	}
 	delete(attrs, envelope.ImportedFromProperty)
 	var packed map[string]string
-	if p, ok := attrs[envelope.SQSPackedFields]; ok && p.StringValue != nil {
+	if p, ok := attrs[SQSPackedFields]; ok && p.StringValue != nil {
 		_ = json.Unmarshal([]byte(*p.StringValue), &packed) // unreadable: treated as empty and left as it is
 	}
 	rcName, count, inPlace := q.names[envelope.FieldRedriveCount][0], 0, false
@@ -385,7 +385,7 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 			packed[mk[0]] = mk[1]
 		}
 		b, _ := json.Marshal(packed) // a map of strings always marshals
-		attrs[envelope.SQSPackedFields] = strAttr(string(b))
+		attrs[SQSPackedFields] = strAttr(string(b))
 	}
 	return attrs
 }
@@ -483,13 +483,13 @@ func (q *Queue) destURL(ctx context.Context, dest string, m types.Message) (stri
 	case strings.HasPrefix(dest, "https://") || strings.HasPrefix(dest, "http://"):
 		u = dest
 	case strings.HasPrefix(dest, "arn:"):
-		name, account = envelope.SQSQueueName(dest), arnAccount(dest)
+		name, account = SQSQueueName(dest), arnAccount(dest)
 		if name == "" {
 			return "", backend.Configf("destination %q is not an SQS queue ARN", dest)
 		}
 	default:
 		name = dest
-		if src := m.Attributes[envelope.SQSDeadLetterSourceArn]; envelope.SQSQueueName(src) == dest {
+		if src := m.Attributes[SQSDeadLetterSourceArn]; SQSQueueName(src) == dest {
 			account = arnAccount(src)
 		} else {
 			account = q.src.account

@@ -6,7 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/backends/sqs"
 )
 
 // TestRecordedOriginWins: a producer-set origin_stream attribute naming
@@ -29,8 +29,8 @@ func TestRecordedOriginWins(t *testing.T) {
 	if len(all) != 1 {
 		t.Fatalf("scan saw %d", len(all))
 	}
-	if all[0].Origin.Topic != p.srcName || all[0].Properties[envelope.SQSClaimedOriginProperty] != vName {
-		t.Fatalf("origin %q, claimed %q; want %q and %q", all[0].Origin.Topic, all[0].Properties[envelope.SQSClaimedOriginProperty], p.srcName, vName)
+	if all[0].Origin.Topic != p.srcName || all[0].Properties[sqsdlq.SQSClaimedOriginProperty] != vName {
+		t.Fatalf("origin %q, claimed %q; want %q and %q", all[0].Origin.Topic, all[0].Properties[sqsdlq.SQSClaimedOriginProperty], p.srcName, vName)
 	}
 	for i, r := range redriveAll(t, q, "run-origin") {
 		if r.Err != nil {

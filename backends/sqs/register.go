@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // scanGC is the collector's GOGC for commands reading an SQS DLQ
@@ -45,7 +44,7 @@ func Registration() backend.Registration {
 			return backend.Parsed{Display: u.display()}, nil
 		},
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			from, err := envelope.ParseSQSEventIDSource(o.EventIDFrom)
+			from, err := ParseSQSEventIDSource(o.EventIDFrom)
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}

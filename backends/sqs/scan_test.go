@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	sqsdlq "github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -33,7 +34,7 @@ func TestScanNeverDeletes(t *testing.T) {
 			if e.Malformed != "" || e.EventID != evs[i].id || string(e.Payload) != evs[i].body {
 				t.Fatalf("round %d: entry %d: event %q payload %q malformed %q; want %s in order sent", round, i, e.EventID, e.Payload, e.Malformed, evs[i].id)
 			}
-			if e.Origin.Topic != p.srcName || e.Properties[envelope.SQSSourceArnProperty] != p.srcArn {
+			if e.Origin.Topic != p.srcName || e.Properties[sqsdlq.SQSSourceArnProperty] != p.srcArn {
 				t.Fatalf("origin %q / %v, want %s", e.Origin.Topic, e.Properties, p.srcName)
 			}
 			if e.Attempts != 2 {

@@ -259,8 +259,8 @@ type sortKey struct {
 }
 
 func keyOf(m types.Message) sortKey {
-	sent, _ := strconv.ParseInt(m.Attributes[envelope.SQSSentTimestamp], 10, 64)
-	return sortKey{group: m.Attributes[envelope.SQSMessageGroupID], sent: sent, seq: m.Attributes[envelope.SQSSequenceNumber], id: aws.ToString(m.MessageId)}
+	sent, _ := strconv.ParseInt(m.Attributes[SQSSentTimestamp], 10, 64)
+	return sortKey{group: m.Attributes[SQSMessageGroupID], sent: sent, seq: m.Attributes[SQSSequenceNumber], id: aws.ToString(m.MessageId)}
 }
 
 func (a sortKey) less(b sortKey) bool {
@@ -596,7 +596,7 @@ func (q *Queue) Scan(ctx context.Context, after string, fn func(envelope.Envelop
 
 // decode maps one message to an envelope.
 func (q *Queue) decode(ctx context.Context, m types.Message) envelope.Envelope {
-	sm := envelope.SQSMessage{
+	sm := SQSMessage{
 		ID:         aws.ToString(m.MessageId),
 		Body:       aws.ToString(m.Body),
 		Attributes: m.Attributes,
@@ -614,10 +614,10 @@ func (q *Queue) decode(ctx context.Context, m types.Message) envelope.Envelope {
 		}
 		sm.MessageAttributes[k] = aws.ToString(v.StringValue)
 	}
-	if arn := m.Attributes[envelope.SQSDeadLetterSourceArn]; arn != "" {
+	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
 		sm.SourceMaxReceiveCount = q.sourceMaxReceive(ctx, arn)
 	}
-	return envelope.FromSQS(sm, q.from, q.names)
+	return FromSQS(sm, q.from, q.names)
 }
 
 // sourceMaxReceive is the maxReceiveCount of the source queue's redrive

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -135,11 +136,11 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 	}
 	r := s.buf[0]
 	s.buf = s.buf[1:]
-	hs := make([]envelope.KafkaHeader, len(r.Headers))
+	hs := make([]kafkadlq.KafkaHeader, len(r.Headers))
 	for i, h := range r.Headers {
-		hs[i] = envelope.KafkaHeader{Key: h.Key, Value: h.Value}
+		hs[i] = kafkadlq.KafkaHeader{Key: h.Key, Value: h.Value}
 	}
-	env := envelope.FromKafka(envelope.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+	env := kafkadlq.FromKafka(kafkadlq.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, envelope.EventIDSource{Kind: "property"}, s.names)
 	return Message{ID: env.ID, Envelope: env, krec: r}, nil
 }
@@ -162,19 +163,19 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 	r := m.krec
 	var hs []kgo.RecordHeader
 	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, envelope.SpringPrefix) {
+		if !strings.HasPrefix(h.Key, kafkadlq.SpringPrefix) {
 			hs = append(hs, h)
 		}
 	}
 	hs = append(hs,
-		kgo.RecordHeader{Key: envelope.SpringOriginalTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalPartition, Value: be32(r.Partition)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalOffset, Value: be64(r.Offset)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalTimestamp, Value: be64(r.Timestamp.UnixMilli())},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalPartition, Value: be32(r.Partition)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalOffset, Value: be64(r.Offset)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalTimestamp, Value: be64(r.Timestamp.UnixMilli())},
 		kgo.RecordHeader{Key: "kafka_dlt-original-timestamp-type", Value: []byte("CreateTime")},
-		kgo.RecordHeader{Key: envelope.SpringOriginalGroup, Value: []byte(s.group)},
-		kgo.RecordHeader{Key: envelope.SpringExceptionFQCN, Value: []byte(kafkaExceptionFQCN)},
-		kgo.RecordHeader{Key: envelope.SpringExceptionMessage, Value: []byte(dl.LastError)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalGroup, Value: []byte(s.group)},
+		kgo.RecordHeader{Key: kafkadlq.SpringExceptionFQCN, Value: []byte(kafkaExceptionFQCN)},
+		kgo.RecordHeader{Key: kafkadlq.SpringExceptionMessage, Value: []byte(dl.LastError)},
 	)
 	out := &kgo.Record{Topic: s.dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: dl.At}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {

@@ -1,4 +1,4 @@
-package envelope
+package kafkadlq
 
 import (
 	"encoding/binary"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/envelope/envelopetest"
 )
 
 func be32(n int32) []byte { b := make([]byte, 4); binary.BigEndian.PutUint32(b, uint32(n)); return b }
@@ -36,14 +39,14 @@ func springRecord() KafkaRecord {
 }
 
 func TestFromKafkaSpring(t *testing.T) {
-	e := FromKafka(springRecord(), EventIDSource{Kind: "property"}, DefaultFieldNames())
+	e := FromKafka(springRecord(), envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" {
 		t.Fatalf("malformed: %s", e.Malformed)
 	}
 	if e.ID != "2:41" || e.EventID != "E7" || e.Key != "order-7" {
 		t.Fatalf("id %q event %q key %q", e.ID, e.EventID, e.Key)
 	}
-	if e.Origin != (Origin{Backend: "kafka", Topic: "orders", Subscription: "order-workers"}) {
+	if e.Origin != (envelope.Origin{Backend: "kafka", Topic: "orders", Subscription: "order-workers"}) {
 		t.Fatalf("origin %+v", e.Origin)
 	}
 	if e.LastError != "Listener failed; timeout calling payments" || !strings.HasSuffix(e.ErrorClass, "ListenerExecutionFailedException") {
@@ -66,7 +69,7 @@ func TestFromKafkaSpring(t *testing.T) {
 			t.Errorf("property %s = %q, want %q", k, e.Properties[k], v)
 		}
 	}
-	if !e.FingerprintComputed || e.Fingerprint != ComputeFingerprint(e.Payload) || e.PayloadEncoding != EncodingJSON {
+	if !e.FingerprintComputed || e.Fingerprint != envelope.ComputeFingerprint(e.Payload) || e.PayloadEncoding != envelope.EncodingJSON {
 		t.Fatalf("fingerprint %q computed %v encoding %s", e.Fingerprint, e.FingerprintComputed, e.PayloadEncoding)
 	}
 	o, err := OriginOf(springRecord().Headers)
@@ -84,7 +87,7 @@ func TestFromKafkaConnectAndKarafka(t *testing.T) {
 		{Key: ConnectConnectorName, Value: []byte("jdbc-sink")},
 		{Key: ConnectExceptionClass, Value: []byte("org.apache.kafka.connect.errors.DataException")},
 	}}
-	e := FromKafka(connect, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	e := FromKafka(connect, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" || e.EventID != "C1" || e.Origin.Topic != "payments" || e.Origin.Consumer != "jdbc-sink" {
 		t.Fatalf("connect: %+v", e)
 	}
@@ -101,7 +104,7 @@ func TestFromKafkaConnectAndKarafka(t *testing.T) {
 		{Key: KarafkaOffset, Value: []byte("17")},
 		{Key: KarafkaConsumerGroup, Value: []byte("app")},
 	}}
-	e = FromKafka(karafka, EventIDSource{Kind: "key"}, DefaultFieldNames())
+	e = FromKafka(karafka, envelope.EventIDSource{Kind: "key"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" || e.EventID != "k" || e.Origin.Topic != "events" || e.Origin.Subscription != "app" {
 		t.Fatalf("karafka: %+v", e)
 	}
@@ -130,14 +133,14 @@ func TestFromKafkaMalformed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := springRecord()
 			c.mutate(&r)
-			e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+			e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 			if !strings.Contains(e.Malformed, c.want) {
 				t.Fatalf("Malformed = %q, want it to contain %q", e.Malformed, c.want)
 			}
 			if e.ID != "2:41" || len(e.Raw) == 0 {
 				t.Fatalf("malformed entry lost its id %q or raw form", e.ID)
 			}
-			checkEnvelope(t, e, "2:41")
+			envelopetest.Check(t, e, "2:41")
 		})
 	}
 }
@@ -151,22 +154,22 @@ func TestFromKafkaEnvelopeHeaders(t *testing.T) {
 		{Key: "last_error", Value: []byte("boom")},
 		{Key: "dead_lettered_at", Value: []byte("2026-11-29T10:05:00Z")},
 		{Key: "redrive_count", Value: []byte("1")},
-		{Key: ImportedFromProperty, Value: []byte("old-1")},
+		{Key: envelope.ImportedFromProperty, Value: []byte("old-1")},
 	}}
-	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" || e.Fingerprint != "sha256:abc" || e.FingerprintComputed || e.Origin.Topic != "orders" ||
 		e.Attempts != 4 || e.LastError != "boom" || e.RedriveCount != 1 || e.DeadLetteredAt.Format(time.RFC3339) != "2026-11-29T10:05:00Z" {
 		t.Fatalf("%+v", e)
 	}
 	r.Headers = r.Headers[:1]
-	r.Headers = append(r.Headers, KafkaHeader{Key: ImportedFromProperty, Value: []byte("old-1")})
-	if e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames()); !e.DeadLetteredAt.IsZero() {
+	r.Headers = append(r.Headers, KafkaHeader{Key: envelope.ImportedFromProperty, Value: []byte("old-1")})
+	if e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames()); !e.DeadLetteredAt.IsZero() {
 		t.Fatalf("an imported record's timestamp is not its dead-letter time: %v", e.DeadLetteredAt)
 	}
 }
 
 func TestParseKafkaEventIDSource(t *testing.T) {
-	for in, want := range map[string]EventIDSource{
+	for in, want := range map[string]envelope.EventIDSource{
 		"":             {Kind: "property"},
 		"key":          {Kind: "key"},
 		"header:msgId": {Kind: "property", Name: "msgId"},
@@ -241,13 +244,13 @@ func FuzzFromKafka(f *testing.F) {
 		}
 		src, err := ParseKafkaEventIDSource(from)
 		if err != nil {
-			src = EventIDSource{Kind: "property"}
+			src = envelope.EventIDSource{Kind: "property"}
 		}
 		r := KafkaRecord{Partition: partition, Offset: offset, Key: key, Value: value, Headers: fuzzHeaders(headers)}
 		if tsMillis > 0 {
 			r.Timestamp = time.UnixMilli(tsMillis % (maxPublishMillis + 1))
 		}
-		d := NewKafkaDecoder(src, DefaultFieldNames())
+		d := NewKafkaDecoder(src, envelope.DefaultFieldNames())
 		e := d.Decode(r)
 		if e.Origin.Backend != "kafka" {
 			t.Fatalf("Origin.Backend = %q", e.Origin.Backend)
@@ -262,7 +265,7 @@ func FuzzFromKafka(f *testing.F) {
 		if _, err := OriginOf(r.Headers); err != nil && e.Malformed == "" {
 			t.Fatalf("headers that do not decode (%v) gave a well-formed envelope", err)
 		}
-		checkEnvelope(t, e, KafkaID(partition, offset))
+		envelopetest.Check(t, e, KafkaID(partition, offset))
 	})
 }
 
@@ -274,7 +277,7 @@ func TestFromKafkaRepeatedHeader(t *testing.T) {
 		{Key: SpringExceptionMessage, Value: []byte{0xff, 0xfe}},
 		{Key: SpringOriginalOffset, Value: []byte{1}},
 	}, r.Headers...)
-	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" {
 		t.Fatalf("malformed: %s", e.Malformed)
 	}
@@ -289,10 +292,10 @@ func TestFromKafkaRepeatedHeader(t *testing.T) {
 func BenchmarkFromKafkaSpring(b *testing.B) {
 	r := springRecord()
 	r.Headers = append(r.Headers, KafkaHeader{Key: "fingerprint", Value: []byte("sha256:" + strings.Repeat("ab", 32))})
-	d := NewKafkaDecoder(EventIDSource{Kind: "property"}, DefaultFieldNames())
+	d := NewKafkaDecoder(envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	for _, c := range []struct {
 		name   string
-		decode func(KafkaRecord) Envelope
+		decode func(KafkaRecord) envelope.Envelope
 	}{{"full", d.Decode}, {"lean", d.Lean}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -323,11 +326,11 @@ func kafkaPayloadSeeds() [][]byte {
 	return s
 }
 
-// TestKafkaPayloadEncoding: the fast classifier agrees with ClassifyPayload.
+// TestKafkaPayloadEncoding: the fast classifier agrees with envelope.ClassifyPayload.
 func TestKafkaPayloadEncoding(t *testing.T) {
 	for _, p := range kafkaPayloadSeeds() {
-		if got, want := kafkaPayloadEncoding(p), ClassifyPayload(p); got != want {
-			t.Errorf("%.60q: got %s, ClassifyPayload says %s", p, got, want)
+		if got, want := kafkaPayloadEncoding(p), envelope.ClassifyPayload(p); got != want {
+			t.Errorf("%.60q: got %s, envelope.ClassifyPayload says %s", p, got, want)
 		}
 	}
 }
@@ -337,8 +340,8 @@ func FuzzKafkaPayloadEncoding(f *testing.F) {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if got, want := kafkaPayloadEncoding(p), ClassifyPayload(p); got != want {
-			t.Fatalf("%q: got %s, ClassifyPayload says %s", p, got, want)
+		if got, want := kafkaPayloadEncoding(p), envelope.ClassifyPayload(p); got != want {
+			t.Fatalf("%q: got %s, envelope.ClassifyPayload says %s", p, got, want)
 		}
 	})
 }
@@ -351,14 +354,14 @@ func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
 	r.Key = be64(-42) // a Long key: 0xff… is not UTF-8
 	avro := []byte{0x00, 0x00, 0x00, 0x01, 0xc3, 0x28}
 	r.Headers = append(r.Headers, KafkaHeader{Key: "schema", Value: avro})
-	e := FromKafka(r, EventIDSource{Kind: "property"}, DefaultFieldNames())
+	e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" {
 		t.Fatalf("malformed: %s", e.Malformed)
 	}
-	if e.KeyEncoding != BinaryEncoding || e.PropertyEncodings["schema"] != BinaryEncoding || len(e.PropertyEncodings) != 1 {
+	if e.KeyEncoding != envelope.BinaryEncoding || e.PropertyEncodings["schema"] != envelope.BinaryEncoding || len(e.PropertyEncodings) != 1 {
 		t.Fatalf("key %q (%q), encodings %v", e.Key, e.KeyEncoding, e.PropertyEncodings)
 	}
-	check := func(e Envelope) {
+	check := func(e envelope.Envelope) {
 		t.Helper()
 		if k, err := e.KeyBytes(); err != nil || string(k) != string(be64(-42)) {
 			t.Fatalf("key bytes %x %v", k, err)
@@ -378,19 +381,19 @@ func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
 	if !strings.Contains(string(b), `"key_encoding":"base64"`) || !strings.Contains(string(b), `"property_encodings":{"schema":"base64"}`) {
 		t.Fatalf("JSON %s", b)
 	}
-	var back Envelope
+	var back envelope.Envelope
 	if err := back.UnmarshalJSON(b); err != nil {
 		t.Fatal(err)
 	}
 	check(back)
 	// A text key and text headers carry no encodings (the JSON is as it
 	// was before binary keys were kept).
-	plain := FromKafka(springRecord(), EventIDSource{Kind: "property"}, DefaultFieldNames())
+	plain := FromKafka(springRecord(), envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
 	if plain.KeyEncoding != "" || plain.PropertyEncodings != nil {
 		t.Fatalf("text record: %q %v", plain.KeyEncoding, plain.PropertyEncodings)
 	}
 	// The event ID taken from a binary key is still refused.
-	if e := FromKafka(r, EventIDSource{Kind: "key"}, DefaultFieldNames()); !strings.Contains(e.Malformed, "invalid UTF-8") {
+	if e := FromKafka(r, envelope.EventIDSource{Kind: "key"}, envelope.DefaultFieldNames()); !strings.Contains(e.Malformed, "invalid UTF-8") {
 		t.Fatalf("event ID from a binary key: %q", e.Malformed)
 	}
 	// A JSON envelope whose encoded key is not base64 is malformed.
@@ -398,3 +401,7 @@ func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
 		t.Fatal("a bad base64 key was accepted")
 	}
 }
+
+// maxPublishMillis is 9999-12-31T23:59:59.999Z: a broker's publish time
+// is a wall clock, never outside RFC 3339's years.
+const maxPublishMillis = 253402300799999

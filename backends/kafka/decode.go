@@ -1,4 +1,4 @@
-package envelope
+package kafkadlq
 
 import (
 	"encoding/base64"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // Header names that Spring Kafka's DeadLetterPublishingRecoverer writes on
@@ -98,24 +100,24 @@ func DeadLetterHeader(name string) bool {
 
 // ParseKafkaEventIDSource parses --event-id-from for Kafka:
 // header:NAME, json:PATH or key ("" reads the event_id/eventId header).
-func ParseKafkaEventIDSource(s string) (EventIDSource, error) {
+func ParseKafkaEventIDSource(s string) (envelope.EventIDSource, error) {
 	switch {
 	case s == "":
-		return EventIDSource{Kind: "property"}, nil
+		return envelope.EventIDSource{Kind: "property"}, nil
 	case s == "key":
-		return EventIDSource{Kind: "key"}, nil
+		return envelope.EventIDSource{Kind: "key"}, nil
 	}
 	kind, name, ok := strings.Cut(s, ":")
 	if ok && name != "" {
 		switch kind {
 		case "header":
 			// A header is what a property is elsewhere.
-			return EventIDSource{Kind: "property", Name: name}, nil
+			return envelope.EventIDSource{Kind: "property", Name: name}, nil
 		case "json":
-			return EventIDSource{Kind: "json", Name: name}, nil
+			return envelope.EventIDSource{Kind: "json", Name: name}, nil
 		}
 	}
-	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want header:NAME, json:PATH or key", s)
+	return envelope.EventIDSource{}, fmt.Errorf("--event-id-from %q: want header:NAME, json:PATH or key", s)
 }
 
 // KafkaOrigin is where a dead letter was consumed from, as its
@@ -276,7 +278,7 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 		}
 		n, err := strconv.ParseInt(s, 10, bits)
 		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], TruncateForError(s)))
+			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], envelope.TruncateForError(s)))
 			return -1
 		}
 		return n
@@ -325,9 +327,9 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 // decodes; it holds no per-record state, so one decoder serves several
 // goroutines.
 type KafkaDecoder struct {
-	from  EventIDSource
-	names FieldNames
-	table NameTable
+	from  envelope.EventIDSource
+	names envelope.FieldNames
+	table envelope.NameTable
 	// aliasOf gives, for each name a field may be read from, the field
 	// and the name's rank among that field's names (first wins); nil when
 	// a name serves more than one field, which the general lookup handles.
@@ -340,27 +342,27 @@ type KafkaDecoder struct {
 }
 
 type fieldAlias struct {
-	f    Field
+	f    envelope.Field
 	rank int
 }
 
 // decodeScratch is Decode's working space for a record's headers. Go's
-// escape analysis puts it on the heap (KVReader's methods leak their
+// escape analysis puts it on the heap (envelope.KVReader's methods leak their
 // receiver's contents), and three allocations of it per record cost a
 // scan more than the pool does.
 type decodeScratch struct {
 	dlText, keys, vals [smallHeaders]string
 	dlValid            [smallHeaders]bool
-	used               [NumFields + 4]string
-	resolved           [NumFields]int8
+	used               [envelope.NumFields + 4]string
+	resolved           [envelope.NumFields]int8
 	binary             []string // names of headers kept in base64
 }
 
 // NewKafkaDecoder returns a decoder that takes event IDs from from and
 // envelope fields from the headers names gives.
-func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
+func NewKafkaDecoder(from envelope.EventIDSource, names envelope.FieldNames) *KafkaDecoder {
 	d := &KafkaDecoder{from: from, names: names, table: names.Table(), aliasOf: map[string]fieldAlias{},
-		textOnly: map[string]bool{ImportedFromProperty: true, MalformedMarker: true}}
+		textOnly: map[string]bool{envelope.ImportedFromProperty: true, envelope.MalformedMarker: true}}
 	for _, ns := range d.table {
 		for _, n := range ns {
 			d.textOnly[n] = true
@@ -371,12 +373,12 @@ func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
 	}
 	for f, ns := range d.table {
 		for rank, n := range ns {
-			if a, ok := d.aliasOf[n]; ok && a.f != Field(f) {
+			if a, ok := d.aliasOf[n]; ok && a.f != envelope.Field(f) {
 				d.aliasOf = nil
 				return d
 			}
 			if _, ok := d.aliasOf[n]; !ok {
-				d.aliasOf[n] = fieldAlias{Field(f), rank}
+				d.aliasOf[n] = fieldAlias{envelope.Field(f), rank}
 			}
 		}
 	}
@@ -387,10 +389,10 @@ func NewKafkaDecoder(from EventIDSource, names FieldNames) *KafkaDecoder {
 // Properties, no PayloadEncoding and no Raw, and is otherwise what Decode
 // returns — Malformed included, since every check still runs. A scan for
 // stats or for conflicts spends most of its decoding on those three.
-func (d *KafkaDecoder) Lean(r KafkaRecord) Envelope { return d.decode(r, true) }
+func (d *KafkaDecoder) Lean(r KafkaRecord) envelope.Envelope { return d.decode(r, true) }
 
 // FromKafka decodes one record; see KafkaDecoder.Decode.
-func FromKafka(r KafkaRecord, from EventIDSource, names FieldNames) Envelope {
+func FromKafka(r KafkaRecord, from envelope.EventIDSource, names envelope.FieldNames) envelope.Envelope {
 	return NewKafkaDecoder(from, names).Decode(r)
 }
 
@@ -410,9 +412,9 @@ const smallHeaders = 16
 // and the header values are substrings of one string, the numbers shown as
 // properties of another, the headers are looked up in slices on the stack,
 // and the properties map is sized once.
-func (d *KafkaDecoder) Decode(r KafkaRecord) Envelope { return d.decode(r, false) }
+func (d *KafkaDecoder) Decode(r KafkaRecord) envelope.Envelope { return d.decode(r, false) }
 
-func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
+func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	var idBuf [40]byte
 	id := strconv.AppendInt(idBuf[:0], int64(r.Partition), 10)
 	id = append(id, ':')
@@ -432,7 +434,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		arena.Write(h.Value)
 	}
 	all := arena.String()
-	e := Envelope{ID: all[:len(id)], Origin: Origin{Backend: "kafka"}}
+	e := envelope.Envelope{ID: all[:len(id)], Origin: envelope.Origin{Backend: "kafka"}}
 	key := all[len(id) : len(id)+len(r.Key)]
 
 	// The dead-lettering headers, in record order, the last of a name
@@ -448,7 +450,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		d.scratch.Put(sc)
 	}()
 	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
-	kv := KVReader{Names: &d.table, Used: sc.used[:0]}
+	kv := envelope.KVReader{Names: &d.table, Used: sc.used[:0]}
 	if len(r.Headers)-ndl > 2*smallHeaders {
 		// Past a few dozen names a map beats scanning the slices.
 		kv.Fields.M = make(map[string]string, len(r.Headers)-ndl)
@@ -467,7 +469,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
-			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", TruncateForError(h.Key)))
+			headerErr = errors.Join(headerErr, fmt.Errorf("header %q: name is not UTF-8", envelope.TruncateForError(h.Key)))
 			continue
 		}
 		if !utf8.ValidString(v) && !d.textOnly[h.Key] {
@@ -485,7 +487,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	if d.aliasOf != nil && kv.Fields.M == nil {
 		// Each name is looked up once, rather than each field's names
 		// compared with every header.
-		var rank [NumFields]int
+		var rank [envelope.NumFields]int
 		for i, k := range kv.Fields.Keys {
 			if a, ok := d.aliasOf[k]; ok && (sc.resolved[a.f] == 0 || a.rank < rank[a.f]) {
 				sc.resolved[a.f], rank[a.f] = int8(i+1), a.rank
@@ -498,7 +500,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	}
 	kv.ReadCommon(&e)
 	switch {
-	case kv.Present(FPayloadEncoding):
+	case kv.Present(envelope.FPayloadEncoding):
 		kv.SetPayload(&e, r.Value)
 		if lean {
 			e.PayloadEncoding = ""
@@ -516,7 +518,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		e.Key = key
 		if !utf8.ValidString(key) {
 			// A Long or Avro key: its bytes in base64, as for payloads.
-			e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(r.Key), BinaryEncoding
+			e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(r.Key), envelope.BinaryEncoding
 		}
 	}
 	// Only dead-lettering headers name the origin.
@@ -562,7 +564,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 		e.PropertyEncodings = make(map[string]string, len(sc.binary))
 		for _, k := range sc.binary {
 			if _, ok := e.Properties[k]; ok {
-				e.PropertyEncodings[k] = BinaryEncoding
+				e.PropertyEncodings[k] = envelope.BinaryEncoding
 			}
 		}
 		if len(e.PropertyEncodings) == 0 {
@@ -621,17 +623,17 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 			continue
 		}
 		if !dlValid[i] {
-			kv.Fail(fmt.Errorf("header %s: invalid UTF-8", TruncateForError(k)))
+			kv.Fail(fmt.Errorf("header %s: invalid UTF-8", envelope.TruncateForError(k)))
 			continue
 		}
 		if !lean {
-			SetProperty(&e, k, dlText[i])
+			envelope.SetProperty(&e, k, dlText[i])
 		}
 	}
 	if nspans > 0 {
 		s := string(nums)
 		for _, sp := range spans[:nspans] {
-			SetProperty(&e, sp.key, s[sp.from:sp.to])
+			envelope.SetProperty(&e, sp.key, s[sp.from:sp.to])
 		}
 	}
 	if len(e.Properties) == 0 {
@@ -640,7 +642,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) Envelope {
 	// Without a dead_lettered_at, the record's timestamp is when it was
 	// dead-lettered — unless dlqctl import wrote it, when it is only the
 	// time of the import.
-	if _, imported := kv.Fields.Lookup(ImportedFromProperty); e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
+	if _, imported := kv.Fields.Lookup(envelope.ImportedFromProperty); e.DeadLetteredAt.IsZero() && !imported && !r.Timestamp.IsZero() {
 		e.DeadLetteredAt = r.Timestamp.UTC()
 	}
 	if d.from.Kind != "property" || d.from.Name != "" || e.EventID == "" {

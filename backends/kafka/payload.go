@@ -1,22 +1,26 @@
-package envelope
+package kafkadlq
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
 
-// kafkaPayloadEncoding is ClassifyPayload for a record value, with a
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// kafkaPayloadEncoding is envelope.ClassifyPayload for a record value, with a
 // faster path for what most dead letters are, compact JSON: one pass of
 // a small validator instead of encoding/json's scanner (a function call
 // per byte) followed by a second pass for white space. It answers exactly
-// what ClassifyPayload answers; FuzzKafkaPayloadEncoding checks that.
+// what envelope.ClassifyPayload answers; FuzzKafkaPayloadEncoding checks that.
 func kafkaPayloadEncoding(p []byte) string {
 	if !utf8.Valid(p) {
-		return EncodingBase64
+		return envelope.EncodingBase64
 	}
 	if len(p) > 0 {
 		if end, ok := compactValue(p, 0, 0); ok && end == len(p) {
-			return EncodingJSON
+			return envelope.EncodingJSON
 		}
 	}
-	return EncodingUTF8
+	return envelope.EncodingUTF8
 }
 
 // jsonMaxDepth is encoding/json's nesting limit: deeper is not valid JSON

@@ -1,4 +1,4 @@
-package envelope
+package sqsdlq
 
 import (
 	"encoding/base64"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // SQS system attribute names dlqctl reads off a DLQ message.
@@ -67,15 +69,15 @@ type SQSMessage struct {
 
 // ParseSQSEventIDSource parses --event-id-from for SQS: attribute:NAME or
 // json:PATH ("" reads the event_id/eventId attribute).
-func ParseSQSEventIDSource(s string) (EventIDSource, error) {
+func ParseSQSEventIDSource(s string) (envelope.EventIDSource, error) {
 	if s == "" {
-		return EventIDSource{Kind: "attribute"}, nil
+		return envelope.EventIDSource{Kind: "attribute"}, nil
 	}
 	kind, name, ok := strings.Cut(s, ":")
 	if ok && name != "" && (kind == "attribute" || kind == "json") {
-		return EventIDSource{Kind: kind, Name: name}, nil
+		return envelope.EventIDSource{Kind: kind, Name: name}, nil
 	}
-	return EventIDSource{}, fmt.Errorf("--event-id-from %q: want attribute:NAME or json:PATH for SQS", s)
+	return envelope.EventIDSource{}, fmt.Errorf("--event-id-from %q: want attribute:NAME or json:PATH for SQS", s)
 }
 
 // SQSQueueName is the queue name at the end of an SQS queue ARN
@@ -101,8 +103,8 @@ func SQSQueueName(arn string) string {
 // An EventBridge, SNS or Lambda DLQ message's error attributes fill
 // last_error (they name no queue to go back to, so a redrive needs --to).
 // It never fails.
-func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
-	e := Envelope{ID: m.ID, Origin: Origin{Backend: "sqs"}}
+func FromSQS(m SQSMessage, from envelope.EventIDSource, names envelope.FieldNames) envelope.Envelope {
+	e := envelope.Envelope{ID: m.ID, Origin: envelope.Origin{Backend: "sqs"}}
 	fields := make(map[string]string, len(m.MessageAttributes)+len(m.BinaryAttributes))
 	var packErr error
 	if packed, ok := m.MessageAttributes[SQSPackedFields]; ok {
@@ -122,13 +124,13 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	for k, v := range m.BinaryAttributes {
 		fields[k] = base64.StdEncoding.EncodeToString(v)
 	}
-	kv := NewKVReader(fields, names)
+	kv := envelope.NewKVReader(fields, names)
 	if packErr != nil {
 		kv.Fail(packErr)
 	}
 	kv.ReadCommon(&e)
 	body := []byte(m.Body)
-	if enc, _ := kv.Get(FPayloadEncoding); enc == EncodingBase64 {
+	if enc, _ := kv.Get(envelope.FPayloadEncoding); enc == envelope.EncodingBase64 {
 		// An SQS body is text: dlqctl import writes other bytes as base64.
 		raw, err := base64.StdEncoding.DecodeString(m.Body)
 		if err != nil {
@@ -168,7 +170,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 			}
 		}
 	}
-	if _, ok := kv.Get(FAttempts); !ok {
+	if _, ok := kv.Get(envelope.FAttempts); !ok {
 		switch rc, _ := strconv.Atoi(m.Attributes[SQSReceiveCount]); {
 		case m.SourceMaxReceiveCount > 0:
 			e.Attempts = m.SourceMaxReceiveCount
@@ -177,7 +179,7 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 		}
 	}
 	if e.DeadLetteredAt.IsZero() {
-		if _, imported := fields[ImportedFromProperty]; !imported {
+		if _, imported := fields[envelope.ImportedFromProperty]; !imported {
 			e.DeadLetteredAt = millis(m.Attributes[SQSSentTimestamp])
 		}
 	}
@@ -186,10 +188,10 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	}
 	kv.Rest(&e, false)
 	if arn := m.Attributes[SQSDeadLetterSourceArn]; arn != "" {
-		SetProperty(&e, SQSSourceArnProperty, arn)
+		envelope.SetProperty(&e, SQSSourceArnProperty, arn)
 	}
 	if claimed != "" {
-		SetProperty(&e, SQSClaimedOriginProperty, claimed)
+		envelope.SetProperty(&e, SQSClaimedOriginProperty, claimed)
 	}
 	if from.Kind == "json" || from.Name != "" || e.EventID == "" {
 		id, err := sqsEventID(m, from, fields, names)
@@ -205,11 +207,11 @@ func FromSQS(m SQSMessage, from EventIDSource, names FieldNames) Envelope {
 	return e
 }
 
-func sqsEventID(m SQSMessage, from EventIDSource, fields map[string]string, names FieldNames) (string, error) {
+func sqsEventID(m SQSMessage, from envelope.EventIDSource, fields map[string]string, names envelope.FieldNames) (string, error) {
 	if from.Kind == "json" {
-		return EventIDAtJSONPath([]byte(m.Body), from.Name)
+		return envelope.EventIDAtJSONPath([]byte(m.Body), from.Name)
 	}
-	candidates := names[FieldEventID]
+	candidates := names[envelope.FieldEventID]
 	if from.Name != "" {
 		candidates = []string{from.Name}
 	}

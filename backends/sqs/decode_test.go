@@ -1,10 +1,13 @@
-package envelope
+package sqsdlq
 
 import (
 	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/envelope/envelopetest"
 )
 
 func sqsMsg() SQSMessage {
@@ -22,14 +25,14 @@ func sqsMsg() SQSMessage {
 }
 
 func TestFromSQS(t *testing.T) {
-	e := FromSQS(sqsMsg(), EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e := FromSQS(sqsMsg(), envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" {
 		t.Fatalf("Malformed = %q", e.Malformed)
 	}
 	if e.ID != "a4b4d115-ed6e-41a0-af06-3a68ac17deed" || e.EventID != "E42" {
 		t.Errorf("ID %q EventID %q", e.ID, e.EventID)
 	}
-	if e.Origin != (Origin{Backend: "sqs", Topic: "orders"}) {
+	if e.Origin != (envelope.Origin{Backend: "sqs", Topic: "orders"}) {
 		t.Errorf("Origin = %+v", e.Origin)
 	}
 	if e.Attempts != 2 {
@@ -45,7 +48,7 @@ func TestFromSQS(t *testing.T) {
 	if !maps.Equal(e.Properties, want) {
 		t.Errorf("Properties = %v, want %v", e.Properties, want)
 	}
-	if e.PayloadEncoding != EncodingJSON || !e.FingerprintComputed || e.Fingerprint != ComputeFingerprint([]byte(sqsMsg().Body)) {
+	if e.PayloadEncoding != envelope.EncodingJSON || !e.FingerprintComputed || e.Fingerprint != envelope.ComputeFingerprint([]byte(sqsMsg().Body)) {
 		t.Errorf("payload %s, fingerprint %s computed=%v", e.PayloadEncoding, e.Fingerprint, e.FingerprintComputed)
 	}
 }
@@ -53,15 +56,15 @@ func TestFromSQS(t *testing.T) {
 func TestFromSQSAttempts(t *testing.T) {
 	m := sqsMsg()
 	m.SourceMaxReceiveCount = 5
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); e.Attempts != 5 {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); e.Attempts != 5 {
 		t.Errorf("with the source's maxReceiveCount: Attempts = %d, want 5", e.Attempts)
 	}
 	m.MessageAttributes["attempts"] = "9"
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); e.Attempts != 9 {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); e.Attempts != 9 {
 		t.Errorf("with an attempts attribute: Attempts = %d, want 9", e.Attempts)
 	}
 	m.MessageAttributes["attempts"] = "many"
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); !strings.Contains(e.Malformed, "attempts") {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); !strings.Contains(e.Malformed, "attempts") {
 		t.Errorf("unreadable attempts: Malformed = %q", e.Malformed)
 	}
 }
@@ -70,12 +73,12 @@ func TestFromSQSFIFOKey(t *testing.T) {
 	m := sqsMsg()
 	m.Attributes[SQSMessageGroupID] = "order-123"
 	m.Attributes[SQSSequenceNumber] = "18849496460467696128"
-	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if e.Key != "order-123" {
 		t.Errorf("Key = %q, want the MessageGroupId", e.Key)
 	}
 	m.MessageAttributes["key"] = "explicit"
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); e.Key != "explicit" {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); e.Key != "explicit" {
 		t.Errorf("a key attribute wins: Key = %q", e.Key)
 	}
 }
@@ -94,7 +97,7 @@ func TestFromSQSEventBridge(t *testing.T) {
 			"TARGET_ARN":    "arn:aws:lambda:eu-west-1:123456789012:function:fulfil",
 		},
 	}
-	e := FromSQS(m, EventIDSource{Kind: "json", Name: "detail.id"}, DefaultFieldNames())
+	e := FromSQS(m, envelope.EventIDSource{Kind: "json", Name: "detail.id"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" {
 		t.Fatalf("Malformed = %q", e.Malformed)
 	}
@@ -115,7 +118,7 @@ func TestFromSQSEventBridge(t *testing.T) {
 func TestFromSQSPackedFields(t *testing.T) {
 	m := sqsMsg()
 	m.MessageAttributes[SQSPackedFields] = `{"owner":"team-payments","event_id":"packed","redrive_count":"2"}`
-	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if e.Malformed != "" || e.Owner != "team-payments" || e.RedriveCount != 2 || e.EventID != "E42" {
 		t.Errorf("Malformed %q Owner %q RedriveCount %d EventID %q (a real attribute wins)", e.Malformed, e.Owner, e.RedriveCount, e.EventID)
 	}
@@ -123,7 +126,7 @@ func TestFromSQSPackedFields(t *testing.T) {
 		t.Errorf("the packed attribute itself became a property")
 	}
 	m.MessageAttributes[SQSPackedFields] = `[1,2]`
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); !strings.Contains(e.Malformed, SQSPackedFields) {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); !strings.Contains(e.Malformed, SQSPackedFields) {
 		t.Errorf("bad packed fields: Malformed = %q", e.Malformed)
 	}
 }
@@ -131,14 +134,14 @@ func TestFromSQSPackedFields(t *testing.T) {
 func TestFromSQSMalformed(t *testing.T) {
 	m := sqsMsg()
 	delete(m.MessageAttributes, "event_id")
-	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if !strings.Contains(e.Malformed, "event ID") || len(e.Raw) == 0 || e.ID != m.ID {
 		t.Fatalf("Malformed %q Raw %q ID %q", e.Malformed, e.Raw, e.ID)
 	}
 	m = sqsMsg()
 	m.MessageAttributes["payload_encoding"] = "base64"
 	m.Body = "not base64!"
-	if e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); !strings.Contains(e.Malformed, "base64") {
+	if e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); !strings.Contains(e.Malformed, "base64") {
 		t.Errorf("bad base64 body: Malformed = %q", e.Malformed)
 	}
 }
@@ -147,14 +150,14 @@ func TestFromSQSBase64Body(t *testing.T) {
 	m := sqsMsg()
 	m.MessageAttributes["payload_encoding"] = "base64"
 	m.Body = "AAEC/w=="
-	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
-	if e.Malformed != "" || string(e.Payload) != "\x00\x01\x02\xff" || e.PayloadEncoding != EncodingBase64 {
+	e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
+	if e.Malformed != "" || string(e.Payload) != "\x00\x01\x02\xff" || e.PayloadEncoding != envelope.EncodingBase64 {
 		t.Errorf("Malformed %q Payload %q encoding %s", e.Malformed, e.Payload, e.PayloadEncoding)
 	}
 }
 
 func TestParseSQSEventIDSource(t *testing.T) {
-	for in, want := range map[string]EventIDSource{
+	for in, want := range map[string]envelope.EventIDSource{
 		"":                  {Kind: "attribute"},
 		"attribute:orderId": {Kind: "attribute", Name: "orderId"},
 		"json:detail.id":    {Kind: "json", Name: "detail.id"},
@@ -176,17 +179,17 @@ func FuzzFromSQS(f *testing.F) {
 	f.Add("id", "AAEC", []byte(`{"eventId":"E1","payload_encoding":"base64"}`), []byte(`{"SentTimestamp":"x"}`), "json:a.b", 2)
 	f.Add("id", "x", []byte(`{"dlqctl_fields":"{\"event_id\":\"E\"}"}`), []byte(`{"MessageGroupId":"g"}`), "attribute:k", -1)
 	f.Fuzz(func(t *testing.T, id, body string, attrs, sys []byte, from string, maxRC int) {
-		id = fuzzID(id)
+		id = envelopetest.FuzzID(id)
 		src, err := ParseSQSEventIDSource(from)
 		if err != nil {
-			src = EventIDSource{Kind: "attribute"}
+			src = envelope.EventIDSource{Kind: "attribute"}
 		}
-		m := SQSMessage{ID: id, Body: body, MessageAttributes: fuzzFields(attrs), Attributes: fuzzFields(sys), SourceMaxReceiveCount: maxRC}
-		e := FromSQS(m, src, DefaultFieldNames())
+		m := SQSMessage{ID: id, Body: body, MessageAttributes: envelopetest.FuzzFields(attrs), Attributes: envelopetest.FuzzFields(sys), SourceMaxReceiveCount: maxRC}
+		e := FromSQS(m, src, envelope.DefaultFieldNames())
 		if e.Origin.Backend != "sqs" {
 			t.Fatalf("Origin.Backend = %q", e.Origin.Backend)
 		}
-		checkEnvelope(t, e, id)
+		envelopetest.Check(t, e, id)
 	})
 }
 
@@ -196,7 +199,7 @@ func FuzzFromSQS(f *testing.F) {
 func TestFromSQSRecordedOriginWins(t *testing.T) {
 	m := sqsMsg()
 	m.MessageAttributes["origin_stream"] = "payments"
-	e := FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e := FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if e.Origin.Topic != "orders" {
 		t.Fatalf("Origin.Topic = %q, want orders (DeadLetterQueueSourceArn)", e.Origin.Topic)
 	}
@@ -204,7 +207,7 @@ func TestFromSQSRecordedOriginWins(t *testing.T) {
 		t.Fatalf("%s = %q, want the claimed payments", SQSClaimedOriginProperty, got)
 	}
 	m.MessageAttributes["origin_stream"] = "orders"
-	e = FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames())
+	e = FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames())
 	if _, ok := e.Properties[SQSClaimedOriginProperty]; ok || e.Origin.Topic != "orders" {
 		t.Fatalf("agreeing attribute: origin %q properties %v", e.Origin.Topic, e.Properties)
 	}
@@ -212,7 +215,7 @@ func TestFromSQSRecordedOriginWins(t *testing.T) {
 	// attribute is the origin.
 	delete(m.Attributes, SQSDeadLetterSourceArn)
 	m.MessageAttributes["origin_stream"] = "payments"
-	if e = FromSQS(m, EventIDSource{Kind: "attribute"}, DefaultFieldNames()); e.Origin.Topic != "payments" {
+	if e = FromSQS(m, envelope.EventIDSource{Kind: "attribute"}, envelope.DefaultFieldNames()); e.Origin.Topic != "payments" {
 		t.Fatalf("no DeadLetterQueueSourceArn: origin %q", e.Origin.Topic)
 	}
 }
