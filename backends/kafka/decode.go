@@ -339,6 +339,10 @@ type KafkaDecoder struct {
 	// any other binary header is kept in base64.
 	textOnly map[string]bool
 	scratch  sync.Pool // of *decodeScratch
+	// plain turns off every shortcut (names resolved ahead, headers in
+	// slices, the compact-JSON check): what is left is the general
+	// key/value reading the shortcuts must equal. Only tests set it.
+	plain bool
 }
 
 type fieldAlias struct {
@@ -451,7 +455,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	}()
 	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
 	kv := envelope.KVReader{Names: &d.table, Used: sc.used[:0]}
-	if len(r.Headers)-ndl > 2*smallHeaders {
+	if d.plain || len(r.Headers)-ndl > 2*smallHeaders {
 		// Past a few dozen names a map beats scanning the slices.
 		kv.Fields.M = make(map[string]string, len(r.Headers)-ndl)
 	} else {
@@ -505,6 +509,8 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 		if lean {
 			e.PayloadEncoding = ""
 		}
+	case d.plain:
+		kv.SetPayload(&e, r.Value)
 	case lean:
 		// Without a payload_encoding, classifying the payload never makes
 		// the entry malformed: a lean envelope skips it.

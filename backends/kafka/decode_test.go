@@ -405,3 +405,38 @@ func TestFromKafkaBinaryKeyAndHeaders(t *testing.T) {
 // maxPublishMillis is 9999-12-31T23:59:59.999Z: a broker's publish time
 // is a wall clock, never outside RFC 3339's years.
 const maxPublishMillis = 253402300799999
+
+// FuzzKafkaDecodePlain: the decoder's shortcuts (names resolved ahead,
+// headers in slices, the compact-JSON check) must give what the general
+// key/value reading gives, for any record and either set of field names
+// (aliases overlapping across fields turn the first shortcut off).
+func FuzzKafkaDecodePlain(f *testing.F) {
+	f.Add(int32(0), int64(1), []byte("k"), []byte(`{"a":1}`), []byte("event_id=E\nkafka_dlt-original-topic=t\nkafka_dlt-original-partition=#4\nkafka_dlt-original-offset=#8"), "", false)
+	f.Add(int32(3), int64(9), []byte{0xff}, []byte{0, 1}, []byte("__connect.errors.topic=t\n__connect.errors.partition=x\nerror=boom"), "key", true)
+	f.Add(int32(1), int64(2), []byte(nil), []byte("v"), []byte("source_topic=t\nsource_offset=-3\neventId=Z\npayload_encoding=utf8\nreason=r"), "json:a", false)
+	f.Add(int32(1), int64(2), []byte("k"), []byte(`{"a": 1}`), []byte("event_id=E\nattempts=x\ntenant=\xff\nother=\xfe"), "header:event_id", true)
+	f.Fuzz(func(t *testing.T, partition int32, offset int64, key, value, headers []byte, from string, overlap bool) {
+		src, err := ParseKafkaEventIDSource(from)
+		if err != nil {
+			src = envelope.EventIDSource{Kind: "property"}
+		}
+		names := envelope.DefaultFieldNames()
+		if overlap {
+			names = names.Merge(envelope.FieldNames{envelope.FieldErrorClass: {"error", "category"}})
+		}
+		r := KafkaRecord{Partition: partition, Offset: offset, Key: key, Value: value, Headers: fuzzHeaders(headers), Timestamp: time.UnixMilli(1_700_000_000_000)}
+		fast := NewKafkaDecoder(src, names)
+		plain := NewKafkaDecoder(src, names)
+		plain.plain = true
+		got, want := fast.Decode(r), plain.Decode(r)
+		if (got.Malformed == "") != (want.Malformed == "") {
+			t.Fatalf("malformed %q, plain decoding says %q", got.Malformed, want.Malformed)
+		}
+		// Which of two bad properties is named first may differ (the plain
+		// reading walks a map); the verdict and everything else may not.
+		got.Malformed, want.Malformed = "", ""
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoding differs from the plain reading:\ngot  %#v\nwant %#v", got, want)
+		}
+	})
+}
