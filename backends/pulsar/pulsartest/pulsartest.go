@@ -120,6 +120,11 @@ func portTaken(err error) bool {
 }
 
 func (b *Broker) start() error {
+	release, err := testproc.LockJavaStart()
+	if err != nil {
+		return err
+	}
+	defer release()
 	out, err := runScript(startTimeout, nil, b.script, "start", b.dataDir)
 	if err != nil {
 		return fmt.Errorf("start the Pulsar broker: %w", err)

@@ -101,6 +101,11 @@ func StartProcess() (*Server, error) {
 }
 
 func (s *Server) start() error {
+	release, err := testproc.LockJavaStart()
+	if err != nil {
+		return err
+	}
+	defer release()
 	if _, err := runScript(startTimeout, s.script, "start", s.dataDir); err != nil {
 		return fmt.Errorf("start ElasticMQ: %w", err)
 	}

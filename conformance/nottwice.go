@@ -24,22 +24,22 @@ var fastPlan = []string{"--rate", "0", "--unverified-ok", "--settle", "0s"}
 // dead-lettered a second time, moments later), redrive again: the second
 // redrive reaches the origin too. Nothing may take the second for a
 // resend of the first.
-func caseReRedrive(t *testing.T, srv *server) {
+func caseReRedrive(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	seed(t, fx, 3, "timeout", 1)
 	first := t.TempDir()
 	planAndApprove(t, first, fx, "redrive", fastPlan...)
-	if code, out := proc(t, first, nil, nil, "--source", fx.source, "redrive", "apply", "p.json"); code != 0 {
+	if code, out := proc(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 		t.Fatalf("first redrive: exit %d\n%s", code, out)
 	}
 	// The same event, the same payload: dead-lettered again.
 	seedAs(t, fx, 1, "timeout", 50, func(int) (string, int) { return "E002", 2 })
 	second := t.TempDir()
 	planAndApprove(t, second, fx, "redrive", fastPlan...)
-	code, out := proc(t, second, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := proc(t, second, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("second redrive: exit %d\n%s", code, out)
 	}
@@ -63,32 +63,32 @@ func caseReRedrive(t *testing.T, srv *server) {
 // caseAnotherURL: while a run holds the DLQ, a run of another plan made
 // through another URL of the same DLQ is refused (exit 7); should a
 // backend let it run, no event may reach the consumer twice.
-func caseAnotherURL(t *testing.T, srv *server) {
+func caseAnotherURL(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
 	const n = 20
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
 	a, b := t.TempDir(), t.TempDir()
 	planAndApprove(t, a, fx, "redrive", "--rate", "4", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok")
 	other := fx
-	other.source = fx.alias
+	other.Source = fx.Alias
 	planAndApprove(t, b, other, "redrive", fastPlan...)
-	run := background(t, a, "--source", fx.source, "redrive", "apply", "p.json")
+	run := background(t, a, "--source", fx.Source, "redrive", "apply", "p.json")
 	waitFor(t, "the run to start", func() bool {
 		fi, err := os.Stat(filepath.Join(a, "p.journal"))
 		return err == nil && fi.Size() > 0
 	})
-	code, out := proc(t, b, nil, nil, "--source", fx.alias, "redrive", "apply", "p.json")
+	code, out := proc(t, b, nil, nil, "--source", fx.Alias, "redrive", "apply", "p.json")
 	switch {
 	case code == 7:
-	case code == 2 && strings.Contains(out, strings.SplitN(fx.alias, "?", 2)[0]):
+	case code == 2 && strings.Contains(out, strings.SplitN(fx.Alias, "?", 2)[0]):
 		// Refused as written: the other URL names bookkeeping that is
 		// not this DLQ's (Kafka: another state topic), and the refusal
 		// says so. Nothing ran.
 	case srv.caps.Lease:
-		t.Errorf("a run through %s while another holds the DLQ: exit %d, want 7 (busy)\n%s", fx.alias, code, out)
+		t.Errorf("a run through %s while another holds the DLQ: exit %d, want 7 (busy)\n%s", fx.Alias, code, out)
 	case code != 0 && code != 6:
 		t.Fatalf("a run through another URL: exit %d\n%s", code, out)
 	}
@@ -103,17 +103,17 @@ func caseAnotherURL(t *testing.T, srv *server) {
 // caseRefusedInChunk: the destination refuses one entry of a chunk: that
 // entry is a failure of its own (exit 6, named), the rest of the chunk
 // moves, and the refused entry stays in the DLQ.
-func caseRefusedInChunk(t *testing.T, srv *server) {
+func caseRefusedInChunk(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
-	if srv.refuse == nil {
-		t.Fatalf("%s: the conformance harness has no way to make a destination refuse one entry (server.refuse): add one", srv.name)
+	if srv.Refuse == nil {
+		t.Fatalf("%s: the conformance harness has no way to make a destination refuse one entry (server.Refuse): add one", srv.name)
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	seed(t, fx, 5, "timeout", 1)
 	odd := fx
-	odd.origin = fx.origin + "-refusing"
+	odd.Origin = fx.Origin + "-refusing"
 	seed(t, odd, 1, "timeout", 6)
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "redrive", append([]string{"--ramp", "10", "--burst", "10"}, fastPlan...)...)
@@ -133,13 +133,13 @@ func caseRefusedInChunk(t *testing.T, srv *server) {
 	for i, e := range plan.Entries {
 		if e.EventID == "E006" {
 			refusedID, refusedSeq = e.ID, i+1
-			srv.refuse(t, fx, e.Dest, e.ID)
+			srv.Refuse(t, fx, e.Dest, e.ID)
 		}
 	}
 	if len(plan.Entries) != 6 || refusedID == "" {
 		t.Fatalf("the plan holds %d entries, want 6 with E006: %s", len(plan.Entries), raw)
 	}
-	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 6 {
 		t.Fatalf("apply with one refused entry: exit %d, want 6\n%s", code, out)
 	}
@@ -173,13 +173,13 @@ func caseRefusedInChunk(t *testing.T, srv *server) {
 // caseKilledScan: stats and list killed (SIGKILL) in the middle of their
 // read leave the DLQ as it was: the counts after are the true ones, and a
 // redrive then moves every entry once.
-func caseKilledScan(t *testing.T, srv *server) {
+func caseKilledScan(t *testing.T, srv *Target) {
 	const n = 60
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
 	dir := t.TempDir()
 	for i, cmd := range []string{"stats", "list", "stats", "list"} {
-		p := background(t, dir, "--source", fx.source, cmd)
+		p := background(t, dir, "--source", fx.Source, cmd)
 		time.Sleep(time.Duration(100+150*i) * time.Millisecond)
 		p.kill9()
 	}
@@ -200,7 +200,7 @@ func caseKilledScan(t *testing.T, srv *server) {
 		return
 	}
 	planAndApprove(t, dir, fx, "redrive", fastPlan...)
-	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply after killed scans: exit %d\n%s", code, out)
 	}
@@ -215,17 +215,17 @@ func caseKilledScan(t *testing.T, srv *server) {
 // event reaches the consumer once. A backend whose lease a paused holder
 // keeps (an flock lives with the process) refuses the other run instead,
 // which is as safe.
-func casePausedHolder(t *testing.T, srv *server) {
+func casePausedHolder(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" || !srv.caps.Lease {
 		return
 	}
 	const n = 30
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
 	a, b := t.TempDir(), t.TempDir()
 	planAndApprove(t, a, fx, "redrive", "--rate", "4", "--burst", "1", "--ramp", "50", "--settle", "0s", "--unverified-ok")
 	planAndApprove(t, b, fx, "redrive", fastPlan...)
-	run := background(t, a, "--source", fx.source, "redrive", "apply", "p.json")
+	run := background(t, a, "--source", fx.Source, "redrive", "apply", "p.json")
 	waitFor(t, "the run to move", func() bool {
 		fi, err := os.Stat(filepath.Join(a, "p.journal"))
 		return err == nil && fi.Size() > 2000
@@ -238,7 +238,7 @@ func casePausedHolder(t *testing.T, srv *server) {
 	var out string
 	deadline := time.Now().Add(75 * time.Second)
 	for {
-		code, out = proc(t, b, nil, nil, "--source", fx.source, "redrive", "apply", "p.json", "--skip-missing")
+		code, out = proc(t, b, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json", "--skip-missing")
 		if code != 7 || time.Now().After(deadline) {
 			break
 		}
@@ -266,7 +266,7 @@ func casePausedHolder(t *testing.T, srv *server) {
 	if l := dlqLen(t, fx); l != 0 {
 		c := t.TempDir()
 		planAndApprove(t, c, fx, "redrive", fastPlan...)
-		if code, out := proc(t, c, nil, nil, "--source", fx.source, "redrive", "apply", "p.json"); code != 0 {
+		if code, out := proc(t, c, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 			t.Errorf("the run after both: exit %d\n%s", code, out)
 		}
 	}
@@ -278,9 +278,9 @@ func casePausedHolder(t *testing.T, srv *server) {
 
 // dlqLenSeen is stats' total, and the entries it reports it could not see
 // (backend.not_seen; 0 where a scan sees everything).
-func dlqLenSeen(t *testing.T, fx fixture) (seen, hidden int) {
+func dlqLenSeen(t *testing.T, fx Fixture) (seen, hidden int) {
 	t.Helper()
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, "stats", "-o", "json")
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
 	if code != 0 {
 		t.Fatalf("stats: exit %d\n%s", code, out)
 	}

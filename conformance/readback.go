@@ -1,5 +1,6 @@
-// Package conformance runs every registered backend, on its real server,
-// through the same cases (suite_test.go lists them): reading back,
+// Package conformance runs a backend, on its real server, through the
+// cases every backend must pass (suite.go lists them; each backend's own
+// conformance_test.go calls Run): reading back,
 // redrive with the reference consumer, stale plans, resolve, the crash
 // matrix, a server restart mid-apply. A backend that lacks a capability
 // declares it in its registration, and the suite checks the refusal.
@@ -9,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -36,8 +37,8 @@ func dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 // caseReadBack: the sample incident, exported from the directory queue
 // and imported into a fresh DLQ, reads back with the same stats,
 // categories and list.
-func caseReadBack(t *testing.T, tg *server) {
-	incident, err := filepath.Abs("../testdata/incident")
+func caseReadBack(t *testing.T, tg *Target) {
+	incident, err := testproc.FindScript("testdata/incident")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +50,10 @@ func caseReadBack(t *testing.T, tg *server) {
 	if n := len(want["list"].([]map[string]any)); n != 284 {
 		t.Fatalf("the incident lists %d entries, want 284", n)
 	}
-	fx := tg.fresh(t)
-	dlqctl(t, export, append([]string{"--source", fx.source, "import"}, fx.importFlags...)...)
-	got := readAll(t, fx.source)
-	if tg.unordered {
+	fx := tg.Fresh(t)
+	dlqctl(t, export, append([]string{"--source", fx.Source, "import"}, fx.ImportFlags...)...)
+	got := readAll(t, fx.Source)
+	if tg.Unordered {
 		sortList(got)
 		sortList(want)
 	}

@@ -2,11 +2,8 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,23 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
-	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
-	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
-	"github.com/dlqctl/dlqctl/backends/nats/natstest"
-	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
-	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
-	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -42,305 +24,114 @@ import (
 // crash cases can kill a real process at a journal step.
 const asDLQCTL = "DLQCTL_CONFORMANCE_AS_DLQCTL"
 
-func TestMain(m *testing.M) {
+// init makes a test binary that imports this package act as the dlqctl
+// command when the suite starts it as a child (asDLQCTL set), before the
+// binary's own TestMain could start servers: the crash cases kill a real
+// process at a journal step.
+func init() {
 	if os.Getenv(asDLQCTL) == "1" {
 		os.Exit(cmd.MainWith(&cmd.Factory{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
 			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}))
 	}
-	os.Exit(m.Run())
 }
 
-// server is one backend's real server, started for the backend's subtest.
-type server struct {
+// Target is one backend's real server, as the suite drives it.
+type Target struct {
 	name string
 	caps backend.Capabilities
-	// fresh makes a new, empty DLQ.
-	fresh func(t *testing.T) fixture
-	// down and up, when set, take the server down and bring it back.
-	down, up func() error
-	// missing, when set, names a DLQ that does not exist (where fresh
+	// Fresh makes a new, empty DLQ.
+	Fresh func(t *testing.T) Fixture
+	// Down and Up, when set, take the server down and bring it back.
+	Down, Up func() error
+	// Missing, when set, names a DLQ that does not exist (where fresh
 	// creates its DLQ up front); else a fresh, never-written one is used.
-	missing func(t *testing.T) string
-	// unordered: the backend keeps no order among entries written within
+	Missing func(t *testing.T) string
+	// Unordered: the backend keeps no order among entries written within
 	// one millisecond, so a read-back compares its list as a set (SQS).
-	unordered bool
-	// outage is added to the source URL's query in the restart case, so
+	Unordered bool
+	// Outage is added to the source URL's query in the restart case, so
 	// that the client gives up on a server that is down instead of riding
 	// it out (Pulsar: ?timeout=).
-	outage string
-	// refuse makes the destination dest refuse the entry entryID that a
+	Outage string
+	// Refuse makes the destination dest refuse the entry entryID that a
 	// plan sends there (dir: a file of its name in the inbox; Redis: dest
 	// is a key of another type; Pulsar: dest is terminated), for the case
 	// of one refused entry in a chunk. nil: no way is known here.
-	refuse func(t *testing.T, fx fixture, dest, entryID string)
+	Refuse func(t *testing.T, fx Fixture, dest, entryID string)
 }
 
-// fixture is one empty DLQ and the origin its entries go back to.
-type fixture struct {
-	source string
-	// origin is the topic or stream named in the seeded envelopes.
-	origin string
-	// consume are the reference worker's flags to consume the origin.
-	consume []string
-	// importFlags are extra flags that import needs here (dir: --init).
-	importFlags []string
-	// self is the DLQ itself written as a redrive destination (--to).
-	self string
-	// alias is another source URL of the same DLQ (another spelling of
+// Fixture is one empty DLQ and the origin its entries go back to.
+type Fixture struct {
+	Source string
+	// Origin is the topic or stream named in the seeded envelopes.
+	Origin string
+	// Consume are the reference worker's flags to consume the origin.
+	Consume []string
+	// ImportFlags are extra flags that import needs here (dir: --init).
+	ImportFlags []string
+	// Self is the DLQ itself written as a redrive destination (--to).
+	Self string
+	// Alias is another source URL of the same DLQ (another spelling of
 	// its host, path, topic or bookkeeping).
-	alias string
+	Alias string
 }
 
-// targets lists every registered backend with the harness that starts its
-// server. A registered backend without a harness fails the suite: adding
-// a backend means adding its entry here.
-func targets() map[string]func(t *testing.T) *server {
-	return map[string]func(t *testing.T) *server{
-		"dir": func(t *testing.T) *server {
-			return &server{fresh: func(t *testing.T) fixture {
-				root := filepath.Join(t.TempDir(), "q")
-				return fixture{source: "dir:" + root, origin: "orders", consume: []string{"--source", "dir:" + root},
-					importFlags: []string{"--init"}, self: filepath.Join(root, "error"), alias: "dir:" + root + "/."}
-			}, refuse: func(t *testing.T, fx fixture, _, entryID string) {
-				// The inbox holds a file of the entry's name: a move never
-				// replaces one.
-				inbox := filepath.Join(strings.TrimPrefix(fx.source, "dir:"), "inbox")
-				if err := os.WriteFile(filepath.Join(inbox, entryID+".json"), []byte("{}"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}}
-		},
-		"redis": func(t *testing.T) *server {
-			srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
-			n := 0
-			return &server{down: srv.Down, up: srv.Up, refuse: func(t *testing.T, fx fixture, dest, _ string) {
-				// A string where the stream should be: XADD answers WRONGTYPE.
-				u, err := url.Parse(fx.source)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var db int
-				fmt.Sscanf(strings.TrimPrefix(u.Path, "/"), "%d", &db)
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: db})
-				defer c.Close()
-				if err := c.Set(context.Background(), dest, "not a stream", 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				db := n % 16
-				key := fmt.Sprintf("conf%d", n)
-				return fixture{source: srv.URL(db, key+"-dlq"), origin: key + "-orders", self: key + "-dlq",
-					alias: strings.Replace(srv.URL(db, key+"-dlq"), "127.0.0.1:", "localhost:", 1),
-					consume: []string{"--source", fmt.Sprintf("redis://%s/%d?stream=%s-orders&group=g", srv.Addr(), db, key),
-						"--dlq", key + "-dlq"}}
-			}}
-		},
-		"kafka": func(t *testing.T) *server {
-			b := kafkatest.Start(t)
-			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
-				// A topic whose records may not exceed 300 bytes: the
-				// redriven record, with its headers, does (MESSAGE_TOO_LARGE).
-				// At 64 bytes the broker's answer never came and the chunk
-				// timed out instead (exit 1, nothing lost): docs/decisions.md.
-				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Bootstrap()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cl.Close()
-				limit := "300"
-				resp, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)
-				if err == nil {
-					err = resp.Err
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}, missing: func(t *testing.T) string {
-				return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-				// One partition for the DLQ: records imported within one
-				// millisecond keep their import order (dead-letter order
-				// merges partitions by timestamp).
-				for _, topic := range []string{base + "-dlq", base + "-orders"} {
-					if err := kafkatest.CreateTopic(context.Background(), b.Bootstrap(), topic, 1); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return fixture{source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", origin: base + "-orders", self: base + "-dlq",
-					alias: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq&state_topic=" + base + "-other-state",
-					consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
-						"--dlq", base + "-dlq"}}
-			}}
-		},
-		"sqs": func(t *testing.T) *server {
-			srv := sqstest.Start(t)
-			for _, kv := range sqstest.Env() {
-				k, v, _ := strings.Cut(kv, "=")
-				t.Setenv(k, v)
-			}
-			c := srv.Client()
-			url := func(queue string) string {
-				return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + srv.Endpoint()
-			}
-			n := 0
-			return &server{down: srv.Kill, up: srv.Resume, unordered: true, refuse: func(*testing.T, fixture, string, string) {
-				// Nothing to do: the destination queue was never created,
-				// and SQS refuses a send to a queue that does not exist.
-			}, missing: func(t *testing.T) string {
-				return url(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-				ctx := context.Background()
-				dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(base + "-dlq")})
-				if err != nil {
-					t.Fatal(err)
-				}
-				attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
-					AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The origin dead-letters into the DLQ after two receives, as
-				// production's redrive policy does; visibility 0 gives a
-				// failed message back at once.
-				policy := fmt.Sprintf(`{"deadLetterTargetArn":"%s","maxReceiveCount":"2"}`, attrs.Attributes["QueueArn"])
-				if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(base + "-orders"),
-					Attributes: map[string]string{"VisibilityTimeout": "0", "RedrivePolicy": policy}}); err != nil {
-					t.Fatal(err)
-				}
-				return fixture{source: url(base + "-dlq"), origin: base + "-orders", self: base + "-dlq",
-					alias:   strings.Replace(url(base+"-dlq"), "127.0.0.1:", "localhost:", 1),
-					consume: []string{"--source", url(base + "-orders")}}
-			}}
-		},
-		"rabbitmq": func(t *testing.T) *server {
-			b := rabbitmqtest.Start(t)
-			n := 0
-			plain := func(queue string) string { return strings.TrimSuffix(b.URL(), "/") + "/?queue=" + queue }
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=2s", refuse: func(*testing.T, fixture, string, string) {
-				// Nothing to do: the refusing origin is a queue that was
-				// never declared, and a mandatory publish to it through the
-				// default exchange comes back unroutable.
-			}, missing: func(t *testing.T) string {
-				return plain(fmt.Sprintf("conf-typo-%d", time.Now().UnixNano()))
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-				if err := rabbitmqtest.DeclareDLX(context.Background(), b.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-					t.Fatal(err)
-				}
-				return fixture{source: b.Source(base + "-dlq"), origin: base + "-orders", consume: []string{"--source", plain(base + "-orders")},
-					self: base + "-dlq", alias: strings.Replace(b.Source(base+"-dlq"), "127.0.0.1:", "localhost:", 1)}
-			}}
-		},
-		"nats": func(t *testing.T) *server {
-			srv := natstest.Start(t)
-			_, js := srv.JetStream(t)
-			n := 0
-			return &server{down: srv.Down, up: srv.Up, outage: "&timeout=1s", refuse: func(*testing.T, fixture, string, string) {
-				// Nothing to do: no stream takes the refusing origin's
-				// subject, so its publish has no responder and stores nothing.
-			}, missing: func(t *testing.T) string {
-				return srv.URL() + "?stream=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-				ctx := context.Background()
-				// The copy stream as import --init makes it; the origin
-				// stream takes the subject the seeded envelopes name.
-				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_DLQ", Subjects: natsdlq.CopySubjects(base + "_DLQ"), AllowDirect: true}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{base + ".orders"}}); err != nil {
-					t.Fatal(err)
-				}
-				return fixture{source: srv.URL() + "?stream=" + base + "_DLQ", origin: base + ".orders",
-					consume: []string{"--source", srv.URL() + "?stream=" + base + "_ORDERS&consumer=workers", "--dlq", base + "_DLQ"},
-					self:    "dlq." + base + "_DLQ." + base + ".orders",
-					alias:   strings.Replace(srv.URL(), "127.0.0.1:", "localhost:", 1) + "?stream=" + base + "_DLQ"}
-			}}
-		},
-		"pulsar": func(t *testing.T) *server {
-			b := pulsartest.Start(t)
-			n := 0
-			return &server{down: b.Down, up: b.Up, outage: "&timeout=1s", refuse: func(t *testing.T, _ fixture, dest, _ string) {
-				// A terminated topic takes no more messages.
-				ctx := context.Background()
-				path := "/admin/v2/persistent/" + strings.TrimPrefix(dest, "persistent://")
-				if _, err := b.Admin(ctx, http.MethodPut, path, nil); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := b.Admin(ctx, http.MethodPost, path+"/terminate", nil); err != nil {
-					t.Fatal(err)
-				}
-			}, fresh: func(t *testing.T) fixture {
-				n++
-				base := fmt.Sprintf("persistent://public/default/conf-%d-%d", time.Now().UnixNano(), n)
-				q := url.Values{"topic": {base + "-dlq"}, "admin": {b.AdminURL()}}
-				cq := url.Values{"topic": {base + "-orders"}, "subscription": {"workers"}}
-				aq := url.Values{"topic": {strings.TrimPrefix(base, "persistent://") + "-dlq"}, "admin": {b.AdminURL()}}
-				return fixture{source: b.ServiceURL() + "?" + q.Encode(), origin: base + "-orders", self: base + "-dlq",
-					alias: b.ServiceURL() + "?" + aq.Encode(),
-					consume: []string{"--source", b.ServiceURL() + "?" + cq.Encode(), "--dlq", base + "-dlq",
-						"--max-deliveries", "1", "--redelivery-delay", "100ms"}}
-			}}
-		},
+// Run runs the backend registered as name through every case, on the
+// server that start brings up (or reuses) for it. A backend's own
+// conformance_test.go calls it:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, "kafka", func(t *testing.T) *conformance.Target { … })
+//	}
+//
+// start may skip the test (a Java server under -short) and must fail it
+// loudly when its server is missing.
+func Run(t *testing.T, name string, start func(t *testing.T) *Target) {
+	var reg backend.Registration
+	for _, r := range all.Registry().All() {
+		if r.Name == name {
+			reg = r
+		}
 	}
-}
-
-// TestConformance runs every registered backend through every case, one
-// backend (and so one server) at a time.
-func TestConformance(t *testing.T) {
-	harness := targets()
-	for _, reg := range all.Registry().All() {
-		t.Run(reg.Name, func(t *testing.T) {
-			start, ok := harness[reg.Name]
-			if !ok {
-				t.Fatalf("backend %s is registered but has no conformance harness in suite_test.go", reg.Name)
-			}
-			srv := start(t)
-			srv.name, srv.caps = reg.Name, reg.Capabilities
-			for _, c := range []struct {
-				name string
-				run  func(*testing.T, *server)
-			}{
-				{"read-back", caseReadBack},
-				{"missing-dlq", caseMissingDLQ},
-				{"redrive-with-consumer", caseRedriveWithConsumer},
-				{"gates", caseGates},
-				{"per-key-order", casePerKeyOrder},
-				{"stale-plan", caseStalePlan},
-				{"resolve", caseResolve},
-				{"crash-matrix", caseCrashMatrix},
-				{"one-run-at-a-time", caseOneRunAtATime},
-				{"restart-mid-apply", caseRestartMidApply},
-				{"refused-destination", caseRefusedDestination},
-				{"re-redrive", caseReRedrive},
-				{"another-url", caseAnotherURL},
-				{"refused-in-chunk", caseRefusedInChunk},
-				{"killed-scan", caseKilledScan},
-				{"paused-holder", casePausedHolder},
-			} {
-				t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
-			}
-		})
+	if reg.Name == "" {
+		t.Fatalf("conformance: no backend named %q is registered in this build", name)
+	}
+	srv := start(t)
+	srv.name, srv.caps = reg.Name, reg.Capabilities
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *Target)
+	}{
+		{"read-back", caseReadBack},
+		{"missing-dlq", caseMissingDLQ},
+		{"redrive-with-consumer", caseRedriveWithConsumer},
+		{"gates", caseGates},
+		{"per-key-order", casePerKeyOrder},
+		{"stale-plan", caseStalePlan},
+		{"resolve", caseResolve},
+		{"crash-matrix", caseCrashMatrix},
+		{"one-run-at-a-time", caseOneRunAtATime},
+		{"restart-mid-apply", caseRestartMidApply},
+		{"refused-destination", caseRefusedDestination},
+		{"re-redrive", caseReRedrive},
+		{"another-url", caseAnotherURL},
+		{"refused-in-chunk", caseRefusedInChunk},
+		{"killed-scan", caseKilledScan},
+		{"paused-holder", casePausedHolder},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 	}
 }
 
 // caseMissingDLQ: check on a DLQ that does not exist (a typo in a CI
 // job's URL) is a usage error naming it, never a green check; with
 // --allow-missing it reads as empty on purpose.
-func caseMissingDLQ(t *testing.T, srv *server) {
+func caseMissingDLQ(t *testing.T, srv *Target) {
 	var source string
-	if srv.missing != nil {
-		source = srv.missing(t)
+	if srv.Missing != nil {
+		source = srv.Missing(t)
 	} else {
-		source = srv.fresh(t).source
+		source = srv.Fresh(t).Source
 	}
 	code, out := proc(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0")
 	if code != 2 || !strings.Contains(out, "does not exist") {
@@ -354,8 +145,8 @@ func caseMissingDLQ(t *testing.T, srv *server) {
 
 // seed imports n envelopes into fx's DLQ: events E001…, keys k0…k4, all
 // failing with lastError (so their category follows from it), bound for
-// fx.origin. It returns each event's fingerprint.
-func seed(t *testing.T, fx fixture, n int, lastError string, first int) map[string]string {
+// fx.Origin. It returns each event's fingerprint.
+func seed(t *testing.T, fx Fixture, n int, lastError string, first int) map[string]string {
 	t.Helper()
 	return seedAs(t, fx, n, lastError, first, func(i int) (string, int) { return fmt.Sprintf("E%03d", i), i })
 }
@@ -363,7 +154,7 @@ func seed(t *testing.T, fx fixture, n int, lastError string, first int) map[stri
 // seedAs is seed with the event ID and payload (order number) of the ith
 // envelope given by eventOf: the same event dead-lettered twice is two
 // entries of one event ID and payload.
-func seedAs(t *testing.T, fx fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
+func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
 	t.Helper()
 	var in bytes.Buffer
 	fps := map[string]string{}
@@ -375,7 +166,7 @@ func seedAs(t *testing.T, fx fixture, n int, lastError string, first int, eventO
 			ID: fmt.Sprintf("%d-0", 1700000000000+i), EventID: eventID,
 			Fingerprint: envelope.ComputeFingerprint(payload), Payload: payload, PayloadEncoding: "json",
 			ContentType: "application/json", Key: fmt.Sprintf("k%d", i%5),
-			Origin:    envelope.Origin{Topic: fx.origin},
+			Origin:    envelope.Origin{Topic: fx.Origin},
 			LastError: lastError, Attempts: 3,
 			DeadLetteredAt: base.Add(time.Duration(i) * time.Second),
 		}
@@ -387,7 +178,7 @@ func seedAs(t *testing.T, fx fixture, n int, lastError string, first int, eventO
 		in.WriteByte('\n')
 		fps[e.EventID] = e.Fingerprint
 	}
-	args := append([]string{"--source", fx.source, "import"}, fx.importFlags...)
+	args := append([]string{"--source", fx.Source, "import"}, fx.ImportFlags...)
 	if code, out := proc(t, t.TempDir(), in.Bytes(), nil, args...); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, out)
 	}
@@ -419,9 +210,9 @@ func proc(t *testing.T, dir string, stdin []byte, env []string, args ...string) 
 
 // planAndApprove writes p.json in dir for fx with the given plan flags and
 // approves it.
-func planAndApprove(t *testing.T, dir string, fx fixture, kind string, flags ...string) {
+func planAndApprove(t *testing.T, dir string, fx Fixture, kind string, flags ...string) {
 	t.Helper()
-	args := append([]string{"--source", fx.source, kind, "plan", "--reason", "conformance", "--out", "p.json"}, flags...)
+	args := append([]string{"--source", fx.Source, kind, "plan", "--reason", "conformance", "--out", "p.json"}, flags...)
 	if code, out := proc(t, dir, nil, nil, args...); code != 0 {
 		t.Fatalf("%s plan: exit %d\n%s", kind, code, out)
 	}
@@ -460,9 +251,9 @@ func parseRun(t *testing.T, out string) runDoc {
 }
 
 // dlqLen is the DLQ's entry count, read through dlqctl stats.
-func dlqLen(t *testing.T, fx fixture) int {
+func dlqLen(t *testing.T, fx Fixture) int {
 	t.Helper()
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, "stats", "-o", "json")
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
 	if code != 0 {
 		t.Fatalf("stats: exit %d\n%s", code, out)
 	}
@@ -477,9 +268,9 @@ func dlqLen(t *testing.T, fx fixture) int {
 
 // consumeAll runs the reference worker over the origin until it is idle
 // and returns its inbox.
-func consumeAll(t *testing.T, fx fixture, inbox string) map[string]workertest.Row {
+func consumeAll(t *testing.T, fx Fixture, inbox string) map[string]workertest.Row {
 	t.Helper()
-	w := workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
+	w := workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
 	if err := w.Wait(); err != nil {
 		t.Fatalf("worker: %v\n%s", err, w.Output())
 	}
@@ -489,7 +280,7 @@ func consumeAll(t *testing.T, fx fixture, inbox string) map[string]workertest.Ro
 // checkOnce checks that every seeded event produced exactly one effect,
 // with its original fingerprint; on an atomic backend it was also
 // received exactly once.
-func checkOnce(t *testing.T, srv *server, fps map[string]string, rows map[string]workertest.Row) {
+func checkOnce(t *testing.T, srv *Target, fps map[string]string, rows map[string]workertest.Row) {
 	t.Helper()
 	if len(rows) != len(fps) {
 		t.Errorf("%d events reached the consumer, want %d", len(rows), len(fps))
@@ -512,20 +303,20 @@ func checkOnce(t *testing.T, srv *server, fps map[string]string, rows map[string
 // caseRedriveWithConsumer: plan → approve → apply with the reference
 // consumer running and reconciling through its inbox: every batch passes,
 // every event has one effect and keeps its fingerprint.
-func caseRedriveWithConsumer(t *testing.T, srv *server) {
+func caseRedriveWithConsumer(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		checkRefused(t, srv, "redrive")
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, 30, "timeout calling payments", 1)
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
-	workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox)...)
+	workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
 	waitFile(t, inbox)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
-	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
@@ -550,7 +341,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *server) {
 // caseGates: a consumer that dead-letters one event again, or applies its
 // effect twice, fails the first batch's gate: apply exits 3 naming it,
 // and no later batch starts.
-func caseGates(t *testing.T, srv *server) {
+func caseGates(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
@@ -562,15 +353,15 @@ func caseGates(t *testing.T, srv *server) {
 			if c.gate == "re-dead-lettered" && !srv.caps.Tail {
 				t.Skipf("%s declares no re-dead-letter check (Tail)", srv.name)
 			}
-			fx := srv.fresh(t)
+			fx := srv.Fresh(t)
 			seed(t, fx, 20, "timeout", 1)
 			dir := t.TempDir()
 			inbox := filepath.Join(dir, "inbox.db")
-			workertest.Start(t, append(append([]string{}, fx.consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
+			workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			waitFile(t, inbox)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
-			code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+			code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 			if code != 3 {
 				t.Fatalf("apply: exit %d, want 3\n%s", code, out)
 			}
@@ -585,11 +376,11 @@ func caseGates(t *testing.T, srv *server) {
 // casePerKeyOrder: an entry whose key has an older entry that stays in the
 // DLQ is held back, naming that entry; the plan keeps each key's entries
 // in dead-letter order.
-func casePerKeyOrder(t *testing.T, srv *server) {
+func casePerKeyOrder(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	// E001…E003 (keys k1…k3) fail on a schema change and stay behind; the
 	// transients E011…E020 (keys k1,k2,k3,k4,k0,…) come later.
 	seed(t, fx, 3, "schema validation failed: missing field amount", 1)
@@ -641,19 +432,19 @@ func casePerKeyOrder(t *testing.T, srv *server) {
 
 // caseStalePlan: a plan whose entries were moved by another plan is stale
 // at apply (exit 5) and moves nothing.
-func caseStalePlan(t *testing.T, srv *server) {
+func caseStalePlan(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	seed(t, fx, 6, "timeout", 1)
 	first, second := t.TempDir(), t.TempDir()
 	planAndApprove(t, first, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
 	planAndApprove(t, second, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
-	if code, out := proc(t, second, nil, nil, "--source", fx.source, "redrive", "apply", "p.json"); code != 0 {
+	if code, out := proc(t, second, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 		t.Fatalf("apply of the second plan: exit %d\n%s", code, out)
 	}
-	code, out := proc(t, first, nil, nil, "--source", fx.source, "redrive", "apply", "p.json")
+	code, out := proc(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
 	if code != 5 || !strings.Contains(out, "stale") {
 		t.Fatalf("apply of a plan whose entries are gone: exit %d, want 5 naming it stale\n%s", code, out)
 	}
@@ -661,17 +452,17 @@ func caseStalePlan(t *testing.T, srv *server) {
 
 // caseResolve: resolve takes resolve-disposition entries out of the DLQ,
 // each archived whole in the journal first; the rest stay.
-func caseResolve(t *testing.T, srv *server) {
+func caseResolve(t *testing.T, srv *Target) {
 	if !srv.caps.Resolve {
 		checkRefused(t, srv, "resolve")
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	seed(t, fx, 4, "order not found", 1)
 	seed(t, fx, 3, "timeout", 10)
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "resolve")
-	code, out := proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "resolve", "apply", "p.json")
+	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "resolve", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("resolve apply: exit %d\n%s", code, out)
 	}
@@ -695,23 +486,23 @@ func caseResolve(t *testing.T, srv *server) {
 // caseCrashMatrix kills dlqctl (SIGKILL) right after each kind of journal
 // step, then resumes: nothing is lost, every event has one effect, and an
 // atomic backend delivered nothing twice.
-func caseCrashMatrix(t *testing.T, srv *server) {
+func caseCrashMatrix(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
 	const n = 12
 	for _, step := range []string{"batch-start:1", "intent:1", "intent:3", "published:1", "published:4", "batch-end:1"} {
 		t.Run(step, func(t *testing.T) {
-			fx := srv.fresh(t)
+			fx := srv.Fresh(t)
 			fps := seed(t, fx, n, "timeout", 1)
 			dir := t.TempDir()
 			planAndApprove(t, dir, fx, "redrive", "--rate", "100000", "--burst", "4", "--ramp", "3,5",
 				"--settle", "0s", "--unverified-ok")
-			code, out := proc(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.source, "redrive", "apply", "p.json")
+			code, out := proc(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.Source, "redrive", "apply", "p.json")
 			if code != 137 {
 				t.Fatalf("apply did not crash at %s: exit %d\n%s", step, code, out)
 			}
-			code, out = proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "resume", "p.journal")
+			code, out = proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "resume", "p.journal")
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, out)
 			}
@@ -729,14 +520,14 @@ func caseCrashMatrix(t *testing.T, srv *server) {
 // caseRestartMidApply takes the server down while a redrive runs: apply
 // exits 1 with the resume command; with the server back, resume
 // completes, and every event has one effect.
-func caseRestartMidApply(t *testing.T, srv *server) {
-	if srv.caps.Move == "" || srv.down == nil {
+func caseRestartMidApply(t *testing.T, srv *Target) {
+	if srv.caps.Move == "" || srv.Down == nil {
 		t.Logf("%s: no restart harness here; the backend's own tests cover a restart", srv.name)
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, 60, "timeout", 1)
-	fx.source += srv.outage
+	fx.Source += srv.Outage
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "redrive", "--rate", "40", "--burst", "2", "--ramp", "10,20", "--settle", "0s", "--unverified-ok")
 	type result struct {
@@ -745,7 +536,7 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "apply", "p.json")
+		code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
 		done <- result{code, out}
 	}()
 	// Down once the run has journaled past its start (60 entries at 40/s
@@ -762,17 +553,17 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 		}
 		return fi.Size() > first
 	})
-	if err := srv.down(); err != nil {
+	if err := srv.Down(); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
 	if r.code != 1 || !strings.Contains(r.out, "resume p.journal") {
-		t.Fatalf("apply with the server down: exit %d, want 1 with the resume command\n%s", r.code, r.out)
+		t.Fatalf("apply with the server Down exit %d, want 1 with the resume command\n%s", r.code, r.out)
 	}
-	if err := srv.up(); err != nil {
+	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "resume", "p.journal"); code != 0 {
+	if code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "resume", "p.journal"); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 	if l := dlqLen(t, fx); l != 0 {
@@ -786,12 +577,12 @@ func caseRestartMidApply(t *testing.T, srv *server) {
 // plan over the same DLQ, a concurrent resume and an import are refused
 // with exit 7 naming the holder, and change nothing. After kill -9 the
 // run's own resume takes its lease over at once and completes.
-func caseOneRunAtATime(t *testing.T, srv *server) {
+func caseOneRunAtATime(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
 	const n = 25
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
 	dir := t.TempDir()
 	// 25 entries at 2/s: the run lives through every refusal below.
@@ -799,7 +590,7 @@ func caseOneRunAtATime(t *testing.T, srv *server) {
 	planAndApprove(t, dir, fx, "redrive", slow...)
 	other := t.TempDir()
 	planAndApprove(t, other, fx, "redrive", append(slow, "--max", "3")...)
-	src := []string{"--source", fx.source}
+	src := []string{"--source", fx.Source}
 	if !srv.caps.Lease {
 		code, out := proc(t, dir, nil, nil, append(src, "redrive", "apply", "p.json")...)
 		if code != 0 || !strings.Contains(out, "has no DLQ lease") {
@@ -839,7 +630,7 @@ func caseOneRunAtATime(t *testing.T, srv *server) {
 	if srv.caps.Import {
 		var one bytes.Buffer
 		e := envelope.Envelope{ID: "1800000000000-0", EventID: "EX", Payload: []byte(`{}`), PayloadEncoding: "json",
-			Origin: envelope.Origin{Topic: fx.origin}, LastError: "timeout"}
+			Origin: envelope.Origin{Topic: fx.Origin}, LastError: "timeout"}
 		b, _ := e.MarshalJSON()
 		one.Write(append(b, '\n'))
 		code, out := proc(t, dir, one.Bytes(), nil, append(src, "import")...)
@@ -905,10 +696,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // checkRefused: a backend that declares it cannot do kind refuses it with
 // a usage error (exit 2) and changes nothing.
-func checkRefused(t *testing.T, srv *server, kind string) {
-	fx := srv.fresh(t)
+func checkRefused(t *testing.T, srv *Target, kind string) {
+	fx := srv.Fresh(t)
 	seed(t, fx, 2, "timeout", 1)
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.source, kind, "plan", "--reason", "x", "--out", "p.json")
+	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, kind, "plan", "--reason", "x", "--out", "p.json")
 	if code != 2 {
 		t.Errorf("%s on %s, which declares it cannot: exit %d, want 2\n%s", kind, srv.name, code, out)
 	}
@@ -936,17 +727,17 @@ func waitFile(t *testing.T, path string) {
 // dead letter names (anyone who can dead-letter can name one) the entry is
 // left out of the plan with the reason, and the rest is planned; the
 // approver's view lists every destination with its count.
-func caseRefusedDestination(t *testing.T, srv *server) {
+func caseRefusedDestination(t *testing.T, srv *Target) {
 	if srv.caps.Move == "" {
 		return
 	}
-	fx := srv.fresh(t)
+	fx := srv.Fresh(t)
 	seed(t, fx, 3, "timeout", 1)
 	hostile := fx
-	hostile.origin = fx.self
+	hostile.Origin = fx.Self
 	seed(t, hostile, 1, "timeout", 4)
 	dir := t.TempDir()
-	code, out := proc(t, dir, nil, nil, "--source", fx.source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.self)
+	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.Self)
 	if code != 2 || !strings.Contains(out, "refused") {
 		t.Errorf("plan --to the DLQ itself: exit %d, want 2 saying it is refused\n%s", code, out)
 	}
@@ -974,7 +765,7 @@ func caseRefusedDestination(t *testing.T, srv *server) {
 		refused = refused || x.EventID == "E004" && strings.Contains(x.Why, "refused")
 	}
 	for _, e := range plan.Entries {
-		if strings.HasSuffix(e.Dest, fx.self) {
+		if strings.HasSuffix(e.Dest, fx.Self) {
 			t.Errorf("%s planned to %s, the DLQ itself", e.EventID, e.Dest)
 		}
 	}
@@ -987,7 +778,7 @@ func caseRefusedDestination(t *testing.T, srv *server) {
 	if code != 0 || !strings.Contains(strings.ToUpper(out), "DESTINATION\tENTRIES") && !strings.Contains(out, "Destinations") {
 		t.Errorf("redrive show: exit %d, want the destinations listed\n%s", code, out)
 	}
-	code, out = proc(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "apply", "p.json")
+	code, out = proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
