@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/atomicfile"
 )
 
 const (
@@ -233,7 +234,7 @@ func writeNew(dir, name string, data []byte) error {
 		if err := os.Link(tmp, filepath.Join(dir, name)); err != nil {
 			return err
 		}
-		return syncDir(dir)
+		return atomicfile.SyncDir(dir)
 	})
 }
 
@@ -274,13 +275,4 @@ func withTempFile(dir, name string, data []byte, like fs.FileInfo, place func(tm
 		return err
 	}
 	return place(tmp.Name())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

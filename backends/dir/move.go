@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/atomicfile"
 )
 
 var (
@@ -62,7 +63,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		dirs[filepath.Join(q.root, errorDir)] = true
 	}
 	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return nil, fmt.Errorf("%s: sync %s: %w", q, dir, err)
 		}
 	}
@@ -200,7 +201,7 @@ func (q *Queue) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 		}
 	}
 	if removed {
-		if err := syncDir(filepath.Join(q.root, errorDir)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Join(q.root, errorDir)); err != nil {
 			return nil, fmt.Errorf("%s: sync %s: %w", q, errorDir, err)
 		}
 	}
