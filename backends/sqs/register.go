@@ -23,6 +23,7 @@ func Registration() backend.Registration {
 	return backend.Registration{
 		Name:        "sqs",
 		Schemes:     []string{"sqs", "https"},
+		Claims:      claims,
 		Title:       "Amazon SQS",
 		EventIDFrom: "attribute:NAME or json:PATH",
 		Usage:       "sqs://QUEUE?region=R[&endpoint=URL] or https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE",

@@ -68,6 +68,17 @@ func validQueueName(name string) bool {
 	return queueName.MatchString(name)
 }
 
+// claims says whether raw is SQS's to read: any sqs:// URL, and an https
+// URL whose host is an AWS SQS endpoint, so that another backend may serve
+// other https URLs.
+func claims(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	return u.Scheme == "sqs" || u.Scheme == "https" && queueURLHost.MatchString(u.Host)
+}
+
 // parseURL reads an sqs:// URL or an https:// SQS queue URL. Every error
 // is a *backend.ConfigError; none quotes user info.
 func parseURL(raw string) (sourceURL, error) {

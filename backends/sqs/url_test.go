@@ -59,3 +59,21 @@ func TestExpiry(t *testing.T) {
 		t.Fatalf("no retention: at %q warn %q", at, warn)
 	}
 }
+
+// TestClaims: SQS takes sqs:// URLs and https URLs of AWS SQS hosts, and
+// leaves other https URLs to a backend that may share the scheme.
+func TestClaims(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"sqs://orders?region=eu-west-1":                               true,
+		"https://sqs.eu-west-1.amazonaws.com/123456789012/orders":     true,
+		"https://eu-west-1.queue.amazonaws.com/123456789012/orders":   true,
+		"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/orders": true,
+		"https://example.com/123456789012/orders":                     false,
+		"https://sqs.eu-west-1.amazonaws.com.evil.test/1/orders":      false,
+		"redis://localhost:6379/0?stream=s":                           false,
+	} {
+		if got := claims(raw); got != want {
+			t.Errorf("claims(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
