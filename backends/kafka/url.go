@@ -2,11 +2,9 @@ package kafkadlq
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -188,17 +186,9 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 		return nil, nil
 	}
 	// An empty ServerName is set by the client to each broker's host.
-	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.tlsInsecure, ServerName: s.tlsServerName}
-	if s.tlsCA != "" {
-		pem, err := os.ReadFile(s.tlsCA)
-		if err != nil {
-			return nil, backend.Configf("kafka source %s: tls_ca: %v", s.display(), err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("kafka source %s: tls_ca %s holds no PEM certificate", s.display(), s.tlsCA)
-		}
-		c.RootCAs = pool
+	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config("")
+	if err != nil {
+		return nil, backend.Configf("kafka source %s: %v", s.display(), err)
 	}
 	return c, nil
 }

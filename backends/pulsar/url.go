@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,13 +255,9 @@ func (u sourceURL) adminTLS() (*tls.Config, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.admin.Hostname()}
 	var roots *x509.CertPool
 	if u.tlsCA != "" {
-		pem, err := os.ReadFile(u.tlsCA)
-		if err != nil {
-			return nil, backend.Configf("pulsar source %s: tls_ca: %v", u.display(), err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("pulsar source %s: tls_ca %s: no PEM certificate in it", u.display(), u.tlsCA)
+		var err error
+		if roots, err = backend.LoadCA(u.tlsCA); err != nil {
+			return nil, backend.Configf("pulsar source %s: %v", u.display(), err)
 		}
 		conf.RootCAs = roots
 	}

@@ -2,12 +2,10 @@ package redisstream
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,24 +182,9 @@ func parseURL(raw string) (sourceURL, error) {
 
 // tlsConfig builds the TLS settings of a rediss:// URL.
 func (u sourceURL) tlsConfig() (*tls.Config, error) {
-	conf := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         u.host,
-		InsecureSkipVerify: u.tlsInsecure, // only when the URL asks for it
-	}
-	if u.tlsServerName != "" {
-		conf.ServerName = u.tlsServerName
-	}
-	if u.tlsCA != "" {
-		pem, err := os.ReadFile(u.tlsCA)
-		if err != nil {
-			return nil, backend.Configf("redis source %s: tls_ca: %v", u.display(), err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("redis source %s: tls_ca %s: no PEM certificate in it", u.display(), u.tlsCA)
-		}
-		conf.RootCAs = pool
+	conf, err := backend.TLSOptions{CA: u.tlsCA, Insecure: u.tlsInsecure, ServerName: u.tlsServerName}.Config(u.host)
+	if err != nil {
+		return nil, backend.Configf("redis source %s: %v", u.display(), err)
 	}
 	return conf, nil
 }
