@@ -11,10 +11,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // The scripts in testdata/script run the real dlqctl command. They share

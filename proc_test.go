@@ -8,7 +8,7 @@ import (
 )
 
 // The crash matrix and the restart mid-apply run for every backend in the
-// conformance suite (conformance/suite_test.go).
+// conformance suite (conformance.Run, called by backends/NAME/conformance_test.go).
 
 // dlqctlProc runs the real command (the test binary, through testscript's
 // PATH entry) and returns its exit code and output.

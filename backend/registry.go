@@ -100,6 +100,12 @@ type Registration struct {
 	// Schemes are the URL schemes it serves ("redis", "rediss"). A scheme
 	// followed by ":" alone (dir:PATH) is as valid as "://".
 	Schemes []string
+	// Claims, when set, says whether this backend serves raw, a URL of one
+	// of its Schemes, so that two backends can share a scheme (SQS claims
+	// an https URL whose host is an SQS endpoint). nil claims every URL of
+	// its schemes; of the backends sharing a scheme at most one may leave
+	// it nil, and it takes what the others do not claim.
+	Claims func(raw string) bool
 	// Title is the broker's name as help and the README write it
 	// ("Redis Streams", "Apache Kafka").
 	Title string
@@ -143,16 +149,18 @@ type Registration struct {
 // Registry maps URL schemes to backends. Commands get one from the
 // backends list (backends/all); tests can build their own.
 type Registry struct {
-	mu       sync.RWMutex
-	byScheme map[string]*Registration
+	mu sync.RWMutex
+	// byScheme lists, per scheme, the backends serving it: those with a
+	// Claims predicate first, in registration order, then the one without.
+	byScheme map[string][]*Registration
 	order    []*Registration
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byScheme: map[string]*Registration{}} }
+func NewRegistry() *Registry { return &Registry{byScheme: map[string][]*Registration{}} }
 
-// Register adds a backend. A scheme registered twice is a programming
-// error and panics, as database/sql does.
+// Register adds a backend. A scheme that two backends serve without a
+// Claims predicate is a programming error and panics, as database/sql does.
 func (r *Registry) Register(reg Registration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -161,10 +169,21 @@ func (r *Registry) Register(reg Registration) {
 	}
 	rp := &reg
 	for _, s := range reg.Schemes {
-		if _, dup := r.byScheme[s]; dup {
-			panic("backend: scheme " + s + " registered twice")
+		regs := r.byScheme[s]
+		if reg.Claims == nil {
+			for _, other := range regs {
+				if other.Claims == nil {
+					panic("backend: scheme " + s + " registered twice without a Claims predicate")
+				}
+			}
+			r.byScheme[s] = append(regs, rp)
+			continue
 		}
-		r.byScheme[s] = rp
+		i := 0
+		for i < len(regs) && regs[i].Claims != nil {
+			i++
+		}
+		r.byScheme[s] = append(regs[:i:i], append([]*Registration{rp}, regs[i:]...)...)
 	}
 	r.order = append(r.order, rp)
 }
@@ -260,22 +279,37 @@ func SchemeOf(raw string) string {
 	return s
 }
 
-// Lookup returns the backend serving raw's scheme.
+// Lookup returns the backend serving raw: the first of its scheme's
+// backends that claims it, else the one that claims every URL of the
+// scheme. When the scheme has one backend only, it gets raw even if its
+// predicate says no, so that its Parse explains what is wrong.
 func (r *Registry) Lookup(raw string) (Registration, error) {
 	scheme := SchemeOf(raw)
 	r.mu.RLock()
-	reg, ok := r.byScheme[scheme]
+	regs := r.byScheme[scheme]
 	_, dir := r.byScheme["dir"]
 	r.mu.RUnlock()
-	if !ok {
-		if dir && !strings.Contains(raw, ":") {
-			// A bare path is almost always a queue folder typed without
-			// its scheme.
-			return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
+	for _, reg := range regs {
+		if reg.Claims == nil || reg.Claims(raw) {
+			return *reg, nil
 		}
-		return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
 	}
-	return *reg, nil
+	if len(regs) == 1 {
+		return *regs[0], nil
+	}
+	if len(regs) > 1 {
+		names := make([]string, len(regs))
+		for i, reg := range regs {
+			names[i] = reg.Name
+		}
+		return Registration{}, Configf("source %q: no backend serving %s:// takes this URL (%s)", RedactURL(raw), scheme, strings.Join(names, ", "))
+	}
+	if dir && !strings.Contains(raw, ":") {
+		// A bare path is almost always a queue folder typed without
+		// its scheme.
+		return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
+	}
+	return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
 }
 
 func (r *Registry) schemeList() string {

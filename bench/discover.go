@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/bench/raw"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // caseRedisDiscover: `dlqctl categorize --discover --all -o json` against

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/bench/raw"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // Case names.

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/bench/rawkafka"
-	"github.com/dlqctl/dlqctl/internal/kafkatest"
 )
 
 // KafkaStats is the kafka-stats case: a throughput case like pulsar-stats
@@ -192,7 +192,7 @@ func (c Config) runKafka(ctx context.Context, d *dlqctl, now time.Time, res *Res
 
 func (ks *KafkaStats) write(w io.Writer) {
 	ks.T.write(w, "kafka-stats", "records")
-	fmt.Fprintf(w, "Broker: Apache Kafka 4.4.0, one KRaft node (internal/kafkatest, started in %.1fs); the DLT has %d partitions and %s records with Spring Kafka headers, produced in %.1fs.\n",
+	fmt.Fprintf(w, "Broker: Apache Kafka 4.4.0, one KRaft node (backends/kafka/kafkatest, started in %.1fs); the DLT has %d partitions and %s records with Spring Kafka headers, produced in %.1fs.\n",
 		ks.BrokerStart.Seconds(), ks.Partitions, group(float64(ks.T.N)), ks.Produce.Seconds())
 	fmt.Fprintf(w, "dlqctl: `%s`, after one warm-up run of each side. Raw: franz-go, the partitions assigned directly, read_committed, kafka_dlt-* headers decoded, SHA-256 of each value.\n", ks.Command)
 	if len(ks.BrokerRaw) > 0 {

@@ -32,11 +32,11 @@
 //	             subprocess timed with its peak RSS: plan --limit 0, approve,
 //	             unthrottled apply (journal on), status, resume of the
 //	             finished run, reconcile --journal (bench/scale.go).
-//	pulsar-stats a standalone Pulsar broker (internal/pulsartest) and a DLQ
+//	pulsar-stats a standalone Pulsar broker (backends/pulsar/pulsartest) and a DLQ
 //	             topic of -pulsar-n messages (default 100,000); alternately a
 //	             pulsar-client-go Reader loop (json.Unmarshal and SHA-256)
 //	             and `dlqctl --source pulsar://… stats -o json`.
-//	kafka-stats  a single-node Kafka broker (internal/kafkatest) and a
+//	kafka-stats  a single-node Kafka broker (backends/kafka/kafkatest) and a
 //	             Spring Kafka dead-letter topic of -kafka-n records (default
 //	             1,000,000, 4 partitions); alternately a franz-go consume loop
 //	             (kafka_dlt-* headers decoded, SHA-256 of each value) and
@@ -44,7 +44,7 @@
 //	redis-discover  `dlqctl categorize --discover --all -o json` against
 //	             `dlqctl stats -o json` on one Redis DLQ stream of N entries,
 //	             both subprocesses, alternately (bench/discover.go).
-//	sqs-stats    ElasticMQ (internal/sqstest) and a DLQ queue of -sqs-n
+//	sqs-stats    ElasticMQ (backends/sqs/sqstest) and a DLQ queue of -sqs-n
 //	             messages (default 100,000); alternately an aws-sdk-go-v2
 //	             receive-and-release loop with 8 receivers (json.Unmarshal
 //	             and SHA-256) and `dlqctl --source sqs://…&receivers=8 stats`.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
 	"github.com/dlqctl/dlqctl/bench/rawpulsar"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
 )
 
 // PulsarStats is the pulsar-stats case: a throughput case like redis-stats
@@ -220,7 +220,7 @@ func (c Config) runPulsar(ctx context.Context, d *dlqctl, now time.Time, res *Re
 
 func (ps *PulsarStats) write(w io.Writer) {
 	ps.T.write(w, "pulsar-stats", "messages")
-	fmt.Fprintf(w, "Broker: Apache Pulsar %s standalone (internal/pulsartest, started in %.1fs); the topic holds %s messages in %d entries (batches), produced in %.1fs by a batching producer.\n",
+	fmt.Fprintf(w, "Broker: Apache Pulsar %s standalone (backends/pulsar/pulsartest, started in %.1fs); the topic holds %s messages in %d entries (batches), produced in %.1fs by a batching producer.\n",
 		firstNonEmptyStr(ps.Version, "?"), ps.BrokerStart.Seconds(), group(float64(ps.T.N)), ps.Batches, ps.Produce.Seconds())
 	fmt.Fprintf(w, "dlqctl: `%s`, after one warm-up run of each side (dlqctl's first run creates the `dlqctl` subscription at the earliest message).\n", ps.Command)
 	if len(ps.BrokerRaw) > 0 {

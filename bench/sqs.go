@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/bench/rawsqs"
-	"github.com/dlqctl/dlqctl/internal/sqstest"
 )
 
 // sqsReceivers is the parallelism of both sides of sqs-stats: dlqctl's
@@ -305,7 +305,7 @@ func cutKV(kv string) (string, string, bool) {
 
 func (ss *SQSStats) write(w io.Writer) {
 	ss.T.write(w, "sqs-stats", "messages")
-	fmt.Fprintf(w, "Server: ElasticMQ 1.7.1 (internal/sqstest, started in %.1fs). Both sides use %d receivers, 10 messages per receive, and make every message visible again at the end.\n",
+	fmt.Fprintf(w, "Server: ElasticMQ 1.7.1 (backends/sqs/sqstest, started in %.1fs). Both sides use %d receivers, 10 messages per receive, and make every message visible again at the end.\n",
 		ss.ServerStart.Seconds(), sqsReceivers)
 	fmt.Fprintf(w, "dlqctl: `%s`.\n", ss.Command)
 	fmt.Fprintf(w, "Each pass read a queue of its own, seeded afresh (the seed time is the first full queue's; the warm-up pass reads min(N, 5,000)). Messages missing from a pass because the server dropped a receive call's answer (they stay in flight; any other shortfall fails the run): %d over all passes.\n", ss.Lost)

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/dlqctl/dlqctl/internal/sqstest"
+	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 )
 
 const (

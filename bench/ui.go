@@ -17,8 +17,8 @@ import (
 	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/bench/raw"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // caseRedisUI: `dlqctl ui` on a real pty over a Redis DLQ of N entries,

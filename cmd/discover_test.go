@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 )
 
 func discoverDoc(t *testing.T, args ...string) TemplatesDoc {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 )
 
 // TestCtrlCStopsALongScan cancels the command's context (what Ctrl-C does

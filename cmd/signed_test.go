@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/internal/sshtest"
 	"github.com/dlqctl/dlqctl/redrive"
 )

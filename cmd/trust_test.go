@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
 
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/internal/redistest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 )
 
 func open(t *testing.T, rawURL string, opts Options) Probe {

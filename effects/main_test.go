@@ -23,8 +23,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/internal/pgtest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 )
 
 // The real servers every test shares; each test works in a database or

@@ -85,9 +85,9 @@ func decodeWire(data []byte) (Envelope, error) {
 		}
 		for k, enc := range e.PropertyEncodings {
 			if _, has := e.Properties[k]; !has {
-				r.fail(fmt.Errorf("property_encodings: %q is not a property", truncateForError(k)))
+				r.fail(fmt.Errorf("property_encodings: %q is not a property", TruncateForError(k)))
 			} else if _, err := e.PropertyBytes(k); err != nil {
-				r.fail(fmt.Errorf("property %q: encoding %q: %v", truncateForError(k), enc, err))
+				r.fail(fmt.Errorf("property %q: encoding %q: %v", TruncateForError(k), enc, err))
 			}
 		}
 	}
@@ -156,7 +156,7 @@ func jsonKind(raw json.RawMessage) string {
 	}
 	switch raw[0] {
 	case '"':
-		return "string " + truncateForError(string(raw))
+		return "string " + TruncateForError(string(raw))
 	case '{':
 		return "object"
 	case '[':
@@ -166,10 +166,10 @@ func jsonKind(raw json.RawMessage) string {
 	case 'n':
 		return "null"
 	}
-	return "number " + truncateForError(string(raw))
+	return "number " + TruncateForError(string(raw))
 }
 
-func truncateForError(s string) string {
+func TruncateForError(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= 40 {
 		return s
@@ -326,130 +326,130 @@ func (names FieldNames) Validate() error {
 // DecodeFile.
 func DecodeFields(id, backend string, fields map[string]string, names FieldNames) Envelope {
 	e := Envelope{ID: id, Origin: Origin{Backend: backend}}
-	kv := newKVReader(fields, names)
-	kv.readCommon(&e)
-	payload, ok := kv.get(fPayload)
+	kv := NewKVReader(fields, names)
+	kv.ReadCommon(&e)
+	payload, ok := kv.Get(FPayload)
 	if !ok {
-		kv.fail(errors.New("no payload field"))
+		kv.Fail(errors.New("no payload field"))
 	}
-	kv.setPayload(&e, []byte(payload))
-	kv.rest(&e, false)
-	e = kv.finish(e, nil)
+	kv.SetPayload(&e, []byte(payload))
+	kv.Rest(&e, false)
+	e = kv.Finish(e, nil)
 	if e.Malformed != "" {
 		e.Raw = rawFields(fields) // only a malformed entry needs its raw form
 	}
 	return e
 }
 
-// field numbers the envelope fields a kvReader reads, so that the names
+// field numbers the envelope fields a KVReader reads, so that the names
 // of each are found by index rather than hashed for every entry.
-type field uint8
+type Field uint8
 
 const (
-	fEventID field = iota
-	fFingerprint
-	fPayload
-	fPayloadVersion
-	fPayloadEncoding
-	fContentType
-	fKey
-	fOriginStream
-	fOriginGroup
-	fOriginConsumer
-	fAttempts
-	fLastError
-	fErrorClass
-	fFirstReceivedAt
-	fDeadLetteredAt
-	fOwner
-	fRecoverBy
-	fSchemaInfo
-	fRedriveCount
-	numFields
+	FEventID Field = iota
+	FFingerprint
+	FPayload
+	FPayloadVersion
+	FPayloadEncoding
+	FContentType
+	FKey
+	FOriginStream
+	FOriginGroup
+	FOriginConsumer
+	FAttempts
+	FLastError
+	FErrorClass
+	FFirstReceivedAt
+	FDeadLetteredAt
+	FOwner
+	FRecoverBy
+	FSchemaInfo
+	FRedriveCount
+	NumFields
 )
 
 // fieldKeys are the FieldNames keys of the fields, by number.
-var fieldKeys = [numFields]string{
+var fieldKeys = [NumFields]string{
 	FieldEventID, FieldFingerprint, FieldPayload, FieldPayloadVersion, FieldPayloadEncoding, FieldContentType,
 	FieldKey, FieldOriginStream, FieldOriginGroup, FieldOriginConsumer, FieldAttempts, FieldLastError,
 	FieldErrorClass, FieldFirstReceivedAt, FieldDeadLetteredAt, FieldOwner, FieldRecoverBy, FieldSchemaInfo,
 	FieldRedriveCount,
 }
 
-func (f field) String() string { return fieldKeys[f] }
+func (f Field) String() string { return fieldKeys[f] }
 
-// nameTable is FieldNames by field number.
-type nameTable [numFields][]string
+// NameTable is FieldNames by field number.
+type NameTable [NumFields][]string
 
-func (names FieldNames) table() nameTable {
-	var t nameTable
+func (names FieldNames) Table() NameTable {
+	var t NameTable
 	for f, k := range fieldKeys {
 		t[f] = names[k]
 	}
 	return t
 }
 
-// fieldStore holds an entry's key/values. Redis, Pulsar and SQS hand over a map;
+// FieldStore holds an entry's key/values. Redis, Pulsar and SQS hand over a map;
 // a Kafka record's dozen headers sit in two parallel slices, one value per
 // name (the last), which a scan finds faster than hashing each name.
-type fieldStore struct {
-	m          map[string]string
-	keys, vals []string
+type FieldStore struct {
+	M          map[string]string
+	Keys, Vals []string
 }
 
-func mapStore(m map[string]string) fieldStore { return fieldStore{m: m} }
+func MapStore(m map[string]string) FieldStore { return FieldStore{M: m} }
 
-func (s *fieldStore) lookup(k string) (string, bool) {
-	if s.m != nil {
-		v, ok := s.m[k]
+func (s *FieldStore) Lookup(k string) (string, bool) {
+	if s.M != nil {
+		v, ok := s.M[k]
 		return v, ok
 	}
-	for i := range s.keys {
-		if s.keys[i] == k {
-			return s.vals[i], true
+	for i := range s.Keys {
+		if s.Keys[i] == k {
+			return s.Vals[i], true
 		}
 	}
 	return "", false
 }
 
-func (s *fieldStore) len() int {
-	if s.m != nil {
-		return len(s.m)
+func (s *FieldStore) Len() int {
+	if s.M != nil {
+		return len(s.M)
 	}
-	return len(s.keys)
+	return len(s.Keys)
 }
 
 // put sets k (slice form): a name already there takes the new value.
-func (s *fieldStore) put(k, v string) {
-	for i := range s.keys {
-		if s.keys[i] == k {
-			s.vals[i] = v
+func (s *FieldStore) Put(k, v string) {
+	for i := range s.Keys {
+		if s.Keys[i] == k {
+			s.Vals[i] = v
 			return
 		}
 	}
-	s.keys = append(s.keys, k)
-	s.vals = append(s.vals, v)
+	s.Keys = append(s.Keys, k)
+	s.Vals = append(s.Vals, v)
 }
 
-// kvReader reads envelope fields out of string key/values, remembering
+// KVReader reads envelope fields out of string key/values, remembering
 // which keys it used and the first error.
-type kvReader struct {
-	fields fieldStore
-	names  *nameTable
+type KVReader struct {
+	Fields FieldStore
+	Names  *NameTable
 	// resolved, when set, gives for each field the index+1 in fields.keys
 	// of the name it is read from (0: absent), worked out beforehand.
-	resolved *[numFields]int8
-	used     usedNames
+	Resolved *[NumFields]int8
+	Used     UsedNames
 	err      error
 }
 
-// usedNames is the small set of keys that fields were read from; a slice
+// UsedNames is the small set of keys that fields were read from; a slice
 // beats a map at this size and allocates once per entry.
-type usedNames []string
+type UsedNames []string
 
-func (u *usedNames) add(n string) { *u = append(*u, n) }
+func (u *UsedNames) Add(n string) { *u = append(*u, n) }
 
-func (u usedNames) has(n string) bool {
+func (u UsedNames) Has(n string) bool {
 	for _, x := range u {
 		if x == n {
 			return true
@@ -458,39 +458,39 @@ func (u usedNames) has(n string) bool {
 	return false
 }
 
-// newKVReader reads fields by names; names is resolved here, once per
+// NewKVReader reads fields by names; names is resolved here, once per
 // entry — a decoder that reads many entries resolves it once instead.
-func newKVReader(fields map[string]string, names FieldNames) *kvReader {
-	t := names.table()
-	return &kvReader{fields: mapStore(fields), names: &t, used: make(usedNames, 0, 24)}
+func NewKVReader(fields map[string]string, names FieldNames) *KVReader {
+	t := names.Table()
+	return &KVReader{Fields: MapStore(fields), Names: &t, Used: make(UsedNames, 0, 24)}
 }
 
-func (kv *kvReader) fail(err error) {
+func (kv *KVReader) Fail(err error) {
 	if kv.err == nil {
 		kv.err = err
 	}
 }
 
-func (kv *kvReader) get(f field) (string, bool) {
-	if kv.resolved != nil {
-		i := int(kv.resolved[f]) - 1
+func (kv *KVReader) Get(f Field) (string, bool) {
+	if kv.Resolved != nil {
+		i := int(kv.Resolved[f]) - 1
 		if i < 0 {
 			return "", false
 		}
-		n, v := kv.fields.keys[i], kv.fields.vals[i]
-		kv.used.add(n)
-		if f != fPayload && !utf8.ValidString(v) {
-			kv.fail(fmt.Errorf("%s: invalid UTF-8", f))
+		n, v := kv.Fields.Keys[i], kv.Fields.Vals[i]
+		kv.Used.Add(n)
+		if f != FPayload && !utf8.ValidString(v) {
+			kv.Fail(fmt.Errorf("%s: invalid UTF-8", f))
 		}
 		return v, true
 	}
-	for _, n := range kv.names[f] {
-		if v, ok := kv.fields.lookup(n); ok {
-			kv.used.add(n)
-			if f != fPayload && !utf8.ValidString(v) {
+	for _, n := range kv.Names[f] {
+		if v, ok := kv.Fields.Lookup(n); ok {
+			kv.Used.Add(n)
+			if f != FPayload && !utf8.ValidString(v) {
 				// Text fields must be text: two event IDs that differ only in
 				// invalid bytes would otherwise print, and compare, the same.
-				kv.fail(fmt.Errorf("%s: invalid UTF-8", f))
+				kv.Fail(fmt.Errorf("%s: invalid UTF-8", f))
 			}
 			return v, true
 		}
@@ -499,70 +499,70 @@ func (kv *kvReader) get(f field) (string, bool) {
 }
 
 // present says whether the entry has field f, without reading it.
-func (kv *kvReader) present(f field) bool {
-	if kv.resolved != nil {
-		return kv.resolved[f] > 0
+func (kv *KVReader) Present(f Field) bool {
+	if kv.Resolved != nil {
+		return kv.Resolved[f] > 0
 	}
-	for _, n := range kv.names[f] {
-		if _, ok := kv.fields.lookup(n); ok {
+	for _, n := range kv.Names[f] {
+		if _, ok := kv.Fields.Lookup(n); ok {
 			return true
 		}
 	}
 	return false
 }
 
-func (kv *kvReader) str(f field) string { v, _ := kv.get(f); return v }
+func (kv *KVReader) str(f Field) string { v, _ := kv.Get(f); return v }
 
-func (kv *kvReader) int(f field) int {
-	v, ok := kv.get(f)
+func (kv *KVReader) int(f Field) int {
+	v, ok := kv.Get(f)
 	if !ok || v == "" {
 		return 0
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		kv.fail(fmt.Errorf("%s: want a whole number, got %q", f, truncateForError(v)))
+		kv.Fail(fmt.Errorf("%s: want a whole number, got %q", f, TruncateForError(v)))
 	}
 	return n
 }
 
-func (kv *kvReader) time(f field) time.Time {
+func (kv *KVReader) time(f Field) time.Time {
 	t, err := parseTime(f.String(), kv.str(f))
 	if err != nil {
-		kv.fail(err)
+		kv.Fail(err)
 	}
 	return t
 }
 
-func (kv *kvReader) readCommon(e *Envelope) {
-	e.EventID = kv.str(fEventID)
-	e.Fingerprint = kv.str(fFingerprint)
-	e.PayloadVersion = kv.str(fPayloadVersion)
-	e.ContentType = kv.str(fContentType)
-	e.Key = kv.str(fKey)
-	e.Origin.Topic = kv.str(fOriginStream)
-	e.Origin.Subscription = kv.str(fOriginGroup)
-	e.Origin.Consumer = kv.str(fOriginConsumer)
-	e.Attempts = kv.int(fAttempts)
-	e.LastError = kv.str(fLastError)
-	e.ErrorClass = kv.str(fErrorClass)
-	e.FirstReceivedAt = kv.time(fFirstReceivedAt)
-	e.DeadLetteredAt = kv.time(fDeadLetteredAt)
-	e.Owner = kv.str(fOwner)
-	e.RecoverBy = kv.time(fRecoverBy)
-	e.SchemaInfo = kv.str(fSchemaInfo)
-	e.RedriveCount = kv.int(fRedriveCount)
+func (kv *KVReader) ReadCommon(e *Envelope) {
+	e.EventID = kv.str(FEventID)
+	e.Fingerprint = kv.str(FFingerprint)
+	e.PayloadVersion = kv.str(FPayloadVersion)
+	e.ContentType = kv.str(FContentType)
+	e.Key = kv.str(FKey)
+	e.Origin.Topic = kv.str(FOriginStream)
+	e.Origin.Subscription = kv.str(FOriginGroup)
+	e.Origin.Consumer = kv.str(FOriginConsumer)
+	e.Attempts = kv.int(FAttempts)
+	e.LastError = kv.str(FLastError)
+	e.ErrorClass = kv.str(FErrorClass)
+	e.FirstReceivedAt = kv.time(FFirstReceivedAt)
+	e.DeadLetteredAt = kv.time(FDeadLetteredAt)
+	e.Owner = kv.str(FOwner)
+	e.RecoverBy = kv.time(FRecoverBy)
+	e.SchemaInfo = kv.str(FSchemaInfo)
+	e.RedriveCount = kv.int(FRedriveCount)
 }
 
 // setPayload takes raw payload bytes and checks them against a
 // payload_encoding field when there is one, else classifies them.
-func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
+func (kv *KVReader) SetPayload(e *Envelope, payload []byte) {
 	e.Payload = payload
-	e.PayloadEncoding = kv.str(fPayloadEncoding)
+	e.PayloadEncoding = kv.str(FPayloadEncoding)
 	switch e.PayloadEncoding {
 	case "":
 	case EncodingJSON:
 		if !json.Valid(payload) {
-			kv.fail(errors.New("payload: payload_encoding json but not valid JSON"))
+			kv.Fail(errors.New("payload: payload_encoding json but not valid JSON"))
 		}
 		// Only compact JSON can be inlined without changing a byte; other
 		// JSON text is kept as text (ClassifyPayload below).
@@ -570,24 +570,24 @@ func (kv *kvReader) setPayload(e *Envelope, payload []byte) {
 		if utf8.Valid(payload) {
 			return
 		}
-		kv.fail(errors.New("payload: payload_encoding utf8 but not valid UTF-8"))
+		kv.Fail(errors.New("payload: payload_encoding utf8 but not valid UTF-8"))
 	case EncodingBase64:
 		return
 	default:
-		kv.fail(fmt.Errorf("payload_encoding: unknown %q (want json, utf8 or base64)", e.PayloadEncoding))
+		kv.Fail(fmt.Errorf("payload_encoding: unknown %q (want json, utf8 or base64)", e.PayloadEncoding))
 	}
 	e.PayloadEncoding = ClassifyPayload(payload)
 }
 
 // rest turns the keys no field used into properties; checkOnly only
 // checks them (a lean envelope has no properties).
-func (kv *kvReader) rest(e *Envelope, checkOnly bool) {
+func (kv *KVReader) Rest(e *Envelope, checkOnly bool) {
 	add := func(k, v string) {
-		if kv.used.has(k) {
+		if kv.Used.Has(k) {
 			return
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			kv.fail(fmt.Errorf("property %q: invalid UTF-8", truncateForError(k)))
+			kv.Fail(fmt.Errorf("property %q: invalid UTF-8", TruncateForError(k)))
 		}
 		if checkOnly {
 			return
@@ -597,14 +597,14 @@ func (kv *kvReader) rest(e *Envelope, checkOnly bool) {
 		}
 		e.Properties[k] = v
 	}
-	if kv.fields.m != nil {
-		for k, v := range kv.fields.m {
+	if kv.Fields.M != nil {
+		for k, v := range kv.Fields.M {
 			add(k, v)
 		}
 		return
 	}
-	for i, k := range kv.fields.keys {
-		add(k, kv.fields.vals[i])
+	for i, k := range kv.Fields.Keys {
+		add(k, kv.Fields.Vals[i])
 	}
 }
 
@@ -612,15 +612,15 @@ func (kv *kvReader) rest(e *Envelope, checkOnly bool) {
 // an entry that was malformed where it came from, so it stays malformed.
 const MalformedMarker = "dlqctl_malformed"
 
-func (kv *kvReader) finish(e Envelope, raw []byte) Envelope {
-	if reason, ok := kv.fields.lookup(MalformedMarker); ok {
+func (kv *KVReader) Finish(e Envelope, raw []byte) Envelope {
+	if reason, ok := kv.Fields.Lookup(MalformedMarker); ok {
 		if reason == "" {
 			reason = "malformed where it was imported from"
 		}
-		kv.fail(errors.New(reason))
+		kv.Fail(errors.New(reason))
 	}
 	if e.EventID == "" {
-		kv.fail(errors.New("no event_id"))
+		kv.Fail(errors.New("no event_id"))
 	}
 	if kv.err != nil {
 		e.Malformed = kv.err.Error()

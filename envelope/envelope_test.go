@@ -302,7 +302,7 @@ func TestRoundTripFromFields(t *testing.T) {
 	}
 }
 
-// Text fields of key/value entries are binary-safe in Redis and Pulsar, but
+// Text fields of key/value entries are binary-safe in Redis, but
 // the envelope's JSON form is UTF-8: invalid UTF-8 in event_id must not
 // silently become U+FFFD on export (that merges distinct event IDs). SPEC §3
 // lists "invalid encoding" among the reasons an entry is malformed.
@@ -312,8 +312,6 @@ func TestInvalidUTF8EventIDSurvivesOrIsMalformed(t *testing.T) {
 		e    Envelope
 	}{
 		{"fields", DecodeFields("1-0", "redis", map[string]string{"event_id": "E\xff1", "payload": "x"}, DefaultFieldNames())},
-		{"pulsar property", FromPulsar(PulsarMessage{ID: "1:2:-1:-1", Properties: map[string]string{"event_id": "E\xfe1"}, Payload: []byte("x")}, EventIDSource{Kind: "property"}, DefaultFieldNames())},
-		{"pulsar key", FromPulsar(PulsarMessage{ID: "1:2:-1:-1", Key: "k\xff", Payload: []byte("x")}, EventIDSource{Kind: "key"}, DefaultFieldNames())},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 

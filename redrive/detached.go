@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/dlqctl/dlqctl/internal/atomicfile"
 )
 
 // DetachedSchema names an approval handed over as its own file.
@@ -40,7 +42,7 @@ func WriteDetached(planPath string, p *Plan, a Approval) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, writeFileAtomic(path, append(b, '\n'), 0o600)
+	return path, atomicfile.Write(path, append(b, '\n'), 0o600)
 }
 
 // ReadDetached reads every PLAN.approval-* beside the plan at planPath, in

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/dlqctl/dlqctl/internal/atomicfile"
 )
 
 // Plan kinds.
@@ -192,45 +194,13 @@ func ReadPlan(path string) (*Plan, error) {
 // WritePlan writes the plan atomically (temp file + rename), mode 0600,
 // entry by entry: indented as json.Encoder indents it, HTML left as is.
 func WritePlan(path string, p *Plan) error {
-	return writeFileAtomicFunc(path, 0o600, func(w io.Writer) error {
+	return atomicfile.WriteFunc(path, 0o600, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<16)
 		if err := p.encode(bw, true); err != nil {
 			return err
 		}
 		return bw.Flush()
 	})
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	return writeFileAtomicFunc(path, mode, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-func writeFileAtomicFunc(path string, mode os.FileMode, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // DefaultJournalPath is next to the plan: plan.json → plan.journal.

@@ -17,7 +17,7 @@
 # a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one test
 # user whose SCRAM credentials the format step writes) and records them in
 # DATA_DIR/ports. When DATA_DIR/tls/server.pem exists (a PEM keystore: the
-# PKCS#8 private key, then the certificate chain; internal/kafkatest writes
+# PKCS#8 private key, then the certificate chain; backends/kafka/kafkatest writes
 # one with its CA in DATA_DIR/tls/ca.pem), it adds a SASL_SSL listener on a
 # fourth port with the same user and mechanisms. A later start on the same DATA_DIR
 # reuses them and its formatted storage, so a restarted broker keeps its

@@ -6,7 +6,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/dirqueue"
+	"github.com/dlqctl/dlqctl/backends/dir"
 )
 
 // Registry returns a registry holding every backend of this build, in

@@ -4,7 +4,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/kafkadlq"
+	"github.com/dlqctl/dlqctl/backends/kafka"
 )
 
 func kafka() (backend.Registration, bool) { return kafkadlq.Registration(), true }

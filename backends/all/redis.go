@@ -4,7 +4,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/redisstream"
+	"github.com/dlqctl/dlqctl/backends/redis"
 )
 
 func redis() (backend.Registration, bool) { return redisstream.Registration(), true }

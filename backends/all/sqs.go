@@ -4,7 +4,7 @@ package all
 
 import (
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/sqsdlq"
+	"github.com/dlqctl/dlqctl/backends/sqs"
 )
 
 func sqs() (backend.Registration, bool) { return sqsdlq.Registration(), true }

@@ -2,7 +2,6 @@ package natsdlq
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"net"
 	"net/url"
@@ -280,23 +279,11 @@ func (u sourceURL) tlsConfig() (*tls.Config, error) {
 	if u.scheme != "tls" && u.tlsCA == "" && u.tlsName == "" && !u.tlsInsec {
 		return nil, nil
 	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.tlsName}
-	if conf.ServerName == "" {
-		host, _, _ := net.SplitHostPort(u.hosts[0])
-		conf.ServerName = host
+	host, _, _ := net.SplitHostPort(u.hosts[0])
+	conf, err := backend.TLSOptions{CA: u.tlsCA, Insecure: u.tlsInsec, ServerName: u.tlsName}.Config(host)
+	if err != nil {
+		return nil, backend.Configf("nats source %s: %v", u.display(), err)
 	}
-	if u.tlsCA != "" {
-		pem, err := os.ReadFile(u.tlsCA)
-		if err != nil {
-			return nil, backend.Configf("nats source %s: tls_ca: %v", u.display(), err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("nats source %s: tls_ca %s: no PEM certificate in it", u.display(), u.tlsCA)
-		}
-		conf.RootCAs = roots
-	}
-	conf.InsecureSkipVerify = u.tlsInsec // only when the URL asks for it
 	return conf, nil
 }
 

@@ -2,10 +2,8 @@ package rabbitmq
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -208,21 +206,10 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 	if s.scheme != "amqps" {
 		return nil, nil
 	}
-	name := s.tlsServerName
-	if name == "" {
-		name, _, _ = net.SplitHostPort(s.host)
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.tlsInsecure, ServerName: name}
-	if s.tlsCA != "" {
-		pem, err := os.ReadFile(s.tlsCA)
-		if err != nil {
-			return nil, backend.Configf("amqp source %s: tls_ca: %v", s.display(), err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("amqp source %s: tls_ca %s holds no PEM certificate", s.display(), s.tlsCA)
-		}
-		c.RootCAs = pool
+	host, _, _ := net.SplitHostPort(s.host)
+	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config(host)
+	if err != nil {
+		return nil, backend.Configf("amqp source %s: %v", s.display(), err)
 	}
 	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -137,11 +138,11 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 	}
 	r := s.buf[0]
 	s.buf = s.buf[1:]
-	hs := make([]envelope.KafkaHeader, len(r.Headers))
+	hs := make([]kafkadlq.KafkaHeader, len(r.Headers))
 	for i, h := range r.Headers {
-		hs[i] = envelope.KafkaHeader{Key: h.Key, Value: h.Value}
+		hs[i] = kafkadlq.KafkaHeader{Key: h.Key, Value: h.Value}
 	}
-	env := envelope.FromKafka(envelope.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+	env := kafkadlq.FromKafka(kafkadlq.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, envelope.EventIDSource{Kind: "property"}, s.names)
 	return Message{ID: env.ID, Envelope: env, krec: r}, nil
 }
@@ -174,7 +175,7 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 	}
 	var hs []kgo.RecordHeader
 	for _, h := range r.Headers {
-		if !strings.HasPrefix(h.Key, envelope.SpringPrefix) && !stale[h.Key] {
+		if !strings.HasPrefix(h.Key, kafkadlq.SpringPrefix) && !stale[h.Key] {
 			hs = append(hs, h)
 		}
 	}
@@ -184,14 +185,14 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 		kgo.RecordHeader{Key: envelope.FieldDeadLetteredAt, Value: []byte(dl.At.UTC().Format(time.RFC3339Nano))},
 	)
 	hs = append(hs,
-		kgo.RecordHeader{Key: envelope.SpringOriginalTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalPartition, Value: be32(r.Partition)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalOffset, Value: be64(r.Offset)},
-		kgo.RecordHeader{Key: envelope.SpringOriginalTimestamp, Value: be64(r.Timestamp.UnixMilli())},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalPartition, Value: be32(r.Partition)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalOffset, Value: be64(r.Offset)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalTimestamp, Value: be64(r.Timestamp.UnixMilli())},
 		kgo.RecordHeader{Key: "kafka_dlt-original-timestamp-type", Value: []byte("CreateTime")},
-		kgo.RecordHeader{Key: envelope.SpringOriginalGroup, Value: []byte(s.group)},
-		kgo.RecordHeader{Key: envelope.SpringExceptionFQCN, Value: []byte(kafkaExceptionFQCN)},
-		kgo.RecordHeader{Key: envelope.SpringExceptionMessage, Value: []byte(dl.LastError)},
+		kgo.RecordHeader{Key: kafkadlq.SpringOriginalGroup, Value: []byte(s.group)},
+		kgo.RecordHeader{Key: kafkadlq.SpringExceptionFQCN, Value: []byte(kafkaExceptionFQCN)},
+		kgo.RecordHeader{Key: kafkadlq.SpringExceptionMessage, Value: []byte(dl.LastError)},
 	)
 	out := &kgo.Record{Topic: s.dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: dl.At}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/pulsartest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 

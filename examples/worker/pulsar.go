@@ -14,6 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -220,7 +221,7 @@ func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
 	}
 	id := pm.ID()
 	loc := fmt.Sprintf("%d:%d:%d:%d", id.LedgerID(), id.EntryID(), id.PartitionIdx(), id.BatchIdx())
-	e := envelope.FromPulsar(envelope.PulsarMessage{
+	e := pulsardlq.FromPulsar(pulsardlq.PulsarMessage{
 		ID:              loc,
 		Topic:           pm.Topic(),
 		Key:             pm.Key(),

@@ -15,8 +15,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
+	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/pulsardlq"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -201,7 +201,7 @@ func TestPulsarSQLite(t *testing.T) {
 		t.Errorf("DLQ entry malformed: %s", e.Malformed)
 	case e.EventID != "E4" || e.Origin.Topic != origin || e.Origin.Backend != "pulsar":
 		t.Errorf("DLQ entry: event_id %s origin %+v; want E4 from %s", e.EventID, e.Origin, origin)
-	case e.Properties[envelope.PulsarOriginMessageID] == "" || e.Properties["tenant"] != "acme" || e.Key != "k-E4":
+	case e.Properties[pulsardlq.PulsarOriginMessageID] == "" || e.Properties["tenant"] != "acme" || e.Key != "k-E4":
 		t.Errorf("DLQ entry properties %v key %q", e.Properties, e.Key)
 	case string(e.Payload) != evs[3].payload || e.Fingerprint != evs[3].fingerprint() || e.FingerprintComputed == evs[3].carry:
 		t.Errorf("DLQ entry payload %s fingerprint %s (computed %v)", e.Payload, e.Fingerprint, e.FingerprintComputed)

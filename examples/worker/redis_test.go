@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/pgtest"
-	"github.com/dlqctl/dlqctl/internal/redistest"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 

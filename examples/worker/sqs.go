@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -88,14 +89,14 @@ func (s *sqsSource) Next(ctx context.Context) (Message, error) {
 	}
 	m := s.buf[0]
 	s.buf = s.buf[1:]
-	sm := envelope.SQSMessage{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Attributes: m.Attributes, MessageAttributes: map[string]string{}}
+	sm := sqsdlq.SQSMessage{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Attributes: m.Attributes, MessageAttributes: map[string]string{}}
 	for k, v := range m.MessageAttributes {
 		if strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
 			continue
 		}
 		sm.MessageAttributes[k] = aws.ToString(v.StringValue)
 	}
-	e := envelope.FromSQS(sm, envelope.EventIDSource{Kind: "attribute"}, s.names)
+	e := sqsdlq.FromSQS(sm, envelope.EventIDSource{Kind: "attribute"}, s.names)
 	return Message{ID: sm.ID, Envelope: e, smsg: m}, nil
 }
 

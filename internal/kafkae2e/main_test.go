@@ -19,9 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka"
+	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/kafkatest"
 )
 
 // broker is the run's one Kafka broker.
@@ -145,13 +146,13 @@ func seedSpringDLT(t *testing.T, ctx context.Context, n int) (origin, dlt string
 			Headers: []kgo.RecordHeader{
 				{Key: "event_id", Value: []byte(fmt.Sprintf("E%03d", i))},
 				{Key: "fingerprint", Value: []byte(envelope.ComputeFingerprint([]byte(payload)))},
-				{Key: envelope.SpringOriginalTopic, Value: []byte(origin)},
-				{Key: envelope.SpringOriginalPartition, Value: be32(int32(i % 3))},
-				{Key: envelope.SpringOriginalOffset, Value: be64(int64(i))},
-				{Key: envelope.SpringOriginalTimestamp, Value: be64(base.UnixMilli())},
-				{Key: envelope.SpringOriginalGroup, Value: []byte("order-workers")},
-				{Key: envelope.SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
-				{Key: envelope.SpringExceptionMessage, Value: []byte("timeout calling payments")},
+				{Key: kafkadlq.SpringOriginalTopic, Value: []byte(origin)},
+				{Key: kafkadlq.SpringOriginalPartition, Value: be32(int32(i % 3))},
+				{Key: kafkadlq.SpringOriginalOffset, Value: be64(int64(i))},
+				{Key: kafkadlq.SpringOriginalTimestamp, Value: be64(base.UnixMilli())},
+				{Key: kafkadlq.SpringOriginalGroup, Value: []byte("order-workers")},
+				{Key: kafkadlq.SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+				{Key: kafkadlq.SpringExceptionMessage, Value: []byte("timeout calling payments")},
 			},
 		})
 	}

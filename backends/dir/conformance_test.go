@@ -1,0 +1,29 @@
+package dirqueue_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlqctl/dlqctl/conformance"
+)
+
+// TestConformance runs the shared conformance suite on the directory queue, against
+// its real server.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, "dir", func(t *testing.T) *conformance.Target {
+		return &conformance.Target{Fresh: func(t *testing.T) conformance.Fixture {
+			root := filepath.Join(t.TempDir(), "q")
+			return conformance.Fixture{Source: "dir:" + root, Origin: "orders", Consume: []string{"--source", "dir:" + root},
+				ImportFlags: []string{"--init"}, Self: filepath.Join(root, "error"), Alias: "dir:" + root + "/."}
+		}, Refuse: func(t *testing.T, fx conformance.Fixture, _, entryID string) {
+			// The inbox holds a file of the entry's name: a move never
+			// replaces one.
+			inbox := filepath.Join(strings.TrimPrefix(fx.Source, "dir:"), "inbox")
+			if err := os.WriteFile(filepath.Join(inbox, entryID+".json"), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	})
+}

@@ -1,0 +1,188 @@
+package pulsardlq_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/dlqctl/dlqctl/backends/pulsar"
+	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
+)
+
+// broker is the one Pulsar broker of this test binary, started by
+// TestMain; tests keep apart by topic name.
+var broker *pulsartest.Broker
+
+func TestMain(m *testing.M) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		// The -short tier starts no Java server.
+		fmt.Println("pulsardlq: left out of the -short tier: the tests need a Pulsar broker (Java)")
+		os.Exit(0)
+	}
+	b, err := pulsartest.StartProcess()
+	if err != nil {
+		// Never skip: a missing broker must not pass for a green suite.
+		fmt.Fprintf(os.Stderr, "pulsardlq tests need a Pulsar broker: %v\n", err)
+		os.Exit(1)
+	}
+	broker = b
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "broker log tail:\n%s\n", b.LogTail(30))
+	}
+	if err := b.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var topicSeq atomic.Int64
+
+// freshTopic is a new topic name in ns ("public/default" when empty).
+func freshTopic(t *testing.T, ns string) string {
+	if ns == "" {
+		ns = "public/default"
+	}
+	name := strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
+	return fmt.Sprintf("persistent://%s/%s-%d-%d", ns, name, time.Now().UnixNano()%1e6, topicSeq.Add(1))
+}
+
+// sourceURL is the dlqctl source URL of topic on the test broker.
+func sourceURL(topic string, extra ...string) string {
+	q := url.Values{"topic": {topic}, "admin": {broker.AdminURL()}}
+	u := broker.ServiceURL() + "?" + q.Encode()
+	for _, e := range extra {
+		u += "&" + e
+	}
+	return u
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens the DLQ topic (creating the dlqctl subscription).
+func open(t *testing.T, topic string, opts pulsardlq.Options, extra ...string) *pulsardlq.Topic {
+	t.Helper()
+	tp, err := pulsardlq.Open(testCtx(t), sourceURL(topic, extra...), opts)
+	if err != nil {
+		t.Fatalf("open %s: %v", topic, err)
+	}
+	t.Cleanup(func() { _ = tp.Close() })
+	return tp
+}
+
+// client is a raw Pulsar client for producing and checking, as an
+// application around dlqctl would.
+func client(t *testing.T) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:    broker.ServiceURL(),
+		Logger: plog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// produce sends msgs to topic, one per entry unless batch, and returns
+// their ids.
+func produce(t *testing.T, c pulsar.Client, topic string, batch bool, msgs ...*pulsar.ProducerMessage) []pulsar.MessageID {
+	t.Helper()
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(pulsar.ProducerOptions{
+		Topic: topic, DisableBatching: !batch,
+		BatchingMaxPublishDelay: time.Second, BatchingMaxMessages: uint(max(1, len(msgs))),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ids := make([]pulsar.MessageID, len(msgs))
+	if !batch {
+		for i, m := range msgs {
+			if ids[i], err = p.Send(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ids
+	}
+	errs := make(chan error, len(msgs))
+	for i, m := range msgs {
+		p.SendAsync(ctx, m, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			ids[i] = id
+			errs <- err
+		})
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range msgs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// readAll reads every message of topic from the earliest, with a reader.
+func readAll(t *testing.T, c pulsar.Client, topic string) []pulsar.Message {
+	t.Helper()
+	ctx := testCtx(t)
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []pulsar.Message
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// adminDo sends one admin request to the test broker.
+func adminDo(t *testing.T, method, path, body string) {
+	t.Helper()
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	if _, err := broker.Admin(testCtx(t), method, path, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// adminPath is the /admin/v2 path of a persistent topic's full name.
+func adminPath(topic string) string {
+	return "/admin/v2/" + strings.Replace(topic, "://", "/", 1)
+}
+
+// createPartitioned makes topic a partitioned topic of n partitions.
+func createPartitioned(t *testing.T, topic string, n int) {
+	adminDo(t, http.MethodPut, adminPath(topic)+"/partitions", fmt.Sprint(n))
+}

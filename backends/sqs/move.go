@@ -1,0 +1,635 @@
+package sqsdlq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// moveVisibility is how long a Publish keeps the planned messages
+// invisible for the Remove that follows it (in the same chunk, within
+// seconds); a receipt handle older than moveVisibility minus
+// receiptMargin is not trusted and the message is received again. It is
+// short because a run killed between the two leaves its messages
+// invisible that long, and its resume waits for them (see take).
+const (
+	moveVisibility = 20 * time.Second
+	receiptMargin  = 5 * time.Second
+	inFlightPoll   = time.Second
+)
+
+// Atomic is false: SendMessageBatch to the destination and
+// DeleteMessageBatch on the DLQ are two steps; the journal covers the gap.
+func (q *Queue) Atomic() bool { return false }
+
+// DefaultDest is the origin queue's name (from DeadLetterQueueSourceArn).
+func (q *Queue) DefaultDest(origin string) string { return origin }
+
+// take receives until every id is in hand (or the DLQ is exhausted) and
+// returns them by MessageId; all other messages it received are released
+// before it returns. Messages already held by an earlier Publish whose
+// receipt handle is still fresh are taken from there.
+func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, error) {
+	got := map[string]received{}
+	var missing []string
+	now := q.now()
+	q.mu.Lock()
+	for _, id := range ids {
+		if r, ok := q.held[id]; ok && now.Sub(r.at) < r.vis-receiptMargin {
+			got[id] = r
+			continue
+		}
+		missing = append(missing, id)
+	}
+	q.mu.Unlock()
+	if len(missing) == 0 {
+		return got, nil
+	}
+	want := map[string]bool{}
+	for _, id := range missing {
+		want[id] = true
+	}
+	// A planned message that is in flight (received by another reader, or
+	// by a run or scan killed before it let it go) is not gone: wait for
+	// its visibility to run out, up to the longer of a move's and a young
+	// scan's visibility timeout and a margin, before calling it not found.
+	deadline := q.now().Add(max(moveVisibility, q.scanVis) + receiptMargin)
+	taken := 0 // received by this call, in flight now but not in q.held yet
+	for {
+		msgs, err := q.receiveAll(ctx, moveVisibility, nil, func(seen map[string]received) bool {
+			for id := range want {
+				if _, ok := seen[id]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		var others []received
+		for _, r := range msgs {
+			if want[r.id()] {
+				got[r.id()] = r
+				delete(want, r.id())
+				taken++
+			} else {
+				others = append(others, r)
+			}
+		}
+		if err := q.release(ctx, others); err != nil {
+			return nil, err
+		}
+		if len(want) == 0 {
+			return got, nil
+		}
+		c, _, err := q.counts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		own := int64(len(q.held))
+		q.mu.Unlock()
+		if c.InFlight <= own+int64(taken) {
+			return got, nil // the missing ones are not in the DLQ
+		}
+		if !q.now().Before(deadline) {
+			return nil, fmt.Errorf("%s: %d planned messages are not visible while %d messages are in flight in the DLQ "+
+				"(another reader, or a run killed before it deleted them, holds them): try again once their visibility timeout has run out",
+				q, len(want), c.InFlight)
+		}
+		select {
+		case <-time.After(inFlightPoll):
+		case <-ctx.Done():
+			return nil, q.wrap(ctx, "wait for in-flight messages", ctx.Err())
+		}
+	}
+}
+
+// Publish sends each item's message to item.Dest with SendMessageBatch,
+// 10 at a time, in order: the body and message attributes unchanged, with
+// redrive_count one higher and the markers dlqctl_run_id, dlqctl_seq and
+// dlqctl_redriven_from (see markAttributes for SQS's 10-attribute limit);
+// dlqctl_source_id, the import bookkeeping of this DLQ, is dropped. A FIFO
+// destination gets the message's MessageGroupId (else its key, else its
+// event ID) and a MessageDeduplicationId derived from the run ID and the
+// entry (its DLQ MessageId), so that only a resend of the same move inside
+// one run (a resume after an unknown outcome) is absorbed by SQS's
+// 5-minute deduplication window; another run's redrive of the same event,
+// or another DLQ copy of it, is a new message. An answer that shows SQS
+// enqueued nothing (no MessageId, or the MessageId SQS gave another entry
+// of this process) is a per-item failure, so the DLQ copy is not deleted.
+// The planned messages stay received (invisible) for Remove.
+//
+// Per item, nothing is sent and Err is set when: the message is not in the
+// DLQ (ErrNotFound); its fingerprint is not the planned one (ErrChanged);
+// it has no destination; or the destination refused it, or an earlier item
+// for the same destination (so that later entries never overtake it). A
+// failed call (connection lost, server error after the SDK's retries)
+// returns an error: the outcome of every item is then unknown.
+func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
+	results := make([]backend.MoveResult, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	got, err := q.take(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	maps.Copy(q.held, got)
+	q.mu.Unlock()
+	type pending struct {
+		i     int
+		entry types.SendMessageBatchRequestEntry
+		size  int
+	}
+	byDest := map[string][]pending{}
+	var dests []string
+	for i, it := range items {
+		r, ok := got[it.ID]
+		if !ok {
+			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
+			continue
+		}
+		env := q.decode(ctx, r.msg)
+		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
+			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
+			continue
+		}
+		if it.Dest == "" {
+			results[i].Err = fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID)
+			continue
+		}
+		if err := q.GuardDestination(ctx, it.Dest); err != nil {
+			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			continue
+		}
+		dest, err := q.destURL(ctx, it.Dest, r.msg)
+		if err == nil && dest == q.url {
+			err = backend.Configf("%q is this DLQ's queue URL: a redrive never sends to the DLQ it reads", it.Dest)
+		}
+		if err != nil {
+			var ce *backend.ConfigError
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			continue
+		}
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
+		entry := types.SendMessageBatchRequestEntry{
+			Id:                aws.String(strconv.Itoa(i)),
+			MessageBody:       r.msg.Body,
+			MessageAttributes: q.markAttributes(r.msg, it, m, true),
+		}
+		size := messageSize(entry)
+		if size > limit {
+			// The run markers are optional (the journal records the run):
+			// a message they would push over the limit goes without them.
+			entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
+			if size = messageSize(entry); size > limit {
+				results[i].Err = fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
+					it.ID, errTooLarge, size, it.Dest, limit)
+				continue
+			}
+		}
+		if isFIFO(dest) {
+			group := r.msg.Attributes[SQSMessageGroupID]
+			if group == "" {
+				group = env.Key
+			}
+			if group == "" {
+				group = env.EventID
+			}
+			entry.MessageGroupId = aws.String(group)
+			entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
+		}
+		if _, ok := byDest[dest]; !ok {
+			dests = append(dests, dest)
+		}
+		byDest[dest] = append(byDest[dest], pending{i, entry, size})
+	}
+	for _, dest := range dests {
+		var refused error
+		list := byDest[dest]
+		limit, err := q.maxMessageSize(ctx, dest)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < len(list); {
+			// A batch holds at most 10 messages and at most limit bytes
+			// (SQS's batch payload limit is its message size limit).
+			k, bytes := j, 0
+			for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
+				bytes += list[k].size
+				k++
+			}
+			part := list[j:k]
+			j = k
+			if refused != nil {
+				for _, p := range part {
+					results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
+				}
+				continue
+			}
+			entries := make([]types.SendMessageBatchRequestEntry, len(part))
+			byID := make(map[string]types.SendMessageBatchRequestEntry, len(part))
+			for k, p := range part {
+				entries[k] = p.entry
+				byID[aws.ToString(p.entry.Id)] = p.entry
+			}
+			out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
+			if err != nil {
+				if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "AccessDenied", "AccessDeniedException",
+					"BatchRequestTooLong", "InvalidParameterValue", "UnsupportedOperation", "KmsAccessDenied", "KmsDisabled") {
+					refused = err
+					for _, p := range part {
+						results[p.i].Err = fmt.Errorf("move %s: %s: %v", items[p.i].ID, items[p.i].Dest, err)
+					}
+					continue
+				}
+				return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
+			}
+			for _, ok := range out.Successful {
+				i, err := strconv.Atoi(aws.ToString(ok.Id))
+				if err != nil || i < 0 || i >= len(results) {
+					continue
+				}
+				if ferr := q.enqueued(dest, byID[aws.ToString(ok.Id)], aws.ToString(ok.MessageId)); ferr != nil {
+					results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+					if refused == nil {
+						refused = ferr
+					}
+					continue
+				}
+				results[i].DestID = aws.ToString(ok.MessageId)
+			}
+			for _, f := range out.Failed {
+				i, err := strconv.Atoi(aws.ToString(f.Id))
+				if err != nil || i < 0 || i >= len(results) {
+					continue
+				}
+				ferr := fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+				if !f.SenderFault {
+					// A server-side failure of one entry: SQS did not take it.
+					ferr = fmt.Errorf("%w (server side; retry with --retry-failed)", ferr)
+				}
+				results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+				if refused == nil {
+					refused = ferr
+				}
+			}
+			if refused != nil {
+				// Entries of this call after the refused one were already
+				// sent; later calls are not.
+				continue
+			}
+		}
+	}
+	// What failed is no longer held for a Remove: give it back now.
+	var back []received
+	q.mu.Lock()
+	for i, it := range items {
+		if results[i].Err != nil {
+			if r, ok := q.held[it.ID]; ok {
+				back = append(back, r)
+				delete(q.held, it.ID)
+			}
+		}
+	}
+	q.mu.Unlock()
+	if err := q.release(ctx, back); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// markAttributes are the message attributes of the redriven message;
+// without withMarkers only redrive_count is raised or added (a message the
+// run markers would push over the size limit).
+//
+// SQS allows 10 message attributes. The markers (redrive_count,
+// dlqctl_run_id, dlqctl_seq, dlqctl_redriven_from) are written as their own
+// attributes when they fit; else all of them go into the one
+// dlqctl_fields attribute (a JSON object dlqctl reads back as attributes;
+// an existing one is extended); when the message has 10 attributes of its
+// own already, none but an existing redrive_count attribute (raised in
+// place) is written, and the journal alone records the run.
+func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.Markers, withMarkers bool) map[string]types.MessageAttributeValue {
+	attrs := maps.Clone(m.MessageAttributes)
+	if attrs == nil {
+		attrs = map[string]types.MessageAttributeValue{}
+	}
+	delete(attrs, envelope.ImportedFromProperty)
+	var packed map[string]string
+	if p, ok := attrs[SQSPackedFields]; ok && p.StringValue != nil {
+		_ = json.Unmarshal([]byte(*p.StringValue), &packed) // unreadable: treated as empty and left as it is
+	}
+	rcName, count, inPlace := q.names[envelope.FieldRedriveCount][0], 0, false
+	for _, n := range q.names[envelope.FieldRedriveCount] {
+		if v, ok := attrs[n]; ok && v.StringValue != nil {
+			rcName, inPlace = n, true
+			count, _ = strconv.Atoi(*v.StringValue) // unreadable counts as 0
+			break
+		}
+		if v, ok := packed[n]; ok {
+			rcName = n
+			count, _ = strconv.Atoi(v)
+			break
+		}
+	}
+	var marks [][2]string
+	if withMarkers {
+		marks = [][2]string{
+			{backend.MarkerRunID, mk.RunID},
+			{backend.MarkerSeq, strconv.FormatInt(it.Seq, 10)},
+			{backend.MarkerRedrivenFrom, it.ID},
+		}
+	}
+	rc := strconv.Itoa(count + 1)
+	if inPlace {
+		attrs[rcName] = strAttr(rc)
+	} else {
+		marks = append([][2]string{{rcName, rc}}, marks...)
+	}
+	free := maxAttributes - len(attrs)
+	switch {
+	case free >= len(marks):
+		for _, mk := range marks {
+			attrs[mk[0]] = strAttr(mk[1])
+		}
+	case free >= 1 || packed != nil:
+		if packed == nil {
+			packed = map[string]string{}
+		}
+		for _, mk := range marks {
+			packed[mk[0]] = mk[1]
+		}
+		b, _ := json.Marshal(packed) // a map of strings always marshals
+		attrs[SQSPackedFields] = strAttr(string(b))
+	}
+	return attrs
+}
+
+// errTooLarge: a message that would exceed the destination's size limit.
+var errTooLarge = errors.New("message too large")
+
+// defaultMaxMessageSize is SQS's message (and batch payload) size limit
+// for a queue that does not report MaximumMessageSize (ElasticMQ): 256
+// KiB, the limit SQS had for years and the lower of the two it has had.
+const defaultMaxMessageSize = 256 * 1024
+
+// maxMessageSize is the destination queue's MaximumMessageSize (cached):
+// SQS refuses a message, and a batch whose messages together are, larger.
+func (q *Queue) maxMessageSize(ctx context.Context, destURL string) (int, error) {
+	q.mu.Lock()
+	n, ok := q.destMax[destURL]
+	q.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	out, err := q.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(destURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		return 0, q.wrap(ctx, "read the destination's MaximumMessageSize", err)
+	}
+	n, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
+	if err != nil || n <= 0 {
+		n = defaultMaxMessageSize
+	}
+	q.mu.Lock()
+	q.destMax[destURL] = n
+	q.mu.Unlock()
+	return n, nil
+}
+
+// messageSize is a message's size as SQS counts it against the limit: the
+// body, and each message attribute's name, data type and value.
+func messageSize(e types.SendMessageBatchRequestEntry) int {
+	n := len(aws.ToString(e.MessageBody))
+	for k, v := range e.MessageAttributes {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for
+// one move: the run and the DLQ message it moves. Only a resend of that
+// move inside the run has the same ID.
+func dedupID(runID, dlqMessageID string) string { return dedupKey("redrive", runID, dlqMessageID) }
+
+// dedupKey hashes its parts into a MessageDeduplicationId.
+func dedupKey(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return "dlqctl-" + hex.EncodeToString(h[:])
+}
+
+// enqueued checks a successful send's answer: SQS enqueued the message
+// unless the answer has no MessageId, or (on a FIFO queue, where a
+// deduplicated send is answered with the earlier message's MessageId) the
+// MessageId is one SQS gave another move of this process.
+func (q *Queue) enqueued(dest string, e types.SendMessageBatchRequestEntry, msgID string) error {
+	if msgID == "" {
+		return errors.New("SQS answered the send without a MessageId: nothing was enqueued")
+	}
+	if e.MessageDeduplicationId == nil {
+		return nil
+	}
+	key := dest + "\x00" + msgID
+	dd := aws.ToString(e.MessageDeduplicationId)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if prev, ok := q.sentIDs[key]; ok && prev != dd {
+		return fmt.Errorf("SQS answered with MessageId %s, which it gave another move: deduplicated, nothing was enqueued", msgID)
+	}
+	q.sentIDs[key] = dd
+	return nil
+}
+
+func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
+
+// destURL resolves a destination given as a queue URL, an ARN or a queue
+// name. A bare name is looked up in the account of the message's source
+// queue when it names that queue, else in the DLQ's account.
+func (q *Queue) destURL(ctx context.Context, dest string, m types.Message) (string, error) {
+	q.mu.Lock()
+	u, ok := q.destURLs[dest]
+	q.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	var name, account string
+	switch {
+	case strings.HasPrefix(dest, "https://") || strings.HasPrefix(dest, "http://"):
+		u = dest
+	case strings.HasPrefix(dest, "arn:"):
+		name, account = SQSQueueName(dest), arnAccount(dest)
+		if name == "" {
+			return "", backend.Configf("destination %q is not an SQS queue ARN", dest)
+		}
+	default:
+		name = dest
+		if src := m.Attributes[SQSDeadLetterSourceArn]; SQSQueueName(src) == dest {
+			account = arnAccount(src)
+		} else {
+			account = q.src.account
+		}
+	}
+	if u == "" {
+		if !validQueueName(name) {
+			return "", backend.Configf("destination %q is not an SQS queue name, URL or ARN", dest)
+		}
+		in := &sqs.GetQueueUrlInput{QueueName: aws.String(name)}
+		if account != "" && account != arnAccount(q.arn) {
+			in.QueueOwnerAWSAccountId = aws.String(account)
+		}
+		out, err := q.c.GetQueueUrl(ctx, in)
+		if err != nil {
+			if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue") {
+				return "", backend.Configf("destination queue %q does not exist", dest)
+			}
+			return "", q.wrap(ctx, "find the destination queue "+dest, err)
+		}
+		u = aws.ToString(out.QueueUrl)
+	}
+	q.mu.Lock()
+	q.destURLs[dest] = u
+	q.mu.Unlock()
+	return u, nil
+}
+
+func arnAccount(arn string) string {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 {
+		return ""
+	}
+	return parts[4]
+}
+
+// Remove deletes each item's message from the DLQ with DeleteMessageBatch,
+// using the receipt handle its Publish received, or, when there is none or
+// it may have expired, one from receiving it again. A message that is not
+// in the DLQ any more gets ErrNotFound. A receipt handle SQS no longer
+// accepts makes Remove receive the message again and retry once.
+func (q *Queue) Remove(ctx context.Context, items []backend.MoveItem) ([]backend.MoveResult, error) {
+	results := make([]backend.MoveResult, len(items))
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		var todo []string
+		for i, it := range items {
+			if !results[i].Removed && (attempt == 0 || results[i].Err == errStaleReceipt) {
+				todo = append(todo, it.ID)
+				results[i].Err = nil
+			}
+		}
+		if len(todo) == 0 {
+			break
+		}
+		if attempt > 0 {
+			q.mu.Lock()
+			for _, id := range todo {
+				delete(q.held, id)
+			}
+			q.mu.Unlock()
+		}
+		got, err := q.take(ctx, todo)
+		if err != nil {
+			return nil, err
+		}
+		stale, err := q.delete(ctx, got)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range items {
+			if results[i].Removed || !contains(todo, it.ID) {
+				continue
+			}
+			switch _, ok := got[it.ID]; {
+			case !ok:
+				results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
+			case stale[it.ID]:
+				results[i].Err = errStaleReceipt
+			default:
+				results[i].Removed = true
+			}
+		}
+	}
+	for i := range results {
+		if results[i].Err == errStaleReceipt {
+			results[i].Err = fmt.Errorf("message %s: SQS refused its receipt handle twice; it stays in the DLQ", items[i].ID)
+		}
+	}
+	q.mu.Lock()
+	for _, id := range ids {
+		delete(q.held, id)
+	}
+	q.mu.Unlock()
+	return results, nil
+}
+
+var errStaleReceipt = errors.New("stale receipt handle")
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// delete deletes msgs, 10 per call, and returns the MessageIds whose
+// receipt handle SQS refused as invalid.
+func (q *Queue) delete(ctx context.Context, msgs map[string]received) (map[string]bool, error) {
+	stale := map[string]bool{}
+	list := make([]received, 0, len(msgs))
+	for _, r := range msgs {
+		list = append(list, r)
+	}
+	for i := 0; i < len(list); i += 10 {
+		part := list[i:min(i+10, len(list))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(part))
+		for j, r := range part {
+			entries[j] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: r.msg.ReceiptHandle}
+		}
+		out, err := q.c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+		if err != nil {
+			return nil, q.wrap(ctx, "delete from the DLQ", err)
+		}
+		for _, f := range out.Failed {
+			j, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || j < 0 || j >= len(part) {
+				continue
+			}
+			if staleReceipt(aws.ToString(f.Code)) {
+				stale[part[j].id()] = true
+				continue
+			}
+			return nil, q.wrap(ctx, "delete "+part[j].id()+" from the DLQ", fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return stale, nil
+}

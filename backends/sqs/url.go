@@ -1,0 +1,182 @@
+package sqsdlq
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Source URLs:
+//
+//	sqs://QUEUE[?region=R][&endpoint=URL][&account=ID][&receivers=N][&lease_settle=DUR]
+//	https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[?same options but region/endpoint]
+//
+// QUEUE is the DLQ's name (FIFO names end in .fifo). region defaults to
+// the AWS chain's (AWS_REGION, the shared config's profile). endpoint is
+// an SQS-compatible server (ElasticMQ, LocalStack) or a VPC endpoint.
+// account is the queue owner's account ID, for a queue in another account
+// than the credentials'. receivers is how many receive calls run in
+// parallel during a scan (default 4, 1-32). lease_settle is how long a
+// run waits after writing the lease tag before reading it back (default
+// 2s). Credentials never go in the URL: they come from the standard AWS
+// chain (environment, shared config and profiles, SSO, instance and task
+// roles).
+
+var knownParams = []string{"account", "endpoint", "lease_settle", "receivers", "region"}
+
+const (
+	defaultReceivers   = 4
+	maxReceivers       = 32
+	defaultLeaseSettle = 2 * time.Second
+)
+
+// sourceURL is a parsed SQS source URL.
+type sourceURL struct {
+	raw         string
+	queue       string
+	region      string
+	endpoint    string
+	account     string
+	queueURL    string // set when the URL is the queue URL itself
+	receivers   int
+	leaseSettle time.Duration
+}
+
+func (u sourceURL) display() string { return u.raw }
+
+// queueURLHost is an AWS SQS endpoint host: sqs.REGION.amazonaws.com (and
+// .com.cn), or the legacy REGION.queue.amazonaws.com.
+var queueURLHost = regexp.MustCompile(`^(?:sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?|([a-z0-9-]+)\.queue\.amazonaws\.com(?:\.cn)?)$`)
+
+var (
+	queueName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	accountID = regexp.MustCompile(`^[0-9]{12}$`)
+)
+
+func validQueueName(name string) bool {
+	base, fifo := strings.CutSuffix(name, ".fifo")
+	if fifo {
+		return len(name) <= 80 && queueName.MatchString(base)
+	}
+	return queueName.MatchString(name)
+}
+
+// claims says whether raw is SQS's to read: any sqs:// URL, and an https
+// URL whose host is an AWS SQS endpoint, so that another backend may serve
+// other https URLs.
+func claims(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	return u.Scheme == "sqs" || u.Scheme == "https" && queueURLHost.MatchString(u.Host)
+}
+
+// parseURL reads an sqs:// URL or an https:// SQS queue URL. Every error
+// is a *backend.ConfigError; none quotes user info.
+func parseURL(raw string) (sourceURL, error) {
+	u := sourceURL{receivers: defaultReceivers, leaseSettle: defaultLeaseSettle}
+	pu, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		reason := err
+		if errors.As(err, &ue) {
+			reason = ue.Err
+		}
+		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.RedactURL(raw), reason)
+	}
+	if pu.User != nil {
+		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.RedactURL(raw))
+	}
+	q, err := url.ParseQuery(pu.RawQuery)
+	if err != nil {
+		return u, backend.Configf("sqs source %s: bad query string: %v", withoutQuery(raw), err)
+	}
+	for k, vs := range q {
+		if !slices.Contains(knownParams, k) {
+			return u, backend.Configf("sqs source %s: unknown query parameter %q (known: %s)", withoutQuery(raw), k, strings.Join(knownParams, ", "))
+		}
+		if len(vs) > 1 {
+			return u, backend.Configf("sqs source %s: query parameter %q given %d times", withoutQuery(raw), k, len(vs))
+		}
+	}
+	switch pu.Scheme {
+	case "sqs":
+		if pu.Opaque != "" || pu.Host == "" {
+			return u, backend.Configf("sqs source %s: want sqs://QUEUE?region=R", withoutQuery(raw))
+		}
+		if pu.Path != "" && pu.Path != "/" {
+			return u, backend.Configf("sqs source %s: unexpected path %q (want sqs://QUEUE, or the queue URL itself)", withoutQuery(raw), pu.Path)
+		}
+		// url.Parse lowercases nothing, but a queue name is no host name:
+		// take it verbatim.
+		u.queue = pu.Host
+		if !validQueueName(u.queue) {
+			return u, backend.Configf("sqs source %s: %q is not an SQS queue name (1-80 letters, digits, - and _, .fifo for FIFO queues)", withoutQuery(raw), u.queue)
+		}
+		u.region = q.Get("region")
+		if e := q.Get("endpoint"); e != "" {
+			eu, err := url.Parse(e)
+			if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
+				return u, backend.Configf("sqs source %s: endpoint=%s: want http://HOST:PORT or https://HOST (no user info)", withoutQuery(raw), backend.RedactURL(e))
+			}
+			u.endpoint = strings.TrimRight(e, "/")
+		}
+		if a := q.Get("account"); a != "" {
+			if !accountID.MatchString(a) {
+				return u, backend.Configf("sqs source %s: account=%q: want a 12-digit AWS account ID", withoutQuery(raw), a)
+			}
+			u.account = a
+		}
+	case "https":
+		m := queueURLHost.FindStringSubmatch(pu.Host)
+		if m == nil {
+			return u, backend.Configf("sqs source %s: https URLs are read as SQS queue URLs (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE), and %q is no SQS host; for another endpoint use sqs://QUEUE?endpoint=URL", withoutQuery(raw), pu.Host)
+		}
+		u.region = m[1] + m[2]
+		parts := strings.Split(strings.Trim(pu.Path, "/"), "/")
+		if len(parts) != 2 || !accountID.MatchString(parts[0]) || !validQueueName(parts[1]) {
+			return u, backend.Configf("sqs source %s: want https://%s/ACCOUNT/QUEUE (a 12-digit account ID and a queue name)", withoutQuery(raw), pu.Host)
+		}
+		u.account, u.queue = parts[0], parts[1]
+		for _, k := range []string{"region", "endpoint", "account"} {
+			if _, ok := q[k]; ok {
+				return u, backend.Configf("sqs source %s: %s= does not go with a queue URL, which names it already", withoutQuery(raw), k)
+			}
+		}
+		u.queueURL = "https://" + pu.Host + "/" + u.account + "/" + u.queue
+	default:
+		return u, backend.Configf("sqs source %s: unknown scheme %q (want sqs:// or an https:// SQS queue URL)", withoutQuery(raw), pu.Scheme)
+	}
+	if v, ok := q["receivers"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > maxReceivers {
+			return u, backend.Configf("sqs source %s: receivers=%q: want a whole number from 1 to %d", withoutQuery(raw), v[0], maxReceivers)
+		}
+		u.receivers = n
+	}
+	if v, ok := q["lease_settle"]; ok {
+		d, err := time.ParseDuration(v[0])
+		if err != nil || d < 0 || d > time.Minute {
+			return u, backend.Configf("sqs source %s: lease_settle=%q: want a duration from 0s to 1m", withoutQuery(raw), v[0])
+		}
+		u.leaseSettle = d
+	}
+	u.raw = raw
+	return u, nil
+}
+
+// withoutQuery drops the query from a URL for an error message.
+func withoutQuery(raw string) string {
+	s, _, _ := strings.Cut(backend.RedactURL(raw), "?")
+	return s
+}
+
+func (u sourceURL) String() string { return fmt.Sprintf("sqs queue %s", u.queue) }

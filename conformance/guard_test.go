@@ -1,0 +1,53 @@
+package conformance
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/internal/testproc"
+)
+
+// TestEveryBackendRunsTheSuite: the suite lists no backend, so each
+// registered backend must call Run from its own directory's
+// conformance_test.go — else a new backend would pass untested.
+func TestEveryBackendRunsTheSuite(t *testing.T) {
+	root, err := testproc.FindScript("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reg := range all.Registry().All() {
+		path := filepath.Join(filepath.Dir(root), "backends", reg.Name, "conformance_test.go")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("backend %s: %v (its conformance_test.go must call conformance.Run)", reg.Name, err)
+			continue
+		}
+		if !strings.Contains(string(b), `conformance.Run(t, "`+reg.Name+`",`) {
+			t.Errorf("backend %s: %s does not call conformance.Run(t, %q, …)", reg.Name, path, reg.Name)
+		}
+	}
+}
+
+// TestNotInTheBinary: the suite (and the test servers it reaches) is for
+// tests only; dlqctl itself must not link it.
+func TestNotInTheBinary(t *testing.T) {
+	root, err := testproc.FindScript("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("go", "list", "-deps", ".")
+	c.Dir = filepath.Dir(root)
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "github.com/dlqctl/dlqctl/conformance" || strings.HasSuffix(p, "test") && strings.HasPrefix(p, "github.com/dlqctl/dlqctl/") {
+			t.Errorf("the dlqctl binary links %s", p)
+		}
+	}
+}
