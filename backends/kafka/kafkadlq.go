@@ -83,6 +83,15 @@ type Options struct {
 	Stderr io.Writer
 }
 
+// errOpenTxn: a transaction on the state topic stayed open past any time
+// the broker should have taken to end it.
+var errOpenTxn = errors.New("a transaction on the state topic is still open")
+
+// openTxnLimit is how long a read waits for an open transaction on the
+// state topic to end: twice the transaction timeout, and the broker's
+// check for timed-out transactions (10 s by default) with room to spare.
+func openTxnLimit(txnTTL time.Duration) time.Duration { return 2*txnTTL + 30*time.Second }
+
 const (
 	defaultTimeout     = 30 * time.Second
 	defaultTxnTimeout  = 20 * time.Second
@@ -731,6 +740,13 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// take the transaction timeout).
 	wait := stableWaitFirst
 	purged, noted := false, false
+	// The run that takes the lease next aborts an open transaction at
+	// once, else the broker does after the transaction timeout and its
+	// next check for timed-out ones (10 s by default). A transaction open
+	// long past that is one the broker is not ending (a coordinator that
+	// is not up, or a producer with a far longer timeout): say so rather
+	// than wait on it for ever.
+	limit := time.Now().Add(openTxnLimit(t.txnTTL))
 	for {
 		var ok bool
 		var err error
@@ -760,6 +776,10 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		if !noted {
 			noted = true
 			defer t.slow(fmt.Sprintf("waiting for a transaction open on the state topic %s to end (a run killed or cut off inside a chunk: the run that takes the lease next aborts it at once, else the broker after the transaction timeout, %s, and its next check for timed-out transactions)", t.src.stateTopic, t.txnTTL))()
+		}
+		if time.Now().After(limit) {
+			return state{done: &doneSet{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic,
+				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it; check its transaction coordinator (the __transaction_state topic) and try again", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL))
 		}
 		select {
 		case <-ctx.Done():
