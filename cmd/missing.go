@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"strings"
+
 	"github.com/dlqctl/dlqctl/backend"
 )
 
@@ -26,11 +28,12 @@ func refuseMissing(src backend.Source, allow bool) error {
 	return usageErrorf("%s; check the source (--allow-missing reads a missing DLQ as empty on purpose)", what)
 }
 
-// trimNotice keeps what a notice names, without the advice that follows
-// its colon.
+// trimNotice keeps what a notice names, without what follows it: each
+// backend words it "… does not exist…: it reads as empty" or "…: reading
+// it as an empty DLQ", and the name itself may hold ": " (a URL's port).
 func trimNotice(s string) string {
-	for i := 0; i+1 < len(s); i++ {
-		if s[i] == ':' && s[i+1] == ' ' {
+	for _, advice := range []string{": it reads as empty", ": reading it as"} {
+		if i := strings.Index(s, advice); i >= 0 {
 			return s[:i]
 		}
 	}
