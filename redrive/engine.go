@@ -65,6 +65,10 @@ type Engine struct {
 	pending  []Record
 	dlqLen   int64
 	lenKnown bool
+	// tail is the DLQ's tail read with dlqLen (a backend.LenTailer), when
+	// tailKnown: the next batch's watermark.
+	tail      string
+	tailKnown bool
 }
 
 // NewRunID names a run: time plus randomness, sortable.
@@ -312,10 +316,20 @@ func (e *Engine) heard(held []Record) {
 
 func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, watermark string, resumed bool) (*BatchReport, error) {
 	strat := strategyFor(e, st.Plan.Kind)
-	// The length read at the end of the batch before is this one's length
-	// before: between the two the engine only journals.
+	// The length (and, from a backend.LenTailer, the tail) read at the end
+	// of the batch before are this one's length before and watermark:
+	// between the reads and this batch's first write the engine only
+	// journals.
 	before, err := e.dlqLen, error(nil)
-	if !e.lenKnown {
+	lt, lenTail := e.Source.(backend.LenTailer)
+	switch {
+	case e.lenKnown:
+	case lenTail && !resumed:
+		if before, e.tail, err = lt.LenTail(ctx); err != nil {
+			return nil, err
+		}
+		e.tailKnown = true
+	default:
 		if before, err = e.Source.Len(ctx); err != nil {
 			return nil, err
 		}
@@ -323,7 +337,9 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	e.lenKnown = false
 	if !resumed {
 		if t, ok := e.Source.(backend.Tailer); ok {
-			if watermark, err = t.Tail(ctx); err != nil {
+			if e.tailKnown {
+				watermark, e.tailKnown = e.tail, false
+			} else if watermark, err = t.Tail(ctx); err != nil {
 				return nil, err
 			}
 		}
@@ -340,7 +356,17 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	if err := strat.report(ctx, st, seqs, watermark, rep); err != nil {
 		return nil, err
 	}
-	if rep.DLQAfter, err = e.Source.Len(ctx); err != nil {
+	// A passed batch with more to come: its end is held for the next
+	// batch's first write (hold), and what the next batch reads first is
+	// read now.
+	next := rep.Passed() && st.workLeft()
+	if next && lenTail {
+		rep.DLQAfter, e.tail, err = lt.LenTail(ctx)
+	} else {
+		rep.DLQAfter, err = e.Source.Len(ctx)
+	}
+	e.tailKnown = next && lenTail && err == nil
+	if err != nil {
 		return nil, err
 	}
 	// The batch-end record keeps the counts and, of the events, only those
@@ -350,10 +376,9 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	journaled := *rep
 	journaled.Events = notableEvents(rep.Events)
 	end := Record{Type: RecBatchEnd, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &journaled}
-	if rep.Passed() && st.workLeft() {
-		// A passed batch with more to come: its end is synced with the
-		// next batch's first write (hold), which comes before anything of
-		// that batch is sent.
+	if next {
+		// Synced with the next batch's first write, which comes before
+		// anything of that batch is sent.
 		e.hold(st, end)
 		e.dlqLen, e.lenKnown = rep.DLQAfter, true
 	} else if err := e.commit(st, RecBatchEnd, end); err != nil {
