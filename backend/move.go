@@ -85,6 +85,12 @@ type Tailer interface {
 	Tail(ctx context.Context) (string, error)
 }
 
+// LenTailer reads the DLQ's length and its tail (Tailer) in one round trip:
+// a redrive reads both between two batches.
+type LenTailer interface {
+	LenTail(ctx context.Context) (n int64, tail string, err error)
+}
+
 // FingerprintScanner is implemented by backends that can list each entry's
 // locator and fingerprint more cheaply than a full Scan decodes it; a plan's
 // staleness check at apply needs nothing more.

@@ -601,7 +601,9 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 	if err != nil {
 		return ph, err
 	}
-	var runStart, firstIntent, lastSteps, batchEnd time.Time
+	var runStart, firstIntent, lastSteps, batchEnd, lastAt time.Time
+	var signed, stepsInWrite, prevStep bool
+	stepWrites := 0 // unsigned: writes that begin with a step record
 	isStep := func(t string) bool {
 		switch t {
 		case redrive.RecIntent, redrive.RecPublished, redrive.RecRemoved, redrive.RecAmbiguous,
@@ -623,30 +625,51 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 		if !ok {
 			return ph, fmt.Errorf("journal %s: unexpected line %.80q", path, line)
 		}
-		// A step record after the first of its write carries no "at".
-		atText, _, ok := cutJSONString(rest, `,"at":`)
-		if !ok {
-			if !isStep(typ) {
-				return ph, fmt.Errorf("journal %s: no at in %.80q", path, line)
+		// A step record after the first of its write carries no "at": it
+		// was written at the time of the last record before it that has
+		// one (a write can begin with a batch-start or batch-end, whose
+		// time is when the engine made it, a moment before the write).
+		atText, _, hasAt := cutJSONString(rest, `,"at":`)
+		if hasAt {
+			at, err := time.Parse(time.RFC3339Nano, atText)
+			if err != nil {
+				return ph, err
 			}
-			continue
-		}
-		at, err := time.Parse(time.RFC3339Nano, atText)
-		if err != nil {
-			return ph, err
+			lastAt = at
+		} else if !isStep(typ) {
+			return ph, fmt.Errorf("journal %s: no at in %.80q", path, line)
 		}
 		switch {
 		case typ == redrive.RecRunStart:
-			runStart = at
+			runStart = lastAt
 		case isStep(typ):
 			if firstIntent.IsZero() && typ == redrive.RecIntent {
-				firstIntent = at
+				firstIntent = lastAt
 			}
-			lastSteps = at
-			ph.Writes++
+			lastSteps = lastAt
+			stepsInWrite = true
+			// Unsigned (no MACs to end a write): a run of step records
+			// begins with one that has a time, or follows a batch record;
+			// a write that holds one batch's end between two such runs
+			// counts twice, so this is an upper bound.
+			if hasAt || !prevStep {
+				stepWrites++
+			}
 		case typ == redrive.RecBatchEnd:
-			batchEnd = at
+			batchEnd = lastAt
 		}
+		prevStep = isStep(typ)
+		// A signed journal's write ends with the line that carries its MAC.
+		if bytes.Contains(line, []byte(`,"mac":`)) {
+			signed = true
+			if stepsInWrite {
+				ph.Writes++
+			}
+			stepsInWrite = false
+		}
+	}
+	if !signed {
+		ph.Writes = stepWrites
 	}
 	if runStart.IsZero() || firstIntent.IsZero() || batchEnd.IsZero() {
 		return ph, fmt.Errorf("journal %s: no run-start, intent or batch-end record", path)
@@ -654,7 +677,7 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 	ph.Before = runStart.Sub(started)
 	ph.Start = firstIntent.Sub(runStart)
 	ph.Moving = lastSteps.Sub(firstIntent)
-	ph.Reconcile = batchEnd.Sub(lastSteps)
+	ph.Reconcile = max(0, batchEnd.Sub(lastSteps))
 	ph.After = started.Add(wall).Sub(batchEnd)
 	return ph, nil
 }

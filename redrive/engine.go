@@ -59,6 +59,16 @@ type Engine struct {
 
 	// guards checks each destination before its entries are sent.
 	guards *backend.Guards
+	// pending are records held for the engine's next journal write (see
+	// hold); dlqLen is the DLQ's length read at the end of the last batch,
+	// when lenKnown, which is the next batch's length before it.
+	pending  []Record
+	dlqLen   int64
+	lenKnown bool
+	// tail is the DLQ's tail read with dlqLen (a backend.LenTailer), when
+	// tailKnown: the next batch's watermark.
+	tail      string
+	tailKnown bool
 }
 
 // NewRunID names a run: time plus randomness, sortable.
@@ -133,7 +143,9 @@ func (e *Engine) Run(ctx context.Context, st *State) error {
 	st.Status, st.HaltedBy = status, halted
 	end := Record{Type: RecRunEnd, RunID: st.RunID, Status: status, HaltedBy: halted, Note: note}
 	end.Moved, _, _, _ = st.Counts()
-	if jerr := e.Journal.Append(end); jerr != nil && err == nil {
+	// Records still held (a batch's end, its last results) go in the same
+	// write: commit puts them first.
+	if jerr := e.commit(st, "", end); jerr != nil && err == nil {
 		err = jerr
 	}
 	return err
@@ -231,9 +243,17 @@ func (e *Engine) chunkSize() int {
 
 // commit is the order every step follows: journal the records (one sync),
 // then update the state, then the crash hook (tests) for step. No side
-// effect runs before commit returns. An empty step calls no hook.
+// effect runs before commit returns. An empty step calls no hook. Records
+// held for the next write (hold) are written first, in the same sync.
 func (e *Engine) commit(st *State, step string, recs ...Record) error {
-	if err := e.Journal.AppendAll(recs); err != nil {
+	if len(recs) > 0 && len(e.pending) > 0 {
+		held := e.pending
+		if err := e.Journal.AppendAll(append(held, recs...)); err != nil {
+			return err
+		}
+		e.pending = nil
+		e.heard(held)
+	} else if err := e.Journal.AppendAll(recs); err != nil {
 		return err
 	}
 	for _, r := range recs {
@@ -245,22 +265,87 @@ func (e *Engine) commit(st *State, step string, recs ...Record) error {
 	return nil
 }
 
+// hold keeps records for the engine's next journal write instead of
+// syncing them now, and notes them in the state at once. Only records no
+// side effect waits on are held: a batch's start (nothing is sent before
+// its intents, written with it), the last chunk's results of an atomic
+// mover, and a passed batch's end (the next batch's first write carries
+// it, before that batch sends anything). A crash before that write leaves
+// the journal as a crash a moment earlier would have: the batch open with
+// its entries' intents, which resume settles against the backend and
+// reconciles again, gate included. flush writes them before any side
+// effect, and Run's last write carries what is left. See
+// docs/decisions.md, "Fewer journal syncs per batch".
+func (e *Engine) hold(st *State, recs ...Record) {
+	for _, r := range recs {
+		st.note(r)
+		e.pending = append(e.pending, r)
+	}
+}
+
+// flush writes the held records, if any, alone.
+func (e *Engine) flush() error {
+	if len(e.pending) == 0 {
+		return nil
+	}
+	held := e.pending
+	if err := e.Journal.AppendAll(held); err != nil {
+		return err
+	}
+	e.pending = nil
+	e.heard(held)
+	return nil
+}
+
+// heard calls the crash hook (tests) once for each kind of record a write
+// carried that was held: a crash "after batch-end" then finds what the
+// same write also made durable, as a real crash there would.
+func (e *Engine) heard(held []Record) {
+	seen := map[string]bool{}
+	for _, r := range held {
+		t := r.Type
+		if isStep(t) {
+			t = RecPublished
+		}
+		if !seen[t] {
+			seen[t] = true
+			e.crash(t)
+		}
+	}
+}
+
 func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, watermark string, resumed bool) (*BatchReport, error) {
 	strat := strategyFor(e, st.Plan.Kind)
-	before, err := e.Source.Len(ctx)
-	if err != nil {
-		return nil, err
+	// The length (and, from a backend.LenTailer, the tail) read at the end
+	// of the batch before are this one's length before and watermark:
+	// between the reads and this batch's first write the engine only
+	// journals.
+	before, err := e.dlqLen, error(nil)
+	lt, lenTail := e.Source.(backend.LenTailer)
+	switch {
+	case e.lenKnown:
+	case lenTail && !resumed:
+		if before, e.tail, err = lt.LenTail(ctx); err != nil {
+			return nil, err
+		}
+		e.tailKnown = true
+	default:
+		if before, err = e.Source.Len(ctx); err != nil {
+			return nil, err
+		}
 	}
+	e.lenKnown = false
 	if !resumed {
 		if t, ok := e.Source.(backend.Tailer); ok {
-			if watermark, err = t.Tail(ctx); err != nil {
+			if e.tailKnown {
+				watermark, e.tailKnown = e.tail, false
+			} else if watermark, err = t.Tail(ctx); err != nil {
 				return nil, err
 			}
 		}
 		start := Record{Type: RecBatchStart, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &BatchReport{Index: index, Size: len(seqs)}, Seqs: seqs, Watermark: watermark}
-		if err := e.commit(st, RecBatchStart, start); err != nil {
-			return nil, err
-		}
+		// Synced with the batch's first intents (hold).
+		e.hold(st, start)
 		st.open = &start
 	}
 	since := st.open.At
@@ -271,7 +356,17 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	if err := strat.report(ctx, st, seqs, watermark, rep); err != nil {
 		return nil, err
 	}
-	if rep.DLQAfter, err = e.Source.Len(ctx); err != nil {
+	// A passed batch with more to come: its end is held for the next
+	// batch's first write (hold), and what the next batch reads first is
+	// read now.
+	next := rep.Passed() && st.workLeft()
+	if next && lenTail {
+		rep.DLQAfter, e.tail, err = lt.LenTail(ctx)
+	} else {
+		rep.DLQAfter, err = e.Source.Len(ctx)
+	}
+	e.tailKnown = next && lenTail && err == nil
+	if err != nil {
 		return nil, err
 	}
 	// The batch-end record keeps the counts and, of the events, only those
@@ -280,7 +375,13 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	// counts say how many of those there were.
 	journaled := *rep
 	journaled.Events = notableEvents(rep.Events)
-	if err := e.Journal.Append(Record{Type: RecBatchEnd, RunID: st.RunID, Batch: &journaled}); err != nil {
+	end := Record{Type: RecBatchEnd, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &journaled}
+	if next {
+		// Synced with the next batch's first write, which comes before
+		// anything of that batch is sent.
+		e.hold(st, end)
+		e.dlqLen, e.lenKnown = rep.DLQAfter, true
+	} else if err := e.commit(st, RecBatchEnd, end); err != nil {
 		return nil, err
 	}
 	st.open = nil
@@ -291,7 +392,6 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	st.noteCameBack(rep.Events)
 	kept.Events = nil
 	st.Batches = append(st.Batches, kept)
-	e.crash(RecBatchEnd)
 	if e.Observer != nil {
 		e.Observer.BatchDone(*rep)
 	}
@@ -505,6 +605,9 @@ func (e *Engine) moveChunks(ctx context.Context, st *State, seqs []int64, since 
 }
 
 func (e *Engine) removeChunk(ctx context.Context, st *State, part []Entry) error {
+	if err := e.flush(); err != nil {
+		return err
+	}
 	items := make([]backend.MoveItem, 0, len(part))
 	for _, en := range part {
 		items = append(items, e.item(en))

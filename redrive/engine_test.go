@@ -561,3 +561,82 @@ func TestBatchEndListsOnlyNotableEvents(t *testing.T) {
 		t.Errorf("batch-end counts %+v, want 9 applied of 10 and the duplicate-effect gate", end)
 	}
 }
+
+// tailCrash crashes the run at its n-th tail read: between two batches,
+// after the first one's end and last results were held for the next write
+// and before that write.
+type tailCrash struct {
+	*fakeQueue
+	n, calls int
+}
+
+func (q *tailCrash) Tail(ctx context.Context) (string, error) {
+	q.calls++
+	if q.calls == q.n {
+		panic(crash{"tail"})
+	}
+	return q.fakeQueue.Tail(ctx)
+}
+
+// TestCrashBeforeTheHeldWriteThenResume: a crash that takes a batch's held
+// end and last results with it leaves the batch open at intent; resume
+// settles it against the DLQ, reconciles it again, and every entry is moved
+// exactly once.
+func TestCrashBeforeTheHeldWriteThenResume(t *testing.T) {
+	for _, atomic := range []bool{true, false} {
+		t.Run(fmt.Sprintf("atomic=%v", atomic), func(t *testing.T) {
+			q := newFakeQueue(30, atomic)
+			journal := filepath.Join(t.TempDir(), "j")
+			eng, _ := newEngine(t, q, journal)
+			eng.Source = &tailCrash{fakeQueue: q, n: 2}
+			eng.Chunk = 4
+			st, _ := eng.Start("run1", q.planFor(t, []int{10}), "p", "fake", "t", nil)
+			if !runUntilCrash(eng, st) {
+				t.Fatal("never reached the second tail read")
+			}
+			recs, err := ReadJournal(journal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ends, intents int
+			for _, r := range recs {
+				switch r.Type {
+				case RecBatchEnd:
+					ends++
+				case RecIntent:
+					intents++
+				}
+			}
+			if ends != 0 || intents != 10 {
+				t.Fatalf("journal at the crash: %d batch-ends, %d intents; want 0 and 10 (the end held)", ends, intents)
+			}
+			st = Replay(st.Plan, recs)
+			eng2, rec := newEngine(t, q, journal)
+			if err := eng2.Resume(st, "t", nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := eng2.Run(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != StatusCompleted || len(q.dlq) != 0 {
+				t.Fatalf("after resume: %s, %d left in the DLQ", st.Status, len(q.dlq))
+			}
+			if len(rec.batches) == 0 || rec.batches[0].Index != 1 {
+				t.Errorf("resume did not reconcile the open batch 1 first: %+v", rec.batches)
+			}
+			for id, n := range q.published {
+				if n > 1 && atomic {
+					t.Errorf("%s moved %d times by an atomic mover", id, n)
+				}
+			}
+			for id, r := range q.inbox {
+				if r.Effects != 1 {
+					t.Errorf("%s has %d effects", id, r.Effects)
+				}
+			}
+			if moved, _, _, _ := st.Counts(); moved != 30 || len(q.inbox) != 30 {
+				t.Errorf("moved %d, %d events at the consumer; want 30", moved, len(q.inbox))
+			}
+		})
+	}
+}

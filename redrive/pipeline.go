@@ -177,14 +177,24 @@ func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, don
 		}
 		carry = nil
 		if fl != nil {
-			// With no chunk to send next there is nothing to overlap
-			// the results' write with.
-			if err := land(len(part) > 0); err != nil {
+			// With no chunk to send next, the last results of an atomic
+			// mover are held for the batch's end write (hold): nothing
+			// is sent before it. Stopped early, they are written now.
+			if err := land(len(part) > 0 || stop == nil); err != nil {
 				return err
 			}
 		}
 		if len(part) == 0 {
+			if len(carry) > 0 {
+				if stop != nil {
+					return errors.Join(stop, e.commit(st, RecPublished, carry...))
+				}
+				e.hold(st, carry...)
+			}
 			return stop
+		}
+		if err := e.flush(); err != nil {
+			return err
 		}
 		fl = e.launch(ctx, st, part)
 	}

@@ -139,6 +139,9 @@ func TestCluster(t *testing.T) {
 		if tail, err := s.Tail(ctx); err != nil || tail != ids[4] {
 			t.Errorf("Tail = %q, %v", tail, err)
 		}
+		if n, tail, err := s.LenTail(ctx); err != nil || n != 5 || tail != ids[4] {
+			t.Errorf("LenTail = %d, %q, %v", n, tail, err)
+		}
 	})
 
 	t.Run("ExtrasAndImport", func(t *testing.T) {

@@ -450,6 +450,31 @@ func (s *Stream) Tail(ctx context.Context) (string, error) {
 	return msgs[0].ID, nil
 }
 
+// LenTail is Len and Tail in one pipeline: one round trip between two
+// batches of a redrive instead of two.
+func (s *Stream) LenTail(ctx context.Context) (int64, string, error) {
+	var n *redis.IntCmd
+	var last *redis.XMessageSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		n = p.XLen(ctx, s.key)
+		last = p.XRevRangeN(ctx, s.key, "+", "-", 1)
+		return nil
+	})
+	switch {
+	case n != nil && n.Err() != nil:
+		return 0, "", s.cmdErr(ctx, "xlen", n.Err())
+	case last != nil && last.Err() != nil:
+		return 0, "", s.cmdErr(ctx, "xrevrange", last.Err())
+	case err != nil:
+		return 0, "", s.cmdErr(ctx, "xlen", err)
+	}
+	tail := ""
+	if msgs := last.Val(); len(msgs) > 0 {
+		tail = msgs[0].ID
+	}
+	return n.Val(), tail, nil
+}
+
 // itemErr names what failed for one item; a CROSSSLOT reply also names
 // the hash slots of the two keys.
 func (s *Stream) itemErr(what, other string, err error) error {

@@ -327,10 +327,16 @@ func TestRemoveAndTail(t *testing.T) {
 	if tail, err := s.Tail(ctx); err != nil || tail != "" {
 		t.Errorf("Tail of a missing stream = %q, %v", tail, err)
 	}
+	if n, tail, err := s.LenTail(ctx); err != nil || n != 0 || tail != "" {
+		t.Errorf("LenTail of a missing stream = %d, %q, %v", n, tail, err)
+	}
 	a := xadd(t, rdb, dlq, "event_id", "E1", "payload", "x")
 	b := xadd(t, rdb, dlq, "event_id", "E2", "payload", "y")
 	if tail, err := s.Tail(ctx); err != nil || tail != b {
 		t.Errorf("Tail = %q, %v; want %s", tail, err, b)
+	}
+	if n, tail, err := s.LenTail(ctx); err != nil || n != 2 || tail != b {
+		t.Errorf("LenTail = %d, %q, %v; want 2, %s", n, tail, err, b)
 	}
 	res, err := s.Remove(ctx, []backend.MoveItem{{ID: a}, {ID: "1-1"}, {ID: a}})
 	if err != nil {
