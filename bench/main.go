@@ -77,7 +77,7 @@ func main() {
 		dirN      = flag.Int("dir-n", 0, "files in the dir-stats queue (default N/10)")
 		runs      = flag.Int("runs", 3, "alternations of raw and dlqctl per throughput case")
 		redriveN  = flag.Int("redrive-n", 100_000, "entries in the redis-redrive DLQ")
-		ramp      = flag.String("redrive-ramp", "one", "redis-redrive's --ramp: one (one batch of every entry), default (the plan's default ramp) or sizes")
+		ramp      = flag.String("redrive-ramp", "default", "redis-redrive's --ramp: default (the plan's default ramp, what a user runs), one (one batch of every entry) or sizes")
 		rawChunk  = flag.Int("raw-chunk", raw.MoveChunk, "moves per round trip of the raw move loop")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
 		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
