@@ -7,9 +7,9 @@ import "testing"
 // only the "reads as empty" advice that --allow-missing replaces.
 func TestTrimNotice(t *testing.T) {
 	for notice, want := range map[string]string{
-		`kafka://127.0.0.1:9092?topic=typo: topic "typo" does not exist: it reads as empty`: `kafka://127.0.0.1:9092?topic=typo: topic "typo" does not exist`,
+		`kafka://127.0.0.1:9092?topic=typo: topic "typo" does not exist: it reads as empty`:                       `kafka://127.0.0.1:9092?topic=typo: topic "typo" does not exist`,
 		`stream "dlq" does not exist on redis://h:6379/0?stream=dlq: reading it as an empty DLQ (check ?stream=)`: `stream "dlq" does not exist on redis://h:6379/0?stream=dlq`,
-		`nats://h:4222?stream=S: the advisory stream "A" does not exist: it reads as empty (dlqctl dlq init …)`: `nats://h:4222?stream=S: the advisory stream "A" does not exist`,
+		`nats://h:4222?stream=S: the advisory stream "A" does not exist: it reads as empty (dlqctl dlq init …)`:   `nats://h:4222?stream=S: the advisory stream "A" does not exist`,
 		`something else entirely`: `something else entirely`,
 	} {
 		if got := trimNotice(notice); got != want {
