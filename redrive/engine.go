@@ -825,10 +825,6 @@ func (c Reconciler) Batch(ctx context.Context, moved Moved, watermark string, se
 	return nil
 }
 
-func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
-	return Reconciler{Sleep: e.Sleep}.sleep(ctx, d)
-}
-
 func (c Reconciler) sleep(ctx context.Context, d time.Duration) error {
 	if c.Sleep != nil {
 		return c.Sleep(ctx, d)

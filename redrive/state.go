@@ -306,24 +306,13 @@ func (st *State) Counts() (moved, gone, skipped, failed int) {
 	return
 }
 
-// MovedByBatch lists, per ended batch of a journal, the entries it moved
-// (by plan index) and the DLQ watermark the batch started from. Entries
-// come from the plan by sequence number, so their event IDs are exact. p is the run's plan
-// (nil when the run-start embeds it).
-func MovedByBatch(p *Plan, recs []Record) ([]Moved, []string, error) {
-	m := movedByBatch{given: p}
-	for _, r := range recs {
-		if err := m.add(r); err != nil {
-			return nil, nil, err
-		}
-	}
-	return m.batches, m.marks, nil
-}
-
-// MovedByBatchFile is MovedByBatch over a journal file, streamed: it also
-// returns the run's plan, and each batch's report as the run recorded it
-// (its DLQ sizes before and after, which only the run could see). p is as
-// for MovedByBatch.
+// MovedByBatchFile lists, per ended batch of a journal file (streamed),
+// the entries it moved (by plan index) and the DLQ watermark the batch
+// started from; entries come from the plan by sequence number, so their
+// event IDs are exact. It also returns the run's plan, and each batch's
+// report as the run recorded it (its DLQ sizes before and after, which
+// only the run could see). p is the run's plan (nil when the run-start
+// embeds it).
 func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, []BatchReport, error) {
 	m := movedByBatch{given: p}
 	if _, err := ScanJournal(path, nil, m.add); err != nil {
@@ -335,7 +324,7 @@ func MovedByBatchFile(path string, p *Plan) (*Plan, []Moved, []string, []BatchRe
 	return m.plan, m.batches, m.marks, m.reports, nil
 }
 
-// movedByBatch collects what MovedByBatch returns one record at a time;
+// movedByBatch collects what MovedByBatchFile returns one record at a time;
 // per entry it keeps only whether it was removed.
 type movedByBatch struct {
 	given   *Plan

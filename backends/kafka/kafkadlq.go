@@ -646,27 +646,6 @@ func (d *doneSet) countIn(p int32, from, to int64) int64 {
 	return int64(j - i)
 }
 
-// has says whether the state topic took id out of the DLQ.
-func (d *doneSet) has(id string) bool {
-	if d == nil {
-		return false
-	}
-	d.mu.RLock()
-	_, ok := d.m[id]
-	d.mu.RUnlock()
-	return ok
-}
-
-// hasAt is has for partition:offset, without making the locator string:
-// a scan asks it for every record.
-func (d *doneSet) hasAt(p int32, o int64) bool {
-	if d == nil {
-		return false
-	}
-	_, ok := d.getAt(p, o)
-	return ok
-}
-
 // getAt is get for partition:offset, without making the locator string.
 func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
 	if d == nil {

@@ -171,7 +171,8 @@ func (s *scanStore) seq(e *scanEntry) []byte {
 	return s.keys[i : i+int64(e.seqLen)]
 }
 
-// less is sortKey.less on two entries' keys as the store holds them.
+// less orders two entries: by SentTimestamp then MessageId; in a FIFO
+// queue by group (groups by their oldest message), then SequenceNumber.
 func (s *scanStore) less(a, b *scanEntry) bool {
 	if a.groupFirst != b.groupFirst {
 		return a.groupFirst < b.groupFirst

@@ -268,39 +268,19 @@ type received struct {
 
 func (r received) id() string { return aws.ToString(r.msg.MessageId) }
 
-// sortKey orders messages: by SentTimestamp then MessageId; in a FIFO
-// queue by group (groups by their oldest message), then SequenceNumber.
+// sortKey is what orders a message in a scan (scanStore.less): its
+// SentTimestamp and MessageId, and in a FIFO queue its group and
+// SequenceNumber.
 type sortKey struct {
-	groupFirst int64
-	group      string
-	sent       int64
-	seq        string
-	id         string
+	group string
+	sent  int64
+	seq   string
+	id    string
 }
 
 func keyOf(m types.Message) sortKey {
 	sent, _ := strconv.ParseInt(m.Attributes[SQSSentTimestamp], 10, 64)
 	return sortKey{group: m.Attributes[SQSMessageGroupID], sent: sent, seq: m.Attributes[SQSSequenceNumber], id: aws.ToString(m.MessageId)}
-}
-
-func (a sortKey) less(b sortKey) bool {
-	if a.groupFirst != b.groupFirst {
-		return a.groupFirst < b.groupFirst
-	}
-	if a.group != b.group {
-		return a.group < b.group
-	}
-	if a.seq != b.seq && a.seq != "" && b.seq != "" {
-		// Sequence numbers are decimal strings of up to 128 bits.
-		if len(a.seq) != len(b.seq) {
-			return len(a.seq) < len(b.seq)
-		}
-		return a.seq < b.seq
-	}
-	if a.sent != b.sent {
-		return a.sent < b.sent
-	}
-	return a.id < b.id
 }
 
 // receiveAll receives every message the queue hands out with the given
