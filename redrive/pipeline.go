@@ -83,121 +83,153 @@ func (f *flight) wait() ([]backend.MoveResult, error) {
 // A chunk's entries are made from the compact plan only when it is
 // prepared, so a batch of a million costs a chunk's worth of them.
 func (e *Engine) publishChunks(ctx context.Context, st *State, seqs []int64, done int) error {
-	chunk := e.chunkSize()
+	p := &publishing{e: e, st: st, seqs: seqs, chunk: e.chunkSize(), done: done}
 	// A mover that is not atomic removes each entry in a second round trip
 	// after its published record is synced: its chunks go one after the
 	// other, each step journaled before the next, as they always have.
 	ahead := e.Mover.Atomic()
-	var (
-		fl    *flight  // the chunk in flight
-		carry []Record // results of the chunk before it, not journaled yet
-		stop  error    // why no more chunks are prepared
-		next  int      // the first entry of the next chunk
-		sent  int      // entries whose publish came back
-		// The step records of a chunk's results, and of each write: kept
-		// from chunk to chunk (up to three records an entry a write),
-		// since nothing holds on to them once they are journaled.
-		resultBuf, writeBuf []Record
-	)
 	// Never leave with a publish running: not on an error, not when a
 	// crash hook (tests) unwinds the stack. The backend then sees no
 	// mover call after this one returns.
-	defer func() {
-		if fl != nil {
-			<-fl.done
+	defer p.drain()
+	for {
+		if p.fl != nil && !ahead {
+			if err := p.land(ctx, false); err != nil {
+				return err
+			}
 		}
-	}()
-	// land takes the flight's results: journaled at once, or carried into
-	// the next write when nothing waits on them.
-	land := func(canCarry bool) error {
-		results, err := fl.wait()
-		flown := fl.part
-		fl = nil
+		part, err := p.prepare(ctx)
 		if err != nil {
 			return err
 		}
-		recs, remove := e.publishedRecs(resultBuf[:0], st, flown, results)
-		if err := e.confirmGone(ctx, st, recs); err != nil {
-			return err
-		}
-		resultBuf = recs
-		sent += len(flown)
-		if canCarry && len(remove) == 0 {
-			carry = recs
-		} else {
-			// A removal waits for its published record.
-			if err := e.commit(st, RecPublished, recs...); err != nil {
-				return err
-			}
-			if len(remove) > 0 {
-				if err := e.removeChunk(ctx, st, remove); err != nil {
-					return err
-				}
-			}
-		}
-		if e.Observer != nil {
-			e.Observer.Progress(done+sent, st.Plan.Entries.Len())
-		}
-		return nil
-	}
-	for {
-		if fl != nil && !ahead {
-			if err := land(false); err != nil {
-				return err
-			}
-		}
-		var part []Entry
-		// A chunk whose every destination is refused sends nothing: the
-		// next one is prepared in its place.
-		for len(part) == 0 && next < len(seqs) && stop == nil {
-			n := min(chunk, len(seqs)-next)
-			switch {
-			case ctx.Err() != nil:
-				stop = stopped(ctx, ctx.Err())
-			case e.Limiter != nil:
-				if err := e.Limiter.WaitN(ctx, n); err != nil {
-					stop = stopped(ctx, err)
-				}
-			}
-			if stop == nil {
-				var refused []Record
-				var err error
-				part, refused, err = e.guardChunk(ctx, st, st.entriesOf(seqs[next:next+n]))
-				if err != nil {
-					return err
-				}
-				next += n
-				carry = append(carry, refused...)
-			}
-		}
 		// One write (with an atomic mover, while the chunk in flight is on
 		// its round trip).
-		if err := e.commitGroup(st, &writeBuf, carry, part); err != nil {
+		if err := e.commitGroup(st, &p.writeBuf, p.carry, part); err != nil {
 			return err
 		}
-		carry = nil
-		if fl != nil {
+		p.carry = nil
+		if p.fl != nil {
 			// With no chunk to send next, the last results of an atomic
 			// mover are held for the batch's end write (hold): nothing
 			// is sent before it. Stopped early, they are written now.
-			if err := land(len(part) > 0 || stop == nil); err != nil {
+			if err := p.land(ctx, len(part) > 0 || p.stop == nil); err != nil {
 				return err
 			}
 		}
 		if len(part) == 0 {
-			if len(carry) > 0 {
-				if stop != nil {
-					return errors.Join(stop, e.commit(st, RecPublished, carry...))
-				}
-				e.hold(st, carry...)
-			}
-			return stop
+			return p.end()
 		}
 		if err := e.flush(); err != nil {
 			return err
 		}
-		fl = e.launch(ctx, st, part)
+		p.fl = e.launch(ctx, st, part)
 	}
+}
+
+// publishing is one batch's pass through the pipeline: the chunk in
+// flight and what the next journal write carries.
+type publishing struct {
+	e     *Engine
+	st    *State
+	seqs  []int64
+	chunk int
+	done  int // entries earlier batches held, for progress
+
+	fl    *flight  // the chunk in flight
+	carry []Record // results of the chunk before it, not journaled yet
+	stop  error    // why no more chunks are prepared
+	next  int      // the first entry of the next chunk
+	sent  int      // entries whose publish came back
+	// The step records of a chunk's results, and of each write: kept
+	// from chunk to chunk (up to three records an entry a write), since
+	// nothing holds on to them once they are journaled.
+	resultBuf, writeBuf []Record
+}
+
+// drain waits for the publish in flight, if any.
+func (p *publishing) drain() {
+	if p.fl != nil {
+		<-p.fl.done
+	}
+}
+
+// prepare makes the next chunk to send: its entries, checked by the
+// guard, after the rate limiter let them go. A chunk whose every
+// destination is refused sends nothing: the next one is prepared in its
+// place. No chunk (and p.stop set) when Ctrl-C or the time limit came;
+// no chunk when seqs are all sent.
+func (p *publishing) prepare(ctx context.Context) ([]Entry, error) {
+	var part []Entry
+	for len(part) == 0 && p.next < len(p.seqs) && p.stop == nil {
+		n := min(p.chunk, len(p.seqs)-p.next)
+		switch {
+		case ctx.Err() != nil:
+			p.stop = stopped(ctx, ctx.Err())
+		case p.e.Limiter != nil:
+			if err := p.e.Limiter.WaitN(ctx, n); err != nil {
+				p.stop = stopped(ctx, err)
+			}
+		}
+		if p.stop == nil {
+			var refused []Record
+			var err error
+			part, refused, err = p.e.guardChunk(ctx, p.st, p.st.entriesOf(p.seqs[p.next:p.next+n]))
+			if err != nil {
+				return nil, err
+			}
+			p.next += n
+			p.carry = append(p.carry, refused...)
+		}
+	}
+	return part, nil
+}
+
+// land takes the flight's results: journaled at once, or carried into
+// the next write when nothing waits on them.
+func (p *publishing) land(ctx context.Context, canCarry bool) error {
+	e, st := p.e, p.st
+	results, err := p.fl.wait()
+	flown := p.fl.part
+	p.fl = nil
+	if err != nil {
+		return err
+	}
+	recs, remove := e.publishedRecs(p.resultBuf[:0], st, flown, results)
+	if err := e.confirmGone(ctx, st, recs); err != nil {
+		return err
+	}
+	p.resultBuf = recs
+	p.sent += len(flown)
+	if canCarry && len(remove) == 0 {
+		p.carry = recs
+	} else {
+		// A removal waits for its published record.
+		if err := e.commit(st, RecPublished, recs...); err != nil {
+			return err
+		}
+		if len(remove) > 0 {
+			if err := e.removeChunk(ctx, st, remove); err != nil {
+				return err
+			}
+		}
+	}
+	if e.Observer != nil {
+		e.Observer.Progress(p.done+p.sent, st.Plan.Entries.Len())
+	}
+	return nil
+}
+
+// end is the pipeline's last step, with no chunk left to send: the results
+// still carried are held for the batch's end write, or, stopped early,
+// written now.
+func (p *publishing) end() error {
+	if len(p.carry) > 0 {
+		if p.stop != nil {
+			return errors.Join(p.stop, p.e.commit(p.st, RecPublished, p.carry...))
+		}
+		p.e.hold(p.st, p.carry...)
+	}
+	return p.stop
 }
 
 // commitGroup journals, in one write and one sync, the results carried
