@@ -200,37 +200,14 @@ func (e *Engine) after(st *State, rep *BatchReport, err error) (status, halted, 
 
 func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, watermark string, resumed bool) (*BatchReport, error) {
 	strat := strategyFor(e, st.Plan.Kind)
-	// The length (and, from a backend.LenTailer, the tail) read at the end
-	// of the batch before are this one's length before and watermark:
-	// between the reads and this batch's first write the engine only
-	// journals.
-	before, err := e.dlqLen, error(nil)
-	lt, lenTail := e.Source.(backend.LenTailer)
-	switch {
-	case e.lenKnown:
-	case lenTail && !resumed:
-		if before, e.tail, err = lt.LenTail(ctx); err != nil {
-			return nil, err
-		}
-		e.tailKnown = true
-	default:
-		if before, err = e.Source.Len(ctx); err != nil {
-			return nil, err
-		}
+	before, err := e.lenBefore(ctx, resumed)
+	if err != nil {
+		return nil, err
 	}
-	e.lenKnown = false
 	if !resumed {
-		if t, ok := e.Source.(backend.Tailer); ok {
-			if e.tailKnown {
-				watermark, e.tailKnown = e.tail, false
-			} else if watermark, err = t.Tail(ctx); err != nil {
-				return nil, err
-			}
+		if watermark, err = e.openBatch(ctx, st, seqs, index, watermark); err != nil {
+			return nil, err
 		}
-		start := Record{Type: RecBatchStart, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &BatchReport{Index: index, Size: len(seqs)}, Seqs: seqs, Watermark: watermark}
-		// Synced with the batch's first intents (hold).
-		e.hold(st, start)
-		st.open = &start
 	}
 	since := st.open.At
 	if err := strat.move(ctx, st, seqs, since); err != nil {
@@ -240,10 +217,65 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	if err := strat.report(ctx, st, seqs, watermark, rep); err != nil {
 		return nil, err
 	}
+	if err := e.closeBatch(ctx, st, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// lenBefore is the DLQ's length before a batch. The length (and, from a
+// backend.LenTailer, the tail) read at the end of the batch before are
+// this one's length before and watermark: between the reads and this
+// batch's first write the engine only journals.
+func (e *Engine) lenBefore(ctx context.Context, resumed bool) (before int64, err error) {
+	before = e.dlqLen
+	lt, lenTail := e.Source.(backend.LenTailer)
+	switch {
+	case e.lenKnown:
+	case lenTail && !resumed:
+		if before, e.tail, err = lt.LenTail(ctx); err != nil {
+			return 0, err
+		}
+		e.tailKnown = true
+	default:
+		if before, err = e.Source.Len(ctx); err != nil {
+			return 0, err
+		}
+	}
+	e.lenKnown = false
+	return before, nil
+}
+
+// openBatch starts a new batch of seqs: its watermark (the DLQ's tail,
+// from a backend.Tailer; else watermark as given) and its start record,
+// held for the batch's first write.
+func (e *Engine) openBatch(ctx context.Context, st *State, seqs []int64, index int, watermark string) (string, error) {
+	if t, ok := e.Source.(backend.Tailer); ok {
+		if e.tailKnown {
+			watermark, e.tailKnown = e.tail, false
+		} else {
+			var err error
+			if watermark, err = t.Tail(ctx); err != nil {
+				return "", err
+			}
+		}
+	}
+	start := Record{Type: RecBatchStart, RunID: st.RunID, At: e.Journal.now().UTC(), Batch: &BatchReport{Index: index, Size: len(seqs)}, Seqs: seqs, Watermark: watermark}
+	// Synced with the batch's first intents (hold).
+	e.hold(st, start)
+	st.open = &start
+	return watermark, nil
+}
+
+// closeBatch reads the DLQ's length after the batch, journals the batch's
+// end and keeps its report in the state.
+func (e *Engine) closeBatch(ctx context.Context, st *State, rep *BatchReport) error {
 	// A passed batch with more to come: its end is held for the next
 	// batch's first write (hold), and what the next batch reads first is
 	// read now.
 	next := rep.Passed() && st.workLeft()
+	lt, lenTail := e.Source.(backend.LenTailer)
+	var err error
 	if next && lenTail {
 		rep.DLQAfter, e.tail, err = lt.LenTail(ctx)
 	} else {
@@ -251,7 +283,7 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	}
 	e.tailKnown = next && lenTail && err == nil
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The batch-end record keeps the counts and, of the events, only those
 	// whose verdict needs a look: listing every applied or unverified
@@ -266,7 +298,7 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 		e.hold(st, end)
 		e.dlqLen, e.lenKnown = rep.DLQAfter, true
 	} else if err := e.commit(st, RecBatchEnd, end); err != nil {
-		return nil, err
+		return err
 	}
 	st.open = nil
 	// The state keeps the report without its per-event verdicts, as a
@@ -279,7 +311,7 @@ func (e *Engine) batch(ctx context.Context, st *State, seqs []int64, index int, 
 	if e.Observer != nil {
 		e.Observer.BatchDone(*rep)
 	}
-	return rep, nil
+	return nil
 }
 
 // MarkStale journals the entries that --skip-missing leaves out, so the
