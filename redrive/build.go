@@ -76,86 +76,131 @@ func BuildPlan(ctx context.Context, w inspect.Walker, mover backend.Mover, req P
 	if err != nil {
 		return nil, err
 	}
-	held := map[keyHash]heldBack{}
-	hold := func(origin, key, id, why string) {
-		if key == "" {
-			return
-		}
-		h := hashKey(origin, key)
-		if _, ok := held[h]; !ok {
-			held[h] = heldBack{id: id, why: why}
-		}
-	}
-	limit := req.Params.Max
-	sel := req.Selector
-	guards := backend.NewGuards(mover)
-	matched := 0
+	b := &planning{p: p, req: req, mover: mover, guards: backend.NewGuards(mover), now: w.Now, held: map[keyHash]heldBack{}}
 	// Every entry is walked, selected or not: one that is not selected
 	// still holds its key's later entries back.
 	_, err = w.Walk(ctx, conflicts, inspect.Selector{}, "", func(it inspect.Item) error {
-		e := it.Envelope
-		if !sel.Match(e, it.Class, w.Now) {
-			hold(e.Origin.Topic, e.Key, e.ID, "not selected")
-			return nil
-		}
-		if sel.Limit > 0 && matched == sel.Limit {
-			return backend.ErrStop // everything from here on is newer: order cannot suffer
-		}
-		matched++
-		exclude := func(why, heldBy string) {
-			p.Excluded = append(p.Excluded, Excluded{ID: e.ID, EventID: e.EventID, Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
-			short, _, _ := strings.Cut(why, ":")
-			hold(e.Origin.Topic, e.Key, e.ID, "left out of the plan: "+short)
-		}
-		if why := refusal(req, it.Class); why != "" {
-			exclude(why, "")
-			return nil
-		}
-		if i := strings.IndexFunc(e.EventID, unicode.IsControl); i >= 0 {
-			// A newline or other control character splits the event ID
-			// wherever it is written line by line (consumers' logs, the
-			// effects lookup), so the move could never be reconciled.
-			r, _ := utf8.DecodeRuneInString(e.EventID[i:])
-			exclude(fmt.Sprintf("event ID %q holds a control character (%U at byte %d): it cannot be reconciled; fix the producer, or resolve the entry", e.EventID, r, i), "")
-			return nil
-		}
-		if e.Key != "" {
-			if hb, ok := held[hashKey(e.Origin.Topic, e.Key)]; ok {
-				exclude(fmt.Sprintf("held back: the older entry %s with key %q stays in the DLQ (%s), and order per key must hold", hb.id, e.Key, hb.why), hb.id)
-				return nil
-			}
-		}
-		dest := ""
-		if req.Kind == KindRedrive {
-			dest = req.Params.To
-			if dest == "" {
-				dest = mover.DefaultDest(e.Origin.Topic)
-			}
-			if dest == "" {
-				exclude("no destination: the envelope names no origin; give --to", "")
-				return nil
-			}
-			if err := guards.Check(ctx, dest); err != nil {
-				if !errors.Is(err, backend.ErrRefusedDestination) {
-					return err
-				}
-				exclude(err.Error(), "")
-				return nil
-			}
-		}
-		if limit > 0 && p.Entries.Len() == limit {
-			return backend.ErrStop
-		}
-		p.Entries.Append(Entry{
-			Seq: int64(p.Entries.Len() + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint,
-			Key: e.Key, Category: it.Class.Category, Dest: dest,
-		})
-		return nil
+		return b.visit(ctx, &it)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return p, p.Seal()
+}
+
+// planning is one BuildPlan's walk of the DLQ: the plan so far, and the
+// keys whose later entries are held back.
+type planning struct {
+	p       *Plan
+	req     PlanRequest
+	mover   backend.Mover
+	guards  *backend.Guards
+	now     time.Time
+	held    map[keyHash]heldBack
+	matched int // entries the selector took so far
+}
+
+// visit takes one walked entry into the plan, or leaves it out (and its
+// key's later entries with it) with the reason.
+func (b *planning) visit(ctx context.Context, it *inspect.Item) error {
+	e := &it.Envelope
+	sel := &b.req.Selector
+	if !sel.Match(*e, it.Class, b.now) {
+		b.hold(e.Origin.Topic, e.Key, e.ID, "not selected")
+		return nil
+	}
+	if sel.Limit > 0 && b.matched == sel.Limit {
+		return backend.ErrStop // everything from here on is newer: order cannot suffer
+	}
+	b.matched++
+	if why, heldBy := b.leftOut(it); why != "" {
+		b.exclude(it, why, heldBy)
+		return nil
+	}
+	dest := ""
+	if b.req.Kind == KindRedrive {
+		var why string
+		var err error
+		if dest, why, err = b.destination(ctx, e); err != nil {
+			return err
+		}
+		if why != "" {
+			b.exclude(it, why, "")
+			return nil
+		}
+	}
+	if limit := b.req.Params.Max; limit > 0 && b.p.Entries.Len() == limit {
+		return backend.ErrStop
+	}
+	b.p.Entries.Append(Entry{
+		Seq: int64(b.p.Entries.Len() + 1), ID: e.ID, EventID: e.EventID, Fingerprint: e.Fingerprint,
+		Key: e.Key, Category: it.Class.Category, Dest: dest,
+	})
+	return nil
+}
+
+// leftOut is why a selected entry stays out of the plan whatever its
+// destination, and the older entry that holds it back when that is why;
+// "" when nothing keeps it out.
+func (b *planning) leftOut(it *inspect.Item) (why, heldBy string) {
+	e := &it.Envelope
+	if why := refusal(b.req, it.Class); why != "" {
+		return why, ""
+	}
+	if i := strings.IndexFunc(e.EventID, unicode.IsControl); i >= 0 {
+		// A newline or other control character splits the event ID
+		// wherever it is written line by line (consumers' logs, the
+		// effects lookup), so the move could never be reconciled.
+		r, _ := utf8.DecodeRuneInString(e.EventID[i:])
+		return fmt.Sprintf("event ID %q holds a control character (%U at byte %d): it cannot be reconciled; fix the producer, or resolve the entry", e.EventID, r, i), ""
+	}
+	if e.Key != "" {
+		if hb, ok := b.held[hashKey(e.Origin.Topic, e.Key)]; ok {
+			return fmt.Sprintf("held back: the older entry %s with key %q stays in the DLQ (%s), and order per key must hold", hb.id, e.Key, hb.why), hb.id
+		}
+	}
+	return "", ""
+}
+
+// destination is where a redrive sends e: --to, else the mover's default
+// for its origin. why says why it has none the guard allows; err that the
+// guard could not tell.
+func (b *planning) destination(ctx context.Context, e *envelope.Envelope) (dest, why string, err error) {
+	dest = b.req.Params.To
+	if dest == "" {
+		dest = b.mover.DefaultDest(e.Origin.Topic)
+	}
+	if dest == "" {
+		return "", "no destination: the envelope names no origin; give --to", nil
+	}
+	if err := b.guards.Check(ctx, dest); err != nil {
+		if !errors.Is(err, backend.ErrRefusedDestination) {
+			return "", "", err
+		}
+		return "", err.Error(), nil
+	}
+	return dest, "", nil
+}
+
+// exclude leaves it out of the plan for why, and holds its key's later
+// entries back.
+func (b *planning) exclude(it *inspect.Item, why, heldBy string) {
+	e := &it.Envelope
+	b.p.Excluded = append(b.p.Excluded, Excluded{ID: e.ID, EventID: e.EventID, Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
+	short, _, _ := strings.Cut(why, ":")
+	b.hold(e.Origin.Topic, e.Key, e.ID, "left out of the plan: "+short)
+}
+
+// hold makes key (on origin) wait behind the entry id, unless an older
+// entry holds it already.
+func (b *planning) hold(origin, key, id, why string) {
+	if key == "" {
+		return
+	}
+	h := hashKey(origin, key)
+	if _, ok := b.held[h]; !ok {
+		b.held[h] = heldBack{id: id, why: why}
+	}
 }
 
 // ExcludedByDisposition counts the plan's exclusions by disposition.
