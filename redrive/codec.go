@@ -254,19 +254,7 @@ func (es *Entries) decode(dec *json.Decoder) error {
 // buffered and the rest of the input, and a fresh one takes the members
 // after the array.
 func decodePlan(src io.Reader) (*Plan, error) {
-	newDecoder := func(r io.Reader) (*json.Decoder, error) {
-		dec := json.NewDecoder(r)
-		dec.DisallowUnknownFields()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		if d, ok := tok.(json.Delim); !ok || d != '{' {
-			return nil, fmt.Errorf("want a JSON object, got %v", tok)
-		}
-		return dec, nil
-	}
-	dec, err := newDecoder(src)
+	dec, err := openObject(src)
 	if err != nil {
 		return nil, err
 	}
@@ -277,54 +265,22 @@ func decodePlan(src io.Reader) (*Plan, error) {
 			return nil, err
 		}
 		name, _ := tok.(string)
-		var dst any
-		switch name {
-		case "schema":
-			dst = &p.Schema
-		case "kind":
-			dst = &p.Kind
-		case "digest":
-			dst = &p.Digest
-		case "reason":
-			dst = &p.Reason
-		case "planned_by":
-			dst = &p.PlannedBy
-		case "planned_at":
-			dst = &p.PlannedAt
-		case "source":
-			dst = &p.Source
-		case "params":
-			dst = &p.Params
-		case "selectors":
-			dst = &p.Selectors
-		case "excluded":
-			dst = &p.Excluded
-		case "approvals":
-			dst = &p.Approvals
-		case "entries":
-			br := bufio.NewReaderSize(io.MultiReader(dec.Buffered(), src), 1<<16)
-			p.Entries = Entries{}
-			present, err := readEntriesArray(br, p.Entries.Append)
-			if err != nil {
-				return nil, err
-			}
-			p.Entries.made = present
-			rest, more, err := withOpenBrace(br)
+		if name == "entries" {
+			rest, more, err := p.decodeEntries(dec, src)
 			if err != nil {
 				return nil, err
 			}
 			if !more {
-				if _, err := nextNonSpace(br); !errors.Is(err, io.ErrUnexpectedEOF) {
-					return nil, errors.New("data after the plan's closing brace")
-				}
 				return p, nil
 			}
 			src = rest
-			if dec, err = newDecoder(src); err != nil {
+			if dec, err = openObject(src); err != nil {
 				return nil, err
 			}
 			continue
-		default:
+		}
+		dst := p.headField(name)
+		if dst == nil {
 			return nil, fmt.Errorf("json: unknown field %q", name)
 		}
 		if err := dec.Decode(dst); err != nil {
@@ -338,4 +294,72 @@ func decodePlan(src io.Reader) (*Plan, error) {
 		return nil, errors.New("data after the plan's closing brace")
 	}
 	return p, nil
+}
+
+// openObject is a strict decoder of r past the "{" that opens an object.
+func openObject(r io.Reader) (*json.Decoder, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("want a JSON object, got %v", tok)
+	}
+	return dec, nil
+}
+
+// headField is where the plan member name is decoded to; nil for a name
+// a plan does not have. "entries" is read by decodeEntries.
+func (p *Plan) headField(name string) any {
+	switch name {
+	case "schema":
+		return &p.Schema
+	case "kind":
+		return &p.Kind
+	case "digest":
+		return &p.Digest
+	case "reason":
+		return &p.Reason
+	case "planned_by":
+		return &p.PlannedBy
+	case "planned_at":
+		return &p.PlannedAt
+	case "source":
+		return &p.Source
+	case "params":
+		return &p.Params
+	case "selectors":
+		return &p.Selectors
+	case "excluded":
+		return &p.Excluded
+	case "approvals":
+		return &p.Approvals
+	}
+	return nil
+}
+
+// decodeEntries reads the "entries" array, whose key dec has just read,
+// from what dec buffered and the rest of src. more says members follow
+// it: rest then reads them as an object of their own. Without more the
+// plan ended with the array, and nothing may follow its closing brace.
+func (p *Plan) decodeEntries(dec *json.Decoder, src io.Reader) (rest io.Reader, more bool, err error) {
+	br := bufio.NewReaderSize(io.MultiReader(dec.Buffered(), src), 1<<16)
+	p.Entries = Entries{}
+	present, err := readEntriesArray(br, p.Entries.Append)
+	if err != nil {
+		return nil, false, err
+	}
+	p.Entries.made = present
+	rest, more, err = withOpenBrace(br)
+	if err != nil {
+		return nil, false, err
+	}
+	if !more {
+		if _, err := nextNonSpace(br); !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, false, errors.New("data after the plan's closing brace")
+		}
+	}
+	return rest, more, nil
 }
