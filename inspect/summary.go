@@ -116,50 +116,8 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 			conflictIDs[e.EventID] = struct{}{}
 		}
 		age := Age(e, w.Now)
-		s.Total++
-		s.ByCategory[c.Category]++
-		s.ByDisposition[c.Disposition]++
-		s.ByOrigin[e.Origin.Topic]++
-		s.ByOwner[e.Owner]++
-		if c.Category == envelope.CategoryMalformed {
-			s.Malformed++
-		}
-		if IsOverdue(e, w.Now) {
-			s.Overdue++
-		}
-		if e.DeadLetteredAt.IsZero() {
-			// No time to take an age from: counted apart, and kept out of
-			// the percentiles rather than passed off as brand new.
-			s.AgeBuckets[len(s.AgeBuckets)-1].Count++
-		} else {
-			s.AgesKnown++
-			ages.add(age)
-			if age > s.OldestAge {
-				s.OldestAge = age
-			}
-			for i := range s.AgeBuckets {
-				if b := &s.AgeBuckets[i]; b.Under < 0 || age < b.Under {
-					b.Count++
-					break
-				}
-			}
-		}
-		cs := cats[c.Category]
-		if cs == nil {
-			cs = &CategorySummary{Name: c.Category, Disposition: c.Disposition, Rules: map[string]int{}}
-			cats[c.Category] = cs
-		}
-		cs.Count++
-		cs.Rules[c.Rule]++
-		if !e.DeadLetteredAt.IsZero() && (!cs.OldestKnown || age >= cs.OldestAge) {
-			cs.OldestAge, cs.OldestKnown = age, true
-		}
-		if cs.ExampleError == "" {
-			cs.ExampleError = exampleError(e)
-		}
-		if len(cs.SampleIDs) < sampleIDs {
-			cs.SampleIDs = append(cs.SampleIDs, e.ID)
-		}
+		s.count(&e, c, age, IsOverdue(e, w.Now), &ages)
+		countCategory(cats, &e, c, age)
 		return nil
 	})
 	if err != nil {
@@ -177,18 +135,79 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	slices.Sort(s.Conflicts)
 	s.AgeP50 = ages.percentile(50)
 	s.AgeP95 = ages.percentile(95)
+	s.Categories = orderedCategories(cats, w.Classifier)
+	return s, nil
+}
+
+// count adds one selected entry, of class c and age, to the totals, the
+// age buckets and the age percentiles.
+func (s *Summary) count(e *envelope.Envelope, c envelope.Classification, age time.Duration, overdue bool, ages *ageQuantiles) {
+	s.Total++
+	s.ByCategory[c.Category]++
+	s.ByDisposition[c.Disposition]++
+	s.ByOrigin[e.Origin.Topic]++
+	s.ByOwner[e.Owner]++
+	if c.Category == envelope.CategoryMalformed {
+		s.Malformed++
+	}
+	if overdue {
+		s.Overdue++
+	}
+	if e.DeadLetteredAt.IsZero() {
+		// No time to take an age from: counted apart, and kept out of
+		// the percentiles rather than passed off as brand new.
+		s.AgeBuckets[len(s.AgeBuckets)-1].Count++
+		return
+	}
+	s.AgesKnown++
+	ages.add(age)
+	if age > s.OldestAge {
+		s.OldestAge = age
+	}
+	for i := range s.AgeBuckets {
+		if b := &s.AgeBuckets[i]; b.Under < 0 || age < b.Under {
+			b.Count++
+			break
+		}
+	}
+}
+
+// countCategory adds one selected entry to its category's row.
+func countCategory(cats map[string]*CategorySummary, e *envelope.Envelope, c envelope.Classification, age time.Duration) {
+	cs := cats[c.Category]
+	if cs == nil {
+		cs = &CategorySummary{Name: c.Category, Disposition: c.Disposition, Rules: map[string]int{}}
+		cats[c.Category] = cs
+	}
+	cs.Count++
+	cs.Rules[c.Rule]++
+	if !e.DeadLetteredAt.IsZero() && (!cs.OldestKnown || age >= cs.OldestAge) {
+		cs.OldestAge, cs.OldestKnown = age, true
+	}
+	if cs.ExampleError == "" {
+		cs.ExampleError = exampleError(*e)
+	}
+	if len(cs.SampleIDs) < sampleIDs {
+		cs.SampleIDs = append(cs.SampleIDs, e.ID)
+	}
+}
+
+// orderedCategories is the rows of cats in the order `categorize` shows
+// them (OrderCategories: by count, rules' categories first on a tie).
+func orderedCategories(cats map[string]*CategorySummary, cl *envelope.Classifier) []CategorySummary {
 	var rules, names []string
-	for _, known := range w.Classifier.Categories() {
+	for _, known := range cl.Categories() {
 		rules = append(rules, known.Category)
 	}
 	for name := range cats {
 		names = append(names, name)
 	}
 	OrderCategories(names, func(n string) int { return cats[n].Count }, rules)
+	var out []CategorySummary
 	for _, name := range names {
-		s.Categories = append(s.Categories, *cats[name])
+		out = append(out, *cats[name])
 	}
-	return s, nil
+	return out
 }
 
 func exampleError(e envelope.Envelope) string {
