@@ -104,23 +104,8 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 		for len(accs) <= cl.ID {
 			accs = append(accs, &clusterAcc{})
 		}
-		a := accs[cl.ID]
 		d.Total++
-		if !e.DeadLetteredAt.IsZero() {
-			if age := Age(e, w.Now); !a.oldestKnown || age > a.oldest {
-				a.oldest, a.oldestKnown = age, true
-			}
-		}
-		if a.sampleError == "" && msg != "" {
-			a.sampleError = sampleError(msg)
-		}
-		if len(a.sampleIDs) < sampleIDs {
-			a.sampleIDs = append(a.sampleIDs, e.ID)
-		}
-		if opts.KeepIDs {
-			a.ids = append(a.ids, e.ID)
-			a.seqs = append(a.seqs, int32(seq))
-		}
+		accs[cl.ID].add(&e, msg, w.Now, seq, opts.KeepIDs)
 		seq++
 		return nil
 	})
@@ -128,46 +113,7 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 		return d, err
 	}
 	for _, g := range miner.Groups() {
-		tg := TemplateGroup{Template: g.Template, Count: g.Count, Overflow: g.IsOverflow(), group: g}
-		type idAt struct {
-			id  string
-			seq int32
-		}
-		var all []idAt
-		for _, cid := range g.Clusters {
-			if cid >= len(accs) {
-				continue
-			}
-			a := accs[cid]
-			if a.oldestKnown && (!tg.OldestKnown || a.oldest > tg.OldestAge) {
-				tg.OldestAge, tg.OldestKnown = a.oldest, true
-			}
-			if tg.SampleError == "" {
-				tg.SampleError = a.sampleError
-			}
-			for _, id := range a.sampleIDs {
-				if len(tg.SampleIDs) < sampleIDs {
-					tg.SampleIDs = append(tg.SampleIDs, id)
-				}
-			}
-			if opts.KeepIDs && len(g.Clusters) == 1 {
-				tg.IDs = a.ids // already in DLQ order
-			} else {
-				for i, id := range a.ids {
-					all = append(all, idAt{id, a.seqs[i]})
-				}
-			}
-			a.ids, a.seqs = nil, nil
-		}
-		if opts.KeepIDs && len(g.Clusters) > 1 {
-			// Several clusters' ids, each in DLQ order: merged back into it.
-			slices.SortFunc(all, func(a, b idAt) int { return int(a.seq - b.seq) })
-			tg.IDs = make([]string, len(all))
-			for i, x := range all {
-				tg.IDs[i] = x.id
-			}
-		}
-		d.Groups = append(d.Groups, tg)
+		d.Groups = append(d.Groups, templateGroup(g, accs, opts.KeepIDs))
 	}
 	// Biggest first; the overflow group, which is no template, last.
 	sort.SliceStable(d.Groups, func(i, j int) bool {
@@ -178,6 +124,71 @@ func (w Walker) discover(ctx context.Context, tracker *envelope.ConflictTracker,
 		return a.Count > b.Count
 	})
 	return d, nil
+}
+
+// add counts one mined entry, the seq-th, whose error is msg, in its
+// cluster.
+func (a *clusterAcc) add(e *envelope.Envelope, msg string, now time.Time, seq int, keepIDs bool) {
+	if !e.DeadLetteredAt.IsZero() {
+		if age := Age(*e, now); !a.oldestKnown || age > a.oldest {
+			a.oldest, a.oldestKnown = age, true
+		}
+	}
+	if a.sampleError == "" && msg != "" {
+		a.sampleError = sampleError(msg)
+	}
+	if len(a.sampleIDs) < sampleIDs {
+		a.sampleIDs = append(a.sampleIDs, e.ID)
+	}
+	if keepIDs {
+		a.ids = append(a.ids, e.ID)
+		a.seqs = append(a.seqs, int32(seq))
+	}
+}
+
+// templateGroup is the miner's group g with what its clusters' accs
+// gathered; it hands the clusters' ids over (and drops them from accs).
+func templateGroup(g templates.Group, accs []*clusterAcc, keepIDs bool) TemplateGroup {
+	tg := TemplateGroup{Template: g.Template, Count: g.Count, Overflow: g.IsOverflow(), group: g}
+	type idAt struct {
+		id  string
+		seq int32
+	}
+	var all []idAt
+	for _, cid := range g.Clusters {
+		if cid >= len(accs) {
+			continue
+		}
+		a := accs[cid]
+		if a.oldestKnown && (!tg.OldestKnown || a.oldest > tg.OldestAge) {
+			tg.OldestAge, tg.OldestKnown = a.oldest, true
+		}
+		if tg.SampleError == "" {
+			tg.SampleError = a.sampleError
+		}
+		for _, id := range a.sampleIDs {
+			if len(tg.SampleIDs) < sampleIDs {
+				tg.SampleIDs = append(tg.SampleIDs, id)
+			}
+		}
+		if keepIDs && len(g.Clusters) == 1 {
+			tg.IDs = a.ids // already in DLQ order
+		} else {
+			for i, id := range a.ids {
+				all = append(all, idAt{id, a.seqs[i]})
+			}
+		}
+		a.ids, a.seqs = nil, nil
+	}
+	if keepIDs && len(g.Clusters) > 1 {
+		// Several clusters' ids, each in DLQ order: merged back into it.
+		slices.SortFunc(all, func(a, b idAt) int { return int(a.seq - b.seq) })
+		tg.IDs = make([]string, len(all))
+		for i, x := range all {
+			tg.IDs[i] = x.id
+		}
+	}
+	return tg
 }
 
 // sampleError cuts an error to what the miner read of it, and says so.
