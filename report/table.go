@@ -325,48 +325,75 @@ func tableWidth(widths []int) int {
 // than usableTextWidth columns of a longer text; the caller then draws one
 // block per row instead.
 func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]Column, []string, [][]string, bool) {
-	measure := func() []int {
-		widths := make([]int, len(headers))
-		for j, h := range headers {
-			widths[j] = lipgloss.Width(h)
-			for _, r := range rows {
-				widths[j] = max(widths[j], lipgloss.Width(r[j]))
-			}
-		}
-		return widths
-	}
-	widths := measure()
+	widths := measureColumns(headers, rows)
 	if tableWidth(widths) <= width {
 		return cols, headers, rows, true
 	}
 	if width < narrowWidth {
-		// What free text needs to stay usable, so that dropping stops once
-		// the text columns can be narrowed into the room left.
-		floorWidth := func(ws []int, cs []Column) int {
-			fl := make([]int, len(ws))
-			for j, w := range ws {
-				fl[j] = w
-				if cs[j].cuttable() {
-					fl[j] = min(w, usableTextWidth)
-				}
-			}
-			return tableWidth(fl)
-		}
-		for j := len(cols) - 1; j >= 0 && floorWidth(widths, cols) > width; j-- {
-			if !cols[j].Optional {
-				continue
-			}
-			cols = append(cols[:j:j], cols[j+1:]...)
-			headers = append(headers[:j:j], headers[j+1:]...)
-			dropped := make([][]string, len(rows))
-			for i, r := range rows {
-				dropped[i] = append(r[:j:j], r[j+1:]...)
-			}
-			rows = dropped
-			widths = append(widths[:j:j], widths[j+1:]...)
-		}
+		cols, headers, rows, widths = dropOptional(cols, headers, rows, widths, width)
 	}
 	natural := append([]int(nil), widths...)
+	total := narrowColumns(cols, headers, widths, width)
+	usable := total <= width
+	for j, w := range widths {
+		if cols[j].cuttable() && w < min(natural[j], usableTextWidth) {
+			usable = false
+		}
+	}
+	fitted := make([][]string, len(rows))
+	for i, r := range rows {
+		fitted[i] = cutCells(cols, widths, r)
+	}
+	return cols, cutCells(cols, widths, headers), fitted, usable
+}
+
+// measureColumns is each column's natural width: its widest cell or header.
+func measureColumns(headers []string, rows [][]string) []int {
+	widths := make([]int, len(headers))
+	for j, h := range headers {
+		widths[j] = lipgloss.Width(h)
+		for _, r := range rows {
+			widths[j] = max(widths[j], lipgloss.Width(r[j]))
+		}
+	}
+	return widths
+}
+
+// dropOptional leaves out Optional columns, last first, until what free
+// text needs to stay usable fits width, so that dropping stops once the
+// text columns can be narrowed into the room left.
+func dropOptional(cols []Column, headers []string, rows [][]string, widths []int, width int) ([]Column, []string, [][]string, []int) {
+	floorWidth := func(ws []int, cs []Column) int {
+		fl := make([]int, len(ws))
+		for j, w := range ws {
+			fl[j] = w
+			if cs[j].cuttable() {
+				fl[j] = min(w, usableTextWidth)
+			}
+		}
+		return tableWidth(fl)
+	}
+	for j := len(cols) - 1; j >= 0 && floorWidth(widths, cols) > width; j-- {
+		if !cols[j].Optional {
+			continue
+		}
+		cols = append(cols[:j:j], cols[j+1:]...)
+		headers = append(headers[:j:j], headers[j+1:]...)
+		dropped := make([][]string, len(rows))
+		for i, r := range rows {
+			dropped[i] = append(r[:j:j], r[j+1:]...)
+		}
+		rows = dropped
+		widths = append(widths[:j:j], widths[j+1:]...)
+	}
+	return cols, headers, rows, widths
+}
+
+// narrowColumns narrows the widest free-text column by one, again and
+// again, until the table fits width: first down to its header's width,
+// then, if that is not enough, down to minColumnWidth. It returns the
+// table's width after.
+func narrowColumns(cols []Column, headers []string, widths []int, width int) int {
 	total := tableWidth(widths)
 	floors := []func(j int) int{
 		func(j int) int { return lipgloss.Width(headers[j]) },
@@ -387,25 +414,17 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 			total--
 		}
 	}
-	cut := func(r []string) []string {
-		out := make([]string, len(r))
-		for j, c := range r {
-			if cols[j].cuttable() {
-				c = Truncate(c, widths[j])
-			}
-			out[j] = c
+	return total
+}
+
+// cutCells is row r with its free-text cells cut to widths.
+func cutCells(cols []Column, widths []int, r []string) []string {
+	out := make([]string, len(r))
+	for j, c := range r {
+		if cols[j].cuttable() {
+			c = Truncate(c, widths[j])
 		}
-		return out
+		out[j] = c
 	}
-	usable := total <= width
-	for j, w := range widths {
-		if cols[j].cuttable() && w < min(natural[j], usableTextWidth) {
-			usable = false
-		}
-	}
-	fitted := make([][]string, len(rows))
-	for i, r := range rows {
-		fitted[i] = cut(r)
-	}
-	return cols, cut(headers), fitted, usable
+	return out
 }
