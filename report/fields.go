@@ -46,82 +46,98 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		return err
 	}
 	now := o.now()
-	keys := make([]string, len(fs))
-	values := make([]string, len(fs))
-	blocks := make([]*Block, len(fs))
+	c := fieldCells{keys: make([]string, len(fs)), values: make([]string, len(fs)), blocks: make([]*Block, len(fs))}
 	for i, f := range fs {
 		// Never cut: six kafka_dlt-original-* headers must stay apart.
-		keys[i] = Truncate(f.Key, 0)
+		c.keys[i] = Truncate(f.Key, 0)
 		if b, ok := f.Value.(Block); ok {
-			blocks[i] = &b
-			values[i] = Truncate(b.Flat, 0)
+			c.blocks[i] = &b
+			c.values[i] = Truncate(b.Flat, 0)
 			continue
 		}
-		values[i] = Truncate(text(f.Value, m, now, true), 0)
+		c.values[i] = Truncate(text(f.Value, m, now, true), 0)
 	}
 	bw := bufio.NewWriter(w)
 	switch m {
 	case modeTTY:
-		re := o.renderer(w)
-		bold := o.bold(re)
-		if title != "" {
-			fmt.Fprintln(bw, re.text(bold.Render(Truncate(title, 0))))
-		}
-		keyWidth := 0
-		for _, k := range keys {
-			if w := lipgloss.Width(k); w <= keyMaxWidth {
-				keyWidth = max(keyWidth, w)
-			}
-		}
-		valueWidth := max(o.width()-keyWidth-2, minValueWidth)
-		wrap := re.NewStyle().Width(valueWidth)
-		styleKey := func(k string) string { return bold.Render(k) }
-		for i, k := range keys {
-			var lines []string
-			if b := blocks[i]; b != nil {
-				for _, l := range b.Lines {
-					// Keep the block's indentation; wrap only what is too long.
-					lines = append(lines, strings.Split(wrap.Render(Truncate(l, 0)), "\n")...)
-				}
-			} else {
-				lines = wrapWords(values[i], valueWidth)
-			}
-			for _, line := range keyedLines(k, lines, keyWidth, o.width(), styleKey) {
-				fmt.Fprintln(bw, re.text(line))
-			}
-		}
+		writeFieldsTTY(bw, o.renderer(w), title, c, o)
 	case modePlain:
-		for i, k := range keys {
-			fmt.Fprintf(bw, "%s\t%s\n", k, values[i])
+		for i, k := range c.keys {
+			fmt.Fprintf(bw, "%s\t%s\n", k, c.values[i])
 		}
 	case modeMarkdown:
-		if title != "" {
-			fmt.Fprintf(bw, "### %s\n\n", Truncate(title, 0))
-		}
-		fmt.Fprintln(bw, markdownRow([]string{"field", "value"}))
-		fmt.Fprintln(bw, markdownSeparator(2))
-		for i, k := range keys {
-			v := values[i]
-			if blocks[i] != nil {
-				v = "(below)"
-			}
-			fmt.Fprintln(bw, markdownRow([]string{k, v}))
-		}
-		for i, b := range blocks {
-			if b == nil {
-				continue
-			}
-			fmt.Fprintf(bw, "\n**%s**\n\n", markdownCell(keys[i]))
-			fence := "```"
-			for strings.Contains(strings.Join(b.Lines, "\n"), fence) {
-				fence += "`"
-			}
-			fmt.Fprintln(bw, fence+b.Lang)
-			for _, l := range b.Lines {
-				fmt.Fprintln(bw, Truncate(l, 0))
-			}
-			fmt.Fprintln(bw, fence)
-		}
+		writeFieldsMarkdown(bw, title, c)
 	}
 	return bw.Flush()
+}
+
+// fieldCells are a key/value block's keys and values as text; blocks[i]
+// is field i's Block, nil when its value is not one.
+type fieldCells struct {
+	keys, values []string
+	blocks       []*Block
+}
+
+// writeFieldsTTY writes the block for a terminal: bold keys aligned, values
+// wrapped to the room left.
+func writeFieldsTTY(bw *bufio.Writer, re renderer, title string, c fieldCells, o Options) {
+	bold := o.bold(re)
+	if title != "" {
+		fmt.Fprintln(bw, re.text(bold.Render(Truncate(title, 0))))
+	}
+	keyWidth := 0
+	for _, k := range c.keys {
+		if w := lipgloss.Width(k); w <= keyMaxWidth {
+			keyWidth = max(keyWidth, w)
+		}
+	}
+	valueWidth := max(o.width()-keyWidth-2, minValueWidth)
+	wrap := re.NewStyle().Width(valueWidth)
+	styleKey := func(k string) string { return bold.Render(k) }
+	for i, k := range c.keys {
+		var lines []string
+		if b := c.blocks[i]; b != nil {
+			for _, l := range b.Lines {
+				// Keep the block's indentation; wrap only what is too long.
+				lines = append(lines, strings.Split(wrap.Render(Truncate(l, 0)), "\n")...)
+			}
+		} else {
+			lines = wrapWords(c.values[i], valueWidth)
+		}
+		for _, line := range keyedLines(k, lines, keyWidth, o.width(), styleKey) {
+			fmt.Fprintln(bw, re.text(line))
+		}
+	}
+}
+
+// writeFieldsMarkdown writes the block as a two-column table, each Block
+// after it in a code fence of its own.
+func writeFieldsMarkdown(bw *bufio.Writer, title string, c fieldCells) {
+	if title != "" {
+		fmt.Fprintf(bw, "### %s\n\n", Truncate(title, 0))
+	}
+	fmt.Fprintln(bw, markdownRow([]string{"field", "value"}))
+	fmt.Fprintln(bw, markdownSeparator(2))
+	for i, k := range c.keys {
+		v := c.values[i]
+		if c.blocks[i] != nil {
+			v = "(below)"
+		}
+		fmt.Fprintln(bw, markdownRow([]string{k, v}))
+	}
+	for i, b := range c.blocks {
+		if b == nil {
+			continue
+		}
+		fmt.Fprintf(bw, "\n**%s**\n\n", markdownCell(c.keys[i]))
+		fence := "```"
+		for strings.Contains(strings.Join(b.Lines, "\n"), fence) {
+			fence += "`"
+		}
+		fmt.Fprintln(bw, fence+b.Lang)
+		for _, l := range b.Lines {
+			fmt.Fprintln(bw, Truncate(l, 0))
+		}
+		fmt.Fprintln(bw, fence)
+	}
 }
