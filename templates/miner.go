@@ -229,72 +229,20 @@ func (g Group) IsOverflow() bool { return g.overflow }
 // otherwise split a template; two values alone stay apart. It works on
 // templates only, so its cost does not grow with the number of messages.
 func (m *Miner) Groups() []Group {
-	parent := make([]int, len(m.clusters))
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	union := func(a, b int) { parent[find(a)] = find(b) }
-	type key struct {
-		n, pos int
-		h      uint64
-	}
-	buckets := map[key][]int{}
-	wild := map[key]bool{}
-	for _, c := range m.clusters {
-		if c.overflow {
-			continue
-		}
-		ts := c.tokens
-		// prefix[i] hashes ts[:i], suffix[i] hashes ts[i:].
-		prefix := make([]uint64, len(ts)+1)
-		suffix := make([]uint64, len(ts)+1)
-		prefix[0] = fnvOffset
-		for i, t := range ts {
-			prefix[i+1] = hashToken(prefix[i], t.text)
-		}
-		suffix[len(ts)] = fnvOffset
-		for i := len(ts) - 1; i >= 0; i-- {
-			suffix[i] = hashToken(suffix[i+1], ts[i].text)
-		}
-		whole := key{len(ts), -1, prefix[len(ts)]}
-		buckets[whole] = append(buckets[whole], c.ID)
-		literals := 0
-		for _, t := range ts {
-			if !t.variable {
-				literals++
-			}
-		}
-		for p := 0; p < len(ts) && p < m.cfg.Depth; p++ {
-			if rest := literals - btoi(!ts[p].variable); rest < minLiterals {
-				continue // too little left to say two templates are one
-			}
-			k := key{len(ts), p, prefix[p]*31 ^ suffix[p+1]}
-			buckets[k] = append(buckets[k], c.ID)
-			if ts[p].variable {
-				wild[k] = true
-			}
-		}
-	}
+	sets := newDisjointSets(len(m.clusters))
+	buckets, wild := m.mergeBuckets()
 	for k, ids := range buckets {
 		if len(ids) < 2 || k.pos >= 0 && len(ids) < 3 && !wild[k] {
 			continue
 		}
 		for _, id := range ids[1:] {
-			union(id, ids[0])
+			sets.union(id, ids[0])
 		}
 	}
 	byRoot := map[int]int{}
 	var out []Group
 	for _, c := range m.clusters {
-		r := find(c.ID)
+		r := sets.find(c.ID)
 		gi, ok := byRoot[r]
 		if !ok {
 			gi = len(out)
@@ -319,6 +267,83 @@ func (m *Miner) Groups() []Group {
 	}
 	return out
 }
+
+// mergeKey names a bucket of clusters that may be one template: those of
+// n tokens whose tokens hash to h, all of them (pos -1) or all but the
+// one at pos.
+type mergeKey struct {
+	n, pos int
+	h      uint64
+}
+
+// mergeBuckets puts each cluster (but the overflow) in the bucket of its
+// whole template and, for each of its leading Depth positions, in the
+// bucket of its template without that token, unless too few literal
+// tokens would be left. wild marks the buckets where a cluster has a
+// wildcard at pos.
+func (m *Miner) mergeBuckets() (buckets map[mergeKey][]int, wild map[mergeKey]bool) {
+	buckets = map[mergeKey][]int{}
+	wild = map[mergeKey]bool{}
+	for _, c := range m.clusters {
+		if c.overflow {
+			continue
+		}
+		ts := c.tokens
+		// prefix[i] hashes ts[:i], suffix[i] hashes ts[i:].
+		prefix := make([]uint64, len(ts)+1)
+		suffix := make([]uint64, len(ts)+1)
+		prefix[0] = fnvOffset
+		for i, t := range ts {
+			prefix[i+1] = hashToken(prefix[i], t.text)
+		}
+		suffix[len(ts)] = fnvOffset
+		for i := len(ts) - 1; i >= 0; i-- {
+			suffix[i] = hashToken(suffix[i+1], ts[i].text)
+		}
+		whole := mergeKey{len(ts), -1, prefix[len(ts)]}
+		buckets[whole] = append(buckets[whole], c.ID)
+		literals := 0
+		for _, t := range ts {
+			if !t.variable {
+				literals++
+			}
+		}
+		for p := 0; p < len(ts) && p < m.cfg.Depth; p++ {
+			if rest := literals - btoi(!ts[p].variable); rest < minLiterals {
+				continue // too little left to say two templates are one
+			}
+			k := mergeKey{len(ts), p, prefix[p]*31 ^ suffix[p+1]}
+			buckets[k] = append(buckets[k], c.ID)
+			if ts[p].variable {
+				wild[k] = true
+			}
+		}
+	}
+	return buckets, wild
+}
+
+// disjointSets is a union-find over cluster IDs 0..n-1.
+type disjointSets []int
+
+func newDisjointSets(n int) disjointSets {
+	parent := make(disjointSets, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	return parent
+}
+
+// find is i's set's root, halving the path on the way.
+func (parent disjointSets) find(i int) int {
+	for parent[i] != i {
+		parent[i] = parent[parent[i]]
+		i = parent[i]
+	}
+	return i
+}
+
+// union joins a's set into b's.
+func (parent disjointSets) union(a, b int) { parent[parent.find(a)] = parent.find(b) }
 
 // minLiterals is how many literal tokens two templates must share, besides
 // the one position they differ in, for Groups to merge them.
