@@ -415,6 +415,8 @@ func (m *Model) onScan(env scanEnvelope) tea.Cmd {
 	return tea.Batch(cmd, waitScan(env.ch))
 }
 
+// onKey handles a key: quit and help on every screen, the rest by the
+// screen shown.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := m.keys
 	switch {
@@ -426,98 +428,119 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	switch m.screen {
 	case screenCategories:
-		switch {
-		case key.Matches(msg, k.Enter):
-			if len(m.rows) == 0 {
-				return nil
-			}
-			m.screen, m.category = screenEntries, m.rows[m.catCursor].Name
-			m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
-			return m.loadPage()
-		case key.Matches(msg, k.Templates):
-			if len(m.rows) == 0 {
-				return nil
-			}
-			m.category = m.rows[m.catCursor].Name
-			m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
-			return m.openTemplates()
-		case key.Matches(msg, k.Filter):
-			m.openFilter()
-		case key.Matches(msg, k.Plan):
-			m.openReason()
-		case key.Matches(msg, k.Reload):
-			m.status = ""
-			return m.startScan()
-		default:
-			m.catCursor = m.move(msg, m.catCursor, len(m.rows))
-		}
+		return m.onCategoriesKey(msg)
 	case screenEntries:
-		switch {
-		case key.Matches(msg, k.Back):
-			m.screen, m.waiting, m.loading = screenCategories, false, false
-			if m.cancelPage != nil {
-				m.cancelPage()
-			}
-		case key.Matches(msg, k.Enter):
-			if len(m.items) == 0 || m.loading {
-				return nil
-			}
-			m.item, m.reveal, m.envTop, m.envErr, m.envLines, m.envRead = m.items[m.entCursor], false, 0, nil, nil, time.Time{}
-			m.envFrom, m.screen = screenEntries, screenEnvelope
-		case key.Matches(msg, k.Templates):
-			if m.cancelPage != nil {
-				m.cancelPage()
-			}
-			m.waiting, m.loading = false, false
-			return m.openTemplates()
-		case key.Matches(msg, k.NextPage):
-			if m.next != "" && !m.loading {
-				m.prev, m.after, m.entCursor, m.entTop = append(m.prev, m.after), m.next, 0, 0
-				return m.loadPage()
-			}
-		case key.Matches(msg, k.PrevPage):
-			if len(m.prev) > 0 && !m.loading {
-				m.after, m.prev = m.prev[len(m.prev)-1], m.prev[:len(m.prev)-1]
-				m.entCursor, m.entTop = 0, 0
-				return m.loadPage()
-			}
-		case key.Matches(msg, k.Filter):
-			m.openFilter()
-		case key.Matches(msg, k.Plan):
-			m.openReason()
-		case key.Matches(msg, k.Reload):
-			m.status = ""
-			scan := m.startScan()
-			return tea.Batch(scan, m.loadPage())
-		default:
-			m.entCursor = m.move(msg, m.entCursor, len(m.items))
-		}
+		return m.onEntriesKey(msg)
 	case screenTemplates:
 		return m.onTemplatesKey(msg)
 	case screenTemplateEntries:
 		return m.onTemplateEntriesKey(msg)
 	case screenEnvelope:
-		switch {
-		case key.Matches(msg, k.Back):
-			m.screen = m.envFrom
-		case key.Matches(msg, k.Reveal):
-			m.reveal = !m.reveal
-			m.envLines = nil
-		case key.Matches(msg, k.Reload):
-			return m.reloadEnvelope()
-		case key.Matches(msg, k.Down):
-			m.envTop++
-		case key.Matches(msg, k.Up):
-			m.envTop--
-		case key.Matches(msg, k.PageDown):
-			m.envTop += m.bodyHeight()
-		case key.Matches(msg, k.PageUp):
-			m.envTop -= m.bodyHeight()
-		case key.Matches(msg, k.Top):
-			m.envTop = 0
-		case key.Matches(msg, k.Bottom):
-			m.envTop = 1 << 30
+		return m.onEnvelopeKey(msg)
+	}
+	return nil
+}
+
+// onCategoriesKey handles a key on the list of categories.
+func (m *Model) onCategoriesKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Enter):
+		if len(m.rows) == 0 {
+			return nil
 		}
+		m.screen, m.category = screenEntries, m.rows[m.catCursor].Name
+		m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
+		return m.loadPage()
+	case key.Matches(msg, k.Templates):
+		if len(m.rows) == 0 {
+			return nil
+		}
+		m.category = m.rows[m.catCursor].Name
+		m.items, m.after, m.prev, m.next, m.entCursor, m.entTop = nil, "", nil, "", 0, 0
+		return m.openTemplates()
+	case key.Matches(msg, k.Filter):
+		m.openFilter()
+	case key.Matches(msg, k.Plan):
+		m.openReason()
+	case key.Matches(msg, k.Reload):
+		m.status = ""
+		return m.startScan()
+	default:
+		m.catCursor = m.move(msg, m.catCursor, len(m.rows))
+	}
+	return nil
+}
+
+// onEntriesKey handles a key on a category's page of entries.
+func (m *Model) onEntriesKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back):
+		m.screen, m.waiting, m.loading = screenCategories, false, false
+		if m.cancelPage != nil {
+			m.cancelPage()
+		}
+	case key.Matches(msg, k.Enter):
+		if len(m.items) == 0 || m.loading {
+			return nil
+		}
+		m.item, m.reveal, m.envTop, m.envErr, m.envLines, m.envRead = m.items[m.entCursor], false, 0, nil, nil, time.Time{}
+		m.envFrom, m.screen = screenEntries, screenEnvelope
+	case key.Matches(msg, k.Templates):
+		if m.cancelPage != nil {
+			m.cancelPage()
+		}
+		m.waiting, m.loading = false, false
+		return m.openTemplates()
+	case key.Matches(msg, k.NextPage):
+		if m.next != "" && !m.loading {
+			m.prev, m.after, m.entCursor, m.entTop = append(m.prev, m.after), m.next, 0, 0
+			return m.loadPage()
+		}
+	case key.Matches(msg, k.PrevPage):
+		if len(m.prev) > 0 && !m.loading {
+			m.after, m.prev = m.prev[len(m.prev)-1], m.prev[:len(m.prev)-1]
+			m.entCursor, m.entTop = 0, 0
+			return m.loadPage()
+		}
+	case key.Matches(msg, k.Filter):
+		m.openFilter()
+	case key.Matches(msg, k.Plan):
+		m.openReason()
+	case key.Matches(msg, k.Reload):
+		m.status = ""
+		scan := m.startScan()
+		return tea.Batch(scan, m.loadPage())
+	default:
+		m.entCursor = m.move(msg, m.entCursor, len(m.items))
+	}
+	return nil
+}
+
+// onEnvelopeKey handles a key on one entry's envelope.
+func (m *Model) onEnvelopeKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back):
+		m.screen = m.envFrom
+	case key.Matches(msg, k.Reveal):
+		m.reveal = !m.reveal
+		m.envLines = nil
+	case key.Matches(msg, k.Reload):
+		return m.reloadEnvelope()
+	case key.Matches(msg, k.Down):
+		m.envTop++
+	case key.Matches(msg, k.Up):
+		m.envTop--
+	case key.Matches(msg, k.PageDown):
+		m.envTop += m.bodyHeight()
+	case key.Matches(msg, k.PageUp):
+		m.envTop -= m.bodyHeight()
+	case key.Matches(msg, k.Top):
+		m.envTop = 0
+	case key.Matches(msg, k.Bottom):
+		m.envTop = 1 << 30
 	}
 	return nil
 }
