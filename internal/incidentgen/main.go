@@ -439,6 +439,9 @@ func (g *gen) regular(category string, n int) []*spec {
 	return out
 }
 
+// plan is every entry of the incident, in the order the generator draws
+// them: each step draws from the one random source, so their order is what
+// keeps a rerun byte-identical.
 func (g *gen) plan() []*spec {
 	var specs []*spec
 	for _, c := range []struct {
@@ -447,8 +450,20 @@ func (g *gen) plan() []*spec {
 	}{{"transient", 115}, {"schema", 42}, {"code-defect", 26}, {"permission", 21}, {"missing-reference", 32}, {"unknown", 16}} {
 		specs = append(specs, g.regular(c.category, c.n)...)
 	}
+	g.markRedriven(specs)
+	markLarge(specs)
+	specs = append(specs, g.hints()...)
+	specs = append(specs, g.conflicts()...)
+	specs = append(specs, g.duplicates()...)
+	specs = append(specs, g.malformed()...)
+	g.chooseEncodings(specs)
+	g.chooseFingerprints(specs)
+	return specs
+}
 
-	// A few entries were already redriven once, at about 09:00, and came back.
+// markRedriven marks a few entries as already redriven once, at about
+// 09:00, and come back.
+func (g *gen) markRedriven(specs []*spec) {
 	redriven := 0
 	for _, i := range g.rng.Perm(len(specs)) {
 		s := specs[i]
@@ -457,8 +472,11 @@ func (g *gen) plan() []*spec {
 			redriven++
 		}
 	}
+}
 
-	// The large one: a globex B2B order whose authorization timed out.
+// markLarge picks the large one: a globex B2B order whose authorization
+// timed out.
+func markLarge(specs []*spec) {
 	large := specs[0]
 	for _, s := range specs {
 		if s.category == "transient" && s.topic == "orders" && s.order.Tenant == "globex" {
@@ -467,8 +485,11 @@ func (g *gen) plan() []*spec {
 		}
 	}
 	large.role = "large"
+}
 
-	// Producer hints: error text no rule knows, error_class set by the producer.
+// hints are entries with producer hints: error text no rule knows,
+// error_class set by the producer.
+func (g *gen) hints() []*spec {
 	hints := []struct{ class, topic, text string }{
 		{"transient", "payments", "payments adapter: upstream asked to back off (retry-after=30s)"},
 		{"transient", "payments", "circuit breaker open for psp"},
@@ -481,6 +502,7 @@ func (g *gen) plan() []*spec {
 		{"permission", "ledger", "tenant globex suspended for ledger writes"},
 		{"code-defect", "shipping", "consumer bug SHIP-2291: label builder returned an empty label"},
 	}
+	var specs []*spec
 	for _, h := range hints {
 		pool := g.live
 		if h.class == "missing-reference" {
@@ -492,8 +514,13 @@ func (g *gen) plan() []*spec {
 			attempts: 1 + g.rng.Intn(6), encoding: "json", version: "2",
 		})
 	}
+	return specs
+}
 
-	// Conflicts: one event ID dead-lettered twice with a different payload.
+// conflicts are three event IDs, each dead-lettered twice with a
+// different payload.
+func (g *gen) conflicts() []*spec {
+	var specs []*spec
 	c1 := g.eventID()
 	o1 := g.live[g.rng.Intn(len(g.live))]
 	specs = append(specs,
@@ -524,8 +551,13 @@ func (g *gen) plan() []*spec {
 			attempts: 4, encoding: "json", version: "2",
 			lastError: "carrier API: 503 Service Unavailable"},
 	)
+	return specs
+}
 
-	// Plain duplicates: the producer published the same event twice.
+// duplicates are plain duplicates: the producer published the same
+// event twice.
+func (g *gen) duplicates() []*spec {
+	var specs []*spec
 	dups := []struct{ topic, text, category, first, second string }{
 		{"payments", "capture payment: context deadline exceeded", "transient", "08:31:07", "08:33:52"},
 		{"payments", "dial tcp 10.20.7.31:443: i/o timeout", "transient", "09:02:40", "09:40:18"},
@@ -540,8 +572,12 @@ func (g *gen) plan() []*spec {
 		second.dead, second.attempts, second.dupOf = at(d.second), g.attemptsFor(d.category), first
 		specs = append(specs, first, &second)
 	}
+	return specs
+}
 
-	// Malformed files, each with one defect.
+// malformed are the malformed files, each with one defect.
+func (g *gen) malformed() []*spec {
+	var specs []*spec
 	for _, m := range []struct{ kind, at string }{
 		{"truncated", "08:07:13"},
 		{"no-event-id", "08:26:40"},
@@ -566,9 +602,6 @@ func (g *gen) plan() []*spec {
 		}
 		specs = append(specs, s)
 	}
-
-	g.chooseEncodings(specs)
-	g.chooseFingerprints(specs)
 	return specs
 }
 
@@ -1156,70 +1189,114 @@ func decodeFile(data []byte) (fileEnvelope, []byte, error) {
 	return f, nil, fmt.Errorf("unknown payload_encoding %q", f.PayloadEncoding)
 }
 
+// verify reads every written entry back and checks that it decodes, and
+// that the built-in rules categorize it as it was meant to be.
 func verify(out string, entries []*entry) (*summary, error) {
 	var cs []*checked
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(out, "error", e.env.ID+".json"))
+		c, err := checkEntry(out, e)
 		if err != nil {
 			return nil, err
 		}
-		c := &checked{id: e.env.ID, spec: e.spec, encoding: e.spec.encoding, redrives: e.spec.redrives}
-		f, raw, err := decodeFile(data)
-		if err != nil {
-			c.category, c.reason = "malformed", err.Error()
-			cs = append(cs, c)
-			continue
-		}
-		if f.ID != c.id {
-			return nil, fmt.Errorf("%s: id %q is not the file name", c.id, f.ID)
-		}
-		c.eventID, c.key, c.payloadBytes = f.EventID, f.Key, len(raw)
-		c.firstRecv, _ = time.Parse(time.RFC3339, f.FirstReceivedAt)
-		c.deadAt, _ = time.Parse(time.RFC3339, f.DeadLetteredAt)
-		recover, _ := time.Parse(time.RFC3339, f.RecoverBy)
-		c.overdue = recover.Before(baseTime)
-		if !c.firstRecv.Before(c.deadAt) || !c.deadAt.Before(baseTime) || c.deadAt.Before(incidentStart) {
-			return nil, fmt.Errorf("%s: times out of order", c.id)
-		}
-		if f.Attempts < 1 || f.Attempts > 12 {
-			return nil, fmt.Errorf("%s: attempts %d", c.id, f.Attempts)
-		}
-		sum := sha256.Sum256(raw)
-		computed := "sha256:" + hex.EncodeToString(sum[:])
-		switch {
-		case f.Fingerprint == "":
-			c.fingerprint, c.fpStatus = computed, "computed"
-		case !strings.HasPrefix(f.Fingerprint, "sha256:"):
-			c.fingerprint, c.fpStatus = f.Fingerprint, "unverifiable"
-		case f.Fingerprint == computed:
-			c.fingerprint, c.fpStatus = f.Fingerprint, "match"
-		default:
-			c.fingerprint, c.fpStatus = f.Fingerprint, "mismatch"
-		}
-		if want := map[string]string{"match": "match", "none": "computed", "mismatch": "mismatch", "md5": "unverifiable"}[e.spec.fpMode]; want != c.fpStatus {
-			return nil, fmt.Errorf("%s: fingerprint %s, meant %s", c.id, c.fpStatus, want)
-		}
-		rules := matchingRules(f.LastError)
-		known := false
-		for _, n := range categoryOrder[2:] {
-			known = known || n == f.ErrorClass
-		}
-		switch {
-		case known:
-			c.category, c.reason, c.hint = f.ErrorClass, "error_class", true
-			if len(rules) != 0 {
-				return nil, fmt.Errorf("%s: hinted error %q also matches %v", c.id, f.LastError, rules)
-			}
-		case len(rules) == 0:
-			c.category, c.reason = "unknown", "no rule"
-		default:
-			c.category, c.reason = rules[0], rules[0]
-			if len(rules) > 1 {
-				return nil, fmt.Errorf("%s: %q matches %v", c.id, f.LastError, rules)
-			}
-		}
 		cs = append(cs, c)
 	}
+	unique := markConflicts(cs)
+	for _, c := range cs {
+		if c.category != c.spec.category {
+			return nil, fmt.Errorf("%s: categorized %s, meant %s", c.id, c.category, c.spec.category)
+		}
+	}
+	return &summary{checked: cs, unique: len(unique)}, nil
+}
+
+// checkEntry reads e's file back: its times, attempts and fingerprint,
+// and its category before conflicts are looked for.
+func checkEntry(out string, e *entry) (*checked, error) {
+	data, err := os.ReadFile(filepath.Join(out, "error", e.env.ID+".json"))
+	if err != nil {
+		return nil, err
+	}
+	c := &checked{id: e.env.ID, spec: e.spec, encoding: e.spec.encoding, redrives: e.spec.redrives}
+	f, raw, err := decodeFile(data)
+	if err != nil {
+		c.category, c.reason = "malformed", err.Error()
+		return c, nil
+	}
+	if f.ID != c.id {
+		return nil, fmt.Errorf("%s: id %q is not the file name", c.id, f.ID)
+	}
+	c.eventID, c.key, c.payloadBytes = f.EventID, f.Key, len(raw)
+	c.firstRecv, _ = time.Parse(time.RFC3339, f.FirstReceivedAt)
+	c.deadAt, _ = time.Parse(time.RFC3339, f.DeadLetteredAt)
+	recover, _ := time.Parse(time.RFC3339, f.RecoverBy)
+	c.overdue = recover.Before(baseTime)
+	if !c.firstRecv.Before(c.deadAt) || !c.deadAt.Before(baseTime) || c.deadAt.Before(incidentStart) {
+		return nil, fmt.Errorf("%s: times out of order", c.id)
+	}
+	if f.Attempts < 1 || f.Attempts > 12 {
+		return nil, fmt.Errorf("%s: attempts %d", c.id, f.Attempts)
+	}
+	if err := c.checkFingerprint(f.Fingerprint, raw, e.spec.fpMode); err != nil {
+		return nil, err
+	}
+	if err := c.categorize(f); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkFingerprint sets the fingerprint the entry carries (or, carrying
+// none, the one computed from raw) and whether it matches, and checks
+// that against fpMode, what the generator meant.
+func (c *checked) checkFingerprint(carried string, raw []byte, fpMode string) error {
+	sum := sha256.Sum256(raw)
+	computed := "sha256:" + hex.EncodeToString(sum[:])
+	switch {
+	case carried == "":
+		c.fingerprint, c.fpStatus = computed, "computed"
+	case !strings.HasPrefix(carried, "sha256:"):
+		c.fingerprint, c.fpStatus = carried, "unverifiable"
+	case carried == computed:
+		c.fingerprint, c.fpStatus = carried, "match"
+	default:
+		c.fingerprint, c.fpStatus = carried, "mismatch"
+	}
+	if want := map[string]string{"match": "match", "none": "computed", "mismatch": "mismatch", "md5": "unverifiable"}[fpMode]; want != c.fpStatus {
+		return fmt.Errorf("%s: fingerprint %s, meant %s", c.id, c.fpStatus, want)
+	}
+	return nil
+}
+
+// categorize gives the entry its category: the producer's error_class when
+// it names a category, else the one rule its error matches. An error that
+// matches two rules, or a hint that a rule also matches, is an error.
+func (c *checked) categorize(f fileEnvelope) error {
+	rules := matchingRules(f.LastError)
+	known := false
+	for _, n := range categoryOrder[2:] {
+		known = known || n == f.ErrorClass
+	}
+	switch {
+	case known:
+		c.category, c.reason, c.hint = f.ErrorClass, "error_class", true
+		if len(rules) != 0 {
+			return fmt.Errorf("%s: hinted error %q also matches %v", c.id, f.LastError, rules)
+		}
+	case len(rules) == 0:
+		c.category, c.reason = "unknown", "no rule"
+	default:
+		c.category, c.reason = rules[0], rules[0]
+		if len(rules) > 1 {
+			return fmt.Errorf("%s: %q matches %v", c.id, f.LastError, rules)
+		}
+	}
+	return nil
+}
+
+// markConflicts recategorizes as conflicts the entries whose event ID
+// carries more than one fingerprint, and returns each event ID's
+// fingerprints.
+func markConflicts(cs []*checked) map[string]map[string]bool {
 	fps := map[string]map[string]bool{}
 	for _, c := range cs {
 		if c.category == "malformed" {
@@ -1235,12 +1312,7 @@ func verify(out string, entries []*entry) (*summary, error) {
 			c.category, c.reason = "conflict", "distinct fingerprints"
 		}
 	}
-	for _, c := range cs {
-		if c.category != c.spec.category {
-			return nil, fmt.Errorf("%s: categorized %s, meant %s", c.id, c.category, c.spec.category)
-		}
-	}
-	return &summary{checked: cs, unique: len(fps)}, nil
+	return fps
 }
 
 // ---------------------------------------------------------------- reporting
@@ -1304,93 +1376,124 @@ func (s *summary) print(w io.Writer) {
 	}
 }
 
+// readme is the incident's README.md: what happened, and the counts the
+// check found.
 func (s *summary) readme() string {
-	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	code := func(ids []string) string { return "`" + strings.Join(ids, "`, `") + "`" }
+	var w mdText
+	s.readmeIntro(&w)
+	s.readmeCounts(&w)
+	s.readmeLists(&w)
+	s.readmeFingerprints(&w)
+	return w.b.String()
+}
+
+// mdText is a README being written, a line at a time.
+type mdText struct{ b strings.Builder }
+
+func (w *mdText) p(format string, a ...any) { fmt.Fprintf(&w.b, format+"\n", a...) }
+
+// codeList is ids as a comma-separated list of code spans.
+func codeList(ids []string) string { return "`" + strings.Join(ids, "`, `") + "`" }
+
+// readmeIntro writes the title, what the directory is, and the story.
+func (s *summary) readmeIntro(w *mdText) {
+	total := len(s.checked)
+	w.p("# Sample incident: orders platform, 2026-11-29 08:00–10:00 UTC")
+	w.p("")
+	w.p("A directory queue for `--source dir:testdata/incident`: `error/` is the DLQ, %d files, one", total)
+	w.p("canonical envelope each (docs/json.md); `inbox/` is the original destination and starts empty. File names are")
+	w.p("`<dead_lettered_at>-<seq>.json`, so name order is dead-letter order, and `id` is the name without `.json`.")
+	w.p("")
+	w.p("Generated, do not edit by hand: change `internal/incidentgen` and run")
+	w.p("`go run ./internal/incidentgen -out testdata/incident` (fixed seed and base time, byte-identical reruns;")
+	w.p("it deletes and rewrites `error/` and `inbox/`, then checks every file against the built-in category rules).")
+	w.p("")
+	w.p("## What happened")
+	w.p("")
+	w.p("- 08:05 a purge job deleted orders whose events were still queued → `missing-reference`.")
+	w.p("- 08:12–09:58 the payments dependency (and the PSP behind it) timed out, reset connections, answered")
+	w.p("  503/504/429 → `transient`, mostly on `payments` and `orders`; ledger DB and carrier API blips too.")
+	w.p("- 08:25 a shipping consumer deploy dereferences a nil recipient address → `code-defect`.")
+	w.p("- 08:45 an orders-api deploy emits v3 payloads without `currency` or with `amount` as a string → `schema`.")
+	w.p("- 09:02 the ledger service credential was revoked → `permission`.")
+	w.p("- Business rejections no rule knows (inventory, fraud, coupon, state machine) → `unknown`.")
+	w.p("")
+	w.p("Origins are backend `redis`, streams `orders`, `payments`, `shipping`, `ledger` (groups `order-workers`,")
+	w.p("`payment-workers`, `shipping-workers`, `ledger-writers`; consumers `worker-1..4`); owners `team-orders`,")
+	w.p("`team-payments`, `team-shipping`, `team-ledger`; properties `tenant` (`acme`/`globex`), `region`, `trace_id`.")
+	w.p("")
+}
+
+// readmeCounts writes the counts by category and the facts tests lean on.
+func (s *summary) readmeCounts(w *mdText) {
 	total := len(s.checked)
 	overdue := s.count(func(c *checked) bool { return c.overdue })
+	shared, most := s.sharedKeys()
+	w.p("## Counts (the built-in category rules, applied in order)")
+	w.p("")
+	w.p("| category | files | of which by producer hint (`error_class`) |")
+	w.p("|---|---|---|")
+	for _, cat := range categoryOrder {
+		w.p("| `%s` | %d | %d |", cat, s.count(func(c *checked) bool { return c.category == cat }),
+			s.count(func(c *checked) bool { return c.category == cat && c.hint }))
+	}
+	w.p("| total | %d | %d unique event ids among the decodable files |", total, s.unique)
+	w.p("")
+	w.p("- Overdue (`recover_by` before 2026-11-29T10:00:00Z): %d. Every other `recover_by` is on 2026-11-30 or", overdue)
+	w.p("  later, so any clock between 10:00 on the 29th and 08:00 on the 30th gives the same set (pin the clock in tests).")
+	w.p("- Payloads: %d `json`, %d `utf8` (plain-text orders feed, carrier CSV), %d `base64` (protobuf bytes with NUL and",
+		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "json" }),
+		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "utf8" }),
+		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "base64" }))
+	w.p("  non-UTF-8 bytes). JSON payloads carry PII (customer name, email, phone, address, company, card last4).")
+	for _, c := range s.checked {
+		if c.spec.role == "large" {
+			w.p("- Large payload: `%s`, %d bytes of compact JSON (an `items` array).", c.id, c.payloadBytes)
+		}
+	}
+	w.p("- Keys: %d keys are shared by several entries (up to %d), so per-key order matters.", shared, most)
+	w.p("- `redrive_count` 1 (already redriven once): %s.", codeList(s.ids(func(c *checked) bool { return c.redrives > 0 })))
+	w.p("")
+}
 
+// sharedKeys is how many keys several entries share, and the most entries
+// one key has.
+func (s *summary) sharedKeys() (shared, most int) {
 	keys := map[string]int{}
 	for _, c := range s.checked {
 		if c.key != "" {
 			keys[c.key]++
 		}
 	}
-	shared, most := 0, 0
 	for _, n := range keys {
 		if n > 1 {
 			shared++
 		}
 		most = max(most, n)
 	}
+	return shared, most
+}
 
-	p("# Sample incident: orders platform, 2026-11-29 08:00–10:00 UTC")
-	p("")
-	p("A directory queue for `--source dir:testdata/incident`: `error/` is the DLQ, %d files, one", total)
-	p("canonical envelope each (docs/json.md); `inbox/` is the original destination and starts empty. File names are")
-	p("`<dead_lettered_at>-<seq>.json`, so name order is dead-letter order, and `id` is the name without `.json`.")
-	p("")
-	p("Generated, do not edit by hand: change `internal/incidentgen` and run")
-	p("`go run ./internal/incidentgen -out testdata/incident` (fixed seed and base time, byte-identical reruns;")
-	p("it deletes and rewrites `error/` and `inbox/`, then checks every file against the built-in category rules).")
-	p("")
-	p("## What happened")
-	p("")
-	p("- 08:05 a purge job deleted orders whose events were still queued → `missing-reference`.")
-	p("- 08:12–09:58 the payments dependency (and the PSP behind it) timed out, reset connections, answered")
-	p("  503/504/429 → `transient`, mostly on `payments` and `orders`; ledger DB and carrier API blips too.")
-	p("- 08:25 a shipping consumer deploy dereferences a nil recipient address → `code-defect`.")
-	p("- 08:45 an orders-api deploy emits v3 payloads without `currency` or with `amount` as a string → `schema`.")
-	p("- 09:02 the ledger service credential was revoked → `permission`.")
-	p("- Business rejections no rule knows (inventory, fraud, coupon, state machine) → `unknown`.")
-	p("")
-	p("Origins are backend `redis`, streams `orders`, `payments`, `shipping`, `ledger` (groups `order-workers`,")
-	p("`payment-workers`, `shipping-workers`, `ledger-writers`; consumers `worker-1..4`); owners `team-orders`,")
-	p("`team-payments`, `team-shipping`, `team-ledger`; properties `tenant` (`acme`/`globex`), `region`, `trace_id`.")
-	p("")
-	p("## Counts (the built-in category rules, applied in order)")
-	p("")
-	p("| category | files | of which by producer hint (`error_class`) |")
-	p("|---|---|---|")
-	for _, cat := range categoryOrder {
-		p("| `%s` | %d | %d |", cat, s.count(func(c *checked) bool { return c.category == cat }),
-			s.count(func(c *checked) bool { return c.category == cat && c.hint }))
-	}
-	p("| total | %d | %d unique event ids among the decodable files |", total, s.unique)
-	p("")
-	p("- Overdue (`recover_by` before 2026-11-29T10:00:00Z): %d. Every other `recover_by` is on 2026-11-30 or", overdue)
-	p("  later, so any clock between 10:00 on the 29th and 08:00 on the 30th gives the same set (pin the clock in tests).")
-	p("- Payloads: %d `json`, %d `utf8` (plain-text orders feed, carrier CSV), %d `base64` (protobuf bytes with NUL and",
-		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "json" }),
-		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "utf8" }),
-		s.count(func(c *checked) bool { return c.category != "malformed" && c.encoding == "base64" }))
-	p("  non-UTF-8 bytes). JSON payloads carry PII (customer name, email, phone, address, company, card last4).")
-	for _, c := range s.checked {
-		if c.spec.role == "large" {
-			p("- Large payload: `%s`, %d bytes of compact JSON (an `items` array).", c.id, c.payloadBytes)
-		}
-	}
-	p("- Keys: %d keys are shared by several entries (up to %d), so per-key order matters.", shared, most)
-	p("- `redrive_count` 1 (already redriven once): %s.", code(s.ids(func(c *checked) bool { return c.redrives > 0 })))
-	p("")
-	p("## Conflicts (same event_id, different payload and fingerprint)")
-	p("")
+// readmeLists writes the conflicts, the plain duplicates and the malformed
+// files.
+func (s *summary) readmeLists(w *mdText) {
+	w.p("## Conflicts (same event_id, different payload and fingerprint)")
+	w.p("")
 	for _, l := range s.pairs("conflict") {
-		p("- %s", l)
+		w.p("- %s", l)
 	}
-	p("")
-	p("## Plain duplicates (same event_id, same payload and fingerprint; not conflicts)")
-	p("")
+	w.p("")
+	w.p("## Plain duplicates (same event_id, same payload and fingerprint; not conflicts)")
+	w.p("")
 	for _, l := range s.pairs("duplicate") {
-		p("- %s", l)
+		w.p("- %s", l)
 	}
-	p("")
-	p("## Malformed")
-	p("")
+	w.p("")
+	w.p("## Malformed")
+	w.p("")
 	for _, c := range s.checked {
 		if c.category == "malformed" {
-			p("- `%s`: %s", c.id, map[string]string{
+			w.p("- `%s`: %s", c.id, map[string]string{
 				"truncated":       "truncated JSON (writer died mid-file)",
 				"no-event-id":     "valid envelope without `event_id`",
 				"bad-base64":      "`payload_encoding: \"base64\"` with invalid base64",
@@ -1402,23 +1505,27 @@ func (s *summary) readme() string {
 			}[c.spec.malformed])
 		}
 	}
-	p("")
-	p("## Fingerprints")
-	p("")
-	p("Carried `sha256:` fingerprints cover the raw payload bytes: for `json` the payload as `json.Compact`")
-	p("gives it from the file, for `utf8` the string's bytes, for `base64` the decoded bytes.")
-	p("")
-	p("- match: %d", s.count(func(c *checked) bool { return c.fpStatus == "match" }))
-	p("- mismatch (producer hashed its pretty-printed JSON): %s", code(s.ids(func(c *checked) bool { return c.fpStatus == "mismatch" })))
-	p("- unverifiable (`md5:`): %s", code(s.ids(func(c *checked) bool { return c.fpStatus == "unverifiable" })))
-	p("- none carried (dlqctl computes it): %s", code(s.ids(func(c *checked) bool { return c.fpStatus == "computed" })))
-	p("")
-	p("## Producer hints")
-	p("")
+	w.p("")
+}
+
+// readmeFingerprints writes the fingerprints by status and the producer
+// hints.
+func (s *summary) readmeFingerprints(w *mdText) {
+	w.p("## Fingerprints")
+	w.p("")
+	w.p("Carried `sha256:` fingerprints cover the raw payload bytes: for `json` the payload as `json.Compact`")
+	w.p("gives it from the file, for `utf8` the string's bytes, for `base64` the decoded bytes.")
+	w.p("")
+	w.p("- match: %d", s.count(func(c *checked) bool { return c.fpStatus == "match" }))
+	w.p("- mismatch (producer hashed its pretty-printed JSON): %s", codeList(s.ids(func(c *checked) bool { return c.fpStatus == "mismatch" })))
+	w.p("- unverifiable (`md5:`): %s", codeList(s.ids(func(c *checked) bool { return c.fpStatus == "unverifiable" })))
+	w.p("- none carried (dlqctl computes it): %s", codeList(s.ids(func(c *checked) bool { return c.fpStatus == "computed" })))
+	w.p("")
+	w.p("## Producer hints")
+	w.p("")
 	for _, c := range s.checked {
 		if c.hint {
-			p("- `%s`: `error_class` `%s`", c.id, c.category)
+			w.p("- `%s`: `error_class` `%s`", c.id, c.category)
 		}
 	}
-	return b.String()
 }
