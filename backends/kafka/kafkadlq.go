@@ -726,6 +726,7 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// is not up, or a producer with a far longer timeout): say so rather
 	// than wait on it for ever.
 	limit := time.Now().Add(openTxnLimit(t.txnTTL))
+	nextHangCheck := time.Now().Add(hangCheckAfter)
 	for {
 		var ok bool
 		var err error
@@ -758,7 +759,19 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		if time.Now().After(limit) {
 			return state{done: &doneSet{}}, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic,
-				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it; check its transaction coordinator (the __transaction_state topic) and try again", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL))
+				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it%s", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL, t.describeOpenTxns(ctx)))
+		}
+		if t.holdsLease() && time.Now().After(nextHangCheck) {
+			// A hanging transaction ends only by hand: the lease holder
+			// settles it (hanging.go).
+			nextHangCheck = time.Now().Add(hangCheckAfter)
+			n, err := t.settleHanging(ctx)
+			if err != nil {
+				return state{done: &doneSet{}}, err
+			}
+			if n > 0 {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -164,7 +164,7 @@ func TestRandomKills(t *testing.T) {
 	if !done {
 		code, out := dlqctl(t, dir, nil, append(src, "redrive", "resume", "p.journal")...)
 		if code != 0 {
-			t.Fatalf("final resume: exit %d\n%s", code, out)
+			t.Fatalf("final resume: exit %d\n%s\n%s", code, out, txnDiag(t, ctx, dlt))
 		}
 	}
 	count := originEvents(t, ctx, origin)
