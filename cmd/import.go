@@ -90,15 +90,8 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 		return err
 	}
 	if opts.init {
-		reg, err := f.backends().Lookup(f.source)
-		if err != nil {
+		if err := f.initDLQ(); err != nil {
 			return err
-		}
-		if reg.Init == nil {
-			return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
-		}
-		if err := reg.Init(f.source); err != nil {
-			return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
 		}
 	}
 	src, err := f.openSource(ctx)
@@ -113,15 +106,9 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	if err := f.refuseWhileLeased(ctx, src); err != nil {
 		return err
 	}
-	var present []string
-	for _, e := range records {
-		has, err := imp.Has(ctx, e.ID)
-		if err != nil {
-			return err
-		}
-		if has {
-			present = append(present, e.ID)
-		}
+	present, err := presentIDs(ctx, imp, records)
+	if err != nil {
+		return err
 	}
 	skip := map[string]bool{}
 	if len(present) > 0 {
@@ -133,24 +120,9 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 			skip[id] = true
 		}
 	}
-	var imported int
-	var failed []string
-	for _, e := range records {
-		if skip[e.ID] {
-			continue
-		}
-		if _, err := imp.Import(ctx, e); err != nil {
-			if errors.Is(err, backend.ErrExists) && opts.skipExisting {
-				skip[e.ID] = true
-				continue
-			}
-			if errors.Is(err, backend.ErrExists) {
-				failed = append(failed, e.ID)
-				continue
-			}
-			return fmt.Errorf("%w (imported %s before it)", err, entries(imported))
-		}
-		imported++
+	imported, failed, err := importRecords(ctx, imp, records, skip, opts.skipExisting)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(f.IO.ErrOut, "imported %s into %s", entries(imported), src)
 	if len(skip) > 0 {
@@ -161,6 +133,63 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 		return withCode(ExitPartial, fmt.Errorf("%s already present, not imported: %s", entries(len(failed)), firstIDs(failed, 10)))
 	}
 	return nil
+}
+
+// initDLQ is --init: the backend creates the DLQ of the source, where it
+// can (a dir: queue's folders).
+func (f *Factory) initDLQ() error {
+	reg, err := f.backends().Lookup(f.source)
+	if err != nil {
+		return err
+	}
+	if reg.Init == nil {
+		return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
+	}
+	if err := reg.Init(f.source); err != nil {
+		return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
+	}
+	return nil
+}
+
+// presentIDs are the ids of records the DLQ holds already, asked before
+// anything is written so that a refused import writes nothing.
+func presentIDs(ctx context.Context, imp backend.Importer, records []envelope.Envelope) ([]string, error) {
+	var present []string
+	for _, e := range records {
+		has, err := imp.Has(ctx, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		if has {
+			present = append(present, e.ID)
+		}
+	}
+	return present, nil
+}
+
+// importRecords writes the records not in skip. One that turns out to be
+// present already (written meanwhile) joins skip with skipExisting, and
+// failed without it; any other error stops the import, saying how many
+// went in before it.
+func importRecords(ctx context.Context, imp backend.Importer, records []envelope.Envelope, skip map[string]bool, skipExisting bool) (imported int, failed []string, err error) {
+	for _, e := range records {
+		if skip[e.ID] {
+			continue
+		}
+		if _, err := imp.Import(ctx, e); err != nil {
+			if errors.Is(err, backend.ErrExists) && skipExisting {
+				skip[e.ID] = true
+				continue
+			}
+			if errors.Is(err, backend.ErrExists) {
+				failed = append(failed, e.ID)
+				continue
+			}
+			return imported, failed, fmt.Errorf("%w (imported %s before it)", err, entries(imported))
+		}
+		imported++
+	}
+	return imported, failed, nil
 }
 
 func firstIDs(ids []string, n int) string {

@@ -135,6 +135,15 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 		return err
 	}
 	doc.Next = next
+	return f.finishList(doc, stream != nil, len(sel.Categories) == 1, ro)
+}
+
+// finishList writes what follows the rows: the cursor line of NDJSON, the
+// JSON document, or the table when rows were not streamed; then, on
+// stderr, where the next page starts.
+func (f *Factory) finishList(doc ListDoc, streamed, oneCategory bool, ro report.Options) error {
+	var err error
+	next := doc.Next
 	switch {
 	case ro.Format == report.FormatNDJSON:
 		if next != "" {
@@ -147,8 +156,8 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 		}
 	case ro.Format == report.FormatJSON:
 		_, err = f.emitJSON(doc)
-	case stream == nil:
-		err = writeListTable(f, doc.Items, len(sel.Categories) == 1, ro)
+	case !streamed:
+		err = writeListTable(f, doc.Items, oneCategory, ro)
 	}
 	if err != nil {
 		return err

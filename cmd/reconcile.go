@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -58,30 +59,11 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if (o.journal == "") == (len(o.eventIDs) == 0) {
 		return usageErrorf("give either --journal or --event-id")
 	}
-	var batches []redrive.Moved
-	var watermarks []string
-	var recorded []redrive.BatchReport // as the run saw them; nil for --event-id
-	url, query := o.effects, o.query
-	if o.journal != "" {
-		// Streamed: the journal of a large run is never held whole.
-		_, given, err := f.loadRunPlan(o.journal, o.plan)
-		if err != nil {
-			return err
-		}
-		plan, b, w, r, err := redrive.MovedByBatchFile(o.journal, given)
-		if err != nil {
-			return replayError(err)
-		}
-		url = firstNonEmpty(url, plan.Params.Effects)
-		query = firstNonEmpty(query, plan.Params.EffectsQuery)
-		batches, watermarks, recorded = b, w, r
-	} else {
-		var es redrive.EntryList
-		for _, id := range o.eventIDs {
-			es = append(es, redrive.Entry{EventID: id})
-		}
-		batches, watermarks = []redrive.Moved{es}, []string{""}
+	in, err := f.reconcileInput(o)
+	if err != nil {
+		return err
 	}
+	batches, watermarks, recorded, url, query := in.batches, in.watermarks, in.recorded, in.url, in.query
 	// Without effects only a source can say anything: which events came
 	// back to the DLQ (re-dead-lettered); the others stay unverified.
 	if url == "" && f.source == "" {
@@ -129,16 +111,60 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 	if err := writeBatches(f.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
 		return err
 	}
-	for _, b := range doc.Batches {
-		if o.events {
-			fmt.Fprintln(f.IO.Out)
-			t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
-			for _, e := range b.Events {
-				t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
-			}
-			if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
-				return err
-			}
+	if !o.events {
+		return nil
+	}
+	return writeBatchEvents(f.IO.Out, doc.Batches, ro)
+}
+
+// reconcileSet is what reconcile checks: the moved events by batch, each
+// batch's DLQ watermark, the batches as the run recorded them (nil for
+// --event-id), and the effects URL and query to ask.
+type reconcileSet struct {
+	batches    []redrive.Moved
+	watermarks []string
+	recorded   []redrive.BatchReport
+	url, query string
+}
+
+// reconcileInput reads the moved events from the journal (streamed: the
+// journal of a large run is never held whole, and its plan supplies the
+// effects not given on the command line), or takes the --event-id list as
+// one batch.
+func (f *Factory) reconcileInput(o *reconcileOptions) (reconcileSet, error) {
+	in := reconcileSet{url: o.effects, query: o.query}
+	if o.journal == "" {
+		var es redrive.EntryList
+		for _, id := range o.eventIDs {
+			es = append(es, redrive.Entry{EventID: id})
+		}
+		in.batches, in.watermarks = []redrive.Moved{es}, []string{""}
+		return in, nil
+	}
+	_, given, err := f.loadRunPlan(o.journal, o.plan)
+	if err != nil {
+		return in, err
+	}
+	plan, b, w, r, err := redrive.MovedByBatchFile(o.journal, given)
+	if err != nil {
+		return in, replayError(err)
+	}
+	in.url = firstNonEmpty(in.url, plan.Params.Effects)
+	in.query = firstNonEmpty(in.query, plan.Params.EffectsQuery)
+	in.batches, in.watermarks, in.recorded = b, w, r
+	return in, nil
+}
+
+// writeBatchEvents is --events: each batch's events with their verdicts.
+func writeBatchEvents(w io.Writer, batches []redrive.BatchReport, ro report.Options) error {
+	for _, b := range batches {
+		fmt.Fprintln(w)
+		t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
+		for _, e := range b.Events {
+			t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
+		}
+		if err := report.WriteTable(w, t, ro); err != nil {
+			return err
 		}
 	}
 	return nil

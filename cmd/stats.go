@@ -136,8 +136,15 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 	if done, err := f.emitJSON(doc); done {
 		return err
 	}
+	return f.writeStats(doc, extra, ro)
+}
+
+// writeStats is stats as text: the headline fields, the counts by
+// category, disposition, origin and owner, an age histogram on a terminal
+// or in Markdown, and what the backend adds.
+func (f *Factory) writeStats(doc StatsDoc, extra *backend.ExtraStats, ro report.Options) error {
 	w := f.IO.Out
-	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
+	err := report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
 		{Key: "total", Value: doc.Total},
 		{Key: "unique events", Value: doc.UniqueEvents},
 		{Key: "as of", Value: doc.AsOf},
