@@ -174,7 +174,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)
 
 	root.AddCommand(
-		newListCmd(f),
+		newListCmd(f, nil),
 		newShowCmd(f),
 		newStatsCmd(f),
 		newCategorizeCmd(f),

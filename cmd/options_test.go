@@ -1,0 +1,43 @@
+package cmd
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/report"
+)
+
+// optionsFactory is a factory with a pinned clock and environment for
+// tests that build one command with a runF capturing its options.
+func optionsFactory(env map[string]string) (*Factory, *IOStreams) {
+	io, _, _, _ := TestIO()
+	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
+}
+
+// TestListOptionsFromTheCommandLine: list's flags and settings reach its
+// options; the run function is not called.
+func TestListOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *listOptions
+	execSub(t, f, newListCmd(f, func(_ context.Context, o *listOptions) error { got = o; return nil }),
+		"list", "-o", "ndjson", "--category", "transient,schema", "--limit", "7", "--after", "1700000000000-3", "--overdue")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !slices.Equal(got.sel.categories, []string{"transient", "schema"}) || got.sel.limit != 7 || !got.sel.overdue:
+		t.Errorf("selectors %+v", got.sel)
+	case got.after != "1700000000000-3":
+		t.Errorf("after %q", got.after)
+	case got.Report.Format != report.FormatNDJSON || got.IO != io || !got.Report.Now.Equal(testNow):
+		t.Errorf("settings: format %q, now %v", got.Report.Format, got.Report.Now)
+	case got.OpenSession == nil:
+		t.Error("OpenSession is missing")
+	}
+	// The default page is 50 entries.
+	execSub(t, f, newListCmd(f, func(_ context.Context, o *listOptions) error { got = o; return nil }), "list")
+	if got.sel.limit != 50 {
+		t.Errorf("default limit %d, want 50", got.sel.limit)
+	}
+}
