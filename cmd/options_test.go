@@ -41,3 +41,27 @@ func TestListOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("default limit %d, want 50", got.sel.limit)
 	}
 }
+
+// TestShowOptionsFromTheCommandLine: show's argument, flags and settings
+// reach its options.
+func TestShowOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *showOptions
+	execSub(t, f, newShowCmd(f, func(_ context.Context, o *showOptions) error { got = o; return nil }),
+		"show", "evt-7ab4c1b91885", "-o", "markdown", "--redact", "orderId,customer.vat", "--reveal")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Ref != "evt-7ab4c1b91885":
+		t.Errorf("ref %q", got.Ref)
+	case !got.reveal || !slices.Equal(got.redact, []string{"orderId", "customer.vat"}):
+		t.Errorf("reveal %v, redact %v", got.reveal, got.redact)
+	case got.Report.Format != report.FormatMarkdown || got.IO != io:
+		t.Errorf("settings: format %q", got.Report.Format)
+	case got.OpenSession == nil:
+		t.Error("OpenSession is missing")
+	}
+	if got.redacts(got.Report) {
+		t.Error("--reveal still redacts")
+	}
+}

@@ -175,7 +175,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 
 	root.AddCommand(
 		newListCmd(f, nil),
-		newShowCmd(f),
+		newShowCmd(f, nil),
 		newStatsCmd(f),
 		newCategorizeCmd(f),
 		newSampleCmd(f),

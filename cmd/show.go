@@ -19,12 +19,24 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// showOptions is what show shows and with what: the entry asked for, the
+// flags, the output settings resolved for the invocation, and how it opens
+// the source.
 type showOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
+	// Ref is the argument: an entry id or an event ID.
+	Ref    string
 	reveal bool
 	redact []string
 }
 
-func newShowCmd(f *Factory) *cobra.Command {
+// newShowCmd builds show; runF, when not nil, runs instead of runShow.
+func newShowCmd(f *Factory, runF func(context.Context, *showOptions) error) *cobra.Command {
 	opts := &showOptions{}
 	c := &cobra.Command{
 		Use:   "show ID|EVENT_ID",
@@ -43,7 +55,12 @@ JSON, which scripts read, carry the payload as it is.`,
   dlqctl show evt-7ab4c1b91885 -o markdown --redact orderId`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runShow(c.Context(), f, args[0], opts)
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runShow(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.reveal, "reveal", false, "show personal data in the payload on a terminal and in markdown")
@@ -81,8 +98,9 @@ type ShowDoc struct {
 	Others []string `json:"others"`
 }
 
-func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) error {
-	s, err := f.openSession(ctx)
+func runShow(ctx context.Context, opts *showOptions) error {
+	ref := opts.Ref
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,8 +124,8 @@ func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) err
 	for _, m := range matches[1:] {
 		doc.Others = append(doc.Others, m.ID)
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro := opts.Report
+	if done, err := emitJSON(opts.IO.Out, ro.Format, doc); done {
 		return err
 	}
 	// Everything is computed from the entry as stored; only what is shown
@@ -132,7 +150,7 @@ func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) err
 			}
 		}
 	}
-	return report.WriteFields(f.IO.Out, "", fields, ro)
+	return report.WriteFields(opts.IO.Out, "", fields, ro)
 }
 
 // findEntries is the entry whose id is ref, or else every entry whose
