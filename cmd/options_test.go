@@ -65,3 +65,24 @@ func TestShowOptionsFromTheCommandLine(t *testing.T) {
 		t.Error("--reveal still redacts")
 	}
 }
+
+// TestStatsOptionsFromTheCommandLine: stats's selectors, --allow-missing
+// and --watch settings reach its options.
+func TestStatsOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *statsOptions
+	execSub(t, f, newStatsCmd(f, func(_ context.Context, o *statsOptions) error { got = o; return nil }),
+		"stats", "-o", "json", "--origin", "orders", "--allow-missing", "--watch", "--interval", "3s", "--count", "2")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !slices.Equal(got.sel.origins, []string{"orders"}) || got.sel.limit != 0:
+		t.Errorf("selectors %+v", got.sel)
+	case !got.allowMissing || !f.allowMissing || !f.refusesMissing:
+		t.Errorf("allow-missing: options %v, factory %v/%v", got.allowMissing, f.allowMissing, f.refusesMissing)
+	case !got.watch.watch || got.watch.interval != 3*time.Second || got.watch.count != 2:
+		t.Errorf("watch %+v", got.watch)
+	case got.Report.Format != report.FormatJSON || got.IO != io || got.OpenSession == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+}

@@ -221,7 +221,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		return err
 	}
 	if len(byCat) > 0 {
-		if err := writeCounts(f, "Planned, by category", "category", byCat, ro); err != nil {
+		if err := writeCounts(f.IO.Out, f.rulesInEffect(), "Planned, by category", "category", byCat, ro); err != nil {
 			return err
 		}
 	}
@@ -231,7 +231,7 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 		}
 	}
 	if len(p.Excluded) > 0 {
-		if err := writeCounts(f, "Left out, by disposition", "disposition", p.ExcludedByDisposition(), ro); err != nil {
+		if err := writeCounts(f.IO.Out, f.rulesInEffect(), "Left out, by disposition", "disposition", p.ExcludedByDisposition(), ro); err != nil {
 			return err
 		}
 		section(f)

@@ -176,7 +176,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	root.AddCommand(
 		newListCmd(f, nil),
 		newShowCmd(f, nil),
-		newStatsCmd(f),
+		newStatsCmd(f, nil),
 		newCategorizeCmd(f),
 		newSampleCmd(f),
 		newCheckCmd(f),
