@@ -86,3 +86,26 @@ func TestStatsOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("settings: format %q", got.Report.Format)
 	}
 }
+
+// TestCheckOptionsFromTheCommandLine: check's thresholds and
+// --allow-missing reach its options; without --max-total it is -1 (none).
+func TestCheckOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *checkOptions
+	execSub(t, f, newCheckCmd(f, func(_ context.Context, o *checkOptions) error { got = o; return nil }),
+		"check", "-o", "openmetrics", "--max-age", "1h", "--max-category", "schema=0", "--max-category", "unknown=3", "--fail-on-conflict", "--allow-missing")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.maxTotal != -1 || got.maxAge != "1h" || !slices.Equal(got.maxCategory, []string{"schema=0", "unknown=3"}) || !got.failOnConflict:
+		t.Errorf("thresholds: total %d, age %q, categories %v, conflict %v", got.maxTotal, got.maxAge, got.maxCategory, got.failOnConflict)
+	case !got.allowMissing || !f.allowMissing || !f.refusesMissing:
+		t.Errorf("allow-missing: options %v, factory %v/%v", got.allowMissing, f.allowMissing, f.refusesMissing)
+	case got.Report.Format != report.FormatOpenMetrics || got.IO != io || got.OpenSession == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newCheckCmd(f, func(_ context.Context, o *checkOptions) error { got = o; return nil }), "check", "--max-total", "0")
+	if got.maxTotal != 0 || got.allowMissing {
+		t.Errorf("--max-total 0: total %d, allow-missing %v", got.maxTotal, got.allowMissing)
+	}
+}
