@@ -109,3 +109,52 @@ func TestCheckOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("--max-total 0: total %d, allow-missing %v", got.maxTotal, got.allowMissing)
 	}
 }
+
+// TestCategorizeOptionsFromTheCommandLine: --explain reaches the options;
+// --suggest-rules implies --discover; the flag checks run before runF.
+func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *categorizeOptions
+	capture := func(_ context.Context, o *categorizeOptions) error { got = o; return nil }
+	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--explain", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !got.explain || got.discover || got.Report.Format != report.FormatJSON || got.IO != io || got.OpenSession == nil:
+		t.Errorf("explain %v, discover %v, format %q", got.explain, got.discover, got.Report.Format)
+	}
+	got = nil
+	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--suggest-rules", "rules.yaml", "--category", "transient")
+	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" {
+		t.Errorf("suggest-rules: %+v", got)
+	}
+	got = nil
+	root := newCategorizeCmd(f, capture)
+	root.SetArgs([]string{"--all"})
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	if err := root.Execute(); err == nil || got != nil {
+		t.Errorf("--all without --discover: err %v, runF called %v", err, got != nil)
+	}
+}
+
+// TestSampleOptionsFromTheCommandLine: sample's flags reach its options;
+// without --seed the seed comes from the clock.
+func TestSampleOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *sampleOptions
+	capture := func(_ context.Context, o *sampleOptions) error { got = o; return nil }
+	execSub(t, f, newSampleCmd(f, capture), "sample", "--per-category", "5", "--seed", "42", "--redact", "iban", "--category", "schema")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.perCategory != 5 || got.seed != 42 || !slices.Equal(got.redact, []string{"iban"}) || !slices.Equal(got.sel.categories, []string{"schema"}):
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.OpenSession == nil || got.Report.Format != report.FormatTable:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newSampleCmd(f, capture), "sample")
+	if got.seed != uint64(testNow.UnixNano()) || got.perCategory != 3 {
+		t.Errorf("defaults: seed %d, per category %d", got.seed, got.perCategory)
+	}
+}
