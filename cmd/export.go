@@ -13,12 +13,21 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// exportOptions is what export writes and with what: the flags, the
+// streams, and how it opens the source.
 type exportOptions struct {
+	IO *IOStreams
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	sel selectorFlags
 	out string
 }
 
-func newExportCmd(f *Factory) *cobra.Command {
+// newExportCmd builds export; runF, when not nil, runs instead of
+// runExport.
+func newExportCmd(f *Factory, runF func(context.Context, *exportOptions) error) *cobra.Command {
 	opts := &exportOptions{}
 	c := &cobra.Command{
 		Use:   "export",
@@ -32,7 +41,11 @@ only what the producer carried. --out writes the file atomically, mode 0600.`,
   dlqctl export --category transient | dlqctl import --source dir:/tmp/replay`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runExport(c.Context(), f, opts)
+			opts.IO, opts.OpenSession = f.IO, f.openSession
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runExport(c.Context(), opts)
 		},
 	}
 	opts.sel.register(c.Flags(), 0)
@@ -40,12 +53,12 @@ only what the producer carried. --out writes the file atomically, mode 0600.`,
 	return c
 }
 
-func runExport(ctx context.Context, f *Factory, opts *exportOptions) error {
+func runExport(ctx context.Context, opts *exportOptions) error {
 	sel, err := opts.sel.selector()
 	if err != nil {
 		return err
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,14 +80,14 @@ func runExport(ctx context.Context, f *Factory, opts *exportOptions) error {
 		})
 		return err
 	}
-	if err := exportTo(f.IO.Out, opts.out, write); err != nil {
+	if err := exportTo(opts.IO.Out, opts.out, write); err != nil {
 		return err
 	}
 	dest := "stdout"
 	if opts.out != "" {
 		dest = opts.out
 	}
-	fmt.Fprintf(f.IO.ErrOut, "exported %s from %s to %s\n", entries(n), s.src, dest)
+	fmt.Fprintf(opts.IO.ErrOut, "exported %s from %s to %s\n", entries(n), s.src, dest)
 	return nil
 }
 

@@ -15,13 +15,26 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
+// importOptions is what import reads and where it writes: the file and
+// flags, the streams, and the source operations it calls out to.
 type importOptions struct {
+	IO *IOStreams
+	// InitDLQ creates the source's DLQ (--init), where the backend can.
+	InitDLQ func() error
+	// OpenSource opens the source in effect.
+	OpenSource func(context.Context) (backend.Source, error)
+	// RefuseWhileLeased refuses to write while a run holds the source's
+	// lease.
+	RefuseWhileLeased func(context.Context, backend.Source) error
+
 	file         string
 	init         bool
 	skipExisting bool
 }
 
-func newImportCmd(f *Factory) *cobra.Command {
+// newImportCmd builds import; runF, when not nil, runs instead of
+// runImport.
+func newImportCmd(f *Factory, runF func(context.Context, *importOptions) error) *cobra.Command {
 	opts := &importOptions{}
 	c := &cobra.Command{
 		Use:   "import [FILE]",
@@ -40,7 +53,11 @@ the message names up to 10 refused ids.`,
 			if len(args) == 1 {
 				opts.file = args[0]
 			}
-			return runImport(c.Context(), f, opts)
+			opts.IO, opts.InitDLQ, opts.OpenSource, opts.RefuseWhileLeased = f.IO, f.initDLQ, f.openSource, f.refuseWhileLeased
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runImport(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.init, "init", false, "create the directory queue's folders if missing (dir: only)")
@@ -75,8 +92,8 @@ func readRecords(r io.Reader, name string) ([]envelope.Envelope, error) {
 	return out, nil
 }
 
-func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
-	in, name := f.IO.In, "stdin"
+func runImport(ctx context.Context, opts *importOptions) error {
+	in, name := opts.IO.In, "stdin"
 	if opts.file != "" && opts.file != "-" {
 		file, err := os.Open(opts.file)
 		if err != nil {
@@ -90,11 +107,11 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 		return err
 	}
 	if opts.init {
-		if err := f.initDLQ(); err != nil {
+		if err := opts.InitDLQ(); err != nil {
 			return err
 		}
 	}
-	src, err := f.openSource(ctx)
+	src, err := opts.OpenSource(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,7 +120,7 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	if !ok {
 		return usageErrorf("%s: this backend cannot import", src)
 	}
-	if err := f.refuseWhileLeased(ctx, src); err != nil {
+	if err := opts.RefuseWhileLeased(ctx, src); err != nil {
 		return err
 	}
 	present, err := presentIDs(ctx, imp, records)
@@ -124,11 +141,11 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "imported %s into %s", entries(imported), src)
+	fmt.Fprintf(opts.IO.ErrOut, "imported %s into %s", entries(imported), src)
 	if len(skip) > 0 {
-		fmt.Fprintf(f.IO.ErrOut, ", left out %d already present", len(skip))
+		fmt.Fprintf(opts.IO.ErrOut, ", left out %d already present", len(skip))
 	}
-	fmt.Fprintln(f.IO.ErrOut)
+	fmt.Fprintln(opts.IO.ErrOut)
 	if len(failed) > 0 {
 		return withCode(ExitPartial, fmt.Errorf("%s already present, not imported: %s", entries(len(failed)), firstIDs(failed, 10)))
 	}

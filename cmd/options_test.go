@@ -158,3 +158,41 @@ func TestSampleOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("defaults: seed %d, per category %d", got.seed, got.perCategory)
 	}
 }
+
+// TestExportOptionsFromTheCommandLine: export's selectors and --out reach
+// its options.
+func TestExportOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *exportOptions
+	execSub(t, f, newExportCmd(f, func(_ context.Context, o *exportOptions) error { got = o; return nil }),
+		"export", "--out", "backup.ndjson", "--event-id", "E1", "--event-id", "E2,x", "--older-than", "2h")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.out != "backup.ndjson" || !slices.Equal(got.sel.eventIDs, []string{"E1", "E2,x"}) || got.sel.olderThan != "2h" || got.sel.limit != 0:
+		t.Errorf("options: out %q, selectors %+v", got.out, got.sel)
+	case got.IO != io || got.OpenSession == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestImportOptionsFromTheCommandLine: import's file argument and flags
+// reach its options, with the source operations it calls.
+func TestImportOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *importOptions
+	capture := func(_ context.Context, o *importOptions) error { got = o; return nil }
+	execSub(t, f, newImportCmd(f, capture), "import", "incident.ndjson", "--init", "--skip-existing")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.file != "incident.ndjson" || !got.init || !got.skipExisting:
+		t.Errorf("options: file %q, init %v, skip %v", got.file, got.init, got.skipExisting)
+	case got.IO != io || got.InitDLQ == nil || got.OpenSource == nil || got.RefuseWhileLeased == nil:
+		t.Error("a dependency is missing")
+	}
+	execSub(t, f, newImportCmd(f, capture), "import")
+	if got.file != "" || got.init || got.skipExisting {
+		t.Errorf("defaults: %+v", got)
+	}
+}
