@@ -2,10 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -194,5 +197,34 @@ func TestImportOptionsFromTheCommandLine(t *testing.T) {
 	execSub(t, f, newImportCmd(f, capture), "import")
 	if got.file != "" || got.init || got.skipExisting {
 		t.Errorf("defaults: %+v", got)
+	}
+}
+
+// TestPendingOptionsFromTheCommandLine: pending's flags and the source in
+// effect (here from the environment) reach its options.
+func TestPendingOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "redis://127.0.0.1:6379/0"})
+	var got *pendingOptions
+	execSub(t, f, newPendingCmd(f, func(_ context.Context, o *pendingOptions) error { got = o; return nil }),
+		"pending", "--stream", "orders", "--group", "workers", "--min-idle", "5m")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.stream != "orders" || got.group != "workers" || got.minIdle != "5m" || got.limit != 10000:
+		t.Errorf("options %+v", got)
+	case got.Source != "redis://127.0.0.1:6379/0" || got.IO != io || got.OpenSource == nil:
+		t.Errorf("source %q", got.Source)
+	}
+}
+
+// TestPendingRefusesANonRedisSource: the refusal comes before any source
+// is opened.
+func TestPendingRefusesANonRedisSource(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	err := runPending(context.Background(), &pendingOptions{IO: io, Source: "dir:/tmp/q", stream: "s", group: "g", limit: 1,
+		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") }})
+	if err == nil || !strings.Contains(err.Error(), "Redis sources only") || opened {
+		t.Errorf("err %v, opened %v", err, opened)
 	}
 }
