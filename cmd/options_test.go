@@ -228,3 +228,22 @@ func TestPendingRefusesANonRedisSource(t *testing.T) {
 		t.Errorf("err %v, opened %v", err, opened)
 	}
 }
+
+// TestQuarantineOptionsFromTheCommandLine: quarantine's flags reach its
+// options, and the clock of the invocation stamps the envelopes.
+func TestQuarantineOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *quarantineOptions
+	execSub(t, f, newQuarantineCmd(f, func(_ context.Context, o *quarantineOptions) error { got = o; return nil }),
+		"quarantine", "--stream", "orders", "--group", "workers", "--min-idle", "30m", "--min-deliveries", "5",
+		"--reason", "stuck", "--category", "code-defect", "--dry-run", "--limit", "9")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.stream != "orders" || got.group != "workers" || got.minIdle != "30m" || got.minDeliveries != 5 ||
+		got.reason != "stuck" || got.category != "code-defect" || !got.dryRun || got.limit != 9:
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.OpenSession == nil || !got.Report.Now.Equal(testNow):
+		t.Errorf("settings: now %v", got.Report.Now)
+	}
+}
