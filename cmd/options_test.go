@@ -247,3 +247,35 @@ func TestQuarantineOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("settings: now %v", got.Report.Now)
 	}
 }
+
+// TestReconcileOptionsFromTheCommandLine: reconcile's flags and the source
+// in effect reach its options with what it calls out to.
+func TestReconcileOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *reconcileOptions
+	capture := func(_ context.Context, o *reconcileOptions) error { got = o; return nil }
+	execSub(t, f, newReconcileCmd(f, capture), "reconcile", "--journal", "p.journal", "--plan", "p.plan.json",
+		"--effects", "sqlite:inbox.db", "--effects-query", "q", "--events")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.journal != "p.journal" || got.plan != "p.plan.json" || got.effects != "sqlite:inbox.db" || got.query != "q" || !got.events:
+		t.Errorf("options %+v", got)
+	case got.Source != "" || got.IO != io || got.Now == nil || got.OpenSession == nil || got.OpenProbe == nil || got.LoadRunPlan == nil:
+		t.Errorf("settings: source %q, or a dependency is missing", got.Source)
+	}
+	execSub(t, f, newReconcileCmd(f, capture), "reconcile", "--event-id", "E1", "--event-id", "E2")
+	if !slices.Equal(got.eventIDs, []string{"E1", "E2"}) {
+		t.Errorf("event ids %v", got.eventIDs)
+	}
+}
+
+// TestReconcileWithoutEffectsOrSource: with neither, reconcile says what
+// to give before it opens anything.
+func TestReconcileWithoutEffectsOrSource(t *testing.T) {
+	io, _, _, _ := TestIO()
+	err := runReconcile(context.Background(), &reconcileOptions{IO: io, eventIDs: []string{"E1"}})
+	if err == nil || !strings.Contains(err.Error(), "no effects URL and no source") {
+		t.Errorf("err %v", err)
+	}
+}

@@ -4,14 +4,34 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// reconcileOptions is what reconcile checks and with what: the flags, the
+// source URL in effect (reconcile works without one), the output settings
+// resolved for the invocation, and what it calls out to.
 type reconcileOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// Now is the clock the verdicts are taken by.
+	Now func() time.Time
+	// Source is the source URL in effect, "" when none was given.
+	Source string
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	// OpenProbe opens an effects store.
+	OpenProbe func(ctx context.Context, url, query string) (effects.Probe, error)
+	// LoadRunPlan reads the run start of a journal and the plan it ran
+	// (--plan, else where the journal says).
+	LoadRunPlan func(journal, planPath string) (redrive.Record, *redrive.Plan, error)
+
 	journal  string
 	eventIDs []string
 	effects  string
@@ -20,7 +40,9 @@ type reconcileOptions struct {
 	plan     string
 }
 
-func newReconcileCmd(f *Factory) *cobra.Command {
+// newReconcileCmd builds reconcile; runF, when not nil, runs instead of
+// runReconcile.
+func newReconcileCmd(f *Factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
 	o := &reconcileOptions{}
 	c := &cobra.Command{
 		Use:   "reconcile",
@@ -36,7 +58,12 @@ DLQ column is the sizes the run recorded around it.`,
   dlqctl reconcile --event-id E42 --event-id E43 --effects sqlite:inbox.db`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runReconcile(c.Context(), f, o)
+			o.IO, o.Report, o.Now, o.Source = f.IO, f.reportOptions(), f.Now, f.source
+			o.OpenSession, o.OpenProbe, o.LoadRunPlan = f.openSession, f.openProbe, f.loadRunPlan
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runReconcile(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.journal, "journal", "", "a redrive journal: reconcile each of its batches")
@@ -55,32 +82,32 @@ type ReconcileDoc struct {
 	Batches []redrive.BatchReport `json:"batches"`
 }
 
-func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
+func runReconcile(ctx context.Context, o *reconcileOptions) error {
 	if (o.journal == "") == (len(o.eventIDs) == 0) {
 		return usageErrorf("give either --journal or --event-id")
 	}
-	in, err := f.reconcileInput(o)
+	in, err := reconcileInput(o)
 	if err != nil {
 		return err
 	}
 	batches, watermarks, recorded, url, query := in.batches, in.watermarks, in.recorded, in.url, in.query
 	// Without effects only a source can say anything: which events came
 	// back to the DLQ (re-dead-lettered); the others stay unverified.
-	if url == "" && f.source == "" {
+	if url == "" && o.Source == "" {
 		return usageErrorf("no effects URL and no source: give --effects, or --source to see which events came back to the DLQ")
 	}
-	c := redrive.Reconciler{Now: f.Now}
+	c := redrive.Reconciler{Now: o.Now}
 	effectsName := ""
 	if url != "" {
-		probe, err := f.openProbe(ctx, url, query)
+		probe, err := o.OpenProbe(ctx, url, query)
 		if err != nil {
 			return err
 		}
 		defer probe.Close()
 		c.Probe, effectsName = probe, probe.String()
 	}
-	if f.source != "" {
-		s, err := f.openSession(ctx)
+	if o.Source != "" {
+		s, err := o.OpenSession(ctx)
 		if err != nil {
 			return err
 		}
@@ -104,17 +131,17 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		}
 		doc.Batches = append(doc.Batches, rep)
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro := o.Report
+	if done, err := emitJSON(o.IO.Out, ro.Format, doc); done {
 		return err
 	}
-	if err := writeBatches(f.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
+	if err := writeBatches(o.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
 		return err
 	}
 	if !o.events {
 		return nil
 	}
-	return writeBatchEvents(f.IO.Out, doc.Batches, ro)
+	return writeBatchEvents(o.IO.Out, doc.Batches, ro)
 }
 
 // reconcileSet is what reconcile checks: the moved events by batch, each
@@ -131,7 +158,7 @@ type reconcileSet struct {
 // journal of a large run is never held whole, and its plan supplies the
 // effects not given on the command line), or takes the --event-id list as
 // one batch.
-func (f *Factory) reconcileInput(o *reconcileOptions) (reconcileSet, error) {
+func reconcileInput(o *reconcileOptions) (reconcileSet, error) {
 	in := reconcileSet{url: o.effects, query: o.query}
 	if o.journal == "" {
 		var es redrive.EntryList
@@ -141,7 +168,7 @@ func (f *Factory) reconcileInput(o *reconcileOptions) (reconcileSet, error) {
 		in.batches, in.watermarks = []redrive.Moved{es}, []string{""}
 		return in, nil
 	}
-	_, given, err := f.loadRunPlan(o.journal, o.plan)
+	_, given, err := o.LoadRunPlan(o.journal, o.plan)
 	if err != nil {
 		return in, err
 	}
