@@ -279,3 +279,20 @@ func TestReconcileWithoutEffectsOrSource(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestStatusOptionsFromTheCommandLine: status's journal, kind and --plan
+// reach its options with what it calls out to.
+func TestStatusOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *statusOptions
+	execSub(t, f, newStatusCmd(f, "resolve", func(_ context.Context, o *statusOptions) error { got = o; return nil }),
+		"status", "r.journal", "--plan", "r.plan.json", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "resolve" || got.Journal != "r.journal" || got.planPath != "r.plan.json":
+		t.Errorf("options %+v", got)
+	case got.Report.Format != report.FormatJSON || got.IO != io || got.Now == nil || got.LoadRunPlan == nil || got.ResumeCommand == nil:
+		t.Errorf("settings: format %q, or a dependency is missing", got.Report.Format)
+	}
+}

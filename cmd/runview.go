@@ -263,18 +263,25 @@ func (d *RunDoc) ended(at time.Time) {
 // in the manner of terraform's: one coloured headline with the outcome,
 // duration and counts, then the details a reviewer needs.
 func (f *Factory) printRun(d RunDoc) error {
-	ro := f.reportOptions()
-	ro.Now = f.Now() // the run took a while: "ended 5s ago", not "in 6m"
-	if done, err := f.emitJSON(d); done {
+	return printRun(f.IO.Out, f.reportOptions(), f.Now(), d)
+}
+
+// printRun is Factory.printRun for the run functions that get their
+// stream, settings and clock in their Options; now is the time the
+// summary is written at (the run took a while: "ended 5s ago", not "in
+// 6m").
+func printRun(w io.Writer, ro report.Options, now time.Time, d RunDoc) error {
+	ro.Now = now
+	if done, err := emitJSON(w, ro.Format, d); done {
 		return err
 	}
-	section(f)
+	fmt.Fprintln(w)
 	unreconciled := unreconciledMoves(d)
 	tone, head := runHeadline(d, unreconciled)
-	if err := report.WriteLine(f.IO.Out, tone, head, ro); err != nil {
+	if err := report.WriteLine(w, tone, head, ro); err != nil {
 		return err
 	}
-	return report.WriteFields(f.IO.Out, "", runFields(d, unreconciled), ro)
+	return report.WriteFields(w, "", runFields(d, unreconciled), ro)
 }
 
 // movedWord is what a run of kind calls a moved entry.
