@@ -296,3 +296,38 @@ func TestStatusOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("settings: format %q, or a dependency is missing", got.Report.Format)
 	}
 }
+
+// TestPlanOptionsFromTheCommandLine: the plan flags of each kind reach the
+// options; resolve takes no destination, rate or effects.
+func TestPlanOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *planOptions
+	capture := func(_ context.Context, o *planOptions) error { got = o; return nil }
+	execSub(t, f, newPlanCmd(f, "redrive", capture), "plan", "--out", "p.plan.json", "--reason", "fixed", "--to", "orders",
+		"--rate", "0", "--ramp", "5,20", "--effects", "sqlite:inbox.db", "--settle", "2s", "--max", "100", "--category", "transient")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.flags.kind != "redrive" || got.flags.out != "p.plan.json" || got.flags.reason != "fixed" || got.flags.to != "orders" ||
+		got.flags.rate != 0 || got.flags.ramp != "5,20" || got.flags.effects != "sqlite:inbox.db" || got.flags.settle != 2*time.Second ||
+		got.flags.max != 100 || !slices.Equal(got.flags.sel.categories, []string{"transient"}):
+		t.Errorf("flags %+v", got.flags)
+	case got.IO != io || got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil:
+		t.Error("a dependency is missing")
+	}
+	execSub(t, f, newPlanCmd(f, "resolve", capture), "plan", "--out", "r.plan.json", "--reason", "obsolete")
+	if got.flags.kind != "resolve" || got.flags.rate != 0 || got.flags.ramp != "10,50,200" {
+		t.Errorf("resolve flags %+v", got.flags)
+	}
+}
+
+// TestPlanNeedsOut: without --out nothing is opened.
+func TestPlanNeedsOut(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	err := runPlan(context.Background(), &planOptions{IO: io, flags: planFlags{kind: "redrive", reason: "x"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }})
+	if err == nil || !strings.Contains(err.Error(), "--out is required") || opened {
+		t.Errorf("err %v, opened %v", err, opened)
+	}
+}

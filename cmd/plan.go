@@ -248,39 +248,69 @@ func joinInts(ns []int) string {
 	return strings.Join(parts, ",")
 }
 
-func newPlanCmd(f *Factory, kind string) *cobra.Command {
-	p := &planFlags{kind: kind}
+// planOptions is what `redrive plan` and `resolve plan` write and with
+// what: the plan flags, the streams, and the steps they call out to
+// (opening the source, making the plan from it, printing it).
+type planOptions struct {
+	IO *IOStreams
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	// MakePlan builds the plan from the flags against the open source.
+	MakePlan func(context.Context, *session, *planFlags) (*redrive.Plan, error)
+	// PrintPlan shows what the plan written to path will do.
+	PrintPlan func(p *redrive.Plan, path string) error
+
+	flags planFlags
+}
+
+// newPlanCmd builds `redrive plan` or `resolve plan`; runF, when not nil,
+// runs instead of runPlan.
+func newPlanCmd(f *Factory, kind string, runF func(context.Context, *planOptions) error) *cobra.Command {
+	o := &planOptions{flags: planFlags{kind: kind}}
+	p := &o.flags
 	c := &cobra.Command{
 		Use:   "plan",
 		Short: "Write a plan file: the selected entries, the parameters, the reason, and a digest",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if p.out == "" {
-				return usageErrorf("--out is required: where to write the plan")
+			o.IO, o.OpenSession, o.MakePlan, o.PrintPlan = f.IO, f.openSession, f.makePlan, f.printPlan
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			if err := p.check(); err != nil {
-				return err
-			}
-			s, err := f.openSession(c.Context())
-			if err != nil {
-				return err
-			}
-			defer s.src.Close()
-			plan, err := f.makePlan(c.Context(), s, p)
-			if err != nil {
-				return err
-			}
-			if err := redrive.WritePlan(p.out, plan); err != nil {
-				return fmt.Errorf("write plan: %w", err)
-			}
-			if err := f.printPlan(plan, p.out); err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IO.ErrOut, "plan written to %s; next: dlqctl %s approve %s\n", p.out, kind, p.out)
-			return nil
+			return runPlan(c.Context(), o)
 		},
 	}
 	p.register(c)
 	c.Flags().StringVar(&p.out, "out", "", "plan file to write (required)")
 	return c
+}
+
+// runPlan checks the flags that need no source, then makes the plan, writes
+// it to --out and shows it.
+func runPlan(ctx context.Context, o *planOptions) error {
+	p := &o.flags
+	if p.out == "" {
+		return usageErrorf("--out is required: where to write the plan")
+	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	s, err := o.OpenSession(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.src.Close()
+	plan, err := o.MakePlan(ctx, s, p)
+	if err != nil {
+		return err
+	}
+	if err := redrive.WritePlan(p.out, plan); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	if err := o.PrintPlan(plan, p.out); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.ErrOut, "plan written to %s; next: dlqctl %s approve %s\n", p.out, p.kind, p.out)
+	return nil
 }
