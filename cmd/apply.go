@@ -16,7 +16,23 @@ import (
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
+// applyOptions is what `redrive apply` and `resolve apply` run and with
+// what: the plan, the flags, and the steps they call out to (reading the
+// plan and the approvals beside it, the approval policy, running it).
 type applyOptions struct {
+	// Kind is redrive or resolve; Plan is the plan file.
+	Kind string
+	Plan string
+	// ReadPlan reads a plan of kind, refusing a tampered one.
+	ReadPlan func(path, kind string) (*redrive.Plan, error)
+	// PlanApprovals adds the approvals handed over beside the plan.
+	PlanApprovals func(plan *redrive.Plan, path string) error
+	// ApprovalPolicy is the policy approvals are checked against, from the
+	// key flags, the environment and the config.
+	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
+	// ApplyPlan checks the approved plan against the DLQ and runs it.
+	ApplyPlan func(context.Context, approvedRun) error
+
 	journal     string
 	skipMissing bool
 	keys        keyFlags
@@ -24,8 +40,23 @@ type applyOptions struct {
 	distinct    bool
 }
 
-func newApplyCmd(f *Factory, kind string) *cobra.Command {
-	o := &applyOptions{}
+// approvedRun is a plan whose approvals hold, ready to run: where its
+// journal goes, the key the journal is chained with (nil for a signed
+// run), and the apply flags that shape the run.
+type approvedRun struct {
+	plan                  *redrive.Plan
+	planPath, journalPath string
+	approvals             []redrive.Approval
+	key                   []byte
+	skipMissing           bool
+	effectsURL            string
+	hint                  hintFlags
+}
+
+// newApplyCmd builds `redrive apply` or `resolve apply`; runF, when not
+// nil, runs instead of runApply.
+func newApplyCmd(f *Factory, kind string, runF func(context.Context, *applyOptions) error) *cobra.Command {
+	o := &applyOptions{Kind: kind}
 	c := &cobra.Command{
 		Use:   "apply PLAN",
 		Short: "Run an approved plan in batches, journaled, reconciled after every batch",
@@ -36,7 +67,14 @@ on without them). Every step is journaled before the next side effect;
 Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with the resume command.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runApply(c.Context(), f, kind, args[0], o)
+			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
+			o.ApplyPlan = func(ctx context.Context, r approvedRun) error {
+				return f.applyPlan(ctx, r.plan, r.planPath, r.journalPath, r.approvals, r.key, r.skipMissing, r.effectsURL, r.hint)
+			}
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runApply(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.journal, "journal", "", "journal file (default: next to the plan, PLAN.journal)")
@@ -49,15 +87,17 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 	return c
 }
 
-func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOptions) error {
-	plan, err := f.readPlanFor(path, kind)
+// runApply checks the plan's approvals against the policy and runs it.
+func runApply(ctx context.Context, o *applyOptions) error {
+	path := o.Plan
+	plan, err := o.ReadPlan(path, o.Kind)
 	if err != nil {
 		return err
 	}
-	if err := f.planApprovals(plan, path); err != nil {
+	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
 	}
-	pol, err := f.approvalPolicy(o.keys, o.distinct)
+	pol, err := o.ApprovalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
@@ -74,7 +114,8 @@ func runApply(ctx context.Context, f *Factory, kind, path string, o *applyOption
 		}
 	}
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
-	return f.applyPlan(ctx, plan, path, journal, approvals, key, o.skipMissing, o.effects, hintFlags{keys: o.keys})
+	return o.ApplyPlan(ctx, approvedRun{plan: plan, planPath: path, journalPath: journal, approvals: approvals, key: key,
+		skipMissing: o.skipMissing, effectsURL: o.effects, hint: hintFlags{keys: o.keys}})
 }
 
 // applyPlan checks the plan against the DLQ and runs it. key is the

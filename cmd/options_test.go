@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -329,5 +330,44 @@ func TestPlanNeedsOut(t *testing.T) {
 		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }})
 	if err == nil || !strings.Contains(err.Error(), "--out is required") || opened {
 		t.Errorf("err %v, opened %v", err, opened)
+	}
+}
+
+// TestApplyOptionsFromTheCommandLine: apply's plan argument and flags
+// reach its options; only redrive takes --effects.
+func TestApplyOptionsFromTheCommandLine(t *testing.T) {
+	f, _ := optionsFactory(nil)
+	var got *applyOptions
+	capture := func(_ context.Context, o *applyOptions) error { got = o; return nil }
+	execSub(t, f, newApplyCmd(f, "redrive", capture), "apply", "p.plan.json", "--journal", "j", "--skip-missing",
+		"--key-file", "k", "--allowed-signers", "s", "--keys-dir", "d", "--require-distinct-approver", "--effects", "postgres://u:pw@h/db")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Plan != "p.plan.json" || got.journal != "j" || !got.skipMissing || !got.distinct || got.effects != "postgres://u:pw@h/db":
+		t.Errorf("options %+v", got)
+	case got.keys != (keyFlags{keyFile: "k", keysDir: "d", allowedSigners: "s"}):
+		t.Errorf("keys %+v", got.keys)
+	case got.ReadPlan == nil || got.PlanApprovals == nil || got.ApprovalPolicy == nil || got.ApplyPlan == nil:
+		t.Error("a dependency is missing")
+	}
+	if newApplyCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
+		t.Error("resolve apply takes --effects")
+	}
+}
+
+// TestApplyRefusesAnUnapprovedPlan: a plan without a valid approval is
+// refused (exit 5) and never run.
+func TestApplyRefusesAnUnapprovedPlan(t *testing.T) {
+	ran := false
+	o := &applyOptions{Kind: "redrive", Plan: "p.plan.json",
+		ReadPlan:       func(string, string) (*redrive.Plan, error) { return &redrive.Plan{Kind: "redrive"}, nil },
+		PlanApprovals:  func(*redrive.Plan, string) error { return nil },
+		ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) { return redrive.ApprovalPolicy{}, nil },
+		ApplyPlan:      func(context.Context, approvedRun) error { ran = true; return nil },
+	}
+	err := runApply(context.Background(), o)
+	if err == nil || exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "p.plan.json: not approved") || ran {
+		t.Errorf("err %v (exit %d), ran %v", err, exitCode(err), ran)
 	}
 }
