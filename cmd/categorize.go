@@ -10,7 +10,16 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// categorizeOptions is what categorize groups and with what: the flags,
+// the output settings resolved for the invocation, and how it opens the
+// source.
 type categorizeOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	explain      bool
 	discover     bool
 	category     string
@@ -18,7 +27,9 @@ type categorizeOptions struct {
 	suggestRules string
 }
 
-func newCategorizeCmd(f *Factory) *cobra.Command {
+// newCategorizeCmd builds categorize; runF, when not nil, runs instead of
+// runCategorize and runDiscover, after the flags are checked.
+func newCategorizeCmd(f *Factory, runF func(context.Context, *categorizeOptions) error) *cobra.Command {
 	opts := &categorizeOptions{}
 	c := &cobra.Command{
 		Use:   "categorize",
@@ -46,6 +57,7 @@ investigate) to rename, edit and pass to --rules.`,
   dlqctl redrive plan --error "$(dlqctl categorize --discover -o json --jq '.groups[0].match')" --reason ...`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
 			if opts.suggestRules != "" {
 				opts.discover = true
 			}
@@ -53,13 +65,19 @@ investigate) to rename, edit and pass to --rules.`,
 				if opts.all || opts.category != "" {
 					return usageErrorf("--all and --category go with --discover")
 				}
-				return runCategorize(c.Context(), f, opts)
+				if runF != nil {
+					return runF(c.Context(), opts)
+				}
+				return runCategorize(c.Context(), opts)
 			}
 			if opts.explain {
 				return usageErrorf("--explain does not go with --discover")
 			}
 			if opts.all && opts.category != "" {
 				return usageErrorf("--all and --category exclude each other")
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
 			}
 			return runDiscover(c.Context(), f, opts)
 		},
@@ -90,8 +108,8 @@ type CategoriesDoc struct {
 	Categories []CategoryDoc `json:"categories"`
 }
 
-func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) error {
-	s, err := f.openSession(ctx)
+func runCategorize(ctx context.Context, opts *categorizeOptions) error {
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -109,8 +127,8 @@ func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) err
 		}
 		doc.Categories = append(doc.Categories, cd)
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro := opts.Report
+	if done, err := emitJSON(opts.IO.Out, ro.Format, doc); done {
 		return err
 	}
 	t := report.Table{Columns: []report.Column{
@@ -132,5 +150,5 @@ func runCategorize(ctx context.Context, f *Factory, opts *categorizeOptions) err
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	return report.WriteTable(f.IO.Out, t, ro)
+	return report.WriteTable(opts.IO.Out, t, ro)
 }

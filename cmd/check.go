@@ -13,7 +13,16 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// checkOptions is what check compares and with what: the thresholds, the
+// output settings resolved for the invocation, and how it opens the
+// source.
 type checkOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect, refusing a DLQ that does not exist unless allowMissing.
+	OpenSession func(context.Context) (*session, error)
+
 	maxTotal       int
 	maxAge         string
 	maxCategory    []string
@@ -21,7 +30,8 @@ type checkOptions struct {
 	allowMissing   bool
 }
 
-func newCheckCmd(f *Factory) *cobra.Command {
+// newCheckCmd builds check; runF, when not nil, runs instead of runCheck.
+func newCheckCmd(f *Factory, runF func(context.Context, *checkOptions) error) *cobra.Command {
 	opts := &checkOptions{maxTotal: -1}
 	c := &cobra.Command{
 		Use:   "check",
@@ -33,7 +43,12 @@ a check without one would always pass.`,
   dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runCheck(c.Context(), f, opts)
+			f.allowMissing, f.refusesMissing = opts.allowMissing, true
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runCheck(c.Context(), opts)
 		},
 	}
 	c.Flags().IntVar(&opts.maxTotal, "max-total", -1, "at most N entries in the DLQ")
@@ -87,7 +102,7 @@ func parseCategoryLimits(specs []string) ([]categoryLimit, error) {
 	return out, nil
 }
 
-func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
+func runCheck(ctx context.Context, opts *checkOptions) error {
 	maxAge, err := inspect.ParseDuration(opts.maxAge)
 	if err != nil {
 		return usageErrorf("--max-age: %v", err)
@@ -103,8 +118,7 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 	if opts.maxTotal < 0 && maxAge == 0 && len(limits) == 0 && !opts.failOnConflict {
 		return usageErrorf("check: no threshold given: use at least one of --max-total N, --max-age DUR, --max-category NAME=N, --fail-on-conflict")
 	}
-	f.allowMissing, f.refusesMissing = opts.allowMissing, true
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -135,21 +149,21 @@ func runCheck(ctx context.Context, f *Factory, opts *checkOptions) error {
 		doc.Violations = append(doc.Violations, Violation{"fail-on-conflict", 0, int64(len(sum.Conflicts))})
 	}
 	doc.OK = len(doc.Violations) == 0
-	ro := f.reportOptions()
+	ro, w := opts.Report, opts.IO.Out
 	switch ro.Format {
 	case report.FormatOpenMetrics:
-		err = report.WriteOpenMetrics(f.IO.Out, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
+		err = report.WriteOpenMetrics(w, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
 	case report.FormatJSON, report.FormatNDJSON:
-		_, err = f.emitJSON(doc)
+		_, err = emitJSON(w, ro.Format, doc)
 	default:
 		if doc.OK {
-			err = report.WriteLine(f.IO.Out, report.ToneGood, fmt.Sprintf("ok: %s%s, no threshold breached", entries(sum.Total), notSeenNote(doc.NotSeen)), ro)
+			err = report.WriteLine(w, report.ToneGood, fmt.Sprintf("ok: %s%s, no threshold breached", entries(sum.Total), notSeenNote(doc.NotSeen)), ro)
 		} else {
 			t := report.Table{Title: "Check failed", Columns: []report.Column{{Name: "rule", Kind: report.Key, Tone: func(string) report.Tone { return report.ToneBad }}, {Name: "limit", Right: true}, {Name: "actual", Right: true}}}
 			for _, v := range doc.Violations {
 				t.Rows = append(t.Rows, []any{v.Rule, v.Limit, v.Actual})
 			}
-			err = report.WriteTable(f.IO.Out, t, ro)
+			err = report.WriteTable(w, t, ro)
 		}
 	}
 	if err != nil {

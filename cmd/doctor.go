@@ -111,47 +111,9 @@ func runDoctor(ctx context.Context, o *doctorOptions) error {
 		add(Check{Name: "config", OK: true, Detail: cfgDetail})
 	}
 
-	src, err := o.OpenSource(ctx)
-	switch {
-	case err != nil:
-		add(Check{Name: "source", Detail: err.Error(), Fix: sourceFix(err)})
-	default:
-		defer src.Close()
-		n, err := src.Len(ctx)
-		if err != nil {
-			add(Check{Name: "source", Detail: fmt.Sprintf("%s: %v", src, err), Fix: "check the address, credentials and that the server runs"})
-			break
-		}
-		add(Check{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)})
-		if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
-			add(Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
-		} else {
-			add(Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
-		}
-		for _, c := range originChecks(ctx, src) {
-			add(c)
-		}
-		if dc, ok := src.(backend.DoctorChecker); ok {
-			for _, c := range dc.DoctorChecks(ctx) {
-				add(Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
-			}
-		}
-	}
-
+	doc.Checks = append(doc.Checks, sourceChecks(ctx, o)...)
 	if o.effects != "" {
-		probe, err := o.OpenProbe(ctx, o.effects, o.effectsQuery)
-		if err == nil {
-			// One lookup of an event no consumer has: it must answer, and
-			// answer "unknown" rather than fail on a missing table.
-			_, err = probe.Records(ctx, []string{"dlqctl-doctor-probe"})
-			probe.Close()
-		}
-		if err != nil {
-			add(Check{Name: "effects", Detail: fmt.Sprintf("%s: %v", backend.RedactURL(o.effects), err),
-				Fix: "start the store, or create the consumer's inbox(event_id TEXT PRIMARY KEY, fingerprint TEXT, status TEXT, attempts INTEGER, effects INTEGER) table (see docs/consumer-contract.md)"})
-		} else {
-			add(Check{Name: "effects", OK: true, Detail: backend.RedactURL(o.effects) + " answers and has its inbox table"})
-		}
+		add(effectsCheck(ctx, o))
 	}
 
 	for _, c := range approvalChecks(o.Keys, o.Policy) {
@@ -166,6 +128,7 @@ func runDoctor(ctx context.Context, o *doctorOptions) error {
 			failed++
 		}
 	}
+	var err error
 	if done, jerr := emitJSON(o.IO.Out, o.Report.Format, doc); done {
 		err = jerr
 	} else {
@@ -178,6 +141,49 @@ func runDoctor(ctx context.Context, o *doctorOptions) error {
 		return withCode(ExitError, fmt.Errorf("doctor: %s failed", plural(failed, "check")))
 	}
 	return nil
+}
+
+// sourceChecks open the source: it answers, its DLQ exists, the origins
+// its entries name exist, and whatever the backend checks of its own.
+func sourceChecks(ctx context.Context, o *doctorOptions) []Check {
+	src, err := o.OpenSource(ctx)
+	if err != nil {
+		return []Check{{Name: "source", Detail: err.Error(), Fix: sourceFix(err)}}
+	}
+	defer src.Close()
+	n, err := src.Len(ctx)
+	if err != nil {
+		return []Check{{Name: "source", Detail: fmt.Sprintf("%s: %v", src, err), Fix: "check the address, credentials and that the server runs"}}
+	}
+	checks := []Check{{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)}}
+	if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
+		checks = append(checks, Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
+	} else {
+		checks = append(checks, Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
+	}
+	checks = append(checks, originChecks(ctx, src)...)
+	if dc, ok := src.(backend.DoctorChecker); ok {
+		for _, c := range dc.DoctorChecks(ctx) {
+			checks = append(checks, Check{Name: c.Name, OK: c.OK, Detail: c.Detail, Fix: c.Fix})
+		}
+	}
+	return checks
+}
+
+// effectsCheck looks up one event no consumer has in the effects store:
+// it must answer, and answer "unknown" rather than fail on a missing
+// table.
+func effectsCheck(ctx context.Context, o *doctorOptions) Check {
+	probe, err := o.OpenProbe(ctx, o.effects, o.effectsQuery)
+	if err == nil {
+		_, err = probe.Records(ctx, []string{"dlqctl-doctor-probe"})
+		probe.Close()
+	}
+	if err != nil {
+		return Check{Name: "effects", Detail: fmt.Sprintf("%s: %v", backend.RedactURL(o.effects), err),
+			Fix: "start the store, or create the consumer's inbox(event_id TEXT PRIMARY KEY, fingerprint TEXT, status TEXT, attempts INTEGER, effects INTEGER) table (see docs/consumer-contract.md)"}
+	}
+	return Check{Name: "effects", OK: true, Detail: backend.RedactURL(o.effects) + " answers and has its inbox table"}
 }
 
 func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {

@@ -5,21 +5,29 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/inspect"
+	"github.com/dlqctl/dlqctl/internal/atomicfile"
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// exportOptions is what export writes and with what: the flags, the
+// streams, and how it opens the source.
 type exportOptions struct {
+	IO *IOStreams
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	sel selectorFlags
 	out string
 }
 
-func newExportCmd(f *Factory) *cobra.Command {
+// newExportCmd builds export; runF, when not nil, runs instead of
+// runExport.
+func newExportCmd(f *Factory, runF func(context.Context, *exportOptions) error) *cobra.Command {
 	opts := &exportOptions{}
 	c := &cobra.Command{
 		Use:   "export",
@@ -33,7 +41,11 @@ only what the producer carried. --out writes the file atomically, mode 0600.`,
   dlqctl export --category transient | dlqctl import --source dir:/tmp/replay`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runExport(c.Context(), f, opts)
+			opts.IO, opts.OpenSession = f.IO, f.openSession
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runExport(c.Context(), opts)
 		},
 	}
 	opts.sel.register(c.Flags(), 0)
@@ -41,12 +53,12 @@ only what the producer carried. --out writes the file atomically, mode 0600.`,
 	return c
 }
 
-func runExport(ctx context.Context, f *Factory, opts *exportOptions) error {
+func runExport(ctx context.Context, opts *exportOptions) error {
 	sel, err := opts.sel.selector()
 	if err != nil {
 		return err
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -54,56 +66,53 @@ func runExport(ctx context.Context, f *Factory, opts *exportOptions) error {
 	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
-	var (
-		w      io.Writer = f.IO.Out
-		commit           = func() error { return nil }
-	)
-	if opts.out != "" {
-		file, err := os.CreateTemp(filepath.Dir(opts.out), "."+filepath.Base(opts.out)+".tmp-*")
-		if err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		defer os.Remove(file.Name())
-		defer file.Close()
-		if err := file.Chmod(0o600); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		bw := bufio.NewWriter(file)
-		w = bw
-		commit = func() error {
-			if err := bw.Flush(); err != nil {
-				return err
-			}
-			if err := file.Sync(); err != nil {
-				return err
-			}
-			if err := file.Close(); err != nil {
-				return err
-			}
-			return os.Rename(file.Name(), opts.out)
-		}
-	}
 	conflicts, err := s.walker.Conflicts(ctx)
 	if err != nil {
 		return err
 	}
 	n := 0
-	_, err = s.walker.Walk(ctx, conflicts, sel, "", func(it inspect.Item) error {
-		e := it.Envelope
-		e.Fingerprint = e.CarriedFingerprint()
-		n++
-		return report.WriteNDJSON(w, e)
-	})
-	if err != nil {
+	write := func(w io.Writer) error {
+		_, err := s.walker.Walk(ctx, conflicts, sel, "", func(it inspect.Item) error {
+			e := it.Envelope
+			e.Fingerprint = e.CarriedFingerprint()
+			n++
+			return report.WriteNDJSON(w, e)
+		})
 		return err
 	}
-	if err := commit(); err != nil {
-		return fmt.Errorf("export: %w", err)
+	if err := exportTo(opts.IO.Out, opts.out, write); err != nil {
+		return err
 	}
 	dest := "stdout"
 	if opts.out != "" {
 		dest = opts.out
 	}
-	fmt.Fprintf(f.IO.ErrOut, "exported %s from %s to %s\n", entries(n), s.src, dest)
+	fmt.Fprintf(opts.IO.ErrOut, "exported %s from %s to %s\n", entries(n), s.src, dest)
+	return nil
+}
+
+// exportTo runs write against stdout, or, with out set, against a file
+// replaced atomically (mode 0600, synced with its folder) so that a
+// failed export leaves the previous file whole. Errors of the file are
+// prefixed "export:"; errors of write (reading the DLQ) are returned as
+// they are.
+func exportTo(stdout io.Writer, out string, write func(io.Writer) error) error {
+	if out == "" {
+		return write(stdout)
+	}
+	var writeErr error
+	err := atomicfile.WriteFunc(out, 0o600, func(file io.Writer) error {
+		bw := bufio.NewWriter(file)
+		if writeErr = write(bw); writeErr != nil {
+			return writeErr
+		}
+		return bw.Flush()
+	})
+	if writeErr != nil {
+		return writeErr
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
 	return nil
 }

@@ -15,13 +15,26 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
+// importOptions is what import reads and where it writes: the file and
+// flags, the streams, and the source operations it calls out to.
 type importOptions struct {
+	IO *IOStreams
+	// InitDLQ creates the source's DLQ (--init), where the backend can.
+	InitDLQ func() error
+	// OpenSource opens the source in effect.
+	OpenSource func(context.Context) (backend.Source, error)
+	// RefuseWhileLeased refuses to write while a run holds the source's
+	// lease.
+	RefuseWhileLeased func(context.Context, backend.Source) error
+
 	file         string
 	init         bool
 	skipExisting bool
 }
 
-func newImportCmd(f *Factory) *cobra.Command {
+// newImportCmd builds import; runF, when not nil, runs instead of
+// runImport.
+func newImportCmd(f *Factory, runF func(context.Context, *importOptions) error) *cobra.Command {
 	opts := &importOptions{}
 	c := &cobra.Command{
 		Use:   "import [FILE]",
@@ -40,7 +53,11 @@ the message names up to 10 refused ids.`,
 			if len(args) == 1 {
 				opts.file = args[0]
 			}
-			return runImport(c.Context(), f, opts)
+			opts.IO, opts.InitDLQ, opts.OpenSource, opts.RefuseWhileLeased = f.IO, f.initDLQ, f.openSource, f.refuseWhileLeased
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runImport(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.init, "init", false, "create the directory queue's folders if missing (dir: only)")
@@ -75,8 +92,8 @@ func readRecords(r io.Reader, name string) ([]envelope.Envelope, error) {
 	return out, nil
 }
 
-func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
-	in, name := f.IO.In, "stdin"
+func runImport(ctx context.Context, opts *importOptions) error {
+	in, name := opts.IO.In, "stdin"
 	if opts.file != "" && opts.file != "-" {
 		file, err := os.Open(opts.file)
 		if err != nil {
@@ -90,18 +107,11 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 		return err
 	}
 	if opts.init {
-		reg, err := f.backends().Lookup(f.source)
-		if err != nil {
+		if err := opts.InitDLQ(); err != nil {
 			return err
 		}
-		if reg.Init == nil {
-			return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
-		}
-		if err := reg.Init(f.source); err != nil {
-			return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
-		}
 	}
-	src, err := f.openSource(ctx)
+	src, err := opts.OpenSource(ctx)
 	if err != nil {
 		return err
 	}
@@ -110,18 +120,12 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 	if !ok {
 		return usageErrorf("%s: this backend cannot import", src)
 	}
-	if err := f.refuseWhileLeased(ctx, src); err != nil {
+	if err := opts.RefuseWhileLeased(ctx, src); err != nil {
 		return err
 	}
-	var present []string
-	for _, e := range records {
-		has, err := imp.Has(ctx, e.ID)
-		if err != nil {
-			return err
-		}
-		if has {
-			present = append(present, e.ID)
-		}
+	present, err := presentIDs(ctx, imp, records)
+	if err != nil {
+		return err
 	}
 	skip := map[string]bool{}
 	if len(present) > 0 {
@@ -133,14 +137,64 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 			skip[id] = true
 		}
 	}
-	var imported int
-	var failed []string
+	imported, failed, err := importRecords(ctx, imp, records, skip, opts.skipExisting)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "imported %s into %s", entries(imported), src)
+	if len(skip) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, ", left out %d already present", len(skip))
+	}
+	fmt.Fprintln(opts.IO.ErrOut)
+	if len(failed) > 0 {
+		return withCode(ExitPartial, fmt.Errorf("%s already present, not imported: %s", entries(len(failed)), firstIDs(failed, 10)))
+	}
+	return nil
+}
+
+// initDLQ is --init: the backend creates the DLQ of the source, where it
+// can (a dir: queue's folders).
+func (f *Factory) initDLQ() error {
+	reg, err := f.backends().Lookup(f.source)
+	if err != nil {
+		return err
+	}
+	if reg.Init == nil {
+		return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
+	}
+	if err := reg.Init(f.source); err != nil {
+		return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
+	}
+	return nil
+}
+
+// presentIDs are the ids of records the DLQ holds already, asked before
+// anything is written so that a refused import writes nothing.
+func presentIDs(ctx context.Context, imp backend.Importer, records []envelope.Envelope) ([]string, error) {
+	var present []string
+	for _, e := range records {
+		has, err := imp.Has(ctx, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		if has {
+			present = append(present, e.ID)
+		}
+	}
+	return present, nil
+}
+
+// importRecords writes the records not in skip. One that turns out to be
+// present already (written meanwhile) joins skip with skipExisting, and
+// failed without it; any other error stops the import, saying how many
+// went in before it.
+func importRecords(ctx context.Context, imp backend.Importer, records []envelope.Envelope, skip map[string]bool, skipExisting bool) (imported int, failed []string, err error) {
 	for _, e := range records {
 		if skip[e.ID] {
 			continue
 		}
 		if _, err := imp.Import(ctx, e); err != nil {
-			if errors.Is(err, backend.ErrExists) && opts.skipExisting {
+			if errors.Is(err, backend.ErrExists) && skipExisting {
 				skip[e.ID] = true
 				continue
 			}
@@ -148,19 +202,11 @@ func runImport(ctx context.Context, f *Factory, opts *importOptions) error {
 				failed = append(failed, e.ID)
 				continue
 			}
-			return fmt.Errorf("%w (imported %s before it)", err, entries(imported))
+			return imported, failed, fmt.Errorf("%w (imported %s before it)", err, entries(imported))
 		}
 		imported++
 	}
-	fmt.Fprintf(f.IO.ErrOut, "imported %s into %s", entries(imported), src)
-	if len(skip) > 0 {
-		fmt.Fprintf(f.IO.ErrOut, ", left out %d already present", len(skip))
-	}
-	fmt.Fprintln(f.IO.ErrOut)
-	if len(failed) > 0 {
-		return withCode(ExitPartial, fmt.Errorf("%s already present, not imported: %s", entries(len(failed)), firstIDs(failed, 10)))
-	}
-	return nil
+	return imported, failed, nil
 }
 
 func firstIDs(ids []string, n int) string {

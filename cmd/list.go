@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,12 +14,21 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// listOptions is what list shows and with what: the flags, the output
+// settings resolved for the invocation, and how it opens the source.
 type listOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	sel   selectorFlags
 	after string
 }
 
-func newListCmd(f *Factory) *cobra.Command {
+// newListCmd builds list; runF, when not nil, runs instead of runList.
+func newListCmd(f *Factory, runF func(context.Context, *listOptions) error) *cobra.Command {
 	opts := &listOptions{}
 	c := &cobra.Command{
 		Use:   "list",
@@ -31,7 +41,11 @@ continues from the "next" cursor of a previous page.`,
   dlqctl list --older-than 1h --min-attempts 5 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runList(c.Context(), f, opts)
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runList(c.Context(), opts)
 		},
 	}
 	opts.sel.register(c.Flags(), 50)
@@ -78,12 +92,12 @@ func newListItem(it inspect.Item, now time.Time) ListItem {
 	return li
 }
 
-func runList(ctx context.Context, f *Factory, opts *listOptions) error {
+func runList(ctx context.Context, opts *listOptions) error {
 	sel, err := opts.sel.selector()
 	if err != nil {
 		return err
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,14 +109,14 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	if err != nil {
 		return err
 	}
-	ro := f.reportOptions()
+	ro, out := opts.Report, opts.IO.Out
 	doc := ListDoc{Schema: "dlqctl.list/v1", Items: []ListItem{}}
 	// Piped and markdown tables need no column widths: their rows go out
 	// as they are read, so `list --limit 0 | …` holds one row, not the DLQ.
 	var stream *report.Stream
 	var buffered *bufio.Writer
 	if ro.RowByRow() {
-		buffered = bufio.NewWriter(f.IO.Out)
+		buffered = bufio.NewWriter(out)
 		if stream, err = report.NewStream(buffered, "", listColumns(nil), ro); err != nil {
 			return err
 		}
@@ -112,7 +126,7 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 		switch {
 		case ro.Format == report.FormatNDJSON:
 			// Streamed, so a large listing never sits in memory.
-			return report.WriteNDJSON(f.IO.Out, struct {
+			return report.WriteNDJSON(out, struct {
 				Schema string `json:"schema"`
 				ListItem
 			}{"dlqctl.list-item/v1", li})
@@ -135,20 +149,29 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 		return err
 	}
 	doc.Next = next
+	return finishList(opts.IO, doc, stream != nil, len(sel.Categories) == 1, ro)
+}
+
+// finishList writes what follows the rows: the cursor line of NDJSON, the
+// JSON document, or the table when rows were not streamed; then, on
+// stderr, where the next page starts.
+func finishList(ios *IOStreams, doc ListDoc, streamed, oneCategory bool, ro report.Options) error {
+	var err error
+	next := doc.Next
 	switch {
 	case ro.Format == report.FormatNDJSON:
 		if next != "" {
 			// The last line says where the next page starts, as the next
 			// field of -o json does.
-			err = report.WriteNDJSON(f.IO.Out, struct {
+			err = report.WriteNDJSON(ios.Out, struct {
 				Schema string `json:"schema"`
 				Next   string `json:"next"`
 			}{"dlqctl.cursor/v1", next})
 		}
 	case ro.Format == report.FormatJSON:
-		_, err = f.emitJSON(doc)
-	case stream == nil:
-		err = writeListTable(f, doc.Items, len(sel.Categories) == 1, ro)
+		_, err = emitJSON(ios.Out, ro.Format, doc)
+	case !streamed:
+		err = writeListTable(ios.Out, doc.Items, oneCategory, ro)
 	}
 	if err != nil {
 		return err
@@ -156,7 +179,7 @@ func runList(ctx context.Context, f *Factory, opts *listOptions) error {
 	// Said on stderr in every format: a --jq over one page (`.items|length`)
 	// would otherwise read as the whole DLQ.
 	if next != "" {
-		fmt.Fprintf(f.IO.ErrOut, "more entries: --after %s (or --limit 0 for all)\n", next)
+		fmt.Fprintf(ios.ErrOut, "more entries: --after %s (or --limit 0 for all)\n", next)
 	}
 	return nil
 }
@@ -193,7 +216,7 @@ func listError(li ListItem) string {
 // category, so the category column would repeat it on every row; on a
 // terminal it is left out and the error gets the room. (Piped and markdown
 // tables keep their columns: scripts read them by position.)
-func writeListTable(f *Factory, items []ListItem, oneCategory bool, ro report.Options) error {
+func writeListTable(w io.Writer, items []ListItem, oneCategory bool, ro report.Options) error {
 	dispositionOf := map[string]string{}
 	for _, li := range items {
 		dispositionOf[li.Category] = li.Disposition
@@ -211,5 +234,5 @@ func writeListTable(f *Factory, items []ListItem, oneCategory bool, ro report.Op
 			t.Rows[i] = append(r[:categoryColumn:categoryColumn], r[categoryColumn+1:]...)
 		}
 	}
-	return report.WriteTable(f.IO.Out, t, ro)
+	return report.WriteTable(w, t, ro)
 }

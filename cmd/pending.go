@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -14,14 +15,27 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// pendingOptions is what pending inspects and with what: the flags, the
+// source URL in effect, the output settings resolved for the invocation,
+// and how it opens a source.
 type pendingOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// Source is the source URL in effect (--source, DLQCTL_SOURCE or the
+	// profile).
+	Source string
+	// OpenSource opens the source URL given, with the settings in effect.
+	OpenSource func(ctx context.Context, source string) (backend.Source, error)
+
 	stream  string
 	group   string
 	minIdle string
 	limit   int
 }
 
-func newPendingCmd(f *Factory) *cobra.Command {
+// newPendingCmd builds pending; runF, when not nil, runs instead of
+// runPending.
+func newPendingCmd(f *Factory, runF func(context.Context, *pendingOptions) error) *cobra.Command {
 	opts := &pendingOptions{}
 	c := &cobra.Command{
 		Use:   "pending",
@@ -34,7 +48,15 @@ the stream, which need not be the DLQ.`,
 		Example: `  dlqctl pending --source redis://127.0.0.1:6379/0 --stream orders --group order-workers --min-idle 5m`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPending(c.Context(), f, opts)
+			opts.IO, opts.Report, opts.Source = f.IO, f.reportOptions(), f.source
+			opts.OpenSource = func(ctx context.Context, source string) (backend.Source, error) {
+				f.source = source
+				return f.openSource(ctx)
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runPending(c.Context(), opts)
 		},
 	}
 	c.Flags().StringVar(&opts.stream, "stream", "", "stream key (required)")
@@ -50,7 +72,7 @@ type PendingDoc struct {
 	backend.PendingReport
 }
 
-func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
+func runPending(ctx context.Context, opts *pendingOptions) error {
 	if opts.stream == "" || opts.group == "" {
 		return usageErrorf("pending needs --stream and --group")
 	}
@@ -61,17 +83,18 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	if opts.limit < 1 {
 		return usageErrorf("--limit %d: must be at least 1", opts.limit)
 	}
-	if !strings.HasPrefix(f.source, "redis://") && !strings.HasPrefix(f.source, "rediss://") {
+	source := opts.Source
+	if !strings.HasPrefix(source, "redis://") && !strings.HasPrefix(source, "rediss://") {
 		return usageErrorf("pending works on Redis sources only (--source redis://HOST:PORT/DB)")
 	}
 	// The source URL may name no stream: pending reads --stream.
-	if u, err := url.Parse(f.source); err == nil && u.Query().Get("stream") == "" {
+	if u, err := url.Parse(source); err == nil && u.Query().Get("stream") == "" {
 		q := u.Query()
 		q.Set("stream", opts.stream)
 		u.RawQuery = q.Encode()
-		f.source = u.String()
+		source = u.String()
 	}
-	src, err := f.openSource(ctx)
+	src, err := opts.OpenSource(ctx, source)
 	if err != nil {
 		return err
 	}
@@ -85,15 +108,22 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 		return err
 	}
 	doc := PendingDoc{Schema: "dlqctl.pending/v1", PendingReport: rep}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro, w := opts.Report, opts.IO.Out
+	if done, err := emitJSON(w, ro.Format, doc); done {
 		return err
 	}
+	return writePending(w, rep, minIdle, opts.minIdle, ro)
+}
+
+// writePending is pending as text: the group's counts, its consumers, the
+// delivery-count histogram, and the entries idle over minIdle (given as
+// minIdleFlag) when asked.
+func writePending(w io.Writer, rep backend.PendingReport, minIdle time.Duration, minIdleFlag string, ro report.Options) error {
 	lag := "unknown"
 	if rep.Lag != nil {
 		lag = fmt.Sprint(*rep.Lag)
 	}
-	err = report.WriteFields(f.IO.Out, fmt.Sprintf("Stream %s, group %s", rep.Stream, rep.Group), []report.Field{
+	err := report.WriteFields(w, fmt.Sprintf("Stream %s, group %s", rep.Stream, rep.Group), []report.Field{
 		{Key: "pending", Value: rep.Pending},
 		{Key: "lag", Value: lag},
 		{Key: "entries read", Value: entriesRead(rep.EntriesRead)},
@@ -102,29 +132,29 @@ func runPending(ctx context.Context, f *Factory, opts *pendingOptions) error {
 	if err != nil {
 		return err
 	}
-	section(f)
+	fmt.Fprintln(w)
 	t := report.Table{Title: "Consumers", Columns: []report.Column{{Name: "consumer", Kind: report.Key}, {Name: "pending", Right: true}, {Name: "idle", Right: true}}}
 	for _, c := range rep.Consumers {
 		t.Rows = append(t.Rows, []any{c.Name, c.Pending, report.Age(time.Duration(c.IdleSeconds) * time.Second)})
 	}
-	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+	if err := report.WriteTable(w, t, ro); err != nil {
 		return err
 	}
-	section(f)
+	fmt.Fprintln(w)
 	var bars []report.Bar
 	for _, k := range []string{"1", "2", "3-5", "6-10", "11+"} {
 		bars = append(bars, report.Bar{Label: k + " deliveries", Count: int64(rep.DeliveryHistogram[k])})
 	}
-	if err := report.WriteHistogram(f.IO.Out, "Delivery counts", bars, ro); err != nil {
+	if err := report.WriteHistogram(w, "Delivery counts", bars, ro); err != nil {
 		return err
 	}
 	if minIdle > 0 {
-		section(f)
-		t := report.Table{Title: "Idle over " + opts.minIdle, Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
+		fmt.Fprintln(w)
+		t := report.Table{Title: "Idle over " + minIdleFlag, Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 		for _, e := range rep.OverMinIdle {
 			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 		}
-		return report.WriteTable(f.IO.Out, t, ro)
+		return report.WriteTable(w, t, ro)
 	}
 	return nil
 }

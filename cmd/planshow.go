@@ -72,6 +72,27 @@ func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
 // then entries by category and disposition, exclusions grouped by why
 // (then each one), and the approvals so far.
 func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, keys keyFlags, ro report.Options) error {
+	if err := report.WriteFields(w, "Plan", planFields(p, path), ro); err != nil {
+		return err
+	}
+	if err := f.writeEntriesByCategory(w, p, ro); err != nil {
+		return err
+	}
+	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
+		if err := writeDestinations(w, p, ro); err != nil {
+			return err
+		}
+	}
+	if err := writeLeftOut(w, p.Excluded, ro); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return f.writeApprovals(w, p, keys, ro)
+}
+
+// planFields are the headline fields of a plan review: what it is, who
+// made it, whether it is intact and how it will move.
+func planFields(p *redrive.Plan, path string) []report.Field {
 	integrity := "verified: the content matches the digest"
 	if err := p.Verify(); err != nil {
 		integrity = "CHANGED after it was made: " + err.Error()
@@ -114,10 +135,12 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, key
 	if sel := selectorsText(p.Selectors); sel != "" {
 		fields = append(fields, report.Field{Key: "selected by", Value: sel})
 	}
-	if err := report.WriteFields(w, "Plan", fields, ro); err != nil {
-		return err
-	}
+	return fields
+}
 
+// writeEntriesByCategory counts the plan's entries by category and
+// disposition, in the order they first appear.
+func (f *Factory) writeEntriesByCategory(w io.Writer, p *redrive.Plan, ro report.Options) error {
 	cl, err := f.classifier()
 	if err != nil {
 		return err
@@ -141,45 +164,43 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, key
 	for _, g := range order {
 		t.Rows = append(t.Rows, []any{g.category, g.disposition, counts[g]})
 	}
+	return report.WriteTable(w, t, ro)
+}
+
+// writeLeftOut shows the excluded entries grouped by why, then each one;
+// nothing when none was left out.
+func writeLeftOut(w io.Writer, excluded []redrive.Excluded, ro report.Options) error {
+	if len(excluded) == 0 {
+		return nil
+	}
+	whys := map[string]int{}
+	var whyOrder []string
+	for _, x := range excluded {
+		k := whyKind(x.Why)
+		if whys[k] == 0 {
+			whyOrder = append(whyOrder, k)
+		}
+		whys[k]++
+	}
+	fmt.Fprintln(w)
+	t := report.Table{Title: "Left out, by why", Columns: []report.Column{{Name: "why"}, {Name: "entries", Right: true}}}
+	for _, k := range whyOrder {
+		t.Rows = append(t.Rows, []any{k, whys[k]})
+	}
 	if err := report.WriteTable(w, t, ro); err != nil {
 		return err
 	}
-
-	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
-		if err := writeDestinations(w, p, ro); err != nil {
-			return err
-		}
-	}
-
-	if len(p.Excluded) > 0 {
-		whys := map[string]int{}
-		var whyOrder []string
-		for _, x := range p.Excluded {
-			k := whyKind(x.Why)
-			if whys[k] == 0 {
-				whyOrder = append(whyOrder, k)
-			}
-			whys[k]++
-		}
-		fmt.Fprintln(w)
-		t := report.Table{Title: "Left out, by why", Columns: []report.Column{{Name: "why"}, {Name: "entries", Right: true}}}
-		for _, k := range whyOrder {
-			t.Rows = append(t.Rows, []any{k, whys[k]})
-		}
-		if err := report.WriteTable(w, t, ro); err != nil {
-			return err
-		}
-		fmt.Fprintln(w)
-		if err := report.WriteTable(w, leftOutTable(p.Excluded), ro); err != nil {
-			return err
-		}
-	}
-
 	fmt.Fprintln(w)
+	return report.WriteTable(w, leftOutTable(excluded), ro)
+}
+
+// writeApprovals lists the plan's approvals with whether each holds under
+// the trust policy, then how many more are needed.
+func (f *Factory) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags, ro report.Options) error {
 	if len(p.Approvals) == 0 {
 		return report.WriteLine(w, report.ToneWarn, "Approvals: none yet", ro)
 	}
-	t = report.Table{Title: "Approvals", Columns: []report.Column{
+	t := report.Table{Title: "Approvals", Columns: []report.Column{
 		{Name: "by", Kind: report.Key}, {Name: "key", Kind: report.Key}, {Name: "at"}, {Name: "expires"},
 		{Name: "state", Kind: report.Key, Tone: approvalTone, MaxWidth: 120},
 	}}

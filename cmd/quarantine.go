@@ -12,7 +12,16 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// quarantineOptions is what quarantine moves and with what: the flags, the
+// output settings resolved for the invocation (whose Now stamps the
+// envelopes), and how it opens the source.
 type quarantineOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	stream        string
 	group         string
 	minIdle       string
@@ -23,7 +32,9 @@ type quarantineOptions struct {
 	limit         int
 }
 
-func newQuarantineCmd(f *Factory) *cobra.Command {
+// newQuarantineCmd builds quarantine; runF, when not nil, runs instead of
+// runQuarantine.
+func newQuarantineCmd(f *Factory, runF func(context.Context, *quarantineOptions) error) *cobra.Command {
 	o := &quarantineOptions{}
 	c := &cobra.Command{
 		Use:   "quarantine",
@@ -41,7 +52,11 @@ thresholds from pending's histogram, and --dry-run first.`,
     --reason "stuck: consumer crashed on it repeatedly" --dry-run`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runQuarantine(c.Context(), f, o)
+			o.IO, o.Report, o.OpenSession = f.IO, f.reportOptions(), f.openSession
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runQuarantine(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.stream, "stream", "", "the stream whose group holds the pending entries (required)")
@@ -61,7 +76,7 @@ type QuarantineDoc struct {
 	backend.QuarantineReport
 }
 
-func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error {
+func runQuarantine(ctx context.Context, o *quarantineOptions) error {
 	if o.stream == "" || o.group == "" || o.minIdle == "" || o.minDeliveries < 1 || o.reason == "" {
 		return usageErrorf("quarantine needs --stream, --group, --min-idle, --min-deliveries (≥ 1) and --reason")
 	}
@@ -72,7 +87,7 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	if o.limit < 0 {
 		return usageErrorf("--limit must be 0 or more")
 	}
-	s, err := f.openSession(ctx)
+	s, err := o.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,32 +103,32 @@ func runQuarantine(ctx context.Context, f *Factory, o *quarantineOptions) error 
 	}
 	rep, err := rs.Quarantine(ctx, backend.QuarantineOptions{
 		Stream: o.stream, Group: o.group, MinIdle: minIdle, MinDeliveries: o.minDeliveries,
-		Reason: o.reason, Category: o.category, DryRun: o.dryRun, Limit: o.limit, Now: f.now(),
+		Reason: o.reason, Category: o.category, DryRun: o.dryRun, Limit: o.limit, Now: o.Report.Now,
 	})
 	if err != nil {
 		return err
 	}
 	doc := QuarantineDoc{Schema: "dlqctl.quarantine/v1", QuarantineReport: rep}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro, w := o.Report, o.IO.Out
+	if done, err := emitJSON(w, ro.Format, doc); done {
 		return err
 	}
 	if o.dryRun {
-		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing was changed")
+		fmt.Fprintln(o.IO.ErrOut, "(dry run) nothing was changed")
 		t := report.Table{Title: "Would move", Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 		for _, e := range rep.WouldMove {
 			t.Rows = append(t.Rows, []any{e.ID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 		}
-		return report.WriteTable(f.IO.Out, t, ro)
+		return report.WriteTable(w, t, ro)
 	}
 	t := report.Table{Title: "Moved to " + rep.DLQ, Columns: []report.Column{{Name: "id", Kind: report.Key}, {Name: "dlq id", Kind: report.Key}, {Name: "consumer", Kind: report.Key}, {Name: "idle", Right: true}, {Name: "deliveries", Right: true}}}
 	for _, e := range rep.Moved {
 		t.Rows = append(t.Rows, []any{e.ID, e.DLQID, e.Consumer, report.Age(time.Duration(e.IdleSeconds) * time.Second), e.Deliveries})
 	}
-	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+	if err := report.WriteTable(w, t, ro); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.IO.ErrOut, quarantineSummary(rep))
+	fmt.Fprintln(o.IO.ErrOut, quarantineSummary(rep))
 	return nil
 }
 

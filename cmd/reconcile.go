@@ -3,14 +3,35 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// reconcileOptions is what reconcile checks and with what: the flags, the
+// source URL in effect (reconcile works without one), the output settings
+// resolved for the invocation, and what it calls out to.
 type reconcileOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// Now is the clock the verdicts are taken by.
+	Now func() time.Time
+	// Source is the source URL in effect, "" when none was given.
+	Source string
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	// OpenProbe opens an effects store.
+	OpenProbe func(ctx context.Context, url, query string) (effects.Probe, error)
+	// LoadRunPlan reads the run start of a journal and the plan it ran
+	// (--plan, else where the journal says).
+	LoadRunPlan func(journal, planPath string) (redrive.Record, *redrive.Plan, error)
+
 	journal  string
 	eventIDs []string
 	effects  string
@@ -19,7 +40,9 @@ type reconcileOptions struct {
 	plan     string
 }
 
-func newReconcileCmd(f *Factory) *cobra.Command {
+// newReconcileCmd builds reconcile; runF, when not nil, runs instead of
+// runReconcile.
+func newReconcileCmd(f *Factory, runF func(context.Context, *reconcileOptions) error) *cobra.Command {
 	o := &reconcileOptions{}
 	c := &cobra.Command{
 		Use:   "reconcile",
@@ -35,7 +58,12 @@ DLQ column is the sizes the run recorded around it.`,
   dlqctl reconcile --event-id E42 --event-id E43 --effects sqlite:inbox.db`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runReconcile(c.Context(), f, o)
+			o.IO, o.Report, o.Now, o.Source = f.IO, f.reportOptions(), f.Now, f.source
+			o.OpenSession, o.OpenProbe, o.LoadRunPlan = f.openSession, f.openProbe, f.loadRunPlan
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runReconcile(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.journal, "journal", "", "a redrive journal: reconcile each of its batches")
@@ -54,51 +82,32 @@ type ReconcileDoc struct {
 	Batches []redrive.BatchReport `json:"batches"`
 }
 
-func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
+func runReconcile(ctx context.Context, o *reconcileOptions) error {
 	if (o.journal == "") == (len(o.eventIDs) == 0) {
 		return usageErrorf("give either --journal or --event-id")
 	}
-	var batches []redrive.Moved
-	var watermarks []string
-	var recorded []redrive.BatchReport // as the run saw them; nil for --event-id
-	url, query := o.effects, o.query
-	if o.journal != "" {
-		// Streamed: the journal of a large run is never held whole.
-		_, given, err := f.loadRunPlan(o.journal, o.plan)
-		if err != nil {
-			return err
-		}
-		plan, b, w, r, err := redrive.MovedByBatchFile(o.journal, given)
-		if err != nil {
-			return replayError(err)
-		}
-		url = firstNonEmpty(url, plan.Params.Effects)
-		query = firstNonEmpty(query, plan.Params.EffectsQuery)
-		batches, watermarks, recorded = b, w, r
-	} else {
-		var es redrive.EntryList
-		for _, id := range o.eventIDs {
-			es = append(es, redrive.Entry{EventID: id})
-		}
-		batches, watermarks = []redrive.Moved{es}, []string{""}
+	in, err := reconcileInput(o)
+	if err != nil {
+		return err
 	}
+	batches, watermarks, recorded, url, query := in.batches, in.watermarks, in.recorded, in.url, in.query
 	// Without effects only a source can say anything: which events came
 	// back to the DLQ (re-dead-lettered); the others stay unverified.
-	if url == "" && f.source == "" {
+	if url == "" && o.Source == "" {
 		return usageErrorf("no effects URL and no source: give --effects, or --source to see which events came back to the DLQ")
 	}
-	c := redrive.Reconciler{Now: f.Now}
+	c := redrive.Reconciler{Now: o.Now}
 	effectsName := ""
 	if url != "" {
-		probe, err := f.openProbe(ctx, url, query)
+		probe, err := o.OpenProbe(ctx, url, query)
 		if err != nil {
 			return err
 		}
 		defer probe.Close()
 		c.Probe, effectsName = probe, probe.String()
 	}
-	if f.source != "" {
-		s, err := f.openSession(ctx)
+	if o.Source != "" {
+		s, err := o.OpenSession(ctx)
 		if err != nil {
 			return err
 		}
@@ -122,23 +131,67 @@ func runReconcile(ctx context.Context, f *Factory, o *reconcileOptions) error {
 		}
 		doc.Batches = append(doc.Batches, rep)
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro := o.Report
+	if done, err := emitJSON(o.IO.Out, ro.Format, doc); done {
 		return err
 	}
-	if err := writeBatches(f.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
+	if err := writeBatches(o.IO.Out, redrive.KindRedrive, doc.Batches, ro); err != nil {
 		return err
 	}
-	for _, b := range doc.Batches {
-		if o.events {
-			fmt.Fprintln(f.IO.Out)
-			t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
-			for _, e := range b.Events {
-				t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
-			}
-			if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
-				return err
-			}
+	if !o.events {
+		return nil
+	}
+	return writeBatchEvents(o.IO.Out, doc.Batches, ro)
+}
+
+// reconcileSet is what reconcile checks: the moved events by batch, each
+// batch's DLQ watermark, the batches as the run recorded them (nil for
+// --event-id), and the effects URL and query to ask.
+type reconcileSet struct {
+	batches    []redrive.Moved
+	watermarks []string
+	recorded   []redrive.BatchReport
+	url, query string
+}
+
+// reconcileInput reads the moved events from the journal (streamed: the
+// journal of a large run is never held whole, and its plan supplies the
+// effects not given on the command line), or takes the --event-id list as
+// one batch.
+func reconcileInput(o *reconcileOptions) (reconcileSet, error) {
+	in := reconcileSet{url: o.effects, query: o.query}
+	if o.journal == "" {
+		var es redrive.EntryList
+		for _, id := range o.eventIDs {
+			es = append(es, redrive.Entry{EventID: id})
+		}
+		in.batches, in.watermarks = []redrive.Moved{es}, []string{""}
+		return in, nil
+	}
+	_, given, err := o.LoadRunPlan(o.journal, o.plan)
+	if err != nil {
+		return in, err
+	}
+	plan, b, w, r, err := redrive.MovedByBatchFile(o.journal, given)
+	if err != nil {
+		return in, replayError(err)
+	}
+	in.url = firstNonEmpty(in.url, plan.Params.Effects)
+	in.query = firstNonEmpty(in.query, plan.Params.EffectsQuery)
+	in.batches, in.watermarks, in.recorded = b, w, r
+	return in, nil
+}
+
+// writeBatchEvents is --events: each batch's events with their verdicts.
+func writeBatchEvents(w io.Writer, batches []redrive.BatchReport, ro report.Options) error {
+	for _, b := range batches {
+		fmt.Fprintln(w)
+		t := report.Table{Title: fmt.Sprintf("Batch %d", b.Index), Columns: []report.Column{{Name: "event id", Kind: report.Key}, {Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "verdict", Kind: report.Key, Tone: report.VerdictTone}}}
+		for _, e := range b.Events {
+			t.Rows = append(t.Rows, []any{e.EventID, e.Attempts, e.Effects, e.Verdict})
+		}
+		if err := report.WriteTable(w, t, ro); err != nil {
+			return err
 		}
 	}
 	return nil

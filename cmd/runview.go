@@ -263,12 +263,51 @@ func (d *RunDoc) ended(at time.Time) {
 // in the manner of terraform's: one coloured headline with the outcome,
 // duration and counts, then the details a reviewer needs.
 func (f *Factory) printRun(d RunDoc) error {
-	ro := f.reportOptions()
-	ro.Now = f.Now() // the run took a while: "ended 5s ago", not "in 6m"
-	if done, err := f.emitJSON(d); done {
+	return printRun(f.IO.Out, f.reportOptions(), f.Now(), d)
+}
+
+// printRun is Factory.printRun for the run functions that get their
+// stream, settings and clock in their Options; now is the time the
+// summary is written at (the run took a while: "ended 5s ago", not "in
+// 6m").
+func printRun(w io.Writer, ro report.Options, now time.Time, d RunDoc) error {
+	ro.Now = now
+	if done, err := emitJSON(w, ro.Format, d); done {
 		return err
 	}
-	section(f)
+	fmt.Fprintln(w)
+	unreconciled := unreconciledMoves(d)
+	tone, head := runHeadline(d, unreconciled)
+	if err := report.WriteLine(w, tone, head, ro); err != nil {
+		return err
+	}
+	return report.WriteFields(w, "", runFields(d, unreconciled), ro)
+}
+
+// movedWord is what a run of kind calls a moved entry.
+func movedWord(kind string) string {
+	if kind == redrive.KindResolve {
+		return "resolved"
+	}
+	return "moved"
+}
+
+// unreconciledMoves counts the moves of a redrive stopped before its last
+// batch's verdicts.
+func unreconciledMoves(d RunDoc) int {
+	if d.Kind != redrive.KindRedrive || d.Status == redrive.StatusCompleted {
+		return 0
+	}
+	n := d.Moved
+	for _, b := range d.Batches {
+		n -= b.Moved
+	}
+	return max(n, 0)
+}
+
+// runHeadline is the one coloured line with the outcome, the counts and
+// the duration, ending in a full stop.
+func runHeadline(d RunDoc, unreconciled int) (report.Tone, string) {
 	verb := map[string]string{redrive.KindRedrive: "Redrive", redrive.KindResolve: "Resolve"}[d.Kind]
 	tone, outcome := report.ToneGood, "complete"
 	switch d.Status {
@@ -279,20 +318,7 @@ func (f *Factory) printRun(d RunDoc) error {
 	case redrive.StatusInterrupted:
 		tone, outcome = report.ToneWarn, "interrupted"
 	}
-	moved := "moved"
-	if d.Kind == redrive.KindResolve {
-		moved = "resolved"
-	}
-	head := fmt.Sprintf("%s %s! %d %s", verb, outcome, d.Moved, moved)
-	unreconciled := 0
-	if d.Kind == redrive.KindRedrive && d.Status != redrive.StatusCompleted {
-		// Moves of a batch that was stopped before its verdicts.
-		unreconciled = d.Moved
-		for _, b := range d.Batches {
-			unreconciled -= b.Moved
-		}
-		unreconciled = max(unreconciled, 0)
-	}
+	head := fmt.Sprintf("%s %s! %d %s", verb, outcome, d.Moved, movedWord(d.Kind))
 	if unreconciled > 0 {
 		head += fmt.Sprintf(" (%d not yet reconciled)", unreconciled)
 	}
@@ -310,9 +336,13 @@ func (f *Factory) printRun(d RunDoc) error {
 		// Resolved entries go nowhere but the journal, which keeps them.
 		head += "; archived in " + d.Journal
 	}
-	if err := report.WriteLine(f.IO.Out, tone, head+".", ro); err != nil {
-		return err
-	}
+	return tone, head + "."
+}
+
+// runFields are the details under the headline: times, counts, verdicts,
+// who planned, approved and applied, the journal and how to resume.
+func runFields(d RunDoc, unreconciled int) []report.Field {
+	moved := movedWord(d.Kind)
 	fields := []report.Field{{Key: "run", Value: d.RunID}, {Key: "status", Value: d.Status}}
 	if d.StartedAt != nil {
 		fields = append(fields, report.Field{Key: "started", Value: *d.StartedAt})
@@ -358,7 +388,7 @@ func (f *Factory) printRun(d RunDoc) error {
 	if d.Resume != "" && d.Remaining > 0 {
 		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
 	}
-	return report.WriteFields(f.IO.Out, "", fields, ro)
+	return fields
 }
 
 // settleProbe passes the engine's effects lookups through, remembering how

@@ -11,14 +11,25 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// sampleOptions is what sample picks and with what: the flags (the seed
+// drawn from the clock when --seed is not given), the output settings
+// resolved for the invocation, and how it opens the source.
 type sampleOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
 	sel         selectorFlags
 	perCategory int
 	seed        uint64
 	redact      []string
 }
 
-func newSampleCmd(f *Factory) *cobra.Command {
+// newSampleCmd builds sample; runF, when not nil, runs instead of
+// runSample.
+func newSampleCmd(f *Factory, runF func(context.Context, *sampleOptions) error) *cobra.Command {
 	opts := &sampleOptions{}
 	c := &cobra.Command{
 		Use:   "sample",
@@ -32,7 +43,11 @@ email, phone, name, address, card, ssn, password and token always, plus
 			if !c.Flags().Changed("seed") {
 				opts.seed = uint64(f.Now().UnixNano())
 			}
-			return runSample(c.Context(), f, opts)
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runSample(c.Context(), opts)
 		},
 	}
 	opts.sel.register(c.Flags(), 0)
@@ -57,7 +72,7 @@ type SampleDoc struct {
 	Items       []SampleItem `json:"items"`
 }
 
-func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
+func runSample(ctx context.Context, opts *sampleOptions) error {
 	if opts.perCategory < 1 {
 		return usageErrorf("--per-category %d: must be at least 1", opts.perCategory)
 	}
@@ -65,7 +80,7 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,10 +97,10 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 	for _, it := range items {
 		doc.Items = append(doc.Items, SampleItem{it.Class.Category, it.Class.Disposition, red.Envelope(it.Envelope)})
 	}
-	ro := f.reportOptions()
+	ro, w := opts.Report, opts.IO.Out
 	switch ro.Format {
 	case report.FormatJSON:
-		_, err := f.emitJSON(doc)
+		_, err := emitJSON(w, ro.Format, doc)
 		return err
 	case report.FormatNDJSON:
 		for _, it := range doc.Items {
@@ -93,7 +108,7 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 				Schema string `json:"schema"`
 				SampleItem
 			}{"dlqctl.sample-item/v1", it}
-			if err := report.WriteNDJSON(f.IO.Out, line); err != nil {
+			if err := report.WriteNDJSON(w, line); err != nil {
 				return err
 			}
 		}
@@ -111,9 +126,9 @@ func runSample(ctx context.Context, f *Factory, opts *sampleOptions) error {
 		}
 		t.Rows = append(t.Rows, []any{it.Category, e.ID, e.EventID, report.AgeSeconds(ageSeconds(e, ro.Now)), msg, string(e.Payload)})
 	}
-	if err := report.WriteTable(f.IO.Out, t, ro); err != nil {
+	if err := report.WriteTable(w, t, ro); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "seed %d (repeat with --seed %d)\n", opts.seed, opts.seed)
+	fmt.Fprintf(opts.IO.ErrOut, "seed %d (repeat with --seed %d)\n", opts.seed, opts.seed)
 	return nil
 }

@@ -19,12 +19,24 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
+// showOptions is what show shows and with what: the entry asked for, the
+// flags, the output settings resolved for the invocation, and how it opens
+// the source.
 type showOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+
+	// Ref is the argument: an entry id or an event ID.
+	Ref    string
 	reveal bool
 	redact []string
 }
 
-func newShowCmd(f *Factory) *cobra.Command {
+// newShowCmd builds show; runF, when not nil, runs instead of runShow.
+func newShowCmd(f *Factory, runF func(context.Context, *showOptions) error) *cobra.Command {
 	opts := &showOptions{}
 	c := &cobra.Command{
 		Use:   "show ID|EVENT_ID",
@@ -43,7 +55,12 @@ JSON, which scripts read, carry the payload as it is.`,
   dlqctl show evt-7ab4c1b91885 -o markdown --redact orderId`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runShow(c.Context(), f, args[0], opts)
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			opts.Ref = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runShow(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.reveal, "reveal", false, "show personal data in the payload on a terminal and in markdown")
@@ -81,38 +98,22 @@ type ShowDoc struct {
 	Others []string `json:"others"`
 }
 
-func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) error {
-	s, err := f.openSession(ctx)
+func runShow(ctx context.Context, opts *showOptions) error {
+	ref := opts.Ref
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.src.Close()
-	var matches []envelope.Envelope
-	e, err := s.src.Get(ctx, ref)
-	switch {
-	case err == nil:
-		matches = append(matches, e)
-	case errors.Is(err, backend.ErrNotFound):
-		err = s.src.Scan(ctx, "", func(e envelope.Envelope) error {
-			if e.EventID == ref {
-				matches = append(matches, e)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	default:
+	matches, err := findEntries(ctx, s.src, ref)
+	if err != nil {
 		return err
-	}
-	if len(matches) == 0 {
-		return fmt.Errorf("%q: no entry with that id or event_id in %s", ref, s.src)
 	}
 	conflicts, err := s.walker.Conflicts(ctx)
 	if err != nil {
 		return err
 	}
-	e = matches[0]
+	e := matches[0]
 	c := s.walker.Classifier.Classify(e, conflicts.IsConflict(e.EventID))
 	doc := ShowDoc{
 		Schema: "dlqctl.show/v1", Envelope: e, FingerprintStatus: fingerprintStatus(e),
@@ -123,8 +124,8 @@ func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) err
 	for _, m := range matches[1:] {
 		doc.Others = append(doc.Others, m.ID)
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	ro := opts.Report
+	if done, err := emitJSON(opts.IO.Out, ro.Format, doc); done {
 		return err
 	}
 	// Everything is computed from the entry as stored; only what is shown
@@ -136,12 +137,60 @@ func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) err
 		red = &r
 		shown, payloadKey = r.Envelope(e), "payload (personal data redacted; --reveal shows it)"
 	}
+	fields := showFields(doc, shown, payloadKey)
+	if c.Category == envelope.CategoryConflict {
+		diff, other, err := conflictDiff(ctx, s.src, e, matches, red)
+		if err != nil {
+			return err
+		}
+		if other != "" {
+			fields = append(fields, report.Field{Key: "conflicts with", Value: other})
+			for _, d := range diff {
+				fields = append(fields, report.Field{Key: "differs: " + d.path, Value: d.this + "  ≠  " + d.other})
+			}
+		}
+	}
+	return report.WriteFields(opts.IO.Out, "", fields, ro)
+}
+
+// findEntries is the entry whose id is ref, or else every entry whose
+// event_id is ref, in DLQ order; none is an error naming the DLQ.
+func findEntries(ctx context.Context, src backend.Source, ref string) ([]envelope.Envelope, error) {
+	var matches []envelope.Envelope
+	e, err := src.Get(ctx, ref)
+	switch {
+	case err == nil:
+		matches = append(matches, e)
+	case errors.Is(err, backend.ErrNotFound):
+		err = src.Scan(ctx, "", func(e envelope.Envelope) error {
+			if e.EventID == ref {
+				matches = append(matches, e)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	if len(matches) == 0 {
+		return nil, fmt.Errorf("%q: no entry with that id or event_id in %s", ref, src)
+	}
+	return matches, nil
+}
+
+// showFields are the fields of one entry as show prints them: the entry's
+// own from e (as stored), its payload and raw bytes from shown (redacted
+// unless --reveal), under payloadKey.
+func showFields(doc ShowDoc, shown envelope.Envelope, payloadKey string) []report.Field {
+	e := doc.Envelope
 	fields := []report.Field{
 		{Key: "id", Value: e.ID},
 		{Key: "event_id", Value: e.EventID},
 		{Key: "fingerprint", Value: fmt.Sprintf("%s (%s)", e.Fingerprint, doc.FingerprintStatus)},
-		{Key: "category", Value: fmt.Sprintf("%s → %s", c.Category, c.Disposition)},
-		{Key: "rule", Value: fmt.Sprintf("%s: %s", c.Rule, c.Reason)},
+		{Key: "category", Value: fmt.Sprintf("%s → %s", doc.Category, doc.Disposition)},
+		{Key: "rule", Value: fmt.Sprintf("%s: %s", doc.Rule, doc.Reason)},
 		{Key: "origin", Value: originString(e.Origin)},
 		{Key: "key", Value: e.Key},
 		{Key: "attempts", Value: e.Attempts},
@@ -171,19 +220,7 @@ func runShow(ctx context.Context, f *Factory, ref string, opts *showOptions) err
 	if len(doc.Others) > 0 {
 		fields = append(fields, report.Field{Key: "same event_id", Value: joinOr(doc.Others, "")})
 	}
-	if c.Category == envelope.CategoryConflict {
-		diff, other, err := conflictDiff(ctx, s.src, e, matches, red)
-		if err != nil {
-			return err
-		}
-		if other != "" {
-			fields = append(fields, report.Field{Key: "conflicts with", Value: other})
-			for _, d := range diff {
-				fields = append(fields, report.Field{Key: "differs: " + d.path, Value: d.this + "  ≠  " + d.other})
-			}
-		}
-	}
-	return report.WriteFields(f.IO.Out, "", fields, ro)
+	return fields
 }
 
 // fingerprintStatus is the verification result; a malformed entry's

@@ -3,19 +3,36 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
 
-func newStatsCmd(f *Factory) *cobra.Command {
-	allowMissing := false
-	sel := &selectorFlags{}
-	w := &watchOptions{}
+// statsOptions is what stats reads and with what: the flags, the output
+// settings resolved for the invocation, and how it opens the source.
+type statsOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// OpenSession opens the source in effect with the category rules in
+	// effect, refusing a DLQ that does not exist unless allowMissing.
+	OpenSession func(context.Context) (*session, error)
+
+	sel          selectorFlags
+	allowMissing bool
+	watch        watchOptions
+}
+
+// newStatsCmd builds stats; runF, when not nil, runs instead of runStats
+// (and of the --watch loop).
+func newStatsCmd(f *Factory, runF func(context.Context, *statsOptions) error) *cobra.Command {
+	opts := &statsOptions{}
+	sel, w := &opts.sel, &opts.watch
 	c := &cobra.Command{
 		Use:   "stats",
 		Short: "Totals, ages and counts by category, origin, disposition and owner",
@@ -29,15 +46,19 @@ growth per minute, and a timeline of dead letters per interval, which shows
 when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing, f.refusesMissing = allowMissing, true
-			if w.watch {
+			f.allowMissing, f.refusesMissing = opts.allowMissing, true
+			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			switch {
+			case runF != nil:
+				return runF(c.Context(), opts)
+			case w.watch:
 				return runWatch(c.Context(), f, w)
 			}
-			return runStats(c.Context(), f, sel)
+			return runStats(c.Context(), opts)
 		},
 	}
 	sel.register(c.Flags(), 0)
-	c.Flags().BoolVar(&allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
 	c.Flags().BoolVar(&w.watch, "watch", false, "redraw every --interval until Ctrl-C")
 	c.Flags().DurationVar(&w.interval, "interval", 10*time.Second, "with --watch: time between draws")
 	c.Flags().IntVar(&w.count, "count", 0, "with --watch: stop after N draws (0: until Ctrl-C)")
@@ -102,12 +123,12 @@ func statsDoc(src backend.Source, sum inspect.Summary, now time.Time) StatsDoc {
 	return doc
 }
 
-func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
-	sel, err := sf.selector()
+func runStats(ctx context.Context, opts *statsOptions) error {
+	sel, err := opts.sel.selector()
 	if err != nil {
 		return err
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -120,8 +141,9 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		return err
 	}
 	doc := statsDoc(s.src, sum, s.walker.Now)
-	if f.format == report.FormatOpenMetrics {
-		return report.WriteOpenMetrics(f.IO.Out, statsGauges(doc))
+	ro, w := opts.Report, opts.IO.Out
+	if ro.Format == report.FormatOpenMetrics {
+		return report.WriteOpenMetrics(w, statsGauges(doc))
 	}
 	var extra *backend.ExtraStats
 	if ex, ok := s.src.(backend.Extras); ok {
@@ -132,12 +154,18 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		extra = &es
 		doc.Backend = es.JSON
 	}
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(doc); done {
+	if done, err := emitJSON(w, ro.Format, doc); done {
 		return err
 	}
-	w := f.IO.Out
-	err = report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
+	return writeStats(w, s.walker.Classifier, doc, extra, ro)
+}
+
+// writeStats is stats as text: the headline fields, the counts by
+// category, disposition, origin and owner, an age histogram on a terminal
+// or in Markdown, and what the backend adds. Categories are ordered by the
+// rules of cl.
+func writeStats(w io.Writer, cl *envelope.Classifier, doc StatsDoc, extra *backend.ExtraStats, ro report.Options) error {
+	err := report.WriteFields(w, "DLQ "+doc.Source, []report.Field{
 		{Key: "total", Value: doc.Total},
 		{Key: "unique events", Value: doc.UniqueEvents},
 		{Key: "as of", Value: doc.AsOf},
@@ -161,7 +189,7 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		{"By owner", "owner", doc.ByOwner},
 	}
 	for _, sec := range sections {
-		if err := writeCounts(f, sec.title, sec.col, sec.counts, ro); err != nil {
+		if err := writeCounts(w, cl, sec.title, sec.col, sec.counts, ro); err != nil {
 			return err
 		}
 	}
@@ -170,13 +198,13 @@ func runStats(ctx context.Context, f *Factory, sf *selectorFlags) error {
 		for _, b := range doc.AgeHistogram {
 			bars = append(bars, report.Bar{Label: b.Label, Count: int64(b.Count)})
 		}
-		section(f)
+		fmt.Fprintln(w)
 		if err := report.WriteHistogram(w, "Age", bars, ro); err != nil {
 			return err
 		}
 	}
 	if extra != nil && len(extra.Rows) > 0 {
-		section(f)
+		fmt.Fprintln(w)
 		var fs []report.Field
 		for _, r := range extra.Rows {
 			fs = append(fs, report.Field{Key: r[0], Value: r[1]})
@@ -191,8 +219,10 @@ func section(f *Factory) {
 	fmt.Fprintln(f.IO.Out)
 }
 
-func writeCounts(f *Factory, title, col string, counts map[string]int, ro report.Options) error {
-	section(f)
+// writeCounts is one table of counts, largest first; categories in the
+// order of the rules of cl (nil: the built-in order only).
+func writeCounts(w io.Writer, cl *envelope.Classifier, title, col string, counts map[string]int, ro report.Options) error {
+	fmt.Fprintln(w)
 	c := report.Column{Name: col, Kind: report.Key}
 	if col == "disposition" {
 		c.Tone = report.DispositionTone
@@ -200,7 +230,7 @@ func writeCounts(f *Factory, title, col string, counts map[string]int, ro report
 	t := report.Table{Title: title, Columns: []report.Column{c, {Name: "count", Right: true}}}
 	keys := sortedByCount(counts)
 	if col == "category" {
-		keys = categoryOrder(f, counts)
+		keys = categoryOrder(cl, counts)
 	}
 	for _, k := range keys {
 		name := k
@@ -209,14 +239,21 @@ func writeCounts(f *Factory, title, col string, counts map[string]int, ro report
 		}
 		t.Rows = append(t.Rows, []any{name, counts[k]})
 	}
-	return report.WriteTable(f.IO.Out, t, ro)
+	return report.WriteTable(w, t, ro)
+}
+
+// rulesInEffect is the classifier of the rules in effect, nil when they do
+// not compile (the command has reported that already).
+func (f *Factory) rulesInEffect() *envelope.Classifier {
+	cl, _ := f.classifier()
+	return cl
 }
 
 // categoryOrder lists categories as every view does (see
 // inspect.OrderCategories), ties in the order of the rules in effect.
-func categoryOrder(f *Factory, counts map[string]int) []string {
+func categoryOrder(cl *envelope.Classifier, counts map[string]int) []string {
 	var rules []string
-	if cl, err := f.classifier(); err == nil {
+	if cl != nil {
 		for _, c := range cl.Categories() {
 			rules = append(rules, c.Category)
 		}

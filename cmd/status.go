@@ -1,46 +1,79 @@
 package cmd
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
 )
 
-func newStatusCmd(f *Factory, kind string) *cobra.Command {
-	var planPath string
+// statusOptions is what status reads and with what: the journal, the
+// output settings resolved for the invocation, the clock, and what it
+// calls out to.
+type statusOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// Now is the time the summary is written at.
+	Now func() time.Time
+	// LoadRunPlan reads the run start of a journal and the plan it ran
+	// (--plan, else where the journal says).
+	LoadRunPlan func(journal, planPath string) (redrive.Record, *redrive.Plan, error)
+	// ResumeCommand is the command line that resumes the run.
+	ResumeCommand func(kind, journal string, h hintFlags) string
+
+	// Kind is redrive or resolve: the command status belongs to.
+	Kind     string
+	Journal  string
+	planPath string
+}
+
+// newStatusCmd builds `redrive status` or `resolve status`; runF, when not
+// nil, runs instead of runStatus.
+func newStatusCmd(f *Factory, kind string, runF func(context.Context, *statusOptions) error) *cobra.Command {
+	o := &statusOptions{Kind: kind}
 	c := &cobra.Command{
 		Use:   "status JOURNAL",
 		Short: "Where a run stands: batches, moved, verdicts, the gate that stopped it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := wantJournal(args[0], kind); err != nil {
-				return err
+			o.IO, o.Report, o.Now, o.Journal = f.IO, f.reportOptions(), f.Now, args[0]
+			o.LoadRunPlan, o.ResumeCommand = f.loadRunPlan, f.resumeCommand
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			_, plan, err := f.loadRunPlan(args[0], planPath)
-			if err != nil {
-				return err
-			}
-			st, _, err := redrive.ReplayFile(args[0], nil, plan)
-			if err != nil {
-				return replayError(err)
-			}
-			doc := journalRunDoc(st, args[0])
-			if doc.Resume != "" {
-				doc.Resume = f.resumeCommand(kind, args[0], hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: len(st.Start.RecordedApprovals()) == 0 && st.Start.MAC == ""})
-			}
-			ro := f.reportOptions()
-			if !ro.Format.IsJSON() {
-				if err := writeBatches(f.IO.Out, st.Plan.Kind, st.Batches, ro); err != nil {
-					return err
-				}
-			}
-			return f.printRun(doc)
+			return runStatus(o)
 		},
 	}
-	c.Flags().StringVar(&planPath, "plan", "", "the run's plan file (default: the path the journal recorded, then the file of that name next to the journal)")
+	c.Flags().StringVar(&o.planPath, "plan", "", "the run's plan file (default: the path the journal recorded, then the file of that name next to the journal)")
 	return c
+}
+
+func runStatus(o *statusOptions) error {
+	if err := wantJournal(o.Journal, o.Kind); err != nil {
+		return err
+	}
+	_, plan, err := o.LoadRunPlan(o.Journal, o.planPath)
+	if err != nil {
+		return err
+	}
+	st, _, err := redrive.ReplayFile(o.Journal, nil, plan)
+	if err != nil {
+		return replayError(err)
+	}
+	doc := journalRunDoc(st, o.Journal)
+	if doc.Resume != "" {
+		doc.Resume = o.ResumeCommand(o.Kind, o.Journal, hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: len(st.Start.RecordedApprovals()) == 0 && st.Start.MAC == ""})
+	}
+	if !o.Report.Format.IsJSON() {
+		if err := writeBatches(o.IO.Out, st.Plan.Kind, st.Batches, o.Report); err != nil {
+			return err
+		}
+	}
+	return printRun(o.IO.Out, o.Report, o.Now(), doc)
 }
 
 // loadRunPlan reads a journal's run-start and the run's plan: the plan

@@ -34,8 +34,14 @@ type Queue struct {
 	missing bool
 }
 
-// Missing says whether the DLQ folder did not exist when opened.
-func (q *Queue) Missing() bool { return q.missing }
+// MissingDLQ names the DLQ folder when it did not exist when opened ("" when
+// it did): "dir:/q: folder /q/error does not exist".
+func (q *Queue) MissingDLQ() string {
+	if !q.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: folder %s does not exist", q, filepath.Join(q.root, errorDir))
+}
 
 // Notice says that the DLQ folder is missing, when it is.
 func (q *Queue) Notice() string {

@@ -245,8 +245,14 @@ func (t *Topic) explain(err error) error {
 // errNoTopic: the topic does not exist.
 var errNoTopic = errors.New("does not exist")
 
-// Missing says whether the DLQ topic did not exist when it was opened.
-func (t *Topic) Missing() bool { return t.missing }
+// MissingDLQ names the DLQ topic when it did not exist when it was opened
+// ("" when it did), after the redacted URL.
+func (t *Topic) MissingDLQ() string {
+	if !t.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: topic %q does not exist", t, t.src.topic)
+}
 
 // Notice names a DLQ topic that does not exist (backend.Noticer).
 func (t *Topic) Notice() string {

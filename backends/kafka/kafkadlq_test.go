@@ -76,8 +76,8 @@ func TestOpenMissingTopicAndBadPassword(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open missing topic: %v", err)
 	}
-	if !missing.Missing() || !strings.Contains(missing.Notice(), "does not exist") {
-		t.Errorf("missing topic: Missing %v, Notice %q", missing.Missing(), missing.Notice())
+	if !strings.HasSuffix(missing.MissingDLQ(), `" does not exist`) || !strings.Contains(missing.Notice(), "does not exist") {
+		t.Errorf("missing topic: MissingDLQ %q, Notice %q", missing.MissingDLQ(), missing.Notice())
 	}
 	if n, err := missing.Len(ctx); err != nil || n != 0 {
 		t.Errorf("missing topic: Len %d, %v; want 0", n, err)

@@ -163,8 +163,18 @@ func (s *Stream) wrap(what string, err error) error {
 	return backend.Scrub(fmt.Errorf("%s: %s: %w", s, what, err), s.src.secrets()...)
 }
 
-// Missing says whether the stream did not exist when it was opened.
-func (s *Stream) Missing() bool { return s.missing }
+// MissingDLQ names the stream (the advisory stream, in advisory mode) when
+// it did not exist when it was opened ("" when it did), after the
+// redacted URL.
+func (s *Stream) MissingDLQ() string {
+	if !s.missing {
+		return ""
+	}
+	if s.src.advisories {
+		return fmt.Sprintf("%s: the advisory stream %q does not exist", s, s.src.stream)
+	}
+	return fmt.Sprintf("%s: the stream %q does not exist", s, s.src.stream)
+}
 
 // Notice names a stream that does not exist (backend.Noticer).
 func (s *Stream) Notice() string {

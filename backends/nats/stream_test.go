@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -73,8 +74,8 @@ func TestScanInStreamOrder(t *testing.T) {
 func TestMissingStreamReadsEmpty(t *testing.T) {
 	srv := server(t)
 	s := open(t, srv.URL()+"?stream=NOPE_NOT_THERE")
-	if !s.Missing() || s.Notice() == "" {
-		t.Error("a missing stream is not reported")
+	if got := s.MissingDLQ(); !strings.HasSuffix(got, `: the stream "NOPE_NOT_THERE" does not exist`) || s.Notice() == "" {
+		t.Errorf("a missing stream is not reported: MissingDLQ %q, Notice %q", got, s.Notice())
 	}
 	if n, err := s.Len(context.Background()); n != 0 || err != nil {
 		t.Errorf("len %d %v", n, err)

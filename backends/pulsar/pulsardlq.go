@@ -215,8 +215,14 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// Missing says whether the DLQ topic did not exist when opened.
-func (t *Topic) Missing() bool { return t.missing }
+// MissingDLQ names the DLQ topic when it did not exist when opened ("" when
+// it did), after the redacted URL.
+func (t *Topic) MissingDLQ() string {
+	if !t.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: topic %s does not exist", t, t.topic)
+}
 
 // Notice says that the DLQ topic did not exist, when it did not, and
 // when entries dlqctl acknowledged came back after a broker crash.

@@ -286,8 +286,14 @@ func (q *Queue) inspectQueue(ctx context.Context, name string) (amqp.Queue, erro
 	return st, nil
 }
 
-// Missing says whether the DLQ queue did not exist when it was opened.
-func (q *Queue) Missing() bool { return q.missing }
+// MissingDLQ names the DLQ queue and its vhost when the queue did not exist
+// when it was opened ("" when it did), after the redacted URL.
+func (q *Queue) MissingDLQ() string {
+	if !q.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: the queue %q does not exist in vhost %q", q, q.src.queue, q.src.vhost)
+}
 
 // Notice names a DLQ queue that does not exist.
 func (q *Queue) Notice() string {

@@ -195,8 +195,15 @@ func (s *Stream) Notice() string {
 	return ""
 }
 
-// Missing says whether the stream did not exist when opened.
-func (s *Stream) Missing() bool { return s.missing }
+// MissingDLQ names the stream when it did not exist when opened ("" when
+// it did), after the redacted URL: "redis://h:6379/0?stream=dlq: stream
+// "dlq" does not exist".
+func (s *Stream) MissingDLQ() string {
+	if !s.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: stream %q does not exist", s, s.key)
+}
 
 // String is the source URL with any password replaced by xxxxx.
 func (s *Stream) String() string { return s.src.display() }

@@ -148,8 +148,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 // errNoQueue: the DLQ queue does not exist.
 var errNoQueue = errors.New("does not exist")
 
-// Missing says whether the DLQ queue did not exist when it was opened.
-func (q *Queue) Missing() bool { return q.missing }
+// MissingDLQ names the DLQ queue when it did not exist when it was opened
+// ("" when it did), after the redacted URL.
+func (q *Queue) MissingDLQ() string {
+	if !q.missing {
+		return ""
+	}
+	return fmt.Sprintf("%s: the queue %q does not exist", q, q.src.queue)
+}
 
 // Notice names a DLQ queue that does not exist (backend.Noticer).
 func (q *Queue) Notice() string {

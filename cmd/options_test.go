@@ -1,0 +1,373 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/report"
+)
+
+// optionsFactory is a factory with a pinned clock and environment for
+// tests that build one command with a runF capturing its options.
+func optionsFactory(env map[string]string) (*Factory, *IOStreams) {
+	io, _, _, _ := TestIO()
+	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
+}
+
+// TestListOptionsFromTheCommandLine: list's flags and settings reach its
+// options; the run function is not called.
+func TestListOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *listOptions
+	execSub(t, f, newListCmd(f, func(_ context.Context, o *listOptions) error { got = o; return nil }),
+		"list", "-o", "ndjson", "--category", "transient,schema", "--limit", "7", "--after", "1700000000000-3", "--overdue")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !slices.Equal(got.sel.categories, []string{"transient", "schema"}) || got.sel.limit != 7 || !got.sel.overdue:
+		t.Errorf("selectors %+v", got.sel)
+	case got.after != "1700000000000-3":
+		t.Errorf("after %q", got.after)
+	case got.Report.Format != report.FormatNDJSON || got.IO != io || !got.Report.Now.Equal(testNow):
+		t.Errorf("settings: format %q, now %v", got.Report.Format, got.Report.Now)
+	case got.OpenSession == nil:
+		t.Error("OpenSession is missing")
+	}
+	// The default page is 50 entries.
+	execSub(t, f, newListCmd(f, func(_ context.Context, o *listOptions) error { got = o; return nil }), "list")
+	if got.sel.limit != 50 {
+		t.Errorf("default limit %d, want 50", got.sel.limit)
+	}
+}
+
+// TestShowOptionsFromTheCommandLine: show's argument, flags and settings
+// reach its options.
+func TestShowOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *showOptions
+	execSub(t, f, newShowCmd(f, func(_ context.Context, o *showOptions) error { got = o; return nil }),
+		"show", "evt-7ab4c1b91885", "-o", "markdown", "--redact", "orderId,customer.vat", "--reveal")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Ref != "evt-7ab4c1b91885":
+		t.Errorf("ref %q", got.Ref)
+	case !got.reveal || !slices.Equal(got.redact, []string{"orderId", "customer.vat"}):
+		t.Errorf("reveal %v, redact %v", got.reveal, got.redact)
+	case got.Report.Format != report.FormatMarkdown || got.IO != io:
+		t.Errorf("settings: format %q", got.Report.Format)
+	case got.OpenSession == nil:
+		t.Error("OpenSession is missing")
+	}
+	if got.redacts(got.Report) {
+		t.Error("--reveal still redacts")
+	}
+}
+
+// TestStatsOptionsFromTheCommandLine: stats's selectors, --allow-missing
+// and --watch settings reach its options.
+func TestStatsOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *statsOptions
+	execSub(t, f, newStatsCmd(f, func(_ context.Context, o *statsOptions) error { got = o; return nil }),
+		"stats", "-o", "json", "--origin", "orders", "--allow-missing", "--watch", "--interval", "3s", "--count", "2")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !slices.Equal(got.sel.origins, []string{"orders"}) || got.sel.limit != 0:
+		t.Errorf("selectors %+v", got.sel)
+	case !got.allowMissing || !f.allowMissing || !f.refusesMissing:
+		t.Errorf("allow-missing: options %v, factory %v/%v", got.allowMissing, f.allowMissing, f.refusesMissing)
+	case !got.watch.watch || got.watch.interval != 3*time.Second || got.watch.count != 2:
+		t.Errorf("watch %+v", got.watch)
+	case got.Report.Format != report.FormatJSON || got.IO != io || got.OpenSession == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+}
+
+// TestCheckOptionsFromTheCommandLine: check's thresholds and
+// --allow-missing reach its options; without --max-total it is -1 (none).
+func TestCheckOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *checkOptions
+	execSub(t, f, newCheckCmd(f, func(_ context.Context, o *checkOptions) error { got = o; return nil }),
+		"check", "-o", "openmetrics", "--max-age", "1h", "--max-category", "schema=0", "--max-category", "unknown=3", "--fail-on-conflict", "--allow-missing")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.maxTotal != -1 || got.maxAge != "1h" || !slices.Equal(got.maxCategory, []string{"schema=0", "unknown=3"}) || !got.failOnConflict:
+		t.Errorf("thresholds: total %d, age %q, categories %v, conflict %v", got.maxTotal, got.maxAge, got.maxCategory, got.failOnConflict)
+	case !got.allowMissing || !f.allowMissing || !f.refusesMissing:
+		t.Errorf("allow-missing: options %v, factory %v/%v", got.allowMissing, f.allowMissing, f.refusesMissing)
+	case got.Report.Format != report.FormatOpenMetrics || got.IO != io || got.OpenSession == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newCheckCmd(f, func(_ context.Context, o *checkOptions) error { got = o; return nil }), "check", "--max-total", "0")
+	if got.maxTotal != 0 || got.allowMissing {
+		t.Errorf("--max-total 0: total %d, allow-missing %v", got.maxTotal, got.allowMissing)
+	}
+}
+
+// TestCategorizeOptionsFromTheCommandLine: --explain reaches the options;
+// --suggest-rules implies --discover; the flag checks run before runF.
+func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *categorizeOptions
+	capture := func(_ context.Context, o *categorizeOptions) error { got = o; return nil }
+	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--explain", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case !got.explain || got.discover || got.Report.Format != report.FormatJSON || got.IO != io || got.OpenSession == nil:
+		t.Errorf("explain %v, discover %v, format %q", got.explain, got.discover, got.Report.Format)
+	}
+	got = nil
+	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--suggest-rules", "rules.yaml", "--category", "transient")
+	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" {
+		t.Errorf("suggest-rules: %+v", got)
+	}
+	got = nil
+	root := newCategorizeCmd(f, capture)
+	root.SetArgs([]string{"--all"})
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	if err := root.Execute(); err == nil || got != nil {
+		t.Errorf("--all without --discover: err %v, runF called %v", err, got != nil)
+	}
+}
+
+// TestSampleOptionsFromTheCommandLine: sample's flags reach its options;
+// without --seed the seed comes from the clock.
+func TestSampleOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *sampleOptions
+	capture := func(_ context.Context, o *sampleOptions) error { got = o; return nil }
+	execSub(t, f, newSampleCmd(f, capture), "sample", "--per-category", "5", "--seed", "42", "--redact", "iban", "--category", "schema")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.perCategory != 5 || got.seed != 42 || !slices.Equal(got.redact, []string{"iban"}) || !slices.Equal(got.sel.categories, []string{"schema"}):
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.OpenSession == nil || got.Report.Format != report.FormatTable:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newSampleCmd(f, capture), "sample")
+	if got.seed != uint64(testNow.UnixNano()) || got.perCategory != 3 {
+		t.Errorf("defaults: seed %d, per category %d", got.seed, got.perCategory)
+	}
+}
+
+// TestExportOptionsFromTheCommandLine: export's selectors and --out reach
+// its options.
+func TestExportOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *exportOptions
+	execSub(t, f, newExportCmd(f, func(_ context.Context, o *exportOptions) error { got = o; return nil }),
+		"export", "--out", "backup.ndjson", "--event-id", "E1", "--event-id", "E2,x", "--older-than", "2h")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.out != "backup.ndjson" || !slices.Equal(got.sel.eventIDs, []string{"E1", "E2,x"}) || got.sel.olderThan != "2h" || got.sel.limit != 0:
+		t.Errorf("options: out %q, selectors %+v", got.out, got.sel)
+	case got.IO != io || got.OpenSession == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestImportOptionsFromTheCommandLine: import's file argument and flags
+// reach its options, with the source operations it calls.
+func TestImportOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *importOptions
+	capture := func(_ context.Context, o *importOptions) error { got = o; return nil }
+	execSub(t, f, newImportCmd(f, capture), "import", "incident.ndjson", "--init", "--skip-existing")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.file != "incident.ndjson" || !got.init || !got.skipExisting:
+		t.Errorf("options: file %q, init %v, skip %v", got.file, got.init, got.skipExisting)
+	case got.IO != io || got.InitDLQ == nil || got.OpenSource == nil || got.RefuseWhileLeased == nil:
+		t.Error("a dependency is missing")
+	}
+	execSub(t, f, newImportCmd(f, capture), "import")
+	if got.file != "" || got.init || got.skipExisting {
+		t.Errorf("defaults: %+v", got)
+	}
+}
+
+// TestPendingOptionsFromTheCommandLine: pending's flags and the source in
+// effect (here from the environment) reach its options.
+func TestPendingOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "redis://127.0.0.1:6379/0"})
+	var got *pendingOptions
+	execSub(t, f, newPendingCmd(f, func(_ context.Context, o *pendingOptions) error { got = o; return nil }),
+		"pending", "--stream", "orders", "--group", "workers", "--min-idle", "5m")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.stream != "orders" || got.group != "workers" || got.minIdle != "5m" || got.limit != 10000:
+		t.Errorf("options %+v", got)
+	case got.Source != "redis://127.0.0.1:6379/0" || got.IO != io || got.OpenSource == nil:
+		t.Errorf("source %q", got.Source)
+	}
+}
+
+// TestPendingRefusesANonRedisSource: the refusal comes before any source
+// is opened.
+func TestPendingRefusesANonRedisSource(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	err := runPending(context.Background(), &pendingOptions{IO: io, Source: "dir:/tmp/q", stream: "s", group: "g", limit: 1,
+		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") }})
+	if err == nil || !strings.Contains(err.Error(), "Redis sources only") || opened {
+		t.Errorf("err %v, opened %v", err, opened)
+	}
+}
+
+// TestQuarantineOptionsFromTheCommandLine: quarantine's flags reach its
+// options, and the clock of the invocation stamps the envelopes.
+func TestQuarantineOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *quarantineOptions
+	execSub(t, f, newQuarantineCmd(f, func(_ context.Context, o *quarantineOptions) error { got = o; return nil }),
+		"quarantine", "--stream", "orders", "--group", "workers", "--min-idle", "30m", "--min-deliveries", "5",
+		"--reason", "stuck", "--category", "code-defect", "--dry-run", "--limit", "9")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.stream != "orders" || got.group != "workers" || got.minIdle != "30m" || got.minDeliveries != 5 ||
+		got.reason != "stuck" || got.category != "code-defect" || !got.dryRun || got.limit != 9:
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.OpenSession == nil || !got.Report.Now.Equal(testNow):
+		t.Errorf("settings: now %v", got.Report.Now)
+	}
+}
+
+// TestReconcileOptionsFromTheCommandLine: reconcile's flags and the source
+// in effect reach its options with what it calls out to.
+func TestReconcileOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *reconcileOptions
+	capture := func(_ context.Context, o *reconcileOptions) error { got = o; return nil }
+	execSub(t, f, newReconcileCmd(f, capture), "reconcile", "--journal", "p.journal", "--plan", "p.plan.json",
+		"--effects", "sqlite:inbox.db", "--effects-query", "q", "--events")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.journal != "p.journal" || got.plan != "p.plan.json" || got.effects != "sqlite:inbox.db" || got.query != "q" || !got.events:
+		t.Errorf("options %+v", got)
+	case got.Source != "" || got.IO != io || got.Now == nil || got.OpenSession == nil || got.OpenProbe == nil || got.LoadRunPlan == nil:
+		t.Errorf("settings: source %q, or a dependency is missing", got.Source)
+	}
+	execSub(t, f, newReconcileCmd(f, capture), "reconcile", "--event-id", "E1", "--event-id", "E2")
+	if !slices.Equal(got.eventIDs, []string{"E1", "E2"}) {
+		t.Errorf("event ids %v", got.eventIDs)
+	}
+}
+
+// TestReconcileWithoutEffectsOrSource: with neither, reconcile says what
+// to give before it opens anything.
+func TestReconcileWithoutEffectsOrSource(t *testing.T) {
+	io, _, _, _ := TestIO()
+	err := runReconcile(context.Background(), &reconcileOptions{IO: io, eventIDs: []string{"E1"}})
+	if err == nil || !strings.Contains(err.Error(), "no effects URL and no source") {
+		t.Errorf("err %v", err)
+	}
+}
+
+// TestStatusOptionsFromTheCommandLine: status's journal, kind and --plan
+// reach its options with what it calls out to.
+func TestStatusOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *statusOptions
+	execSub(t, f, newStatusCmd(f, "resolve", func(_ context.Context, o *statusOptions) error { got = o; return nil }),
+		"status", "r.journal", "--plan", "r.plan.json", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "resolve" || got.Journal != "r.journal" || got.planPath != "r.plan.json":
+		t.Errorf("options %+v", got)
+	case got.Report.Format != report.FormatJSON || got.IO != io || got.Now == nil || got.LoadRunPlan == nil || got.ResumeCommand == nil:
+		t.Errorf("settings: format %q, or a dependency is missing", got.Report.Format)
+	}
+}
+
+// TestPlanOptionsFromTheCommandLine: the plan flags of each kind reach the
+// options; resolve takes no destination, rate or effects.
+func TestPlanOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *planOptions
+	capture := func(_ context.Context, o *planOptions) error { got = o; return nil }
+	execSub(t, f, newPlanCmd(f, "redrive", capture), "plan", "--out", "p.plan.json", "--reason", "fixed", "--to", "orders",
+		"--rate", "0", "--ramp", "5,20", "--effects", "sqlite:inbox.db", "--settle", "2s", "--max", "100", "--category", "transient")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.flags.kind != "redrive" || got.flags.out != "p.plan.json" || got.flags.reason != "fixed" || got.flags.to != "orders" ||
+		got.flags.rate != 0 || got.flags.ramp != "5,20" || got.flags.effects != "sqlite:inbox.db" || got.flags.settle != 2*time.Second ||
+		got.flags.max != 100 || !slices.Equal(got.flags.sel.categories, []string{"transient"}):
+		t.Errorf("flags %+v", got.flags)
+	case got.IO != io || got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil:
+		t.Error("a dependency is missing")
+	}
+	execSub(t, f, newPlanCmd(f, "resolve", capture), "plan", "--out", "r.plan.json", "--reason", "obsolete")
+	if got.flags.kind != "resolve" || got.flags.rate != 0 || got.flags.ramp != "10,50,200" {
+		t.Errorf("resolve flags %+v", got.flags)
+	}
+}
+
+// TestPlanNeedsOut: without --out nothing is opened.
+func TestPlanNeedsOut(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	err := runPlan(context.Background(), &planOptions{IO: io, flags: planFlags{kind: "redrive", reason: "x"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }})
+	if err == nil || !strings.Contains(err.Error(), "--out is required") || opened {
+		t.Errorf("err %v, opened %v", err, opened)
+	}
+}
+
+// TestApplyOptionsFromTheCommandLine: apply's plan argument and flags
+// reach its options; only redrive takes --effects.
+func TestApplyOptionsFromTheCommandLine(t *testing.T) {
+	f, _ := optionsFactory(nil)
+	var got *applyOptions
+	capture := func(_ context.Context, o *applyOptions) error { got = o; return nil }
+	execSub(t, f, newApplyCmd(f, "redrive", capture), "apply", "p.plan.json", "--journal", "j", "--skip-missing",
+		"--key-file", "k", "--allowed-signers", "s", "--keys-dir", "d", "--require-distinct-approver", "--effects", "postgres://u:pw@h/db")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Plan != "p.plan.json" || got.journal != "j" || !got.skipMissing || !got.distinct || got.effects != "postgres://u:pw@h/db":
+		t.Errorf("options %+v", got)
+	case got.keys != (keyFlags{keyFile: "k", keysDir: "d", allowedSigners: "s"}):
+		t.Errorf("keys %+v", got.keys)
+	case got.ReadPlan == nil || got.PlanApprovals == nil || got.ApprovalPolicy == nil || got.ApplyPlan == nil:
+		t.Error("a dependency is missing")
+	}
+	if newApplyCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
+		t.Error("resolve apply takes --effects")
+	}
+}
+
+// TestApplyRefusesAnUnapprovedPlan: a plan without a valid approval is
+// refused (exit 5) and never run.
+func TestApplyRefusesAnUnapprovedPlan(t *testing.T) {
+	ran := false
+	o := &applyOptions{Kind: "redrive", Plan: "p.plan.json",
+		ReadPlan:       func(string, string) (*redrive.Plan, error) { return &redrive.Plan{Kind: "redrive"}, nil },
+		PlanApprovals:  func(*redrive.Plan, string) error { return nil },
+		ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) { return redrive.ApprovalPolicy{}, nil },
+		ApplyPlan:      func(context.Context, approvedRun) error { ran = true; return nil },
+	}
+	err := runApply(context.Background(), o)
+	if err == nil || exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "p.plan.json: not approved") || ran {
+		t.Errorf("err %v (exit %d), ran %v", err, exitCode(err), ran)
+	}
+}
