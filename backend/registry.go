@@ -31,7 +31,7 @@ type OpenOptions struct {
 	// AllowMissing: a DLQ that does not exist (a queue folder, say) is to
 	// be read as empty on purpose (check and stats --allow-missing), not
 	// refused. Backends that read a missing DLQ as empty anyway report it
-	// through Missing() instead.
+	// through MissingDLQ() instead.
 	AllowMissing bool
 	// Stderr receives what a backend waits for when a step takes long (a
 	// broker recovering, a crashed run's transaction); nil discards it.
