@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -16,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dlqctl/dlqctl/backends/kafka"
+	kafkadlq "github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -203,5 +204,57 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 
 func (s *kafkaSource) Close() error {
 	s.cl.Close()
+	return nil
+}
+
+// kafkaCreatePartitions is the partition count of an origin topic that
+// --create makes: more than one, so that per-partition order shows.
+const kafkaCreatePartitions = 3
+
+func createKafka(ctx context.Context, raw, dlq string, stdout io.Writer) error {
+	hosts, query, _ := strings.Cut(strings.TrimPrefix(raw, "kafka://"), "?")
+	q, err := url.ParseQuery(query)
+	if err != nil || hosts == "" || q.Get("topic") == "" {
+		return usagef("--source: --create needs kafka://HOST:PORT?topic=ORIGIN")
+	}
+	topic := q.Get("topic")
+	if dlq == "" {
+		dlq = topic + ".DLT"
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(hosts, ",")...))
+	if err != nil {
+		return usagef("--source: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	partitions := int32(kafkaCreatePartitions)
+	if err := createTopic(ctx, adm, topic, partitions, stdout); err != nil {
+		return err
+	}
+	// The DLT has the origin's partition count, as Spring's recoverer
+	// expects, whichever made the origin.
+	md, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("kafka: metadata of %s: %w", topic, err)
+	}
+	if d, ok := md[topic]; ok && d.Err == nil {
+		partitions = int32(len(d.Partitions))
+	}
+	return createTopic(ctx, adm, dlq, partitions, stdout)
+}
+
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, stdout io.Writer) error {
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		fmt.Fprintf(stdout, "topic %s exists\n", topic)
+		return nil
+	case err != nil:
+		return fmt.Errorf("kafka: create %s: %w", topic, err)
+	}
+	fmt.Fprintf(stdout, "created topic %s (%d partitions)\n", topic, partitions)
 	return nil
 }

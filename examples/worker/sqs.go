@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/dlqctl/dlqctl/backends/sqs"
+	sqsdlq "github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -118,3 +121,72 @@ func (s *sqsSource) DeadLetter(ctx context.Context, m Message, _ DeadLetter) err
 }
 
 func (s *sqsSource) Close() error { return nil }
+
+func createSQS(ctx context.Context, raw, dlq string, maxReceive int, stdout io.Writer) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return usagef("--source %q: want sqs://QUEUE?region=R[&endpoint=URL]", raw)
+	}
+	queue, q := u.Host, u.Query()
+	fifo := strings.HasSuffix(queue, ".fifo")
+	if dlq == "" {
+		dlq = strings.TrimSuffix(queue, ".fifo") + "-dlq"
+		if fifo {
+			dlq += ".fifo"
+		}
+	}
+	var lo []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		lo = append(lo, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return fmt.Errorf("sqs: AWS configuration: %w", err)
+	}
+	c := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if e := q.Get("endpoint"); e != "" {
+			o.BaseEndpoint = aws.String(e)
+		}
+	})
+	dlqURL, err := createQueue(ctx, c, dlq, fifo, stdout)
+	if err != nil {
+		return err
+	}
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return fmt.Errorf("sqs: the ARN of %s: %w", dlq, err)
+	}
+	queueURL, err := createQueue(ctx, c, queue, fifo, stdout)
+	if err != nil {
+		return err
+	}
+	policy, _ := json.Marshal(map[string]string{
+		"deadLetterTargetArn": attrs.Attributes[string(types.QueueAttributeNameQueueArn)],
+		"maxReceiveCount":     strconv.Itoa(maxReceive),
+	})
+	if _, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		Attributes: map[string]string{string(types.QueueAttributeNameRedrivePolicy): string(policy)}}); err != nil {
+		return fmt.Errorf("sqs: set the redrive policy of %s: %w", queue, err)
+	}
+	fmt.Fprintf(stdout, "queue %s dead-letters into %s after %d receives\n", queue, dlq, maxReceive)
+	return nil
+}
+
+// createQueue returns the URL of the queue, made if it does not exist.
+func createQueue(ctx context.Context, c *sqs.Client, name string, fifo bool, stdout io.Writer) (string, error) {
+	if out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); err == nil {
+		fmt.Fprintf(stdout, "queue %s exists\n", name)
+		return aws.ToString(out.QueueUrl), nil
+	}
+	in := &sqs.CreateQueueInput{QueueName: aws.String(name)}
+	if fifo {
+		in.Attributes = map[string]string{string(types.QueueAttributeNameFifoQueue): "true"}
+	}
+	out, err := c.CreateQueue(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("sqs: create %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "created queue %s\n", name)
+	return aws.ToString(out.QueueUrl), nil
+}

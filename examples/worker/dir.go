@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// Folders of a directory queue.
+const (
+	inboxDir = "inbox"
+	doneDir  = "done"
+	errorDir = "error"
+	fileExt  = ".json"
+)
+
+// dlqNameTime names DLQ files: it sorts in time order, after the names of
+// files dead-lettered earlier.
+const dlqNameTime = "20060102T150405.000000000Z"
+
+// dirSource consumes PATH/inbox/*.json in name order.
+type dirSource struct {
+	root  string
+	names []string // listed, not yet delivered
+}
+
+func openDirSource(root string) (*dirSource, error) {
+	if root == "" {
+		return nil, usagef("--source dir: needs a path (dir:PATH)")
+	}
+	for _, d := range []string{inboxDir, doneDir, errorDir} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &dirSource{root: root}, nil
+}
+
+func (s *dirSource) Next(ctx context.Context) (Message, error) {
+	for {
+		if len(s.names) == 0 {
+			if err := s.list(); err != nil {
+				return Message{}, err
+			}
+		}
+		if len(s.names) == 0 {
+			select {
+			case <-ctx.Done():
+				return Message{}, ctx.Err()
+			case <-time.After(pollWait):
+			}
+			return Message{}, errIdle
+		}
+		name := s.names[0]
+		s.names = s.names[1:]
+		data, err := os.ReadFile(filepath.Join(s.root, inboxDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // taken by another worker since the listing
+		}
+		if err != nil {
+			return Message{}, err
+		}
+		id := strings.TrimSuffix(name, fileExt)
+		return Message{ID: name, Envelope: envelope.DecodeFile(id, data), raw: data}, nil
+	}
+}
+
+// list reads the inbox's file names in order. Temporary files (a writer's
+// .tmp-…) start with a dot and are not messages yet.
+func (s *dirSource) list() error {
+	ents, err := os.ReadDir(filepath.Join(s.root, inboxDir))
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		n := de.Name()
+		if de.Type().IsRegular() && strings.HasSuffix(n, fileExt) && !strings.HasPrefix(n, ".") {
+			s.names = append(s.names, n)
+		}
+	}
+	slices.Sort(s.names)
+	return nil
+}
+
+// Ack moves inbox/NAME to done/NAME (done/NAME.<ns>.json if a file of
+// that name was done before: an archive is never overwritten).
+func (s *dirSource) Ack(ctx context.Context, m Message) error {
+	dst := filepath.Join(s.root, doneDir, m.ID)
+	if _, err := os.Lstat(dst); err == nil {
+		dst = filepath.Join(s.root, doneDir, fmt.Sprintf("%s.%d%s", strings.TrimSuffix(m.ID, fileExt), time.Now().UnixNano(), fileExt))
+	}
+	if err := os.Rename(filepath.Join(s.root, inboxDir, m.ID), dst); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Join(s.root, doneDir)); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.root, inboxDir))
+}
+
+// DeadLetter writes error/<time>-<event_id>.json, a canonical envelope
+// with the dead-letter fields, then removes the inbox file. A crash between
+// the two leaves the message in the inbox: it is delivered again, counted
+// again, and dead-lettered again.
+func (s *dirSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+	e := m.Envelope
+	name := dl.At.UTC().Format(dlqNameTime) + "-" + fileSafe(e.EventID)
+	data := m.raw // a malformed file goes as it came: it cannot be re-encoded
+	if e.Malformed == "" {
+		e.ID = name
+		e.Fingerprint = e.CarriedFingerprint()
+		e.LastError, e.ErrorClass = dl.LastError, ""
+		e.Attempts = int(dl.Attempts)
+		e.DeadLetteredAt = dl.At.UTC()
+		if e.Origin.Backend == "" {
+			e.Origin.Backend = "dir"
+		}
+		b, err := envelope.MarshalIndent(e)
+		if err != nil {
+			return err
+		}
+		data = b
+	}
+	errDir := filepath.Join(s.root, errorDir)
+	if err := writeNew(errDir, name+fileExt, data); err != nil {
+		return fmt.Errorf("dead-letter %s: %w", m.ID, err)
+	}
+	if err := os.Remove(filepath.Join(s.root, inboxDir, m.ID)); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.root, inboxDir))
+}
+
+func (s *dirSource) Close() error { return nil }
+
+// fileSafe keeps the characters dlqctl accepts in a dir entry id.
+func fileSafe(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@+=-", c) >= 0
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 150 {
+		b = b[:150]
+	}
+	if len(b) == 0 {
+		return "no-event-id"
+	}
+	return string(b)
+}
+
+// writeNew writes dir/name under a temporary name, syncs it and links it
+// into place, so that a reader never sees half a file and an existing file
+// is never replaced.
+func writeNew(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
