@@ -44,20 +44,20 @@ func openDirSource(root string) (*dirSource, error) {
 	return &dirSource{root: root}, nil
 }
 
-func (s *dirSource) Next(ctx context.Context) (Message, error) {
+func (s *dirSource) Next(ctx context.Context) (Message, Receipt, error) {
 	for {
 		if len(s.names) == 0 {
 			if err := s.list(); err != nil {
-				return Message{}, err
+				return Message{}, nil, err
 			}
 		}
 		if len(s.names) == 0 {
 			select {
 			case <-ctx.Done():
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			case <-time.After(pollWait):
 			}
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 		name := s.names[0]
 		s.names = s.names[1:]
@@ -66,10 +66,11 @@ func (s *dirSource) Next(ctx context.Context) (Message, error) {
 			continue // taken by another worker since the listing
 		}
 		if err != nil {
-			return Message{}, err
+			return Message{}, nil, err
 		}
 		id := strings.TrimSuffix(name, fileExt)
-		return Message{ID: name, Envelope: envelope.DecodeFile(id, data), raw: data}, nil
+		m := Message{ID: name, Envelope: envelope.DecodeFile(id, data)}
+		return m, &dirReceipt{root: s.root, name: name, env: m.Envelope, raw: data}, nil
 	}
 }
 
@@ -90,30 +91,39 @@ func (s *dirSource) list() error {
 	return nil
 }
 
+// dirReceipt is one file of the inbox, there until it is acked or
+// dead-lettered.
+type dirReceipt struct {
+	root string
+	name string            // the file's name in the inbox
+	env  envelope.Envelope // the file decoded
+	raw  []byte            // the file's bytes
+}
+
 // Ack moves inbox/NAME to done/NAME (done/NAME.<ns>.json if a file of
 // that name was done before: an archive is never overwritten).
-func (s *dirSource) Ack(ctx context.Context, m Message) error {
-	dst := filepath.Join(s.root, doneDir, m.ID)
+func (r *dirReceipt) Ack(ctx context.Context) error {
+	dst := filepath.Join(r.root, doneDir, r.name)
 	if _, err := os.Lstat(dst); err == nil {
-		dst = filepath.Join(s.root, doneDir, fmt.Sprintf("%s.%d%s", strings.TrimSuffix(m.ID, fileExt), time.Now().UnixNano(), fileExt))
+		dst = filepath.Join(r.root, doneDir, fmt.Sprintf("%s.%d%s", strings.TrimSuffix(r.name, fileExt), time.Now().UnixNano(), fileExt))
 	}
-	if err := os.Rename(filepath.Join(s.root, inboxDir, m.ID), dst); err != nil {
+	if err := os.Rename(filepath.Join(r.root, inboxDir, r.name), dst); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Join(s.root, doneDir)); err != nil {
+	if err := syncDir(filepath.Join(r.root, doneDir)); err != nil {
 		return err
 	}
-	return syncDir(filepath.Join(s.root, inboxDir))
+	return syncDir(filepath.Join(r.root, inboxDir))
 }
 
 // DeadLetter writes error/<time>-<event_id>.json, a canonical envelope
 // with the dead-letter fields, then removes the inbox file. A crash between
 // the two leaves the message in the inbox: it is delivered again, counted
 // again, and dead-lettered again.
-func (s *dirSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
-	e := m.Envelope
+func (r *dirReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	e := r.env
 	name := dl.At.UTC().Format(dlqNameTime) + "-" + fileSafe(e.EventID)
-	data := m.raw // a malformed file goes as it came: it cannot be re-encoded
+	data := r.raw // a malformed file goes as it came: it cannot be re-encoded
 	if e.Malformed == "" {
 		e.ID = name
 		e.Fingerprint = e.CarriedFingerprint()
@@ -129,14 +139,14 @@ func (s *dirSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) er
 		}
 		data = b
 	}
-	errDir := filepath.Join(s.root, errorDir)
+	errDir := filepath.Join(r.root, errorDir)
 	if err := writeNew(errDir, name+fileExt, data); err != nil {
-		return fmt.Errorf("dead-letter %s: %w", m.ID, err)
+		return fmt.Errorf("dead-letter %s: %w", r.name, err)
 	}
-	if err := os.Remove(filepath.Join(s.root, inboxDir, m.ID)); err != nil {
+	if err := os.Remove(filepath.Join(r.root, inboxDir, r.name)); err != nil {
 		return err
 	}
-	return syncDir(filepath.Join(s.root, inboxDir))
+	return syncDir(filepath.Join(r.root, inboxDir))
 }
 
 func (s *dirSource) Close() error { return nil }

@@ -115,13 +115,13 @@ func (s *kafkaSource) ensureDLT(ctx context.Context) error {
 	return nil
 }
 
-func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
+func (s *kafkaSource) Next(ctx context.Context) (Message, Receipt, error) {
 	for len(s.buf) == 0 {
 		pctx, cancel := context.WithTimeout(ctx, pollWait)
 		fs := s.cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return Message{}, ctx.Err()
+			return Message{}, nil, ctx.Err()
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -130,11 +130,11 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 			}
 		})
 		if ferr != nil {
-			return Message{}, ferr
+			return Message{}, nil, ferr
 		}
 		s.buf = append(s.buf, fs.Records()...)
 		if len(s.buf) == 0 {
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 	}
 	r := s.buf[0]
@@ -145,13 +145,20 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 	}
 	env := kafkadlq.FromKafka(kafkadlq.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, envelope.EventIDSource{Kind: "property"}, s.names)
-	return Message{ID: env.ID, Envelope: env, krec: r}, nil
+	return Message{ID: env.ID, Envelope: env}, &kafkaReceipt{s: s, id: env.ID, rec: r}, nil
+}
+
+// kafkaReceipt is one record fetched for the group.
+type kafkaReceipt struct {
+	s   *kafkaSource
+	id  string
+	rec *kgo.Record
 }
 
 // Ack commits the record's offset for the group.
-func (s *kafkaSource) Ack(ctx context.Context, m Message) error {
-	if err := s.cl.CommitRecords(ctx, m.krec); err != nil {
-		return fmt.Errorf("kafka: commit %s/%s: %w", s.topic, m.ID, err)
+func (r *kafkaReceipt) Ack(ctx context.Context) error {
+	if err := r.s.cl.CommitRecords(ctx, r.rec); err != nil {
+		return fmt.Errorf("kafka: commit %s/%s: %w", r.s.topic, r.id, err)
 	}
 	return nil
 }
@@ -166,8 +173,8 @@ func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 // attempts and dead_lettered_at), as the consumer contract asks, and a
 // stale error_class is dropped: left, they would describe the new failure
 // by the old one.
-func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
-	r := m.krec
+func (rc *kafkaReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s, r := rc.s, rc.rec
 	stale := map[string]bool{}
 	for _, f := range []string{envelope.FieldLastError, envelope.FieldErrorClass, envelope.FieldAttempts, envelope.FieldDeadLetteredAt} {
 		for _, n := range s.names[f] {
@@ -197,9 +204,9 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 	)
 	out := &kgo.Record{Topic: s.dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: dl.At}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
-		return fmt.Errorf("kafka: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+		return fmt.Errorf("kafka: dead-letter %s to %s: %w", rc.id, s.dlq, err)
 	}
-	return s.Ack(ctx, m)
+	return rc.Ack(ctx)
 }
 
 func (s *kafkaSource) Close() error {

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/dlqctl/dlqctl/backends/pulsar"
+	pulsardlq "github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -206,18 +206,18 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 	return s, nil
 }
 
-func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
+func (s *pulsarSource) Next(ctx context.Context) (Message, Receipt, error) {
 	rctx, cancel := context.WithTimeout(ctx, pollWait)
 	defer cancel()
 	pm, err := s.consumer.Receive(rctx)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 		if ctx.Err() != nil {
-			return Message{}, ctx.Err()
+			return Message{}, nil, ctx.Err()
 		}
-		return Message{}, fmt.Errorf("pulsar: receive %s on %s: %w", s.sub, s.origin, err)
+		return Message{}, nil, fmt.Errorf("pulsar: receive %s on %s: %w", s.sub, s.origin, err)
 	}
 	id := pm.ID()
 	loc := fmt.Sprintf("%d:%d:%d:%d", id.LedgerID(), id.EntryID(), id.PartitionIdx(), id.BatchIdx())
@@ -232,12 +232,19 @@ func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
 		PublishTime:     pm.PublishTime(),
 		RedeliveryCount: pm.RedeliveryCount(),
 	}, envelope.EventIDSource{Kind: "property"}, s.names)
-	return Message{ID: loc, Envelope: e, pmsg: pm}, nil
+	return Message{ID: loc, Envelope: e}, &pulsarReceipt{s: s, id: loc, msg: pm}, nil
 }
 
-func (s *pulsarSource) Ack(ctx context.Context, m Message) error {
-	if err := s.consumer.Ack(m.pmsg); err != nil {
-		return fmt.Errorf("pulsar: ack %s on %s: %w", m.ID, s.origin, err)
+// pulsarReceipt is one message received on the subscription.
+type pulsarReceipt struct {
+	s   *pulsarSource
+	id  string // ledger:entry:partition:batch
+	msg pulsar.Message
+}
+
+func (r *pulsarReceipt) Ack(ctx context.Context) error {
+	if err := r.s.consumer.Ack(r.msg); err != nil {
+		return fmt.Errorf("pulsar: ack %s on %s: %w", r.id, r.s.origin, err)
 	}
 	return nil
 }
@@ -245,18 +252,19 @@ func (s *pulsarSource) Ack(ctx context.Context, m Message) error {
 // DeadLetter hands a failed delivery back to the client's dead-letter
 // path: a nack (or, with --retry, a reconsume carrying last_error). The
 // client redelivers it and dead-letters it after --max-deliveries.
-func (s *pulsarSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+func (r *pulsarReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s := r.s
 	if !s.retry {
-		s.consumer.Nack(m.pmsg)
+		s.consumer.Nack(r.msg)
 		return nil
 	}
 	props := map[string]string{envelope.FieldLastError: dl.LastError}
 	for _, name := range s.names[envelope.FieldErrorClass] {
-		if _, ok := m.pmsg.Properties()[name]; ok {
+		if _, ok := r.msg.Properties()[name]; ok {
 			props[name] = ""
 		}
 	}
-	s.consumer.ReconsumeLaterWithCustomProperties(m.pmsg, props, s.delay)
+	s.consumer.ReconsumeLaterWithCustomProperties(r.msg, props, s.delay)
 	return nil
 }
 

@@ -101,15 +101,15 @@ func openRedisSource(ctx context.Context, raw, dlq string) (*redisSource, error)
 	return s, nil
 }
 
-func (s *redisSource) Next(ctx context.Context) (Message, error) {
+func (s *redisSource) Next(ctx context.Context) (Message, Receipt, error) {
 	for {
 		if len(s.buf) == 0 {
 			wasPending := s.pending != ""
 			if err := s.read(ctx); err != nil {
-				return Message{}, err
+				return Message{}, nil, err
 			}
 			if len(s.buf) == 0 && !wasPending {
-				return Message{}, errIdle
+				return Message{}, nil, errIdle
 			}
 			continue
 		}
@@ -119,7 +119,7 @@ func (s *redisSource) Next(ctx context.Context) (Message, error) {
 			// A pending entry deleted from the stream meanwhile: there is
 			// nothing left to process, only the pending entry to clear.
 			if err := s.rdb.XAck(ctx, s.stream, s.group, xm.ID).Err(); err != nil {
-				return Message{}, err
+				return Message{}, nil, err
 			}
 			continue
 		}
@@ -127,11 +127,8 @@ func (s *redisSource) Next(ctx context.Context) (Message, error) {
 		for k, v := range xm.Values {
 			fields[k] = fmt.Sprint(v)
 		}
-		return Message{
-			ID:       xm.ID,
-			Envelope: envelope.DecodeFields(xm.ID, "redis", fields, s.names),
-			fields:   fields,
-		}, nil
+		m := Message{ID: xm.ID, Envelope: envelope.DecodeFields(xm.ID, "redis", fields, s.names)}
+		return m, &redisReceipt{s: s, id: xm.ID, fields: fields}, nil
 	}
 }
 
@@ -166,8 +163,16 @@ func (s *redisSource) read(ctx context.Context) error {
 	return nil
 }
 
-func (s *redisSource) Ack(ctx context.Context, m Message) error {
-	return s.rdb.XAck(ctx, s.stream, s.group, m.ID).Err()
+// redisReceipt is one entry read through the group, pending for this
+// consumer until it is acked or dead-lettered.
+type redisReceipt struct {
+	s      *redisSource
+	id     string
+	fields map[string]string // the entry's fields as delivered
+}
+
+func (r *redisReceipt) Ack(ctx context.Context) error {
+	return r.s.rdb.XAck(ctx, r.s.stream, r.s.group, r.id).Err()
 }
 
 // deadLetterScript adds the entry to the DLQ and acks it in the origin
@@ -195,7 +200,8 @@ return dlqID
 // all) with the dead-letter fields replacing any earlier ones. A stale
 // error_class from an earlier trip through the DLQ is blanked: it would
 // make dlqctl categorize the new failure by the old one.
-func (s *redisSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+func (r *redisReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s := r.s
 	set := map[string]string{
 		envelope.FieldLastError:      dl.LastError,
 		envelope.FieldAttempts:       strconv.FormatInt(dl.Attempts, 10),
@@ -205,20 +211,20 @@ func (s *redisSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 		envelope.FieldOriginConsumer: s.consumer,
 	}
 	for _, name := range s.names[envelope.FieldErrorClass] {
-		if _, ok := m.fields[name]; ok {
+		if _, ok := r.fields[name]; ok {
 			set[envelope.FieldErrorClass] = ""
 		}
 	}
-	keys := make([]string, 0, len(m.fields))
-	for k := range m.fields {
+	keys := make([]string, 0, len(r.fields))
+	for k := range r.fields {
 		if _, replaced := set[k]; !replaced {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	args := []any{m.ID, s.group, s.consumer}
+	args := []any{r.id, s.group, s.consumer}
 	for _, k := range keys {
-		args = append(args, k, m.fields[k])
+		args = append(args, k, r.fields[k])
 	}
 	for _, k := range []string{envelope.FieldLastError, envelope.FieldErrorClass, envelope.FieldAttempts,
 		envelope.FieldDeadLetteredAt, envelope.FieldOriginStream, envelope.FieldOriginGroup, envelope.FieldOriginConsumer} {
@@ -228,7 +234,7 @@ func (s *redisSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 	}
 	err := s.script.Run(ctx, s.rdb, []string{s.stream, s.dlq}, args...).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("redis: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+		return fmt.Errorf("redis: dead-letter %s to %s: %w", r.id, s.dlq, err)
 	}
 	return nil
 }

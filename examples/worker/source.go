@@ -7,12 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -26,21 +20,14 @@ const readCount = 10
 // errIdle: no message arrived within pollWait.
 var errIdle = errors.New("no message")
 
-// Message is one delivered message.
+// Message is one delivered message, as the worker loop sees it.
 type Message struct {
-	// ID is the backend's locator: stream entry ID or inbox file name.
+	// ID is the backend's locator: stream entry ID, inbox file name,
+	// partition/offset, message or delivery ID.
 	ID string
 	// Envelope is the message decoded; Malformed is set when it could not
 	// be (then there is no event_id to deduplicate on).
 	Envelope envelope.Envelope
-
-	fields map[string]string // redis: the entry's fields as delivered
-	raw    []byte            // dir: the file's bytes
-	pmsg   pulsar.Message    // pulsar: the message as delivered
-	krec   *kgo.Record       // kafka: the record as delivered
-	smsg   types.Message     // sqs: the message as received
-	rdel   *amqp.Delivery    // rabbitmq: the delivery
-	jmsg   jetstream.Msg     // nats: the message as delivered
 }
 
 // DeadLetter is what a dead-lettered message carries besides its own
@@ -51,18 +38,25 @@ type DeadLetter struct {
 	At        time.Time
 }
 
-// Source delivers messages and takes them back.
-type Source interface {
-	// Next returns the next message, or errIdle after pollWait without one.
-	Next(ctx context.Context) (Message, error)
+// Receipt is a backend's hold on one delivered message: what the loop
+// settles it with, once, after the inbox transaction has committed.
+type Receipt interface {
 	// Ack says the message is done: it is not delivered again.
-	Ack(ctx context.Context, m Message) error
-	// DeadLetter puts the message in the DLQ and acks it, in one step where
-	// the backend allows (Redis, dir). On Pulsar it hands the message back
-	// to the client instead (nack, or reconsume with --retry), and the
-	// client dead-letters it once it has been delivered --max-deliveries
-	// times.
-	DeadLetter(ctx context.Context, m Message, dl DeadLetter) error
+	Ack(ctx context.Context) error
+	// DeadLetter puts the message in the DLQ and acks it: in one atomic
+	// step on Redis and dir, a produce (publish) then the ack on Kafka and
+	// NATS's copy mode. Where the broker dead-letters by itself (Pulsar's
+	// client, SQS's redrive policy, RabbitMQ's dead-letter exchange, NATS's
+	// nak and term modes) it hands the message back to the broker instead.
+	DeadLetter(ctx context.Context, dl DeadLetter) error
+}
+
+// Source delivers messages. Each backend's mode is one Source in its own
+// file.
+type Source interface {
+	// Next returns the next message and its receipt, or errIdle after
+	// pollWait without one.
+	Next(ctx context.Context) (Message, Receipt, error)
 	Close() error
 }
 

@@ -67,7 +67,7 @@ func openSQSSource(ctx context.Context, raw string) (*sqsSource, error) {
 	return &sqsSource{c: c, url: aws.ToString(out.QueueUrl), names: envelope.DefaultFieldNames()}, nil
 }
 
-func (s *sqsSource) Next(ctx context.Context) (Message, error) {
+func (s *sqsSource) Next(ctx context.Context) (Message, Receipt, error) {
 	if len(s.buf) == 0 {
 		out, err := s.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.url), MaxNumberOfMessages: readCount,
@@ -76,17 +76,17 @@ func (s *sqsSource) Next(ctx context.Context) (Message, error) {
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, fmt.Errorf("sqs: receive from %s: %w", s.url, err)
+			return Message{}, nil, fmt.Errorf("sqs: receive from %s: %w", s.url, err)
 		}
 		if len(out.Messages) == 0 {
 			select {
 			case <-time.After(pollWait):
 			case <-ctx.Done():
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 		s.buf = out.Messages
 	}
@@ -100,22 +100,30 @@ func (s *sqsSource) Next(ctx context.Context) (Message, error) {
 		sm.MessageAttributes[k] = aws.ToString(v.StringValue)
 	}
 	e := sqsdlq.FromSQS(sm, envelope.EventIDSource{Kind: "attribute"}, s.names)
-	return Message{ID: sm.ID, Envelope: e, smsg: m}, nil
+	return Message{ID: sm.ID, Envelope: e}, &sqsReceipt{s: s, id: sm.ID, handle: m.ReceiptHandle}, nil
 }
 
-func (s *sqsSource) Ack(ctx context.Context, m Message) error {
-	if _, err := s.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle}); err != nil {
-		return fmt.Errorf("sqs: delete %s: %w", m.ID, err)
+// sqsReceipt is one message received, invisible to other consumers until
+// its visibility timeout ends.
+type sqsReceipt struct {
+	s      *sqsSource
+	id     string  // the message ID
+	handle *string // the receipt handle of this receive
+}
+
+func (r *sqsReceipt) Ack(ctx context.Context) error {
+	if _, err := r.s.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.s.url), ReceiptHandle: r.handle}); err != nil {
+		return fmt.Errorf("sqs: delete %s: %w", r.id, err)
 	}
 	return nil
 }
 
 // DeadLetter hands the message back at once; the queue's redrive policy
 // moves it to the DLQ after maxReceiveCount receives.
-func (s *sqsSource) DeadLetter(ctx context.Context, m Message, _ DeadLetter) error {
-	_, err := s.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle, VisibilityTimeout: 0})
+func (r *sqsReceipt) DeadLetter(ctx context.Context, _ DeadLetter) error {
+	_, err := r.s.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(r.s.url), ReceiptHandle: r.handle, VisibilityTimeout: 0})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("sqs: hand back %s: %w", m.ID, err)
+		return fmt.Errorf("sqs: hand back %s: %w", r.id, err)
 	}
 	return nil
 }
