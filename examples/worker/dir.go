@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,6 +26,19 @@ const (
 // dlqNameTime names DLQ files: it sorts in time order, after the names of
 // files dead-lettered earlier.
 const dlqNameTime = "20060102T150405.000000000Z"
+
+// dirMode consumes a directory queue's inbox and dead-letters into its
+// error folder.
+func dirMode() mode {
+	return mode{
+		prefixes: []string{"dir:"},
+		usage:    "dir:PATH",
+		help:     "dir:PATH",
+		open: func(_ context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openDirSource(strings.TrimPrefix(opts.Source, "dir:"))
+		},
+	}
+}
 
 // dirSource consumes PATH/inbox/*.json in name order.
 type dirSource struct {

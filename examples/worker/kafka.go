@@ -42,6 +42,22 @@ import (
 // as a Spring listener's failure would.
 const kafkaExceptionFQCN = "org.springframework.kafka.listener.ListenerExecutionFailedException"
 
+// kafkaMode consumes a topic through a consumer group; --create makes the
+// topic and its DLT.
+func kafkaMode() mode {
+	return mode{
+		prefixes: []string{"kafka://"},
+		usage:    "kafka://host:port?topic=ORIGIN&group=G",
+		help:     "kafka://host:port?topic=ORIGIN&group=G",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openKafkaSource(ctx, opts.Source, opts.DLQ)
+		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createKafka(ctx, opts.Source, opts.DLQ, stdout)
+		},
+	}
+}
+
 type kafkaSource struct {
 	cl    *kgo.Client
 	topic string

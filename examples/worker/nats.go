@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// The NATS mode consumes a JetStream stream through a durable pull
-// consumer, acking explicitly after the inbox transaction:
+// natsMode consumes a JetStream stream through a durable pull consumer,
+// acking explicitly after the inbox transaction:
 //
 //	--source nats://[user:pass@]HOST:PORT?stream=ORIGIN&consumer=C[&subject=FILTER][&deadletter=copy|nak|term]
 //
@@ -37,6 +38,18 @@ import (
 //	     MAX_DELIVERIES advisory
 //	term terminate it with --fail-error as the reason: the server emits a
 //	     MSG_TERMINATED advisory carrying it
+func natsMode() mode {
+	return mode{
+		prefixes: []string{"nats://"},
+		usage:    "nats://host:port?stream=ORIGIN&consumer=C",
+		help:     "nats://host:port?stream=ORIGIN&consumer=C[&deadletter=copy|nak|term]",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openNATSSource(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, opts.RedeliveryDelay)
+		},
+	}
+}
+
+// natsSource is a durable pull consumer on the stream.
 type natsSource struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream

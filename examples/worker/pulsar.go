@@ -58,6 +58,22 @@ import (
 // The admin= parameter of dlqctl's source URL is accepted and ignored, so
 // that one URL serves both.
 
+// pulsarMode consumes a topic through a Shared subscription; the client
+// dead-letters.
+func pulsarMode() mode {
+	return mode{
+		prefixes: []string{"pulsar://", "pulsar+ssl://"},
+		usage:    "pulsar://host:port?topic=ORIGIN&subscription=SUB",
+		help:     "pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C]",
+		open: func(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
+			return openPulsarSource(ctx, opts.Source, pulsarOptions{
+				DLQ: opts.DLQ, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
+				Retry: opts.Retry, Log: stderr,
+			})
+		},
+	}
+}
+
 // pulsarDLQSubscription is the DLQ subscription dlqctl reads by default.
 const pulsarDLQSubscription = "dlqctl"
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
@@ -12,6 +13,18 @@ import (
 
 	"github.com/dlqctl/dlqctl/backends/rabbitmq"
 )
+
+// rabbitMode consumes a queue; its dead-letter exchange dead-letters.
+func rabbitMode() mode {
+	return mode{
+		prefixes: []string{"amqp://", "amqps://"},
+		usage:    "amqp://user:pass@host:port/VHOST?queue=Q",
+		help:     "amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]",
+		open: func(_ context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openRabbitSource(opts.Source)
+		},
+	}
+}
 
 // rabbitSource reads a RabbitMQ queue as a production consumer does:
 // consume with manual acknowledgement, process, ack. A failed delivery is

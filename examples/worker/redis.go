@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -18,6 +19,19 @@ import (
 
 	"github.com/dlqctl/dlqctl/envelope"
 )
+
+// redisMode consumes a stream through a consumer group and dead-letters
+// to a DLQ stream on the same server.
+func redisMode() mode {
+	return mode{
+		prefixes: []string{"redis://", "rediss://"},
+		usage:    "redis://host:port/db?stream=ORIGIN&group=G",
+		help:     "redis://host:port/db?stream=ORIGIN&group=G[&consumer=C]",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openRedisSource(ctx, opts.Source, opts.DLQ)
+		},
+	}
+}
 
 // redisSource reads a stream through a consumer group.
 type redisSource struct {

@@ -60,26 +60,89 @@ type Source interface {
 	Close() error
 }
 
-func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
-	raw, dlq := opts.Source, opts.DLQ
-	switch {
-	case strings.HasPrefix(raw, "dir:"):
-		return openDirSource(strings.TrimPrefix(raw, "dir:"))
-	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"):
-		return openRedisSource(ctx, raw, dlq)
-	case strings.HasPrefix(raw, "kafka://"):
-		return openKafkaSource(ctx, raw, dlq)
-	case strings.HasPrefix(raw, "pulsar://"), strings.HasPrefix(raw, "pulsar+ssl://"):
-		return openPulsarSource(ctx, raw, pulsarOptions{
-			DLQ: dlq, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
-			Retry: opts.Retry, Log: stderr,
-		})
-	case strings.HasPrefix(raw, "sqs://"):
-		return openSQSSource(ctx, raw)
-	case strings.HasPrefix(raw, "amqp://"), strings.HasPrefix(raw, "amqps://"):
-		return openRabbitSource(raw)
-	case strings.HasPrefix(raw, "nats://"):
-		return openNATSSource(ctx, raw, dlq, opts.MaxDeliveries, opts.RedeliveryDelay)
+// mode is one backend's mode of the worker: the --source URLs it takes
+// and how it opens them. Each backend's file defines its own.
+type mode struct {
+	// prefixes are the --source prefixes it takes ("redis://", "dir:").
+	prefixes []string
+	// usage is the --source form that errors name; help is the one --help
+	// names, with the optional parameters.
+	usage, help string
+	open        func(ctx context.Context, opts Options, stderr io.Writer) (Source, error)
+	// create makes what a rehearsal needs and the broker does not make by
+	// itself, the origin and its DLQ, leaving what exists as it is
+	// (--create); nil when the mode has nothing to make.
+	create func(ctx context.Context, opts Options, stdout io.Writer) error
+}
+
+// modes are the worker's modes, in the order --help names them. A
+// backend's mode is its own file and one entry here.
+func modes() []mode {
+	return []mode{redisMode(), kafkaMode(), pulsarMode(), sqsMode(), rabbitMode(), natsMode(), dirMode()}
+}
+
+// modeOf returns the mode that takes the --source URL raw.
+func modeOf(raw string) (mode, bool) {
+	for _, m := range modes() {
+		for _, p := range m.prefixes {
+			if strings.HasPrefix(raw, p) {
+				return m, true
+			}
+		}
 	}
-	return nil, usagef("--source %q: want redis://host:port/db?stream=ORIGIN&group=G, kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB, sqs://QUEUE?region=R&endpoint=URL, amqp://user:pass@host:port/VHOST?queue=Q, nats://host:port?stream=ORIGIN&consumer=C or dir:PATH", raw)
+	return mode{}, false
+}
+
+// short names the mode in a list: its scheme ("redis://…"), or its usage
+// when it has no URL scheme (dir:PATH).
+func (m mode) short() string {
+	if p := m.prefixes[0]; strings.HasSuffix(p, "://") {
+		return p + "…"
+	}
+	return m.usage
+}
+
+// sourceForms lists what each mode takes, as form returns it: "A, B or C".
+func sourceForms(form func(mode) string) string {
+	var forms []string
+	for _, m := range modes() {
+		forms = append(forms, form(m))
+	}
+	return joinList(forms, " or ")
+}
+
+// createForms lists the schemes of the modes that --create serves.
+func createForms() string {
+	var forms []string
+	for _, m := range modes() {
+		if m.create != nil {
+			forms = append(forms, m.prefixes[0])
+		}
+	}
+	return joinList(forms, " and ")
+}
+
+// joinList joins items with ", ", and the last one with last.
+func joinList(items []string, last string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
+}
+
+func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
+	m, ok := modeOf(opts.Source)
+	if !ok {
+		return nil, usagef("--source %q: want %s", opts.Source, sourceForms(func(m mode) string { return m.usage }))
+	}
+	return m.open(ctx, opts, stderr)
+}
+
+// create runs --create for the source's mode.
+func create(ctx context.Context, opts Options, stdout io.Writer) error {
+	m, ok := modeOf(opts.Source)
+	if !ok || m.create == nil {
+		return usagef("--create: only for %s sources", createForms())
+	}
+	return m.create(ctx, opts, stdout)
 }

@@ -21,6 +21,22 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
+// sqsMode consumes a queue; its redrive policy dead-letters. --create
+// makes the queue and its DLQ, with that policy.
+func sqsMode() mode {
+	return mode{
+		prefixes: []string{"sqs://"},
+		usage:    "sqs://QUEUE?region=R&endpoint=URL",
+		help:     "sqs://QUEUE?region=R[&endpoint=URL]",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openSQSSource(ctx, opts.Source)
+		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createSQS(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, stdout)
+		},
+	}
+}
+
 // sqsSource reads an SQS queue as a production consumer does: receive,
 // process, delete. A failed delivery is handed back (visibility 0) and
 // never deleted, so that the queue's own redrive policy dead-letters it
