@@ -47,7 +47,7 @@ const defaultFailError = "worker: injected failure"
 
 // Options is everything the worker is told on the command line.
 type Options struct {
-	Source string // redis://…, pulsar://…, sqs://… or dir:PATH
+	Source string // a URL one of the modes takes (see modes), or dir:PATH
 	DLQ    string // redis: the DLQ stream key ("" means <origin>-dlq); pulsar: the DLQ topic ("" means <origin>-<sub>-DLQ)
 	Inbox  string // sqlite:PATH or postgres://…
 
@@ -182,7 +182,7 @@ table and its effect applied in one transaction; the ack follows the commit.
 	case fs.NArg() > 0:
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
-		return opts, errors.New("--source is required (redis://…, kafka://…, pulsar://…, sqs://…, amqp://… or dir:PATH)")
+		return opts, fmt.Errorf("--source is required (%s)", sourceForms(mode.short))
 	case opts.Create:
 		if m, ok := modeOf(opts.Source); !ok || m.create == nil {
 			return opts, fmt.Errorf("--create: only for %s sources", createForms())
