@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/backends/dir"
+	dirqueue "github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 )

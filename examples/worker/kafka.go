@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -16,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dlqctl/dlqctl/backends/kafka"
+	kafkadlq "github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -40,6 +41,22 @@ import (
 // kafkaExceptionFQCN is what the worker reports as the exception class,
 // as a Spring listener's failure would.
 const kafkaExceptionFQCN = "org.springframework.kafka.listener.ListenerExecutionFailedException"
+
+// kafkaMode consumes a topic through a consumer group; --create makes the
+// topic and its DLT.
+func kafkaMode() mode {
+	return mode{
+		prefixes: []string{"kafka://"},
+		usage:    "kafka://host:port?topic=ORIGIN&group=G",
+		help:     "kafka://host:port?topic=ORIGIN&group=G",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openKafkaSource(ctx, opts.Source, opts.DLQ)
+		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createKafka(ctx, opts.Source, opts.DLQ, stdout)
+		},
+	}
+}
 
 type kafkaSource struct {
 	cl    *kgo.Client
@@ -114,13 +131,13 @@ func (s *kafkaSource) ensureDLT(ctx context.Context) error {
 	return nil
 }
 
-func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
+func (s *kafkaSource) Next(ctx context.Context) (Message, Receipt, error) {
 	for len(s.buf) == 0 {
 		pctx, cancel := context.WithTimeout(ctx, pollWait)
 		fs := s.cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return Message{}, ctx.Err()
+			return Message{}, nil, ctx.Err()
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -129,11 +146,11 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 			}
 		})
 		if ferr != nil {
-			return Message{}, ferr
+			return Message{}, nil, ferr
 		}
 		s.buf = append(s.buf, fs.Records()...)
 		if len(s.buf) == 0 {
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 	}
 	r := s.buf[0]
@@ -144,13 +161,20 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, error) {
 	}
 	env := kafkadlq.FromKafka(kafkadlq.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, envelope.EventIDSource{Kind: "property"}, s.names)
-	return Message{ID: env.ID, Envelope: env, krec: r}, nil
+	return Message{ID: env.ID, Envelope: env}, &kafkaReceipt{s: s, id: env.ID, rec: r}, nil
+}
+
+// kafkaReceipt is one record fetched for the group.
+type kafkaReceipt struct {
+	s   *kafkaSource
+	id  string
+	rec *kgo.Record
 }
 
 // Ack commits the record's offset for the group.
-func (s *kafkaSource) Ack(ctx context.Context, m Message) error {
-	if err := s.cl.CommitRecords(ctx, m.krec); err != nil {
-		return fmt.Errorf("kafka: commit %s/%s: %w", s.topic, m.ID, err)
+func (r *kafkaReceipt) Ack(ctx context.Context) error {
+	if err := r.s.cl.CommitRecords(ctx, r.rec); err != nil {
+		return fmt.Errorf("kafka: commit %s/%s: %w", r.s.topic, r.id, err)
 	}
 	return nil
 }
@@ -165,8 +189,8 @@ func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, 
 // attempts and dead_lettered_at), as the consumer contract asks, and a
 // stale error_class is dropped: left, they would describe the new failure
 // by the old one.
-func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
-	r := m.krec
+func (rc *kafkaReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s, r := rc.s, rc.rec
 	stale := map[string]bool{}
 	for _, f := range []string{envelope.FieldLastError, envelope.FieldErrorClass, envelope.FieldAttempts, envelope.FieldDeadLetteredAt} {
 		for _, n := range s.names[f] {
@@ -196,12 +220,64 @@ func (s *kafkaSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) 
 	)
 	out := &kgo.Record{Topic: s.dlq, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: dl.At}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
-		return fmt.Errorf("kafka: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+		return fmt.Errorf("kafka: dead-letter %s to %s: %w", rc.id, s.dlq, err)
 	}
-	return s.Ack(ctx, m)
+	return rc.Ack(ctx)
 }
 
 func (s *kafkaSource) Close() error {
 	s.cl.Close()
+	return nil
+}
+
+// kafkaCreatePartitions is the partition count of an origin topic that
+// --create makes: more than one, so that per-partition order shows.
+const kafkaCreatePartitions = 3
+
+func createKafka(ctx context.Context, raw, dlq string, stdout io.Writer) error {
+	hosts, query, _ := strings.Cut(strings.TrimPrefix(raw, "kafka://"), "?")
+	q, err := url.ParseQuery(query)
+	if err != nil || hosts == "" || q.Get("topic") == "" {
+		return usagef("--source: --create needs kafka://HOST:PORT?topic=ORIGIN")
+	}
+	topic := q.Get("topic")
+	if dlq == "" {
+		dlq = topic + ".DLT"
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(hosts, ",")...))
+	if err != nil {
+		return usagef("--source: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	partitions := int32(kafkaCreatePartitions)
+	if err := createTopic(ctx, adm, topic, partitions, stdout); err != nil {
+		return err
+	}
+	// The DLT has the origin's partition count, as Spring's recoverer
+	// expects, whichever made the origin.
+	md, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("kafka: metadata of %s: %w", topic, err)
+	}
+	if d, ok := md[topic]; ok && d.Err == nil {
+		partitions = int32(len(d.Partitions))
+	}
+	return createTopic(ctx, adm, dlq, partitions, stdout)
+}
+
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, stdout io.Writer) error {
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		fmt.Fprintf(stdout, "topic %s exists\n", topic)
+		return nil
+	case err != nil:
+		return fmt.Errorf("kafka: create %s: %w", topic, err)
+	}
+	fmt.Fprintf(stdout, "created topic %s (%d partitions)\n", topic, partitions)
 	return nil
 }

@@ -4,11 +4,16 @@
 // Spring Kafka does, see kafka.go), a Pulsar topic through a Shared subscription (dead-lettering through the
 // client's DLQPolicy, see pulsar.go), an SQS queue (dead-lettering through
 // the queue's redrive policy, see sqs.go), a RabbitMQ queue (dead-lettering
-// through its dead-letter exchange, see rabbitmq.go), or a directory queue's inbox,
-// records every delivery in an inbox table and
+// through its dead-letter exchange, see rabbitmq.go), a NATS JetStream
+// stream through a durable pull consumer (see nats.go), or a directory
+// queue's inbox (see dir.go), records every delivery in an inbox table and
 // applies the business effect in the same database transaction, and acks
 // only after that transaction has committed. docs/consumer-contract.md says
 // what a team copies from it.
+//
+// Each backend's mode is one file: a Source that delivers a Message and a
+// Receipt the loop (worker.go) acks or dead-letters by, and a mode entry
+// listed in modes (source.go).
 //
 // The --fail, --double-effect and --crash-after-commit flags inject the
 // faults that dlqctl's end-to-end tests must detect; a real consumer has
@@ -42,7 +47,7 @@ const defaultFailError = "worker: injected failure"
 
 // Options is everything the worker is told on the command line.
 type Options struct {
-	Source string // redis://…, pulsar://…, sqs://… or dir:PATH
+	Source string // a URL one of the modes takes (see modes), or dir:PATH
 	DLQ    string // redis: the DLQ stream key ("" means <origin>-dlq); pulsar: the DLQ topic ("" means <origin>-<sub>-DLQ)
 	Inbox  string // sqlite:PATH or postgres://…
 
@@ -146,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: redis://host:port/db?stream=ORIGIN&group=G[&consumer=C], kafka://host:port?topic=ORIGIN&group=G, pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C], sqs://QUEUE?region=R[&endpoint=URL], amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1], nats://host:port?stream=ORIGIN&consumer=C[&deadletter=copy|nak|term] or dir:PATH")
+	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: "+sourceForms(func(m mode) string { return m.help }))
 	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); nats: the copy stream (default ORIGIN_DLQ); kafka: the DLT (default ORIGIN.DLT); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); dir: ignored, always PATH/error")
 	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message; nats (deadletter=nak): the consumer's MaxDeliver")
 	fs.DurationVar(&opts.RedeliveryDelay, "redelivery-delay", opts.RedeliveryDelay, "pulsar, nats: delay before a nacked (or retried) message is delivered again")
@@ -177,10 +182,10 @@ table and its effect applied in one transaction; the ack follows the commit.
 	case fs.NArg() > 0:
 		return opts, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case opts.Source == "":
-		return opts, errors.New("--source is required (redis://…, kafka://…, pulsar://…, sqs://…, amqp://… or dir:PATH)")
+		return opts, fmt.Errorf("--source is required (%s)", sourceForms(mode.short))
 	case opts.Create:
-		if !strings.HasPrefix(opts.Source, "kafka://") && !strings.HasPrefix(opts.Source, "sqs://") {
-			return opts, errors.New("--create: only for kafka:// and sqs:// sources")
+		if m, ok := modeOf(opts.Source); !ok || m.create == nil {
+			return opts, fmt.Errorf("--create: only for %s sources", createForms())
 		}
 	case opts.Inbox == "":
 		return opts, errors.New("--inbox is required (sqlite:PATH or postgres://…)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// The NATS mode consumes a JetStream stream through a durable pull
-// consumer, acking explicitly after the inbox transaction:
+// natsMode consumes a JetStream stream through a durable pull consumer,
+// acking explicitly after the inbox transaction:
 //
 //	--source nats://[user:pass@]HOST:PORT?stream=ORIGIN&consumer=C[&subject=FILTER][&deadletter=copy|nak|term]
 //
@@ -37,6 +38,18 @@ import (
 //	     MAX_DELIVERIES advisory
 //	term terminate it with --fail-error as the reason: the server emits a
 //	     MSG_TERMINATED advisory carrying it
+func natsMode() mode {
+	return mode{
+		prefixes: []string{"nats://"},
+		usage:    "nats://host:port?stream=ORIGIN&consumer=C",
+		help:     "nats://host:port?stream=ORIGIN&consumer=C[&deadletter=copy|nak|term]",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openNATSSource(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, opts.RedeliveryDelay)
+		},
+	}
+}
+
+// natsSource is a durable pull consumer on the stream.
 type natsSource struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -103,78 +116,89 @@ func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, del
 	return s, nil
 }
 
-func (s *natsSource) Next(ctx context.Context) (Message, error) {
+func (s *natsSource) Next(ctx context.Context) (Message, Receipt, error) {
 	if len(s.buf) == 0 {
 		batch, err := s.cons.Fetch(readCount, jetstream.FetchMaxWait(pollWait))
 		if err != nil {
 			if ctx.Err() != nil {
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
+			return Message{}, nil, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
 		}
 		for m := range batch.Messages() {
 			s.buf = append(s.buf, m)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(s.buf) == 0 {
 			if ctx.Err() != nil {
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
+			return Message{}, nil, fmt.Errorf("nats: fetch from %s: %w", s.stream, err)
 		}
 		if len(s.buf) == 0 {
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 	}
 	m := s.buf[0]
 	s.buf = s.buf[1:]
 	md, err := m.Metadata()
 	if err != nil {
-		return Message{}, fmt.Errorf("nats: %w", err)
+		return Message{}, nil, fmt.Errorf("nats: %w", err)
 	}
 	e := natsdlq.Decode(natsdlq.Message{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, s.names)
-	return Message{ID: strconv.FormatUint(md.Sequence.Stream, 10), Envelope: e, jmsg: m}, nil
+	id := strconv.FormatUint(md.Sequence.Stream, 10)
+	return Message{ID: id, Envelope: e}, &natsReceipt{s: s, id: id, eventID: e.EventID, msg: m}, nil
+}
+
+// natsReceipt is one message fetched by the pull consumer, pending until
+// it is acked, nakked or terminated.
+type natsReceipt struct {
+	s       *natsSource
+	id      string // the stream sequence
+	eventID string // the decoded event ID, which the copy carries
+	msg     jetstream.Msg
 }
 
 // Ack waits for the server to confirm it, so that a worker that exits
 // right after has not left the message to be delivered again.
-func (s *natsSource) Ack(ctx context.Context, m Message) error {
-	if err := m.jmsg.DoubleAck(ctx); err != nil {
-		return fmt.Errorf("nats: ack %s: %w", m.ID, err)
+func (r *natsReceipt) Ack(ctx context.Context) error {
+	if err := r.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("nats: ack %s: %w", r.id, err)
 	}
 	return nil
 }
 
-func (s *natsSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+func (r *natsReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s := r.s
 	switch s.mode {
 	case "nak":
-		return m.jmsg.NakWithDelay(s.delay)
+		return r.msg.NakWithDelay(s.delay)
 	case "term":
-		return m.jmsg.TermWithReason(dl.LastError)
+		return r.msg.TermWithReason(dl.LastError)
 	}
 	h := nats.Header{}
-	for k, vs := range m.jmsg.Headers() {
+	for k, vs := range r.msg.Headers() {
 		if k == nats.MsgIdHdr || strings.HasPrefix(k, "Nats-Expected-") {
 			continue
 		}
 		h[k] = vs
 	}
-	if m.Envelope.EventID != "" && h.Get(envelope.FieldEventID) == "" {
-		h.Set(envelope.FieldEventID, m.Envelope.EventID)
+	if r.eventID != "" && h.Get(envelope.FieldEventID) == "" {
+		h.Set(envelope.FieldEventID, r.eventID)
 	}
 	for _, n := range s.names[envelope.FieldErrorClass] {
 		h.Del(n) // a stale class would categorize the new failure by the old one
 	}
-	h.Set(natsdlq.HeaderOriginalSubject, m.jmsg.Subject())
+	h.Set(natsdlq.HeaderOriginalSubject, r.msg.Subject())
 	h.Set(envelope.FieldLastError, dl.LastError)
 	h.Set(envelope.FieldAttempts, strconv.FormatInt(dl.Attempts, 10))
 	h.Set(envelope.FieldDeadLetteredAt, dl.At.UTC().Format(time.RFC3339Nano))
 	h.Set(envelope.FieldOriginGroup, s.group)
-	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+m.ID)
-	out := &nats.Msg{Subject: "dlq." + s.dlq + "." + m.jmsg.Subject(), Header: h, Data: m.jmsg.Data()}
+	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+r.id)
+	out := &nats.Msg{Subject: "dlq." + s.dlq + "." + r.msg.Subject(), Header: h, Data: r.msg.Data()}
 	if _, err := s.js.PublishMsg(ctx, out); err != nil {
-		return fmt.Errorf("nats: dead-letter %s to %s: %w", m.ID, s.dlq, err)
+		return fmt.Errorf("nats: dead-letter %s to %s: %w", r.id, s.dlq, err)
 	}
-	return s.Ack(ctx, m)
+	return r.Ack(ctx)
 }
 
 func (s *natsSource) Close() error {

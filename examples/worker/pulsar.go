@@ -14,7 +14,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/dlqctl/dlqctl/backends/pulsar"
+	pulsardlq "github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -58,6 +58,22 @@ import (
 // The admin= parameter of dlqctl's source URL is accepted and ignored, so
 // that one URL serves both.
 
+// pulsarMode consumes a topic through a Shared subscription; the client
+// dead-letters.
+func pulsarMode() mode {
+	return mode{
+		prefixes: []string{"pulsar://", "pulsar+ssl://"},
+		usage:    "pulsar://host:port?topic=ORIGIN&subscription=SUB",
+		help:     "pulsar://host:port?topic=ORIGIN&subscription=SUB[&consumer=C]",
+		open: func(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
+			return openPulsarSource(ctx, opts.Source, pulsarOptions{
+				DLQ: opts.DLQ, MaxDeliveries: opts.MaxDeliveries, RedeliveryDelay: opts.RedeliveryDelay,
+				Retry: opts.Retry, Log: stderr,
+			})
+		},
+	}
+}
+
 // pulsarDLQSubscription is the DLQ subscription dlqctl reads by default.
 const pulsarDLQSubscription = "dlqctl"
 
@@ -100,41 +116,63 @@ func fullTopic(s string) (string, error) {
 }
 
 func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsarSource, error) {
-	u, err := url.Parse(raw)
+	s, u, err := parsePulsarSource(raw, po)
 	if err != nil {
+		return nil, err
+	}
+	if s.client, err = newPulsarClient(u, po.Log); err != nil {
 		return nil, usagef("--source: %v", err)
 	}
+	if err := s.subscribe(ctx, u.Host, u.Query().Get("consumer"), po.MaxDeliveries); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parsePulsarSource checks the --source URL and the flags of the mode,
+// and names the topics.
+func parsePulsarSource(raw string, po pulsarOptions) (*pulsarSource, *url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, usagef("--source: %v", err)
+	}
 	if u.User != nil || (u.Path != "" && u.Path != "/") || u.Host == "" {
-		return nil, usagef("--source: want %s://HOST:PORT?topic=ORIGIN&subscription=SUB", u.Scheme)
+		return nil, nil, usagef("--source: want %s://HOST:PORT?topic=ORIGIN&subscription=SUB", u.Scheme)
 	}
 	q := u.Query()
 	for k := range q {
 		if !slices.Contains([]string{"topic", "subscription", "consumer", "admin"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: topic, subscription, consumer, admin)", k)
+			return nil, nil, usagef("--source: unknown parameter %q (known: topic, subscription, consumer, admin)", k)
 		}
 	}
 	if q.Get("topic") == "" || q.Get("subscription") == "" {
-		return nil, usagef("--source: pulsar needs ?topic=ORIGIN&subscription=SUB")
+		return nil, nil, usagef("--source: pulsar needs ?topic=ORIGIN&subscription=SUB")
 	}
 	s := &pulsarSource{sub: q.Get("subscription"), retry: po.Retry, delay: po.RedeliveryDelay, names: envelope.DefaultFieldNames()}
 	if s.origin, err = fullTopic(q.Get("topic")); err != nil {
-		return nil, usagef("--source: %v", err)
+		return nil, nil, usagef("--source: %v", err)
 	}
 	s.dlq = s.origin + "-" + s.sub + pulsar.DlqTopicSuffix
 	if po.DLQ != "" {
 		if s.dlq, err = fullTopic(po.DLQ); err != nil {
-			return nil, usagef("--dlq: %v", err)
+			return nil, nil, usagef("--dlq: %v", err)
 		}
 	}
 	if po.MaxDeliveries < 1 {
-		return nil, usagef("--max-deliveries: want N ≥ 1")
+		return nil, nil, usagef("--max-deliveries: want N ≥ 1")
 	}
 	if s.delay <= 0 {
-		return nil, usagef("--redelivery-delay: want a duration > 0")
+		return nil, nil, usagef("--redelivery-delay: want a duration > 0")
 	}
+	return s, u, nil
+}
+
+// newPulsarClient connects to u's host (port 6650, or 6651 over TLS, when
+// it names none); the client logs its errors to log, or nowhere when nil.
+func newPulsarClient(u *url.URL, log io.Writer) (pulsar.Client, error) {
 	logger := plog.DefaultNopLogger()
-	if po.Log != nil {
-		logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(po.Log, &slog.HandlerOptions{Level: slog.LevelError})))
+	if log != nil {
+		logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError})))
 	}
 	host := u.Host
 	switch {
@@ -144,23 +182,41 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 	default:
 		host += ":6650"
 	}
-	s.client, err = pulsar.NewClient(pulsar.ClientOptions{
+	return pulsar.NewClient(pulsar.ClientOptions{
 		URL:               u.Scheme + "://" + host,
 		ConnectionTimeout: 10 * time.Second,
 		OperationTimeout:  30 * time.Second,
 		Logger:            logger,
 	})
-	if err != nil {
-		return nil, usagef("--source: %v", err)
-	}
+}
+
+// subscribe makes s.consumer, the Shared consumer named name, with the
+// client's dead-letter policy (and retry topic with --retry). It closes the
+// client when it fails; host names the broker in its error.
+func (s *pulsarSource) subscribe(ctx context.Context, host, name string, maxDeliveries int) error {
 	policy := &pulsar.DLQPolicy{
-		MaxDeliveries:           uint32(po.MaxDeliveries),
+		MaxDeliveries:           uint32(maxDeliveries),
 		DeadLetterTopic:         s.dlq,
 		InitialSubscriptionName: pulsarDLQSubscription,
 		ProducerOptions:         pulsar.ProducerOptions{DisableBatching: true},
 	}
 	if s.retry {
 		policy.RetryLetterTopic = s.origin + "-" + s.sub + pulsar.RetryTopicSuffix
+	}
+	co := pulsar.ConsumerOptions{
+		Topic:                       s.origin,
+		SubscriptionName:            s.sub,
+		Name:                        name,
+		Type:                        pulsar.Shared,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		DLQ:                         policy,
+		RetryEnable:                 s.retry,
+		NackRedeliveryDelay:         s.delay,
+		AckWithResponse:             !s.retry,
+		ReceiverQueueSize:           readCount,
+	}
+	if s.retry {
+		co.AckGroupingOptions = &pulsar.AckGroupingOptions{MaxSize: 1}
 	}
 	type result struct {
 		c   pulsar.Consumer
@@ -169,21 +225,6 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 	// Subscribe has no context: bound it by ctx here.
 	done := make(chan result, 1)
 	go func() {
-		co := pulsar.ConsumerOptions{
-			Topic:                       s.origin,
-			SubscriptionName:            s.sub,
-			Name:                        q.Get("consumer"),
-			Type:                        pulsar.Shared,
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-			DLQ:                         policy,
-			RetryEnable:                 s.retry,
-			NackRedeliveryDelay:         s.delay,
-			AckWithResponse:             !s.retry,
-			ReceiverQueueSize:           readCount,
-		}
-		if s.retry {
-			co.AckGroupingOptions = &pulsar.AckGroupingOptions{MaxSize: 1}
-		}
 		c, err := s.client.Subscribe(co)
 		done <- result{c, err}
 	}()
@@ -191,9 +232,10 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 	case r := <-done:
 		if r.err != nil {
 			s.client.Close()
-			return nil, fmt.Errorf("pulsar %s: subscribe %s on %s: %w", u.Host, s.sub, s.origin, r.err)
+			return fmt.Errorf("pulsar %s: subscribe %s on %s: %w", host, s.sub, s.origin, r.err)
 		}
 		s.consumer = r.c
+		return nil
 	case <-ctx.Done():
 		go func() {
 			if r := <-done; r.err == nil {
@@ -201,23 +243,22 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 			}
 			s.client.Close()
 		}()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	return s, nil
 }
 
-func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
+func (s *pulsarSource) Next(ctx context.Context) (Message, Receipt, error) {
 	rctx, cancel := context.WithTimeout(ctx, pollWait)
 	defer cancel()
 	pm, err := s.consumer.Receive(rctx)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 		if ctx.Err() != nil {
-			return Message{}, ctx.Err()
+			return Message{}, nil, ctx.Err()
 		}
-		return Message{}, fmt.Errorf("pulsar: receive %s on %s: %w", s.sub, s.origin, err)
+		return Message{}, nil, fmt.Errorf("pulsar: receive %s on %s: %w", s.sub, s.origin, err)
 	}
 	id := pm.ID()
 	loc := fmt.Sprintf("%d:%d:%d:%d", id.LedgerID(), id.EntryID(), id.PartitionIdx(), id.BatchIdx())
@@ -232,12 +273,19 @@ func (s *pulsarSource) Next(ctx context.Context) (Message, error) {
 		PublishTime:     pm.PublishTime(),
 		RedeliveryCount: pm.RedeliveryCount(),
 	}, envelope.EventIDSource{Kind: "property"}, s.names)
-	return Message{ID: loc, Envelope: e, pmsg: pm}, nil
+	return Message{ID: loc, Envelope: e}, &pulsarReceipt{s: s, id: loc, msg: pm}, nil
 }
 
-func (s *pulsarSource) Ack(ctx context.Context, m Message) error {
-	if err := s.consumer.Ack(m.pmsg); err != nil {
-		return fmt.Errorf("pulsar: ack %s on %s: %w", m.ID, s.origin, err)
+// pulsarReceipt is one message received on the subscription.
+type pulsarReceipt struct {
+	s   *pulsarSource
+	id  string // ledger:entry:partition:batch
+	msg pulsar.Message
+}
+
+func (r *pulsarReceipt) Ack(ctx context.Context) error {
+	if err := r.s.consumer.Ack(r.msg); err != nil {
+		return fmt.Errorf("pulsar: ack %s on %s: %w", r.id, r.s.origin, err)
 	}
 	return nil
 }
@@ -245,18 +293,19 @@ func (s *pulsarSource) Ack(ctx context.Context, m Message) error {
 // DeadLetter hands a failed delivery back to the client's dead-letter
 // path: a nack (or, with --retry, a reconsume carrying last_error). The
 // client redelivers it and dead-letters it after --max-deliveries.
-func (s *pulsarSource) DeadLetter(ctx context.Context, m Message, dl DeadLetter) error {
+func (r *pulsarReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
+	s := r.s
 	if !s.retry {
-		s.consumer.Nack(m.pmsg)
+		s.consumer.Nack(r.msg)
 		return nil
 	}
 	props := map[string]string{envelope.FieldLastError: dl.LastError}
 	for _, name := range s.names[envelope.FieldErrorClass] {
-		if _, ok := m.pmsg.Properties()[name]; ok {
+		if _, ok := r.msg.Properties()[name]; ok {
 			props[name] = ""
 		}
 	}
-	s.consumer.ReconsumeLaterWithCustomProperties(m.pmsg, props, s.delay)
+	s.consumer.ReconsumeLaterWithCustomProperties(r.msg, props, s.delay)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
@@ -12,6 +13,18 @@ import (
 
 	"github.com/dlqctl/dlqctl/backends/rabbitmq"
 )
+
+// rabbitMode consumes a queue; its dead-letter exchange dead-letters.
+func rabbitMode() mode {
+	return mode{
+		prefixes: []string{"amqp://", "amqps://"},
+		usage:    "amqp://user:pass@host:port/VHOST?queue=Q",
+		help:     "amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]",
+		open: func(_ context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openRabbitSource(opts.Source)
+		},
+	}
+}
 
 // rabbitSource reads a RabbitMQ queue as a production consumer does:
 // consume with manual acknowledgement, process, ack. A failed delivery is
@@ -65,23 +78,31 @@ func openRabbitSource(raw string) (*rabbitSource, error) {
 	return s, nil
 }
 
-func (s *rabbitSource) Next(ctx context.Context) (Message, error) {
+func (s *rabbitSource) Next(ctx context.Context) (Message, Receipt, error) {
 	select {
 	case d, ok := <-s.deliveries:
 		if !ok {
-			return Message{}, fmt.Errorf("rabbitmq: the channel on %s closed", s.queue)
+			return Message{}, nil, fmt.Errorf("rabbitmq: the channel on %s closed", s.queue)
 		}
-		return Message{ID: strconv.FormatUint(d.DeliveryTag, 10), Envelope: rabbitmq.DecodeDelivery(&d), rdel: &d}, nil
+		id := strconv.FormatUint(d.DeliveryTag, 10)
+		return Message{ID: id, Envelope: rabbitmq.DecodeDelivery(&d)}, &rabbitReceipt{id: id, d: &d, requeue: s.requeue}, nil
 	case <-time.After(pollWait):
-		return Message{}, errIdle
+		return Message{}, nil, errIdle
 	case <-ctx.Done():
-		return Message{}, ctx.Err()
+		return Message{}, nil, ctx.Err()
 	}
 }
 
-func (s *rabbitSource) Ack(_ context.Context, m Message) error {
-	if err := m.rdel.Ack(false); err != nil {
-		return fmt.Errorf("rabbitmq: ack %s: %w", m.ID, err)
+// rabbitReceipt is one delivery, unacknowledged on the channel.
+type rabbitReceipt struct {
+	id      string // the delivery tag
+	d       *amqp.Delivery
+	requeue bool // the source's requeue=
+}
+
+func (r *rabbitReceipt) Ack(_ context.Context) error {
+	if err := r.d.Ack(false); err != nil {
+		return fmt.Errorf("rabbitmq: ack %s: %w", r.id, err)
 	}
 	return nil
 }
@@ -89,9 +110,9 @@ func (s *rabbitSource) Ack(_ context.Context, m Message) error {
 // DeadLetter rejects the message: the queue's dead-letter exchange takes
 // it (requeue=false), or the queue hands it out again and dead-letters it
 // at its delivery limit (requeue=1, quorum queues).
-func (s *rabbitSource) DeadLetter(_ context.Context, m Message, _ DeadLetter) error {
-	if err := m.rdel.Nack(false, s.requeue); err != nil {
-		return fmt.Errorf("rabbitmq: nack %s: %w", m.ID, err)
+func (r *rabbitReceipt) DeadLetter(_ context.Context, _ DeadLetter) error {
+	if err := r.d.Nack(false, r.requeue); err != nil {
+		return fmt.Errorf("rabbitmq: nack %s: %w", r.id, err)
 	}
 	return nil
 }

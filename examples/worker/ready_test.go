@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/backends/dir"
+	dirqueue "github.com/dlqctl/dlqctl/backends/dir"
 )
 
 // TestReadyFile: --ready is created once the inbox table exists, and not

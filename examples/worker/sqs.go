@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,9 +17,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/dlqctl/dlqctl/backends/sqs"
+	sqsdlq "github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/envelope"
 )
+
+// sqsMode consumes a queue; its redrive policy dead-letters. --create
+// makes the queue and its DLQ, with that policy.
+func sqsMode() mode {
+	return mode{
+		prefixes: []string{"sqs://"},
+		usage:    "sqs://QUEUE?region=R&endpoint=URL",
+		help:     "sqs://QUEUE?region=R[&endpoint=URL]",
+		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
+			return openSQSSource(ctx, opts.Source)
+		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createSQS(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, stdout)
+		},
+	}
+}
 
 // sqsSource reads an SQS queue as a production consumer does: receive,
 // process, delete. A failed delivery is handed back (visibility 0) and
@@ -64,7 +83,7 @@ func openSQSSource(ctx context.Context, raw string) (*sqsSource, error) {
 	return &sqsSource{c: c, url: aws.ToString(out.QueueUrl), names: envelope.DefaultFieldNames()}, nil
 }
 
-func (s *sqsSource) Next(ctx context.Context) (Message, error) {
+func (s *sqsSource) Next(ctx context.Context) (Message, Receipt, error) {
 	if len(s.buf) == 0 {
 		out, err := s.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.url), MaxNumberOfMessages: readCount,
@@ -73,17 +92,17 @@ func (s *sqsSource) Next(ctx context.Context) (Message, error) {
 		})
 		if err != nil {
 			if ctx.Err() != nil {
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, fmt.Errorf("sqs: receive from %s: %w", s.url, err)
+			return Message{}, nil, fmt.Errorf("sqs: receive from %s: %w", s.url, err)
 		}
 		if len(out.Messages) == 0 {
 			select {
 			case <-time.After(pollWait):
 			case <-ctx.Done():
-				return Message{}, ctx.Err()
+				return Message{}, nil, ctx.Err()
 			}
-			return Message{}, errIdle
+			return Message{}, nil, errIdle
 		}
 		s.buf = out.Messages
 	}
@@ -97,24 +116,101 @@ func (s *sqsSource) Next(ctx context.Context) (Message, error) {
 		sm.MessageAttributes[k] = aws.ToString(v.StringValue)
 	}
 	e := sqsdlq.FromSQS(sm, envelope.EventIDSource{Kind: "attribute"}, s.names)
-	return Message{ID: sm.ID, Envelope: e, smsg: m}, nil
+	return Message{ID: sm.ID, Envelope: e}, &sqsReceipt{s: s, id: sm.ID, handle: m.ReceiptHandle}, nil
 }
 
-func (s *sqsSource) Ack(ctx context.Context, m Message) error {
-	if _, err := s.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle}); err != nil {
-		return fmt.Errorf("sqs: delete %s: %w", m.ID, err)
+// sqsReceipt is one message received, invisible to other consumers until
+// its visibility timeout ends.
+type sqsReceipt struct {
+	s      *sqsSource
+	id     string  // the message ID
+	handle *string // the receipt handle of this receive
+}
+
+func (r *sqsReceipt) Ack(ctx context.Context) error {
+	if _, err := r.s.c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(r.s.url), ReceiptHandle: r.handle}); err != nil {
+		return fmt.Errorf("sqs: delete %s: %w", r.id, err)
 	}
 	return nil
 }
 
 // DeadLetter hands the message back at once; the queue's redrive policy
 // moves it to the DLQ after maxReceiveCount receives.
-func (s *sqsSource) DeadLetter(ctx context.Context, m Message, _ DeadLetter) error {
-	_, err := s.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(s.url), ReceiptHandle: m.smsg.ReceiptHandle, VisibilityTimeout: 0})
+func (r *sqsReceipt) DeadLetter(ctx context.Context, _ DeadLetter) error {
+	_, err := r.s.c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(r.s.url), ReceiptHandle: r.handle, VisibilityTimeout: 0})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("sqs: hand back %s: %w", m.ID, err)
+		return fmt.Errorf("sqs: hand back %s: %w", r.id, err)
 	}
 	return nil
 }
 
 func (s *sqsSource) Close() error { return nil }
+
+func createSQS(ctx context.Context, raw, dlq string, maxReceive int, stdout io.Writer) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return usagef("--source %q: want sqs://QUEUE?region=R[&endpoint=URL]", raw)
+	}
+	queue, q := u.Host, u.Query()
+	fifo := strings.HasSuffix(queue, ".fifo")
+	if dlq == "" {
+		dlq = strings.TrimSuffix(queue, ".fifo") + "-dlq"
+		if fifo {
+			dlq += ".fifo"
+		}
+	}
+	var lo []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		lo = append(lo, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return fmt.Errorf("sqs: AWS configuration: %w", err)
+	}
+	c := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if e := q.Get("endpoint"); e != "" {
+			o.BaseEndpoint = aws.String(e)
+		}
+	})
+	dlqURL, err := createQueue(ctx, c, dlq, fifo, stdout)
+	if err != nil {
+		return err
+	}
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return fmt.Errorf("sqs: the ARN of %s: %w", dlq, err)
+	}
+	queueURL, err := createQueue(ctx, c, queue, fifo, stdout)
+	if err != nil {
+		return err
+	}
+	policy, _ := json.Marshal(map[string]string{
+		"deadLetterTargetArn": attrs.Attributes[string(types.QueueAttributeNameQueueArn)],
+		"maxReceiveCount":     strconv.Itoa(maxReceive),
+	})
+	if _, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(queueURL),
+		Attributes: map[string]string{string(types.QueueAttributeNameRedrivePolicy): string(policy)}}); err != nil {
+		return fmt.Errorf("sqs: set the redrive policy of %s: %w", queue, err)
+	}
+	fmt.Fprintf(stdout, "queue %s dead-letters into %s after %d receives\n", queue, dlq, maxReceive)
+	return nil
+}
+
+// createQueue returns the URL of the queue, made if it does not exist.
+func createQueue(ctx context.Context, c *sqs.Client, name string, fifo bool, stdout io.Writer) (string, error) {
+	if out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); err == nil {
+		fmt.Fprintf(stdout, "queue %s exists\n", name)
+		return aws.ToString(out.QueueUrl), nil
+	}
+	in := &sqs.CreateQueueInput{QueueName: aws.String(name)}
+	if fifo {
+		in.Attributes = map[string]string{string(types.QueueAttributeNameFifoQueue): "true"}
+	}
+	out, err := c.CreateQueue(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("sqs: create %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "created queue %s\n", name)
+	return aws.ToString(out.QueueUrl), nil
+}

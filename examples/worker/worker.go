@@ -46,12 +46,12 @@ func run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		}
 	}
 
-	w := &worker{opts: opts, src: src, store: store, log: stderr}
+	w := &worker{opts: opts, store: store, log: stderr}
 	counts := tally{}
 	n := 0
 	lastMessage := opts.Now()
 	for opts.Max == 0 || n < opts.Max {
-		m, err := src.Next(ctx)
+		m, rc, err := src.Next(ctx)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return summary(stdout, n, counts) // SIGINT/SIGTERM: stop receiving
@@ -65,7 +65,7 @@ func run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 		}
 		n++
 		lastMessage = opts.Now()
-		outcome, err := w.handle(context.WithoutCancel(ctx), m)
+		outcome, err := w.handle(context.WithoutCancel(ctx), m, rc)
 		counts[outcome]++
 		if err != nil {
 			return err
@@ -82,14 +82,13 @@ func summary(stdout io.Writer, n int, c tally) error {
 
 type worker struct {
 	opts  Options
-	src   Source
 	store Store
 	log   io.Writer
 }
 
 // handle processes one message: the transaction, then, only once it has
 // committed, the ack (or the dead-letter, which acks).
-func (w *worker) handle(ctx context.Context, m Message) (string, error) {
+func (w *worker) handle(ctx context.Context, m Message, rc Receipt) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, processTimeout)
 	defer cancel()
 	e := m.Envelope
@@ -99,7 +98,7 @@ func (w *worker) handle(ctx context.Context, m Message) (string, error) {
 		// the DLQ, where dlqctl lists it as malformed.
 		w.logLine("event_id", e.EventID, "id", m.ID, "outcome", outcomeFailed, "reason", "malformed")
 		dl := DeadLetter{LastError: "worker: malformed message: " + e.Malformed, Attempts: 1, At: now}
-		if err := w.src.DeadLetter(ctx, m, dl); err != nil {
+		if err := rc.DeadLetter(ctx, dl); err != nil {
 			return outcomeFailed, err
 		}
 		return outcomeFailed, nil
@@ -126,11 +125,11 @@ func (w *worker) handle(ctx context.Context, m Message) (string, error) {
 	w.logLine(kv...)
 	if r.Outcome == outcomeFailed {
 		dl := DeadLetter{LastError: w.opts.FailError, Attempts: r.Attempts, At: now}
-		return r.Outcome, w.src.DeadLetter(ctx, m, dl)
+		return r.Outcome, rc.DeadLetter(ctx, dl)
 	}
 	// A conflict is acked too: it is recorded, and redelivering it would
 	// change nothing. dlqctl's reconcile reports it.
-	return r.Outcome, w.src.Ack(ctx, m)
+	return r.Outcome, rc.Ack(ctx)
 }
 
 // logLine writes key=value pairs on one line, values quoted when they
