@@ -71,6 +71,29 @@ func SplitSourceURL(raw string, schemes []string, withPath bool) (u SourceURL, o
 	return u, true, nil
 }
 
+// StrayAt says raw holds an "@" that its user info (hasUser: the parse
+// found some) does not account for: a password with an unescaped "/",
+// "?" or "#" may then have run into the hosts, path or query.
+func StrayAt(raw string, hasUser bool) bool {
+	accounted := 0
+	if hasUser {
+		accounted = 1
+	}
+	return strings.Count(raw, "@") > accounted
+}
+
+const notShown = "(not shown: the URL has an '@' after its user info; escape '@', '/', '?' and '#' in a password as %XX)"
+
+// QuoteURLPiece quotes a piece of raw (a host, a path, a query key or
+// value) for an error, unless StrayAt: then any piece may hold part of a
+// password, and none is shown.
+func QuoteURLPiece(raw string, hasUser bool, piece string) string {
+	if StrayAt(raw, hasUser) {
+		return notShown
+	}
+	return strconv.Quote(piece)
+}
+
 // UserinfoDisplay is the user info as dlqctl shows it: "user:xxxxx@" with
 // a password, "user@" without, "" for none. The password is never shown,
 // only that there is one.
@@ -97,17 +120,17 @@ type URLQuery struct {
 // ParseURLQuery parses raw (a query without its "?") and refuses an
 // unknown key, naming the known ones, and a key given twice. Keys are
 // checked in sorted order, so the error for a URL is always the same.
-// quote shows a piece of the URL in an error; nil is strconv.Quote (a
-// backend passes its own when a piece could be part of a password).
-func ParseURLQuery(raw string, known []string, quote func(string) string) (*URLQuery, error) {
-	q := &URLQuery{quote: quote}
-	if q.quote == nil {
-		q.quote = strconv.Quote
+// hide (StrayAt of the URL) keeps every piece of the query out of the
+// errors, the getters' included: part of a password may be in it.
+func ParseURLQuery(raw string, known []string, hide bool) (*URLQuery, error) {
+	q := &URLQuery{quote: strconv.Quote}
+	if hide {
+		q.quote = func(string) string { return notShown }
 	}
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
-		if quote != nil {
-			return nil, fmt.Errorf("bad query string: %s", quote(err.Error()))
+		if hide {
+			return nil, fmt.Errorf("bad query string: %s", notShown)
 		}
 		return nil, fmt.Errorf("bad query string: %v", err)
 	}

@@ -42,6 +42,25 @@ func TestSplitSourceURL(t *testing.T) {
 	}
 }
 
+func TestQuoteURLPiece(t *testing.T) {
+	for _, c := range []struct {
+		raw     string
+		hasUser bool
+		shown   bool
+	}{
+		{"redis://h:1/0?stream=x", false, true},
+		{"redis://u:pw@h:1/0?stream=x", true, true},
+		{"redis://0/:pw@h:1/0", false, false},       // the password ran into the path
+		{"kafka://u:p?w@h:1?topic=x", false, false}, // into the query
+		{"kafka://u:p@w@h:1", true, false},
+	} {
+		got := QuoteURLPiece(c.raw, c.hasUser, "piece")
+		if (got == `"piece"`) != c.shown || StrayAt(c.raw, c.hasUser) == c.shown {
+			t.Errorf("%s: %s", c.raw, got)
+		}
+	}
+}
+
 func TestUserinfoDisplay(t *testing.T) {
 	for _, c := range []struct {
 		user    string
@@ -66,7 +85,7 @@ func TestParseURLQueryRefuses(t *testing.T) {
 		"topic=x&topic=y":               `query parameter "topic" given 2 times`,
 		"topic=%zz":                     `bad query string: invalid URL escape "%zz"`,
 	} {
-		_, err := ParseURLQuery(raw, known, nil)
+		_, err := ParseURLQuery(raw, known, false)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", raw, err, want)
 		}
@@ -74,20 +93,23 @@ func TestParseURLQueryRefuses(t *testing.T) {
 			t.Errorf("%s: the error quotes a value: %v", raw, err)
 		}
 	}
-	hide := func(string) string { return "(not shown)" }
-	_, err := ParseURLQuery("pw=1", known, hide)
-	if err == nil || err.Error() != "unknown query parameter (not shown) (known: timeout, topic)" {
-		t.Errorf("own quote: %v", err)
+	// With a stray '@', no piece of the query is shown.
+	for _, raw := range []string{"pw=1", "a=%zz", "topic=a&topic=b"} {
+		_, err := ParseURLQuery(raw, known, true)
+		if err == nil || !strings.Contains(err.Error(), notShown) || strings.Contains(err.Error(), `"`) {
+			t.Errorf("%s, hidden: %v", raw, err)
+		}
 	}
-	_, err = ParseURLQuery("a=%zz", known, hide)
-	if err == nil || err.Error() != "bad query string: (not shown)" {
-		t.Errorf("own quote, bad query: %v", err)
+	q, _ := ParseURLQuery("timeout=x", known, true)
+	var d time.Duration
+	if q.Duration("timeout", &d); q.Err() == nil || q.Err().Error() != "timeout="+notShown+": want a positive duration such as 10s" {
+		t.Errorf("getter, hidden: %v", q.Err())
 	}
 }
 
 func TestURLQueryGetters(t *testing.T) {
 	known := []string{"b", "d", "n", "s", "tls_ca", "tls_insecure", "tls_server_name"}
-	q, err := ParseURLQuery("b=1&d=30s&n=7&s=&tls_ca=/ca.pem&tls_insecure=true&tls_server_name=x.test", known, nil)
+	q, err := ParseURLQuery("b=1&d=30s&n=7&s=&tls_ca=/ca.pem&tls_insecure=true&tls_server_name=x.test", known, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +128,7 @@ func TestURLQueryGetters(t *testing.T) {
 		t.Errorf("Has/Get of an empty value")
 	}
 	// Absent keys leave the defaults.
-	q, _ = ParseURLQuery("", known, nil)
+	q, _ = ParseURLQuery("", known, false)
 	q.Bool("b", &b)
 	q.Duration("d", &d)
 	q.Int("n", 1, 32, &n)
@@ -128,7 +150,7 @@ func TestURLQueryBadValues(t *testing.T) {
 		"tls_server_name=x.t": "tls_server_name needs kafkas:// (TLS)",
 		"tls_x=1":             "tls_x needs kafkas:// (TLS)",
 	} {
-		q, err := ParseURLQuery(raw, known, nil)
+		q, err := ParseURLQuery(raw, known, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +165,7 @@ func TestURLQueryBadValues(t *testing.T) {
 			t.Errorf("%s: %v, want %q", raw, q.Err(), want)
 		}
 	}
-	q, _ := ParseURLQuery("tls_ca=/x", known, nil)
+	q, _ := ParseURLQuery("tls_ca=/x", known, false)
 	if q.TLS(true, "kafkas"); q.Err() != nil {
 		t.Errorf("tls_ca on a TLS scheme: %v", q.Err())
 	}

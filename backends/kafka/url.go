@@ -51,10 +51,13 @@ func parseURL(raw string) (sourceURL, error) {
 		return s, bad("the user name is empty")
 	}
 	s.scheme, s.user, s.password = p.Scheme, p.User, p.Password
-	if s.brokers, err = parseBrokers(strings.TrimSuffix(p.Hosts, "/")); err != nil {
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, p.HasUser, v) }
+	if s.brokers, err = parseBrokers(strings.TrimSuffix(p.Hosts, "/"), quote); err != nil {
 		return s, bad("%v", err)
 	}
-	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, nil)
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
 	if err != nil {
 		return s, bad("%v", err)
 	}
@@ -74,7 +77,7 @@ func parseURL(raw string) (sourceURL, error) {
 }
 
 // parseBrokers reads the seed list, host:port[,host:port…].
-func parseBrokers(list string) ([]string, error) {
+func parseBrokers(list string, quote func(string) string) ([]string, error) {
 	if list == "" {
 		return nil, fmt.Errorf("no broker address (want host:port[,host:port…])")
 	}
@@ -82,10 +85,10 @@ func parseBrokers(list string) ([]string, error) {
 	for _, b := range strings.Split(list, ",") {
 		host, port, err := net.SplitHostPort(b)
 		if err != nil || host == "" {
-			return nil, fmt.Errorf("broker %q is not host:port", b)
+			return nil, fmt.Errorf("broker %s is not host:port", quote(b))
 		}
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return nil, fmt.Errorf("broker %q: bad port", b)
+			return nil, fmt.Errorf("broker %s: bad port", quote(b))
 		}
 		brokers = append(brokers, b)
 	}

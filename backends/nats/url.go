@@ -93,7 +93,7 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	if u.hosts, err = parseHosts(strings.TrimSuffix(p.Hosts, "/")); err != nil {
 		return u, backend.Configf("nats source %s: %v", u.display(), err)
 	}
-	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, u.quote)
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
 	if err != nil {
 		return u, backend.Configf("nats source %s: %v", u.display(), err)
 	}
@@ -195,7 +195,7 @@ func (u sourceURL) display() string {
 	if u.scheme == "" {
 		return backend.RedactURL(u.raw)
 	}
-	if u.strayAt() {
+	if backend.StrayAt(u.raw, u.hasInfo) {
 		// An '@' the split did not take: a password with an unescaped
 		// '?' may be anywhere before the last one.
 		return backend.RedactUserinfo(u.raw)
@@ -214,24 +214,9 @@ func (u sourceURL) display() string {
 	return out
 }
 
-// strayAt says the URL holds an '@' its user info does not account for.
-func (u sourceURL) strayAt() bool {
-	accounted := 0
-	if u.hasInfo {
-		accounted = 1
-	}
-	return strings.Count(u.raw, "@") > accounted
-}
-
-// quote quotes a piece of the URL for an error, unless the URL holds an
-// '@' its user info does not account for: then a password with an
-// unescaped '?' may have run into the query, and no piece is shown.
-func (u sourceURL) quote(v string) string {
-	if u.strayAt() {
-		return "(not shown: the URL has an '@' after its user info; escape '@', '?' and '/' in a password)"
-	}
-	return strconv.Quote(v)
-}
+// quote quotes a piece of the URL for an error, or hides it when a
+// password may have run into it.
+func (u sourceURL) quote(v string) string { return backend.QuoteURLPiece(u.raw, u.hasInfo, v) }
 
 // secrets are the strings that must never be printed.
 func (u sourceURL) secrets() []string {

@@ -156,8 +156,11 @@ func parseURL(raw string) (sourceURL, error) {
 	if pu.User != nil {
 		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", backend.RedactUserinfo(raw))
 	}
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
 	if pu.Path != "" && pu.Path != "/" {
-		return u, backend.Configf("pulsar source %s: unexpected path %q (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), pu.Path)
+		return u, backend.Configf("pulsar source %s: unexpected path %s (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), quote(pu.Path))
 	}
 	u.host = pu.Hostname()
 	u.port = defaultPort
@@ -167,11 +170,11 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("pulsar source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), p)
+			return u, backend.Configf("pulsar source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), quote(p))
 		}
 		u.port = n
 	}
-	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, nil)
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
 		return u, backend.Configf("pulsar source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}

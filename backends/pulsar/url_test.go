@@ -41,6 +41,7 @@ func TestParseURLErrors(t *testing.T) {
 		"http://broker?topic=dlq":                                    `unknown scheme "http"`,
 		"pulsar://u:s3cretpw@broker?topic=dlq":                       "user info in the URL is not supported",
 		"pulsar://broker/x?topic=dlq":                                `unexpected path "/x"`,
+		"pulsar://0/:s3cretpw@broker?topic=dlq":                      "unexpected path (not shown",
 		"pulsar://broker:0?topic=dlq":                                `bad port "0"`,
 		"pulsar://broker?topic=dlq&token=s3cretpw":                   `unknown query parameter "token" (known: admin, subscription, timeout, tls_ca, tls_hostname_verification, tls_insecure, topic)`,
 		"pulsar://broker?topic=dlq&topic=x":                          `query parameter "topic" given 2 times`,

@@ -66,16 +66,19 @@ func parseURL(raw string) (sourceURL, error) {
 		return s, bad("the user name is empty")
 	}
 	s.scheme, s.user, s.password = p.Scheme, p.User, p.Password
-	if s.host, err = brokerAddr(p.Hosts, s.scheme); err != nil {
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, p.HasUser, v) }
+	if s.host, err = brokerAddr(p.Hosts, s.scheme, quote); err != nil {
 		return s, bad("%v", err)
 	}
 	s.vhost = "/"
 	if path := strings.TrimPrefix(p.Path, "/"); path != "" {
 		if s.vhost, err = url.PathUnescape(path); err != nil {
-			return s, bad("the vhost %q is badly escaped", path)
+			return s, bad("the vhost %s is badly escaped", quote(path))
 		}
 	}
-	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, nil)
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
 	if err != nil {
 		return s, bad("%v", err)
 	}
@@ -104,7 +107,7 @@ func parseURL(raw string) (sourceURL, error) {
 }
 
 // brokerAddr is the broker's host:port, the port defaulting to AMQP's.
-func brokerAddr(authority, scheme string) (string, error) {
+func brokerAddr(authority, scheme string, quote func(string) string) (string, error) {
 	if authority == "" {
 		return "", fmt.Errorf("no broker address (want host[:port])")
 	}
@@ -117,10 +120,10 @@ func brokerAddr(authority, scheme string) (string, error) {
 		}
 	}
 	if host == "" || strings.ContainsAny(host, " /") {
-		return "", fmt.Errorf("broker %q is not host[:port]", authority)
+		return "", fmt.Errorf("broker %s is not host[:port]", quote(authority))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return "", fmt.Errorf("broker %q: bad port", authority)
+		return "", fmt.Errorf("broker %s: bad port", quote(authority))
 	}
 	return net.JoinHostPort(host, port), nil
 }

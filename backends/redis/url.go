@@ -104,6 +104,9 @@ func parseURL(raw string) (sourceURL, error) {
 		u.user = pu.User.Username()
 		u.password, u.hasPassword = pu.User.Password()
 	}
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, pu.User != nil, v) }
 	u.host = pu.Hostname()
 	if u.host == "" {
 		u.host = "localhost"
@@ -112,30 +115,30 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("redis source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(raw), p)
+			return u, backend.Configf("redis source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(raw), quote(p))
 		}
 		u.port = n
 	}
 	// Checked before anything shows the query, which could then hold
 	// anything, a password=… included.
-	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, nil)
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, pu.User != nil))
 	if err != nil {
 		return u, backend.Configf("redis source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
 	u.rawQuery = pu.RawQuery
-	if err := u.readQuery(q, pu.Path); err != nil {
+	if err := u.readQuery(q, pu.Path, quote); err != nil {
 		return u, backend.Configf("redis source %s: %v", u.typed, err)
 	}
 	return u, nil
 }
 
 // readQuery reads the database from the path and the query's options.
-func (u *sourceURL) readQuery(q *backend.URLQuery, path string) error {
+func (u *sourceURL) readQuery(q *backend.URLQuery, path string, quote func(string) string) error {
 	path = strings.TrimPrefix(path, "/")
 	if path != "" {
 		n, err := strconv.Atoi(path)
 		if err != nil || n < 0 {
-			return fmt.Errorf("bad database %q in the path (want a number: redis://host:port/DB)", path)
+			return fmt.Errorf("bad database %s in the path (want a number: redis://host:port/DB)", quote(path))
 		}
 		u.db = n
 	}

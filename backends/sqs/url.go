@@ -90,20 +90,27 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.RedactURL(raw), reason)
 	}
+	if strings.Contains(raw, "#") {
+		// url.Parse would drop it, and the display form is the URL as given.
+		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", withoutQuery(raw))
+	}
 	if pu.User != nil {
 		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.RedactURL(raw))
 	}
-	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, nil)
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
 		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
 	}
 	switch pu.Scheme {
 	case "sqs":
-		err = u.readSQS(pu, q)
+		err = u.readSQS(pu, q, quote)
 	case "https":
-		err = u.readQueueURL(pu, q)
+		err = u.readQueueURL(pu, q, quote)
 	default:
-		err = fmt.Errorf("unknown scheme %q (want sqs:// or an https:// SQS queue URL)", pu.Scheme)
+		err = fmt.Errorf("unknown scheme %s (want sqs:// or an https:// SQS queue URL)", quote(pu.Scheme))
 	}
 	if err != nil {
 		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
@@ -124,18 +131,18 @@ func parseURL(raw string) (sourceURL, error) {
 }
 
 // readSQS reads sqs://QUEUE and its region, endpoint and account.
-func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery) error {
+func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery, quote func(string) string) error {
 	if pu.Opaque != "" || pu.Host == "" {
 		return errors.New("want sqs://QUEUE?region=R")
 	}
 	if pu.Path != "" && pu.Path != "/" {
-		return fmt.Errorf("unexpected path %q (want sqs://QUEUE, or the queue URL itself)", pu.Path)
+		return fmt.Errorf("unexpected path %s (want sqs://QUEUE, or the queue URL itself)", quote(pu.Path))
 	}
 	// url.Parse lowercases nothing, but a queue name is no host name:
 	// take it verbatim.
 	u.queue = pu.Host
 	if !validQueueName(u.queue) {
-		return fmt.Errorf("%q is not an SQS queue name (1-80 letters, digits, - and _, .fifo for FIFO queues)", u.queue)
+		return fmt.Errorf("%s is not an SQS queue name (1-80 letters, digits, - and _, .fifo for FIFO queues)", quote(u.queue))
 	}
 	u.region = q.Get("region")
 	if e := q.Get("endpoint"); e != "" {
@@ -156,10 +163,10 @@ func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery) error {
 
 // readQueueURL reads an https:// SQS queue URL, which names the region,
 // account and queue itself.
-func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery) error {
+func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery, quote func(string) string) error {
 	m := queueURLHost.FindStringSubmatch(pu.Host)
 	if m == nil {
-		return fmt.Errorf("https URLs are read as SQS queue URLs (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE), and %q is no SQS host; for another endpoint use sqs://QUEUE?endpoint=URL", pu.Host)
+		return fmt.Errorf("https URLs are read as SQS queue URLs (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE), and %s is no SQS host; for another endpoint use sqs://QUEUE?endpoint=URL", quote(pu.Host))
 	}
 	u.region = m[1] + m[2]
 	parts := strings.Split(strings.Trim(pu.Path, "/"), "/")
