@@ -50,10 +50,10 @@ func TestURLAndRegistration(t *testing.T) {
 	for raw, want := range map[string]string{
 		"kafka://h:9092":                             "topic= is required",
 		"kafka://h?topic=x":                          "is not host:port",
-		"kafka://h:9092?topic=x&nope=1":              `unknown parameter "nope"`,
+		"kafka://h:9092?topic=x&nope=1":              `unknown query parameter "nope"`,
 		"kafka://h:9092?topic=x&sasl=gssapi":         "want plain, scram-sha-256 or scram-sha-512",
 		"kafka://h:9092?topic=x&sasl=plain":          "needs user:password@",
-		"kafka://h:9092?topic=x&tls_insecure=true":   "need kafkas://",
+		"kafka://h:9092?topic=x&tls_insecure=true":   "tls_insecure needs kafkas://",
 		"kafka://h:9092?topic=a%2Fb":                 "only letters, digits",
 		"kafka://u:pw12@h:9092?topic=x&timeout=soon": "timeout=",
 	} {

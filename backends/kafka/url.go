@@ -32,102 +32,108 @@ type sourceURL struct {
 	tlsServerName string
 }
 
-var knownParams = map[string]bool{
-	"topic": true, "state_topic": true, "sasl": true, "timeout": true,
-	"tls_ca": true, "tls_insecure": true, "tls_server_name": true,
-}
+var knownParams = []string{"sasl", "state_topic", "timeout", "tls_ca", "tls_insecure", "tls_server_name", "topic"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
 	var s sourceURL
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || (scheme != "kafka" && scheme != "kafkas") {
+	bad := func(format string, args ...any) error {
+		return backend.Configf("kafka source %s: "+format, append([]any{backend.RedactURL(raw)}, args...)...)
+	}
+	p, ok, err := backend.SplitSourceURL(raw, []string{"kafka", "kafkas"}, false)
+	if !ok {
 		return s, backend.Configf("kafka source %q: want kafka://host:port?topic=DLQ or kafkas://", backend.RedactURL(raw))
 	}
-	s.scheme = scheme
-	authority, query, _ := strings.Cut(rest, "?")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		userinfo := authority[:at]
-		authority = authority[at+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		var err error
-		if s.user, err = url.PathUnescape(user); err != nil || s.user == "" {
-			return s, backend.Configf("kafka source %s: the user name is empty or badly escaped", backend.RedactURL(raw))
-		}
-		if hasPass {
-			if s.password, err = url.PathUnescape(pass); err != nil {
-				return s, backend.Configf("kafka source %s: the password is badly escaped (use %%XX for special characters)", backend.RedactURL(raw))
-			}
-		}
-	}
-	authority = strings.TrimSuffix(authority, "/")
-	if authority == "" {
-		return s, backend.Configf("kafka source %s: no broker address (want host:port[,host:port…])", backend.RedactURL(raw))
-	}
-	for _, b := range strings.Split(authority, ",") {
-		host, port, err := net.SplitHostPort(b)
-		if err != nil || host == "" {
-			return s, backend.Configf("kafka source %s: broker %q is not host:port", backend.RedactURL(raw), b)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return s, backend.Configf("kafka source %s: broker %q: bad port", backend.RedactURL(raw), b)
-		}
-		s.brokers = append(s.brokers, b)
-	}
-	q, err := url.ParseQuery(query)
 	if err != nil {
-		return s, backend.Configf("kafka source %s: bad query: %v", backend.RedactURL(raw), err)
+		return s, bad("%v", err)
 	}
-	for k := range q {
-		if !knownParams[k] {
-			return s, backend.Configf("kafka source %s: unknown parameter %q (known: topic, state_topic, sasl, timeout, tls_ca, tls_insecure, tls_server_name)", backend.RedactURL(raw), k)
-		}
+	if p.HasUser && p.User == "" {
+		return s, bad("the user name is empty")
 	}
-	s.topic = q.Get("topic")
-	if s.topic == "" {
-		return s, backend.Configf("kafka source %s: topic= is required (the DLQ topic, e.g. orders.DLT)", backend.RedactURL(raw))
+	s.scheme, s.user, s.password = p.Scheme, p.User, p.Password
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, p.HasUser, v) }
+	if s.brokers, err = parseBrokers(strings.TrimSuffix(p.Hosts, "/"), quote); err != nil {
+		return s, bad("%v", err)
 	}
-	if err := validTopic(s.topic); err != nil {
-		return s, backend.Configf("kafka source %s: topic: %v", backend.RedactURL(raw), err)
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
+	if err != nil {
+		return s, bad("%v", err)
 	}
-	s.stateTopic = q.Get("state_topic")
-	if s.stateTopic == "" {
-		s.stateTopic = s.topic + ".dlqctl-state"
+	if s.topic, s.stateTopic, err = topics(q); err != nil {
+		return s, bad("%v", err)
 	}
-	if err := validTopic(s.stateTopic); err != nil {
-		return s, backend.Configf("kafka source %s: state_topic: %v", backend.RedactURL(raw), err)
+	if s.mechanism, err = mechanism(q.Get("sasl"), s.user); err != nil {
+		return s, bad("%v", err)
 	}
-	if s.stateTopic == s.topic {
-		return s, backend.Configf("kafka source %s: state_topic must differ from topic", backend.RedactURL(raw))
-	}
-	s.mechanism = strings.ToLower(q.Get("sasl"))
-	switch s.mechanism {
-	case "":
-		if s.user != "" {
-			s.mechanism = "plain"
-		}
-	case "plain", "scram-sha-256", "scram-sha-512":
-		if s.user == "" {
-			return s, backend.Configf("kafka source %s: sasl=%s needs user:password@ in the URL (or the user there and DLQCTL_KAFKA_PASSWORD)", backend.RedactURL(raw), s.mechanism)
-		}
-	default:
-		return s, backend.Configf("kafka source %s: sasl=%q: want plain, scram-sha-256 or scram-sha-512", backend.RedactURL(raw), q.Get("sasl"))
-	}
-	if t := q.Get("timeout"); t != "" {
-		if s.timeout, err = time.ParseDuration(t); err != nil || s.timeout <= 0 {
-			return s, backend.Configf("kafka source %s: timeout=%q: want a positive duration such as 30s", backend.RedactURL(raw), t)
-		}
-	}
-	s.tlsCA, s.tlsServerName = q.Get("tls_ca"), q.Get("tls_server_name")
-	if v := q.Get("tls_insecure"); v != "" {
-		if s.tlsInsecure, err = strconv.ParseBool(v); err != nil {
-			return s, backend.Configf("kafka source %s: tls_insecure=%q: want true or false", backend.RedactURL(raw), v)
-		}
-	}
-	if scheme == "kafka" && (s.tlsCA != "" || s.tlsInsecure || s.tlsServerName != "") {
-		return s, backend.Configf("kafka source %s: tls_* parameters need kafkas://", backend.RedactURL(raw))
+	q.Duration("timeout", &s.timeout)
+	tlsOpts := q.TLS(s.scheme == "kafkas", "kafkas")
+	s.tlsCA, s.tlsInsecure, s.tlsServerName = tlsOpts.CA, tlsOpts.Insecure, tlsOpts.ServerName
+	if err := q.Err(); err != nil {
+		return s, bad("%v", err)
 	}
 	return s, nil
+}
+
+// parseBrokers reads the seed list, host:port[,host:port…].
+func parseBrokers(list string, quote func(string) string) ([]string, error) {
+	if list == "" {
+		return nil, fmt.Errorf("no broker address (want host:port[,host:port…])")
+	}
+	var brokers []string
+	for _, b := range strings.Split(list, ",") {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("broker %s is not host:port", quote(b))
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, fmt.Errorf("broker %s: bad port", quote(b))
+		}
+		brokers = append(brokers, b)
+	}
+	return brokers, nil
+}
+
+// topics reads topic= (required) and state_topic= (default
+// TOPIC.dlqctl-state).
+func topics(q *backend.URLQuery) (topic, state string, err error) {
+	topic = q.Get("topic")
+	if topic == "" {
+		return "", "", fmt.Errorf("topic= is required (the DLQ topic, e.g. orders.DLT)")
+	}
+	if err := validTopic(topic); err != nil {
+		return "", "", fmt.Errorf("topic: %v", err)
+	}
+	state = q.Get("state_topic")
+	if state == "" {
+		state = topic + ".dlqctl-state"
+	}
+	if err := validTopic(state); err != nil {
+		return "", "", fmt.Errorf("state_topic: %v", err)
+	}
+	if state == topic {
+		return "", "", fmt.Errorf("state_topic must differ from topic")
+	}
+	return topic, state, nil
+}
+
+// mechanism reads sasl=: plain when a user is given and it is not.
+func mechanism(sasl, user string) (string, error) {
+	m := strings.ToLower(sasl)
+	switch m {
+	case "":
+		if user != "" {
+			m = "plain"
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if user == "" {
+			return "", fmt.Errorf("sasl=%s needs user:password@ in the URL (or the user there and DLQCTL_KAFKA_PASSWORD)", m)
+		}
+	default:
+		return "", fmt.Errorf("sasl=%q: want plain, scram-sha-256 or scram-sha-512", sasl)
+	}
+	return m, nil
 }
 
 // validTopic applies Kafka's own rule for topic names.
@@ -151,11 +157,7 @@ func (s sourceURL) display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
-		b.WriteString(url.PathEscape(s.user))
-		if s.password != "" {
-			b.WriteString(":" + backend.Redacted)
-		}
-		b.WriteString("@")
+		b.WriteString(backend.UserinfoDisplay(s.user, s.password != ""))
 	}
 	b.WriteString(strings.Join(s.brokers, ","))
 	q := url.Values{"topic": {s.topic}}

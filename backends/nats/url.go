@@ -3,11 +3,10 @@ package natsdlq
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,8 +56,8 @@ var bucketName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 type sourceURL struct {
 	raw        string
 	scheme     string
-	info       string // user info as written
 	hasInfo    bool
+	hasPass    bool   // the user info has a ":"
 	hostPart   string // hosts (and any path) as written
 	query      string
 	hosts      []string // host:port, in the order given
@@ -71,128 +70,124 @@ type sourceURL struct {
 	creds      string
 	bucket     string
 	timeout    time.Duration
-	tlsCA      string
-	tlsName    string
-	tlsInsec   bool
+	tls        backend.TLSOptions
 }
 
 // parseURL reads a nats:// or tls:// source URL; getenv may be nil. Every
 // error is a *backend.ConfigError and none quotes a secret.
 func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	u := sourceURL{raw: raw, timeout: defaultTimeout, bucket: defaultLeaseBucket}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || (scheme != "nats" && scheme != "tls") {
+	// Several hosts (a cluster's seed list) make the URL no valid URL for
+	// net/url: the helper cuts it by hand.
+	p, ok, err := backend.SplitSourceURL(raw, []string{"nats", "tls"}, false)
+	if !ok {
 		return u, backend.Configf("nats source %s: want nats://host:port?stream=DLQ or tls://…", backend.RedactURL(raw))
 	}
-	u.scheme = scheme
-	// Several hosts (a cluster's seed list) make the URL no valid URL for
-	// net/url: the user info and the query are cut off by hand.
-	info, hasInfo, hostPart, query := splitAuthority(rest)
-	u.info, u.hasInfo, u.hostPart, u.query = info, hasInfo, hostPart, query
-	hostPart = strings.TrimSuffix(hostPart, "/")
-	if hasInfo {
-		name, pass, hasPass := strings.Cut(info, ":")
-		var err error
-		if u.user, err = url.PathUnescape(name); err != nil {
-			return u, backend.Configf("nats source %s: user info is not valid URL escaping", u.display())
+	u.scheme, u.hasInfo, u.hostPart, u.query = p.Scheme, p.HasUser, p.Hosts, p.RawQuery
+	if err != nil {
+		return u, backend.Configf("nats source %s: %v", u.display(), err)
+	}
+	if err := u.credentials(p, getenv); err != nil {
+		return u, backend.Configf("nats source %s: %v", u.display(), err)
+	}
+	if u.hosts, err = parseHosts(strings.TrimSuffix(p.Hosts, "/")); err != nil {
+		return u, backend.Configf("nats source %s: %v", u.display(), err)
+	}
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
+	if err != nil {
+		return u, backend.Configf("nats source %s: %v", u.display(), err)
+	}
+	if err := u.readQuery(q); err != nil {
+		return u, backend.Configf("nats source %s: %v", u.display(), err)
+	}
+	return u, nil
+}
+
+// credentials takes the user info: user and password, or a user name
+// alone, which is a token unless DLQCTL_NATS_PASSWORD gives a password.
+func (u *sourceURL) credentials(p backend.SourceURL, getenv func(string) string) error {
+	if !p.HasUser {
+		return nil
+	}
+	u.user, u.password, u.hasPass = p.User, p.Password, p.HasPassword
+	if !p.HasPassword {
+		env := ""
+		if getenv != nil {
+			env = getenv(PasswordEnv)
 		}
-		if hasPass {
-			if u.password, err = url.PathUnescape(pass); err != nil {
-				return u, backend.Configf("nats source %s: user info is not valid URL escaping", u.display())
-			}
-		}
-		if !hasPass {
-			env := ""
-			if getenv != nil {
-				env = getenv(PasswordEnv)
-			}
-			if env != "" {
-				u.password = env
-			} else {
-				u.token, u.user = u.user, ""
-			}
-		}
-		if u.user == "" && u.password != "" {
-			return u, backend.Configf("nats source %s: a password needs a user name", u.display())
+		if env != "" {
+			u.password = env
+		} else {
+			u.token, u.user = u.user, ""
 		}
 	}
-	if strings.Contains(hostPart, "/") {
-		return u, backend.Configf("nats source %s: unexpected path (want nats://host:port?stream=DLQ)", u.display())
+	if u.user == "" && u.password != "" {
+		return errors.New("a password needs a user name")
 	}
-	for _, h := range strings.Split(hostPart, ",") {
+	return nil
+}
+
+// parseHosts reads the seed list, host[:port][,host[:port]…].
+func parseHosts(list string) ([]string, error) {
+	if strings.Contains(list, "/") {
+		return nil, errors.New("unexpected path (want nats://host:port?stream=DLQ)")
+	}
+	var hosts []string
+	for _, h := range strings.Split(list, ",") {
 		if h == "" {
-			return u, backend.Configf("nats source %s: no host", u.display())
+			return nil, errors.New("no host")
 		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
 			host, port = h, defaultPort
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("nats source %s: a host's port is not a port number", u.display())
+			return nil, errors.New("a host's port is not a port number")
 		}
 		if host == "" {
-			return u, backend.Configf("nats source %s: no host", u.display())
+			return nil, errors.New("no host")
 		}
-		u.hosts = append(u.hosts, net.JoinHostPort(host, port))
+		hosts = append(hosts, net.JoinHostPort(host, port))
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return u, backend.Configf("nats source %s: bad query string: %v", u.display(), u.quote(err.Error()))
-	}
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			return u, backend.Configf("nats source %s: unknown query parameter %s (known: %s)", u.display(), u.quote(k), strings.Join(knownParams, ", "))
-		}
-		if len(vs) > 1 {
-			return u, backend.Configf("nats source %s: query parameter %s given %d times", u.display(), u.quote(k), len(vs))
-		}
-	}
+	return hosts, nil
+}
+
+// readQuery reads the stream and the options.
+func (u *sourceURL) readQuery(q *backend.URLQuery) error {
 	u.stream = q.Get("stream")
 	if u.stream == "" {
-		return u, backend.Configf("nats source %s: no stream (add ?stream=DLQSTREAM)", u.display())
+		return errors.New("no stream (add ?stream=DLQSTREAM)")
 	}
 	if !streamName.MatchString(u.stream) {
-		return u, backend.Configf("nats source %s: stream %s is no JetStream stream name (no spaces, dots, *, > or slashes)", u.display(), u.quote(u.stream))
+		return fmt.Errorf("stream %s is no JetStream stream name (no spaces, dots, *, > or slashes)", u.quote(u.stream))
 	}
 	if c := q.Get("consumer"); c != "" {
 		if !streamName.MatchString(c) {
-			return u, backend.Configf("nats source %s: consumer %s is no JetStream consumer name", u.display(), u.quote(c))
+			return fmt.Errorf("consumer %s is no JetStream consumer name", u.quote(c))
 		}
 		u.consumer = c
 	}
-	if v, ok := q["advisories"]; ok {
-		b, err := strconv.ParseBool(v[0])
+	if q.Has("advisories") {
+		b, err := strconv.ParseBool(q.Get("advisories"))
 		if err != nil {
-			return u, backend.Configf("nats source %s: advisories=%s: want 1 or 0", u.display(), u.quote(v[0]))
+			q.Fail("advisories", "1 or 0")
 		}
 		u.advisories = b
 	}
-	if v, ok := q["lease_bucket"]; ok {
-		if !bucketName.MatchString(v[0]) {
-			return u, backend.Configf("nats source %s: lease_bucket=%s: want letters, digits, - and _", u.display(), u.quote(v[0]))
+	if q.Has("lease_bucket") {
+		if u.bucket = q.Get("lease_bucket"); !bucketName.MatchString(u.bucket) {
+			q.Fail("lease_bucket", "letters, digits, - and _")
 		}
-		u.bucket = v[0]
 	}
-	if v, ok := q["timeout"]; ok {
-		d, err := time.ParseDuration(v[0])
-		if err != nil || d <= 0 {
-			return u, backend.Configf("nats source %s: timeout=%s: want a positive duration such as 10s", u.display(), u.quote(v[0]))
-		}
-		u.timeout = d
-	}
+	q.Duration("timeout", &u.timeout)
 	u.creds = q.Get("creds")
 	if u.creds != "" && (u.user != "" || u.token != "") {
-		return u, backend.Configf("nats source %s: creds= and user info in the URL are two ways to authenticate; give one", u.display())
+		q.Failf("creds= and user info in the URL are two ways to authenticate; give one")
 	}
-	u.tlsCA, u.tlsName = q.Get("tls_ca"), q.Get("tls_server_name")
-	if v, ok := q["tls_insecure"]; ok {
-		b, err := strconv.ParseBool(v[0])
-		if err != nil {
-			return u, backend.Configf("nats source %s: tls_insecure=%s: want true or false", u.display(), u.quote(v[0]))
-		}
-		u.tlsInsec = b
-	}
-	return u, nil
+	// tls:// is not the only way to TLS: a server that requires it
+	// upgrades a nats:// connection, so the keys are taken with either.
+	u.tls = q.TLS(true, "tls")
+	return q.Err()
 }
 
 // display is the URL with its password or token replaced.
@@ -200,24 +195,17 @@ func (u sourceURL) display() string {
 	if u.scheme == "" {
 		return backend.RedactURL(u.raw)
 	}
-	accounted := 0
-	if u.hasInfo {
-		accounted = 1
-	}
-	if strings.Count(u.raw, "@") > accounted {
+	if backend.StrayAt(u.raw, u.hasInfo) {
 		// An '@' the split did not take: a password with an unescaped
 		// '?' may be anywhere before the last one.
 		return backend.RedactUserinfo(u.raw)
 	}
 	out := u.scheme + "://"
-	if u.hasInfo {
-		if name, _, hasPass := strings.Cut(u.info, ":"); hasPass {
-			out += name + ":" + backend.Redacted + "@"
-		} else if u.user == "" {
-			out += backend.Redacted + "@" // a token
-		} else {
-			out += name + "@"
-		}
+	switch {
+	case u.token != "":
+		out += backend.Redacted + "@"
+	case u.hasInfo:
+		out += backend.UserinfoDisplay(u.user, u.hasPass)
 	}
 	out += u.hostPart
 	if u.query != "" {
@@ -226,31 +214,9 @@ func (u sourceURL) display() string {
 	return out
 }
 
-// splitAuthority cuts what follows "scheme://" into user info, hosts and
-// query: the user info ends at the last '@' before the query, as in any
-// URL. (A password must escape '?', '/' and '@'; display hides more when
-// it did not.)
-func splitAuthority(rest string) (info string, hasInfo bool, hosts, query string) {
-	hosts, query, _ = strings.Cut(rest, "?")
-	if at := strings.LastIndex(hosts, "@"); at >= 0 {
-		return hosts[:at], true, hosts[at+1:], query
-	}
-	return "", false, hosts, query
-}
-
-// quote quotes a piece of the URL for an error, unless the URL holds an
-// '@' its user info does not account for: then a password with an
-// unescaped '?' may have run into the query, and no piece is shown.
-func (u sourceURL) quote(v string) string {
-	accounted := 0
-	if u.hasInfo {
-		accounted = 1
-	}
-	if strings.Count(u.raw, "@") > accounted {
-		return "(not shown: the URL has an '@' after its user info; escape '@', '?' and '/' in a password)"
-	}
-	return strconv.Quote(v)
-}
+// quote quotes a piece of the URL for an error, or hides it when a
+// password may have run into it.
+func (u sourceURL) quote(v string) string { return backend.QuoteURLPiece(u.raw, u.hasInfo, v) }
 
 // secrets are the strings that must never be printed.
 func (u sourceURL) secrets() []string {
@@ -276,11 +242,11 @@ func (u sourceURL) serverURLs() string {
 // tlsConfig is the TLS setting when tls:// or a TLS option asks for one,
 // else nil (the client still upgrades when the server requires TLS).
 func (u sourceURL) tlsConfig() (*tls.Config, error) {
-	if u.scheme != "tls" && u.tlsCA == "" && u.tlsName == "" && !u.tlsInsec {
+	if u.scheme != "tls" && u.tls == (backend.TLSOptions{}) {
 		return nil, nil
 	}
 	host, _, _ := net.SplitHostPort(u.hosts[0])
-	conf, err := backend.TLSOptions{CA: u.tlsCA, Insecure: u.tlsInsec, ServerName: u.tlsName}.Config(host)
+	conf, err := u.tls.Config(host)
 	if err != nil {
 		return nil, backend.Configf("nats source %s: %v", u.display(), err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,8 +156,11 @@ func parseURL(raw string) (sourceURL, error) {
 	if pu.User != nil {
 		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", backend.RedactUserinfo(raw))
 	}
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
 	if pu.Path != "" && pu.Path != "/" {
-		return u, backend.Configf("pulsar source %s: unexpected path %q (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), pu.Path)
+		return u, backend.Configf("pulsar source %s: unexpected path %s (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), quote(pu.Path))
 	}
 	u.host = pu.Hostname()
 	u.port = defaultPort
@@ -168,75 +170,22 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("pulsar source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), p)
+			return u, backend.Configf("pulsar source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), quote(p))
 		}
 		u.port = n
 	}
-	q, err := url.ParseQuery(pu.RawQuery)
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
-		return u, backend.Configf("pulsar source %s: bad query string: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
+		return u, backend.Configf("pulsar source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			return u, backend.Configf("pulsar source %s: unknown query parameter %q (known: %s)", backend.RedactUserinfo(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
-		}
-		if len(vs) > 1 {
-			return u, backend.Configf("pulsar source %s: query parameter %q given %d times", backend.RedactUserinfo(withoutQuery(raw)), k, len(vs))
-		}
+	// Checked before anything shows the query: its user info is hidden.
+	if u.admin, err = adminURL(q.Get("admin")); err != nil {
+		return u, backend.Configf("pulsar source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
-	if a := q.Get("admin"); a != "" {
-		// Hidden before anything shows the query.
-		au, err := url.Parse(a)
-		if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" {
-			return u, backend.Configf("pulsar source %s: admin=%s: want http://HOST:PORT or https://HOST:PORT", backend.RedactUserinfo(withoutQuery(raw)), backend.RedactUserinfo(a))
-		}
-		if au.User != nil {
-			return u, backend.Configf("pulsar source %s: admin URL with user info is not supported; pass the token in DLQCTL_PULSAR_TOKEN", backend.RedactUserinfo(withoutQuery(raw)))
-		}
-		u.admin, u.adminGiven = au, true
-	}
+	u.adminGiven = u.admin != nil
 	u.rawQuery = pu.RawQuery
-	if _, ok := q["topic"]; !ok || q.Get("topic") == "" {
-		return u, backend.Configf("pulsar source %s: no topic: add ?topic=DLQTOPIC (the client's default DLQ is <topic>-<subscription>-DLQ)", u.display())
-	}
-	if u.topic, err = parseTopic(q.Get("topic")); err != nil {
+	if err := u.readQuery(q); err != nil {
 		return u, backend.Configf("pulsar source %s: %v", u.display(), err)
-	}
-	u.subscription = DefaultSubscription
-	if _, ok := q["subscription"]; ok {
-		if u.subscription = q.Get("subscription"); u.subscription == "" {
-			return u, backend.Configf("pulsar source %s: subscription is empty", u.display())
-		}
-	}
-	for _, k := range []string{"tls_insecure", "tls_hostname_verification"} {
-		v, ok := q[k]
-		if !ok {
-			continue
-		}
-		b, err := strconv.ParseBool(v[0])
-		if err != nil {
-			return u, backend.Configf("pulsar source %s: %s=%q: want true or false", u.display(), k, v[0])
-		}
-		if k == "tls_insecure" {
-			u.tlsInsecure = b
-		} else {
-			u.tlsHostname = b
-		}
-	}
-	if v, ok := q["timeout"]; ok {
-		d, err := time.ParseDuration(v[0])
-		if err != nil || d <= 0 {
-			return u, backend.Configf("pulsar source %s: timeout=%q: want a positive duration such as 10s", u.display(), v[0])
-		}
-		u.timeout = d
-	}
-	u.tlsCA = q.Get("tls_ca")
-	if !u.tls() {
-		for _, k := range []string{"tls_ca", "tls_insecure", "tls_hostname_verification"} {
-			if _, ok := q[k]; ok {
-				return u, backend.Configf("pulsar source %s: %s needs pulsar+ssl:// (TLS)", u.display(), k)
-			}
-		}
 	}
 	if u.admin == nil {
 		scheme, port := "http", "8080"
@@ -246,6 +195,44 @@ func parseURL(raw string) (sourceURL, error) {
 		u.admin = &url.URL{Scheme: scheme, Host: net.JoinHostPort(u.host, port)}
 	}
 	return u, nil
+}
+
+// adminURL reads admin=, the broker's admin REST base URL; nil when not
+// given.
+func adminURL(a string) (*url.URL, error) {
+	if a == "" {
+		return nil, nil
+	}
+	au, err := url.Parse(a)
+	if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" {
+		return nil, fmt.Errorf("admin=%s: want http://HOST:PORT or https://HOST:PORT", backend.RedactUserinfo(a))
+	}
+	if au.User != nil {
+		return nil, errors.New("admin URL with user info is not supported; pass the token in DLQCTL_PULSAR_TOKEN")
+	}
+	return au, nil
+}
+
+// readQuery reads the topic, the subscription and the options.
+func (u *sourceURL) readQuery(q *backend.URLQuery) error {
+	if q.Get("topic") == "" {
+		return errors.New("no topic: add ?topic=DLQTOPIC (the client's default DLQ is <topic>-<subscription>-DLQ)")
+	}
+	var err error
+	if u.topic, err = parseTopic(q.Get("topic")); err != nil {
+		return err
+	}
+	u.subscription = DefaultSubscription
+	if q.Has("subscription") {
+		if u.subscription = q.Get("subscription"); u.subscription == "" {
+			return errors.New("subscription is empty")
+		}
+	}
+	q.Bool("tls_hostname_verification", &u.tlsHostname)
+	q.Duration("timeout", &u.timeout)
+	tlsOpts := q.TLS(u.tls(), "pulsar+ssl", "tls_hostname_verification")
+	u.tlsCA, u.tlsInsecure = tlsOpts.CA, tlsOpts.Insecure
+	return q.Err()
 }
 
 // adminTLS is the TLS setting for an https admin URL: the same trust as

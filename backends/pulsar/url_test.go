@@ -1,6 +1,12 @@
 package pulsardlq
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
 
 func TestParseURLDefaults(t *testing.T) {
 	for _, tc := range []struct {
@@ -27,6 +33,41 @@ func TestParseURLDefaults(t *testing.T) {
 	}
 	if got := (topicName{"a", "b", "c d"}).adminPath(); got != "/admin/v2/persistent/a/b/c%20d" {
 		t.Errorf("admin path = %s", got)
+	}
+}
+
+func TestParseURLErrors(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://broker?topic=dlq":                                    `unknown scheme "http"`,
+		"pulsar://u:s3cretpw@broker?topic=dlq":                       "user info in the URL is not supported",
+		"pulsar://broker/x?topic=dlq":                                `unexpected path "/x"`,
+		"pulsar://0/:s3cretpw@broker?topic=dlq":                      "unexpected path (not shown",
+		"pulsar://broker:0?topic=dlq":                                `bad port "0"`,
+		"pulsar://broker?topic=dlq&token=s3cretpw":                   `unknown query parameter "token" (known: admin, subscription, timeout, tls_ca, tls_hostname_verification, tls_insecure, topic)`,
+		"pulsar://broker?topic=dlq&topic=x":                          `query parameter "topic" given 2 times`,
+		"pulsar://broker?topic=dlq&admin=http://a:s3cretpw@h:8080":   "admin URL with user info is not supported",
+		"pulsar://broker?topic=dlq&admin=ftp://h":                    "admin=ftp://h: want http://HOST:PORT",
+		"pulsar://broker?subscription=s":                             "no topic",
+		"pulsar://broker?topic=a/b":                                  "want NAME, TENANT/NAMESPACE/NAME",
+		"pulsar://broker?topic=dlq&subscription=":                    "subscription is empty",
+		"pulsar://broker?topic=dlq&timeout=0s":                       `timeout="0s": want a positive duration`,
+		"pulsar+ssl://broker?topic=dlq&tls_insecure=maybe":           `tls_insecure="maybe": want true or false`,
+		"pulsar://broker?topic=dlq&tls_ca=/ca.pem":                   "tls_ca needs pulsar+ssl:// (TLS)",
+		"pulsar://broker?topic=dlq&tls_hostname_verification=true":   "tls_hostname_verification needs pulsar+ssl:// (TLS)",
+		"pulsar+ssl://broker?topic=dlq&tls_hostname_verification=no": `tls_hostname_verification="no": want true or false`,
+	} {
+		_, err := parseURL(raw)
+		var ce *backend.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a configuration error saying %q", raw, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("%s: the error shows the secret: %v", raw, err)
+		}
+	}
+	u, err := parseURL("pulsar+ssl://broker?topic=dlq&tls_ca=/ca.pem&tls_insecure=true&tls_hostname_verification=true&timeout=5s")
+	if err != nil || u.tlsCA != "/ca.pem" || !u.tlsInsecure || !u.tlsHostname || u.timeout.String() != "5s" {
+		t.Errorf("TLS options: %+v %v", u, err)
 	}
 }
 

@@ -2,8 +2,10 @@ package rabbitmq
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +44,7 @@ const (
 	defaultTimeout   = 30 * time.Second
 )
 
-var knownParams = []string{"queue", "admin", "heartbeat", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
+var knownParams = []string{"admin", "heartbeat", "queue", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
@@ -50,32 +52,64 @@ func parseURL(raw string) (sourceURL, error) {
 	bad := func(format string, args ...any) error {
 		return backend.Configf("amqp source %s: "+format, append([]any{backend.RedactURL(raw)}, args...)...)
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || (scheme != "amqp" && scheme != "amqps") {
+	p, ok, err := backend.SplitSourceURL(raw, []string{"amqp", "amqps"}, true)
+	if !ok {
 		return s, backend.Configf("amqp source %q: want amqp://host:port/VHOST?queue=DLQ or amqps://", backend.RedactURL(raw))
 	}
-	s.scheme = scheme
-	rest, query, _ := strings.Cut(rest, "?")
-	if strings.Contains(query, "#") {
+	if strings.Contains(p.RawQuery, "#") {
 		return s, bad("a fragment (#) is not allowed")
 	}
-	authority, path, hasPath := strings.Cut(rest, "/")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		userinfo := authority[:at]
-		authority = authority[at+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		var err error
-		if s.user, err = url.PathUnescape(user); err != nil || s.user == "" {
-			return s, bad("the user name is empty or badly escaped")
-		}
-		if hasPass {
-			if s.password, err = url.PathUnescape(pass); err != nil {
-				return s, bad("the password is badly escaped (use %%XX for special characters)")
-			}
+	if err != nil {
+		return s, bad("%v", err)
+	}
+	if p.HasUser && p.User == "" {
+		return s, bad("the user name is empty")
+	}
+	s.scheme, s.user, s.password = p.Scheme, p.User, p.Password
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, p.HasUser, v) }
+	if s.host, err = brokerAddr(p.Hosts, s.scheme, quote); err != nil {
+		return s, bad("%v", err)
+	}
+	s.vhost = "/"
+	if path := strings.TrimPrefix(p.Path, "/"); path != "" {
+		if s.vhost, err = url.PathUnescape(path); err != nil {
+			return s, bad("the vhost %s is badly escaped", quote(path))
 		}
 	}
+	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
+	if err != nil {
+		return s, bad("%v", err)
+	}
+	s.queue = q.Get("queue")
+	if s.queue == "" {
+		return s, bad("queue= is required (the DLQ queue, e.g. orders.dlq)")
+	}
+	if len(s.queue) > 255 || strings.HasPrefix(s.queue, "amq.") {
+		q.Failf("queue=%q: not a queue name dlqctl can read (at most 255 bytes, not amq.*)", s.queue)
+	}
+	if a := q.Get("admin"); a != "" {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			q.Failf("admin=%q: want the management API's base URL, http://host:15672", backend.RedactURL(a))
+		}
+		s.admin = strings.TrimSuffix(a, "/")
+	}
+	q.Duration("heartbeat", &s.heartbeat)
+	q.Duration("timeout", &s.timeout)
+	tlsOpts := q.TLS(s.scheme == "amqps", "amqps")
+	s.tlsCA, s.tlsInsecure, s.tlsServerName = tlsOpts.CA, tlsOpts.Insecure, tlsOpts.ServerName
+	if err := q.Err(); err != nil {
+		return s, bad("%v", err)
+	}
+	return s, nil
+}
+
+// brokerAddr is the broker's host:port, the port defaulting to AMQP's.
+func brokerAddr(authority, scheme string, quote func(string) string) (string, error) {
 	if authority == "" {
-		return s, bad("no broker address (want host[:port])")
+		return "", fmt.Errorf("no broker address (want host[:port])")
 	}
 	host, port, err := net.SplitHostPort(authority)
 	if err != nil {
@@ -86,74 +120,16 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 	}
 	if host == "" || strings.ContainsAny(host, " /") {
-		return s, bad("broker %q is not host[:port]", authority)
+		return "", fmt.Errorf("broker %s is not host[:port]", quote(authority))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return s, bad("broker %q: bad port", authority)
+		return "", fmt.Errorf("broker %s: bad port", quote(authority))
 	}
-	s.host = net.JoinHostPort(host, port)
-	s.vhost = "/"
-	if hasPath && path != "" {
-		if s.vhost, err = url.PathUnescape(path); err != nil {
-			return s, bad("the vhost %q is badly escaped", path)
-		}
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return s, bad("bad query: %v", err)
-	}
-	for k := range q {
-		if !contains(knownParams, k) {
-			return s, bad("unknown parameter %q (known: %s)", k, strings.Join(knownParams, ", "))
-		}
-		if len(q[k]) > 1 {
-			return s, bad("parameter %q given twice", k)
-		}
-	}
-	s.queue = q.Get("queue")
-	if s.queue == "" {
-		return s, bad("queue= is required (the DLQ queue, e.g. orders.dlq)")
-	}
-	if len(s.queue) > 255 || strings.HasPrefix(s.queue, "amq.") {
-		return s, bad("queue=%q: not a queue name dlqctl can read (at most 255 bytes, not amq.*)", s.queue)
-	}
-	if a := q.Get("admin"); a != "" {
-		u, err := url.Parse(a)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return s, bad("admin=%q: want the management API's base URL, http://host:15672", backend.RedactURL(a))
-		}
-		s.admin = strings.TrimSuffix(a, "/")
-	}
-	for _, d := range []struct {
-		name string
-		to   *time.Duration
-	}{{"heartbeat", &s.heartbeat}, {"timeout", &s.timeout}} {
-		if v := q.Get(d.name); v != "" {
-			if *d.to, err = time.ParseDuration(v); err != nil || *d.to <= 0 {
-				return s, bad("%s=%q: want a positive duration such as 10s", d.name, v)
-			}
-		}
-	}
-	s.tlsCA, s.tlsServerName = q.Get("tls_ca"), q.Get("tls_server_name")
-	if v := q.Get("tls_insecure"); v != "" {
-		if s.tlsInsecure, err = strconv.ParseBool(v); err != nil {
-			return s, bad("tls_insecure=%q: want true or false", v)
-		}
-	}
-	if scheme == "amqp" && (s.tlsCA != "" || s.tlsInsecure || s.tlsServerName != "") {
-		return s, bad("tls_* parameters need amqps://")
-	}
-	return s, nil
+	return net.JoinHostPort(host, port), nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// contains says whether list holds s.
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
 // display is the URL with the password replaced by backend.Redacted (in
 // the admin URL too).
@@ -161,11 +137,7 @@ func (s sourceURL) display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
-		b.WriteString(url.PathEscape(s.user))
-		if s.password != "" {
-			b.WriteString(":" + backend.Redacted)
-		}
-		b.WriteString("@")
+		b.WriteString(backend.UserinfoDisplay(s.user, s.password != ""))
 	}
 	b.WriteString(s.host + "/")
 	if s.vhost != "/" {

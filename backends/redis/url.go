@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -69,12 +68,7 @@ func (u sourceURL) addr() string { return net.JoinHostPort(u.host, strconv.Itoa(
 func (u sourceURL) display() string {
 	var b strings.Builder
 	b.WriteString(u.scheme + "://")
-	switch {
-	case u.hasPassword:
-		b.WriteString(url.UserPassword(u.user, redacted).String() + "@")
-	case u.user != "":
-		b.WriteString(url.User(u.user).String() + "@")
-	}
+	b.WriteString(backend.UserinfoDisplay(u.user, u.hasPassword))
 	fmt.Fprintf(&b, "%s/%d", u.addr(), u.db)
 	if u.rawQuery != "" {
 		b.WriteString("?" + u.rawQuery)
@@ -110,6 +104,9 @@ func parseURL(raw string) (sourceURL, error) {
 		u.user = pu.User.Username()
 		u.password, u.hasPassword = pu.User.Password()
 	}
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, pu.User != nil, v) }
 	u.host = pu.Hostname()
 	if u.host == "" {
 		u.host = "localhost"
@@ -118,69 +115,47 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("redis source %s: bad port %q (want 1-65535)", backend.RedactUserinfo(raw), p)
+			return u, backend.Configf("redis source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(raw), quote(p))
 		}
 		u.port = n
 	}
 	// Checked before anything shows the query, which could then hold
 	// anything, a password=… included.
-	q, err := url.ParseQuery(pu.RawQuery)
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, pu.User != nil))
 	if err != nil {
-		return u, backend.Configf("redis source %s: bad query string: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
-	}
-	for k, vs := range q {
-		if !contains(knownParams, k) {
-			return u, backend.Configf("redis source %s: unknown query parameter %q (known: %s)", backend.RedactUserinfo(withoutQuery(raw)), k, strings.Join(knownParams, ", "))
-		}
-		if len(vs) > 1 {
-			return u, backend.Configf("redis source %s: query parameter %q given %d times", backend.RedactUserinfo(withoutQuery(raw)), k, len(vs))
-		}
+		return u, backend.Configf("redis source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
 	}
 	u.rawQuery = pu.RawQuery
-	u.stream = q.Get("stream")
-	u.group = q.Get("group")
-	u.tlsCA = q.Get("tls_ca")
-	u.tlsServerName = q.Get("tls_server_name")
+	if err := u.readQuery(q, pu.Path, quote); err != nil {
+		return u, backend.Configf("redis source %s: %v", u.typed, err)
+	}
+	return u, nil
+}
 
-	path := strings.TrimPrefix(pu.Path, "/")
+// readQuery reads the database from the path and the query's options.
+func (u *sourceURL) readQuery(q *backend.URLQuery, path string, quote func(string) string) error {
+	path = strings.TrimPrefix(path, "/")
 	if path != "" {
 		n, err := strconv.Atoi(path)
 		if err != nil || n < 0 {
-			return u, backend.Configf("redis source %s: bad database %q in the path (want a number: redis://host:port/DB)", u.typed, path)
+			return fmt.Errorf("bad database %s in the path (want a number: redis://host:port/DB)", quote(path))
 		}
 		u.db = n
 	}
-	if _, ok := q["stream"]; !ok || u.stream == "" {
-		return u, backend.Configf("redis source %s: no stream: add ?stream=KEY, the DLQ stream's key", u.typed)
+	u.stream, u.group = q.Get("stream"), q.Get("group")
+	if u.stream == "" {
+		return fmt.Errorf("no stream: add ?stream=KEY, the DLQ stream's key")
 	}
-	if _, ok := q["group"]; ok && u.group == "" {
-		return u, backend.Configf("redis source %s: group is empty", u.typed)
+	if q.Has("group") && u.group == "" {
+		return fmt.Errorf("group is empty")
 	}
-	if v, ok := q["tls_insecure"]; ok {
-		b, err := strconv.ParseBool(v[0])
-		if err != nil {
-			return u, backend.Configf("redis source %s: tls_insecure=%q: want true or false", u.display(), v[0])
-		}
-		u.tlsInsecure = b
+	tlsOpts := q.TLS(u.scheme == "rediss", "rediss")
+	u.tlsCA, u.tlsInsecure, u.tlsServerName = tlsOpts.CA, tlsOpts.Insecure, tlsOpts.ServerName
+	q.Bool("cluster", &u.cluster)
+	if u.cluster && u.db != 0 {
+		q.Failf("database %d: Redis Cluster has only database 0", u.db)
 	}
-	if v, ok := q["cluster"]; ok {
-		b, err := strconv.ParseBool(v[0])
-		if err != nil {
-			return u, backend.Configf("redis source %s: cluster=%q: want true or false", u.display(), v[0])
-		}
-		u.cluster = b
-		if b && u.db != 0 {
-			return u, backend.Configf("redis source %s: database %d: Redis Cluster has only database 0", u.display(), u.db)
-		}
-	}
-	if u.scheme == "redis" {
-		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
-			if _, ok := q[k]; ok {
-				return u, backend.Configf("redis source %s: %s needs rediss:// (TLS)", u.display(), k)
-			}
-		}
-	}
-	return u, nil
+	return q.Err()
 }
 
 // tlsConfig builds the TLS settings of a rediss:// URL.
@@ -200,11 +175,6 @@ func withoutQuery(raw string) string {
 		return raw[:at+1+q]
 	}
 	return raw
-}
-
-func contains(list []string, s string) bool {
-	i := sort.SearchStrings(list, s)
-	return i < len(list) && list[i] == s
 }
 
 // typedURL is raw as it was given with the password of its user info

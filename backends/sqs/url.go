@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,85 +90,97 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.RedactURL(raw), reason)
 	}
+	if strings.Contains(raw, "#") {
+		// url.Parse would drop it, and the display form is the URL as given.
+		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", withoutQuery(raw))
+	}
 	if pu.User != nil {
 		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.RedactURL(raw))
 	}
-	q, err := url.ParseQuery(pu.RawQuery)
+	// A piece quoted in an error may hold a password's end when the URL
+	// has an '@' its user info does not account for.
+	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
+	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
-		return u, backend.Configf("sqs source %s: bad query string: %v", withoutQuery(raw), err)
-	}
-	for k, vs := range q {
-		if !slices.Contains(knownParams, k) {
-			return u, backend.Configf("sqs source %s: unknown query parameter %q (known: %s)", withoutQuery(raw), k, strings.Join(knownParams, ", "))
-		}
-		if len(vs) > 1 {
-			return u, backend.Configf("sqs source %s: query parameter %q given %d times", withoutQuery(raw), k, len(vs))
-		}
+		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
 	}
 	switch pu.Scheme {
 	case "sqs":
-		if pu.Opaque != "" || pu.Host == "" {
-			return u, backend.Configf("sqs source %s: want sqs://QUEUE?region=R", withoutQuery(raw))
-		}
-		if pu.Path != "" && pu.Path != "/" {
-			return u, backend.Configf("sqs source %s: unexpected path %q (want sqs://QUEUE, or the queue URL itself)", withoutQuery(raw), pu.Path)
-		}
-		// url.Parse lowercases nothing, but a queue name is no host name:
-		// take it verbatim.
-		u.queue = pu.Host
-		if !validQueueName(u.queue) {
-			return u, backend.Configf("sqs source %s: %q is not an SQS queue name (1-80 letters, digits, - and _, .fifo for FIFO queues)", withoutQuery(raw), u.queue)
-		}
-		u.region = q.Get("region")
-		if e := q.Get("endpoint"); e != "" {
-			eu, err := url.Parse(e)
-			if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
-				return u, backend.Configf("sqs source %s: endpoint=%s: want http://HOST:PORT or https://HOST (no user info)", withoutQuery(raw), backend.RedactURL(e))
-			}
-			u.endpoint = strings.TrimRight(e, "/")
-		}
-		if a := q.Get("account"); a != "" {
-			if !accountID.MatchString(a) {
-				return u, backend.Configf("sqs source %s: account=%q: want a 12-digit AWS account ID", withoutQuery(raw), a)
-			}
-			u.account = a
-		}
+		err = u.readSQS(pu, q, quote)
 	case "https":
-		m := queueURLHost.FindStringSubmatch(pu.Host)
-		if m == nil {
-			return u, backend.Configf("sqs source %s: https URLs are read as SQS queue URLs (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE), and %q is no SQS host; for another endpoint use sqs://QUEUE?endpoint=URL", withoutQuery(raw), pu.Host)
-		}
-		u.region = m[1] + m[2]
-		parts := strings.Split(strings.Trim(pu.Path, "/"), "/")
-		if len(parts) != 2 || !accountID.MatchString(parts[0]) || !validQueueName(parts[1]) {
-			return u, backend.Configf("sqs source %s: want https://%s/ACCOUNT/QUEUE (a 12-digit account ID and a queue name)", withoutQuery(raw), pu.Host)
-		}
-		u.account, u.queue = parts[0], parts[1]
-		for _, k := range []string{"region", "endpoint", "account"} {
-			if _, ok := q[k]; ok {
-				return u, backend.Configf("sqs source %s: %s= does not go with a queue URL, which names it already", withoutQuery(raw), k)
-			}
-		}
-		u.queueURL = "https://" + pu.Host + "/" + u.account + "/" + u.queue
+		err = u.readQueueURL(pu, q, quote)
 	default:
-		return u, backend.Configf("sqs source %s: unknown scheme %q (want sqs:// or an https:// SQS queue URL)", withoutQuery(raw), pu.Scheme)
+		err = fmt.Errorf("unknown scheme %s (want sqs:// or an https:// SQS queue URL)", quote(pu.Scheme))
 	}
-	if v, ok := q["receivers"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > maxReceivers {
-			return u, backend.Configf("sqs source %s: receivers=%q: want a whole number from 1 to %d", withoutQuery(raw), v[0], maxReceivers)
-		}
-		u.receivers = n
+	if err != nil {
+		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
 	}
-	if v, ok := q["lease_settle"]; ok {
-		d, err := time.ParseDuration(v[0])
+	q.Int("receivers", 1, maxReceivers, &u.receivers)
+	if q.Has("lease_settle") {
+		d, err := time.ParseDuration(q.Get("lease_settle"))
 		if err != nil || d < 0 || d > time.Minute {
-			return u, backend.Configf("sqs source %s: lease_settle=%q: want a duration from 0s to 1m", withoutQuery(raw), v[0])
+			q.Fail("lease_settle", "a duration from 0s to 1m")
 		}
 		u.leaseSettle = d
 	}
+	if err := q.Err(); err != nil {
+		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+	}
 	u.raw = raw
 	return u, nil
+}
+
+// readSQS reads sqs://QUEUE and its region, endpoint and account.
+func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery, quote func(string) string) error {
+	if pu.Opaque != "" || pu.Host == "" {
+		return errors.New("want sqs://QUEUE?region=R")
+	}
+	if pu.Path != "" && pu.Path != "/" {
+		return fmt.Errorf("unexpected path %s (want sqs://QUEUE, or the queue URL itself)", quote(pu.Path))
+	}
+	// url.Parse lowercases nothing, but a queue name is no host name:
+	// take it verbatim.
+	u.queue = pu.Host
+	if !validQueueName(u.queue) {
+		return fmt.Errorf("%s is not an SQS queue name (1-80 letters, digits, - and _, .fifo for FIFO queues)", quote(u.queue))
+	}
+	u.region = q.Get("region")
+	if e := q.Get("endpoint"); e != "" {
+		eu, err := url.Parse(e)
+		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
+			return fmt.Errorf("endpoint=%s: want http://HOST:PORT or https://HOST (no user info)", backend.RedactURL(e))
+		}
+		u.endpoint = strings.TrimRight(e, "/")
+	}
+	if a := q.Get("account"); a != "" {
+		if !accountID.MatchString(a) {
+			return fmt.Errorf("account=%q: want a 12-digit AWS account ID", a)
+		}
+		u.account = a
+	}
+	return nil
+}
+
+// readQueueURL reads an https:// SQS queue URL, which names the region,
+// account and queue itself.
+func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery, quote func(string) string) error {
+	m := queueURLHost.FindStringSubmatch(pu.Host)
+	if m == nil {
+		return fmt.Errorf("https URLs are read as SQS queue URLs (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE), and %s is no SQS host; for another endpoint use sqs://QUEUE?endpoint=URL", quote(pu.Host))
+	}
+	u.region = m[1] + m[2]
+	parts := strings.Split(strings.Trim(pu.Path, "/"), "/")
+	if len(parts) != 2 || !accountID.MatchString(parts[0]) || !validQueueName(parts[1]) {
+		return fmt.Errorf("want https://%s/ACCOUNT/QUEUE (a 12-digit account ID and a queue name)", pu.Host)
+	}
+	u.account, u.queue = parts[0], parts[1]
+	for _, k := range []string{"region", "endpoint", "account"} {
+		if q.Has(k) {
+			return fmt.Errorf("%s= does not go with a queue URL, which names it already", k)
+		}
+	}
+	u.queueURL = "https://" + pu.Host + "/" + u.account + "/" + u.queue
+	return nil
 }
 
 // withoutQuery drops the query from a URL for an error message.

@@ -41,6 +41,12 @@ func TestParseURL(t *testing.T) {
 		"sqs://bad!name":                                              "is not an SQS queue name",
 		"sqs://q/extra":                                               "unexpected path",
 		"sqs://q?account=12":                                          "account",
+		"sqs://q?region=a&region=b":                                   `query parameter "region" given 2 times`,
+		"sqs://q?receivers=x":                                         `receivers="x": want a whole number from 1 to 32`,
+		"sqs://q?lease_settle=2m":                                     `lease_settle="2m": want a duration from 0s to 1m`,
+		"ftp://q":                                                     `unknown scheme "ftp"`,
+		"sqs://q#:hunter2@h":                                          "a fragment (#) is not allowed",
+		"sqs://q/:hunter2@h":                                          "unexpected path (not shown",
 	} {
 		_, err := parseURL(raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
