@@ -259,3 +259,31 @@ func TUIWrap(s string, width int) []string {
 	}
 	return out
 }
+
+// TUITitle is the browser's title line, "dlqctl ui · SOURCE · CRUMBS",
+// fitted to width. The breadcrumb says where the operator is, so the
+// source gives way first, cut from the left (its end names the DLQ, and a
+// long absolute path must not hide the screen's name); only when that is
+// not enough is the whole line cut.
+func TUITitle(source, crumbs string, width int) string {
+	source, crumbs = Truncate(source, 0), Truncate(crumbs, 0)
+	const head, sep = "dlqctl ui · ", " · "
+	line := head + source + sep + crumbs
+	if width <= 0 || lipgloss.Width(line) <= width {
+		return line
+	}
+	if room := width - lipgloss.Width(head+sep+crumbs) - lipgloss.Width(ellipsis); room >= 12 {
+		rs := []rune(source)
+		i, w := len(rs), 0
+		for i > 0 {
+			cw := lipgloss.Width(string(rs[i-1]))
+			if w+cw > room {
+				break
+			}
+			w += cw
+			i--
+		}
+		line = head + ellipsis + string(rs[i:]) + sep + crumbs
+	}
+	return Truncate(line, width)
+}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"charm.land/lipgloss/v2"
 )
 
 func TestTUIListShrinksFreeTextFirst(t *testing.T) {
@@ -64,5 +66,23 @@ func TestTUIWrapDefusesControlCharacters(t *testing.T) {
 		if utf8.RuneCountInString(l) > 20 {
 			t.Errorf("a wrapped line of %d columns: %q", utf8.RuneCountInString(l), l)
 		}
+	}
+}
+
+// TestTUITitleKeepsTheBreadcrumb: a long source is cut from the left so
+// the breadcrumb stays whole; a line that fits is left alone; a width too
+// small for the breadcrumb itself cuts the line.
+func TestTUITitleKeepsTheBreadcrumb(t *testing.T) {
+	src := "dir:/a/very/long/checkout/path/of/some/ci/runner/testdata/incident"
+	crumbs := "categories › unknown › fraud check rejected order <*> (score <*>)"
+	got := TUITitle(src, crumbs, 100)
+	if lipgloss.Width(got) > 100 || !strings.HasSuffix(got, " · "+crumbs) || !strings.Contains(got, "…") || !strings.Contains(got, "testdata/incident · ") {
+		t.Errorf("TUITitle at 100 = %q", got)
+	}
+	if got := TUITitle("dir:x", "categories", 100); got != "dlqctl ui · dir:x · categories" {
+		t.Errorf("a line that fits: %q", got)
+	}
+	if got := TUITitle(src, crumbs, 40); lipgloss.Width(got) != 40 || !strings.HasSuffix(got, "…") {
+		t.Errorf("TUITitle at 40 = %q", got)
 	}
 }

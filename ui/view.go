@@ -79,7 +79,7 @@ func (m *Model) render() string {
 			crumbs += " › " + m.category + " › " + m.item.Envelope.ID
 		}
 	}
-	b.WriteString(st.Title(report.TUILine("dlqctl ui · "+m.deps.Source+" · "+crumbs, w)))
+	b.WriteString(st.Title(report.TUITitle(m.deps.Source, crumbs, w)))
 	b.WriteByte('\n')
 	b.WriteString(st.Dim(report.TUILine("filter: "+m.filter.String(), w)))
 	b.WriteByte('\n')
