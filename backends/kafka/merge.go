@@ -91,160 +91,39 @@ func (t *Topic) scan(ctx context.Context, after string, lean bool, fn func(envel
 	return t.scanDecoded(ctx, c, st, lean, fn)
 }
 
-// scanRecords is Scan on raw records.
+// scanRecords is Scan on raw records: the partitions' starts, one
+// mergePart per partition, the readers, then the merge loop.
 func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kgo.Record) error) error {
-	spans, ok, err := t.spans(ctx, t.src.topic)
-	if err != nil {
+	from, ends, err := t.scanStarts(ctx, c)
+	if err != nil || len(from) == 0 {
 		return err
 	}
-	if !ok {
-		if t.missing {
-			return nil
-		}
-		return fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
-	}
-	ends := map[int32]int64{}
-	from := map[int32]int64{}
-	for _, s := range spans {
-		start := s.start
-		if n, ok := c.minNext[s.partition]; ok && n > start {
-			start = n
-		}
-		if start < s.end {
-			from[s.partition] = start
-			ends[s.partition] = s.end
-		}
-	}
-	if len(from) == 0 {
-		return nil
-	}
-	// One mergePart per partition that holds records to read, found by
-	// partition number through byPart: the loops below run per record.
-	var parts []*mergePart
-	var byPart []*mergePart
-	for p, end := range ends {
-		m := &mergePart{p: p, end: end}
-		parts = append(parts, m)
-		if int(p) >= len(byPart) {
-			byPart = append(byPart, make([]*mergePart, int(p)+1-len(byPart))...)
-		}
-		byPart[p] = m
-	}
-	slices.SortFunc(parts, func(a, b *mergePart) int { return int(a.p) - int(b.p) })
-	// A client fetches from one broker one request at a time, and decodes
-	// the response on one goroutine before it asks again: with one
-	// client, that goroutine is what a scan waits on. Up to
-	// scanReaders clients, each with a share of the partitions, fetch and
-	// decode side by side, and each holds at most one fetch the merge has
-	// not taken. The client's default of 1 MiB per partition per fetch is
-	// kept: the limit counts compressed bytes, and 4 MiB of well-compressed
-	// dead letters tripled the peak memory of a scan for no measurable gain.
-	nr := min(len(parts), scanReaders)
-	share := make([]map[int32]int64, nr)
-	for i, m := range parts {
-		if share[i%nr] == nil {
-			share[i%nr] = map[int32]int64{}
-		}
-		share[i%nr][m.p] = from[m.p]
-	}
-	readers := make([]*kgo.Client, 0, nr)
+	m := &scanMerge{t: t, ctx: ctx}
+	m.addParts(ends)
+	readers := make([]*kgo.Client, 0, min(len(m.parts), scanReaders))
 	defer func() {
 		for _, cl := range readers {
 			cl.Close()
 		}
 	}()
-	for i := range nr {
-		cl, err := t.reader(t.src.topic, share[i])
-		if err != nil {
-			return err
-		}
-		readers = append(readers, cl)
-	}
-	for i, m := range parts {
-		m.cl = readers[i%nr]
-	}
-	poll := func(cl *kgo.Client) error {
-		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
-		fs := cl.PollFetches(pctx)
-		idle := pctx.Err() != nil && fs.NumRecords() == 0
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fetchErr(fs); err != nil {
-			return t.connErr(ctx, "read "+t.src.topic, err)
-		}
-		if idle {
-			// Nothing came although records were due: what is left of
-			// those partitions is gone (compaction, retention).
-			for _, m := range parts {
-				if m.cl == cl && len(m.buf) == 0 {
-					m.done = true
-				}
-			}
-			return nil
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Partition < 0 || int(r.Partition) >= len(byPart) {
-				return
-			}
-			m := byPart[r.Partition]
-			if m == nil || m.done {
-				return
-			}
-			if r.Offset >= m.end {
-				m.done = true
-				return
-			}
-			if !r.Attrs.IsControl() {
-				m.push(r)
-			}
-			if r.Offset >= m.end-1 {
-				m.done = true
-			}
-		})
-		var pause []int32
-		for _, m := range parts {
-			if m.cl == cl && len(m.buf) >= mergeHighWater && !m.paused && !m.done {
-				pause = append(pause, m.p)
-				m.paused = true
-			}
-		}
-		if len(pause) > 0 {
-			cl.PauseFetchPartitions(map[string][]int32{t.src.topic: pause})
-		}
-		return nil
+	readers, err = m.openReaders(readers, from)
+	if err != nil {
+		return err
 	}
 	need := true // a partition may have run out of buffered records
 	for {
 		// Every partition that may still hold records needs its head.
 		if need {
-			var empty *mergePart
-			for _, m := range parts {
-				if len(m.buf) == 0 && !m.done {
-					if m.paused {
-						m.cl.ResumeFetchPartitions(map[string][]int32{t.src.topic: {m.p}})
-						m.paused = false
-					}
-					if empty == nil {
-						empty = m
-					}
-				}
+			polled, err := m.fillHeads()
+			if err != nil {
+				return err
 			}
-			if empty != nil {
-				if err := poll(empty.cl); err != nil {
-					return err
-				}
+			if polled {
 				continue
 			}
 			need = false
 		}
-		var bm *mergePart
-		for _, m := range parts {
-			if len(m.buf) > 0 && (bm == nil || m.head.less(bm.head)) {
-				bm = m
-			}
-		}
+		bm := m.first()
 		if bm == nil {
 			return nil
 		}
@@ -265,12 +144,7 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 		}
 		if !bm.seen {
 			bm.seen = true
-			t.mu.Lock()
-			if t.firstSeen == nil {
-				t.firstSeen = map[int32]seenRecord{}
-			}
-			t.firstSeen[p] = seenRecord{offset: best.Offset, ts: best.Timestamp}
-			t.mu.Unlock()
+			t.noteFirstSeen(p, best)
 		}
 		if err := fn(best); err != nil {
 			if errors.Is(err, backend.ErrStop) {
@@ -279,6 +153,195 @@ func (t *Topic) scanRecords(ctx context.Context, c cursor, st state, fn func(*kg
 			return err
 		}
 	}
+}
+
+// scanStarts is, per partition that holds records past the cursor, the
+// offset to read from and the offset to read up to; none when the topic
+// is missing and was when it was opened.
+func (t *Topic) scanStarts(ctx context.Context, c cursor) (from, ends map[int32]int64, err error) {
+	spans, ok, err := t.spans(ctx, t.src.topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		if t.missing {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("%s: topic %q does not exist", t, t.src.topic)
+	}
+	ends = map[int32]int64{}
+	from = map[int32]int64{}
+	for _, s := range spans {
+		start := s.start
+		if n, ok := c.minNext[s.partition]; ok && n > start {
+			start = n
+		}
+		if start < s.end {
+			from[s.partition] = start
+			ends[s.partition] = s.end
+		}
+	}
+	return from, ends, nil
+}
+
+// scanMerge is scanRecords' merge: its partitions and their readers.
+type scanMerge struct {
+	t   *Topic
+	ctx context.Context
+	// One mergePart per partition that holds records to read, found by
+	// partition number through byPart: the loops run per record.
+	parts  []*mergePart
+	byPart []*mergePart
+}
+
+// addParts makes one mergePart per partition of ends, in partition order.
+func (m *scanMerge) addParts(ends map[int32]int64) {
+	for p, end := range ends {
+		mp := &mergePart{p: p, end: end}
+		m.parts = append(m.parts, mp)
+		if int(p) >= len(m.byPart) {
+			m.byPart = append(m.byPart, make([]*mergePart, int(p)+1-len(m.byPart))...)
+		}
+		m.byPart[p] = mp
+	}
+	slices.SortFunc(m.parts, func(a, b *mergePart) int { return int(a.p) - int(b.p) })
+}
+
+// openReaders opens the readers, appending each to readers as it opens
+// (the caller closes them), and gives each partition its reader.
+//
+// A client fetches from one broker one request at a time, and decodes
+// the response on one goroutine before it asks again: with one
+// client, that goroutine is what a scan waits on. Up to
+// scanReaders clients, each with a share of the partitions, fetch and
+// decode side by side, and each holds at most one fetch the merge has
+// not taken. The client's default of 1 MiB per partition per fetch is
+// kept: the limit counts compressed bytes, and 4 MiB of well-compressed
+// dead letters tripled the peak memory of a scan for no measurable gain.
+func (m *scanMerge) openReaders(readers []*kgo.Client, from map[int32]int64) ([]*kgo.Client, error) {
+	nr := min(len(m.parts), scanReaders)
+	share := make([]map[int32]int64, nr)
+	for i, mp := range m.parts {
+		if share[i%nr] == nil {
+			share[i%nr] = map[int32]int64{}
+		}
+		share[i%nr][mp.p] = from[mp.p]
+	}
+	for i := range nr {
+		cl, err := m.t.reader(m.t.src.topic, share[i])
+		if err != nil {
+			return readers, err
+		}
+		readers = append(readers, cl)
+	}
+	for i, mp := range m.parts {
+		mp.cl = readers[i%nr]
+	}
+	return readers, nil
+}
+
+// poll takes one fetch of cl into its partitions' buffers, and pauses
+// those that hold mergeHighWater records.
+func (m *scanMerge) poll(cl *kgo.Client) error {
+	t, ctx := m.t, m.ctx
+	pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
+	fs := cl.PollFetches(pctx)
+	idle := pctx.Err() != nil && fs.NumRecords() == 0
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := fetchErr(fs); err != nil {
+		return t.connErr(ctx, "read "+t.src.topic, err)
+	}
+	if idle {
+		// Nothing came although records were due: what is left of
+		// those partitions is gone (compaction, retention).
+		for _, mp := range m.parts {
+			if mp.cl == cl && len(mp.buf) == 0 {
+				mp.done = true
+			}
+		}
+		return nil
+	}
+	fs.EachRecord(m.take)
+	var pause []int32
+	for _, mp := range m.parts {
+		if mp.cl == cl && len(mp.buf) >= mergeHighWater && !mp.paused && !mp.done {
+			pause = append(pause, mp.p)
+			mp.paused = true
+		}
+	}
+	if len(pause) > 0 {
+		cl.PauseFetchPartitions(map[string][]int32{t.src.topic: pause})
+	}
+	return nil
+}
+
+// take buffers one fetched record in its partition, up to its end.
+func (m *scanMerge) take(r *kgo.Record) {
+	if r.Partition < 0 || int(r.Partition) >= len(m.byPart) {
+		return
+	}
+	mp := m.byPart[r.Partition]
+	if mp == nil || mp.done {
+		return
+	}
+	if r.Offset >= mp.end {
+		mp.done = true
+		return
+	}
+	if !r.Attrs.IsControl() {
+		mp.push(r)
+	}
+	if r.Offset >= mp.end-1 {
+		mp.done = true
+	}
+}
+
+// fillHeads resumes every partition that ran out of buffered records and
+// may hold more, and polls the reader of the first of them; polled says
+// it did, so the merge must look again.
+func (m *scanMerge) fillHeads() (polled bool, err error) {
+	var empty *mergePart
+	for _, mp := range m.parts {
+		if len(mp.buf) == 0 && !mp.done {
+			if mp.paused {
+				mp.cl.ResumeFetchPartitions(map[string][]int32{m.t.src.topic: {mp.p}})
+				mp.paused = false
+			}
+			if empty == nil {
+				empty = mp
+			}
+		}
+	}
+	if empty == nil {
+		return false, nil
+	}
+	return true, m.poll(empty.cl)
+}
+
+// first is the partition whose head comes first in merged order; nil
+// when every buffer is empty.
+func (m *scanMerge) first() *mergePart {
+	var bm *mergePart
+	for _, mp := range m.parts {
+		if len(mp.buf) > 0 && (bm == nil || mp.head.less(bm.head)) {
+			bm = mp
+		}
+	}
+	return bm
+}
+
+// noteFirstSeen records r as the first record a scan gave out of
+// partition p (Topic.firstSeen).
+func (t *Topic) noteFirstSeen(p int32, r *kgo.Record) {
+	t.mu.Lock()
+	if t.firstSeen == nil {
+		t.firstSeen = map[int32]seenRecord{}
+	}
+	t.firstSeen[p] = seenRecord{offset: r.Offset, ts: r.Timestamp}
+	t.mu.Unlock()
 }
 
 // seenRecord is a record's offset and timestamp (Topic.firstSeen).
