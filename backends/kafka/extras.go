@@ -66,10 +66,36 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 		return backend.ExtraStats{}, err
 	}
 	x := KafkaExtras{Topic: t.src.topic, StateTopic: t.src.stateTopic, RetentionMs: -1}
-	doneIn := map[int32]map[int64]bool{}
 	if w := t.mismatchWarning(); w != "" {
 		x.Warnings = append(x.Warnings, w)
 	}
+	var oldest time.Time
+	if x.Partitions, oldest, err = t.partitionExtras(ctx, spans, t.doneByPartition(st)); err != nil {
+		return backend.ExtraStats{}, err
+	}
+	if !oldest.IsZero() {
+		x.OldestRemaining = oldest.UTC().Format(time.RFC3339)
+	}
+	if err := t.readRetention(ctx, &x); err != nil {
+		return backend.ExtraStats{}, err
+	}
+	if x.RetentionMs >= 0 && !oldest.IsZero() {
+		deleteAt := oldest.Add(time.Duration(x.RetentionMs) * time.Millisecond)
+		if deleteAt.Before(t.now().Add(retentionWarnWithin)) {
+			x.Warnings = append(x.Warnings, fmt.Sprintf("retention (retention.ms=%d) deletes the oldest remaining entry (%s) by %s: export or redrive it first",
+				x.RetentionMs, x.OldestRemaining, deleteAt.UTC().Format(time.RFC3339)))
+		}
+	}
+	if x.Groups, err = t.groupLag(ctx, origins); err != nil {
+		return backend.ExtraStats{}, err
+	}
+	return backend.ExtraStats{JSON: x, Title: "Kafka DLQ topic", Rows: x.rows()}, nil
+}
+
+// doneByPartition is the offsets the state topic records, per partition,
+// leaving out the state of an earlier topic of the same name.
+func (t *Topic) doneByPartition(st state) map[int32]map[int64]bool {
+	doneIn := map[int32]map[int64]bool{}
 	for _, id := range st.done.ids() {
 		if rec, _ := st.done.get(id); rec.TopicID != "" && t.topicID != "" && rec.TopicID != t.topicID {
 			continue // the state of a topic of that name that was deleted
@@ -81,6 +107,13 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 			doneIn[p][o] = true
 		}
 	}
+	return doneIn
+}
+
+// partitionExtras is each partition's offsets and remaining entries, and
+// the timestamp of the oldest remaining entry of them all.
+func (t *Topic) partitionExtras(ctx context.Context, spans []span, doneIn map[int32]map[int64]bool) ([]PartitionExtras, time.Time, error) {
+	var parts []PartitionExtras
 	var oldest time.Time
 	want := map[int32][]int64{}
 	for _, s := range spans {
@@ -104,12 +137,12 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 				break
 			}
 		}
-		x.Partitions = append(x.Partitions, pe)
+		parts = append(parts, pe)
 	}
 	if len(want) > 0 {
 		recs, err := t.fetchMany(ctx, want)
 		if err != nil {
-			return backend.ExtraStats{}, err
+			return nil, time.Time{}, err
 		}
 		for _, r := range recs {
 			if oldest.IsZero() || r.Timestamp.Before(oldest) {
@@ -117,14 +150,16 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 			}
 		}
 	}
-	if !oldest.IsZero() {
-		x.OldestRemaining = oldest.UTC().Format(time.RFC3339)
-	}
+	return parts, oldest, nil
+}
+
+// readRetention sets x.RetentionMs from the DLQ topic's retention.ms.
+func (t *Topic) readRetention(ctx context.Context, x *KafkaExtras) error {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	cfgs, err := t.adm.DescribeTopicConfigs(rctx, t.src.topic)
 	if err != nil {
-		return backend.ExtraStats{}, t.connErr(ctx, "topic configs", err)
+		return t.connErr(ctx, "topic configs", err)
 	}
 	if rc, err := cfgs.On(t.src.topic, nil); err == nil {
 		for _, c := range rc.Configs {
@@ -135,16 +170,11 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 			}
 		}
 	}
-	if x.RetentionMs >= 0 && !oldest.IsZero() {
-		deleteAt := oldest.Add(time.Duration(x.RetentionMs) * time.Millisecond)
-		if deleteAt.Before(t.now().Add(retentionWarnWithin)) {
-			x.Warnings = append(x.Warnings, fmt.Sprintf("retention (retention.ms=%d) deletes the oldest remaining entry (%s) by %s: export or redrive it first",
-				x.RetentionMs, x.OldestRemaining, deleteAt.UTC().Format(time.RFC3339)))
-		}
-	}
-	if x.Groups, err = t.groupLag(ctx, origins); err != nil {
-		return backend.ExtraStats{}, err
-	}
+	return nil
+}
+
+// rows is x as stats shows it.
+func (x KafkaExtras) rows() [][2]string {
 	rows := [][2]string{{"topic", x.Topic + " (state in " + x.StateTopic + ")"}}
 	for _, p := range x.Partitions {
 		rows = append(rows, [2]string{fmt.Sprintf("partition %d", p.Partition),
@@ -161,7 +191,7 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 	for _, g := range x.Groups {
 		rows = append(rows, [2]string{"group " + g.Group, fmt.Sprintf("lag %d on %s (%s)", g.Lag, g.Topic, g.State)})
 	}
-	return backend.ExtraStats{JSON: x, Title: "Kafka DLQ topic", Rows: rows}, nil
+	return rows
 }
 
 // groupLag is the lag, on each origin topic, of every group that has

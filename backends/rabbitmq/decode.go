@@ -135,10 +135,43 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 	e := envelope.Envelope{Origin: envelope.Origin{Backend: "rabbitmq"}}
 	var errs []error
 	fail := func(err error) { errs = append(errs, err) }
-	fields := map[string]string{}
-	var deaths []death
-	var firstQueue, firstReason string
-	props := map[string]string{}
+	fields, deaths, firstQueue, firstReason, props := d.readHeaders(m, fail)
+	d.setFields(&e, m, fields, fail)
+	last := d.setFromDeaths(&e, fields, deaths, firstQueue, firstReason)
+	body := m.props.Body
+	setPayload(&e, body, fields[envelope.FieldPayloadEncoding], fail)
+	d.setEventID(&e, m, body, fail)
+	if v, ok := m.headers[envelope.MalformedMarker]; ok {
+		// Imported from an entry that was malformed where it came from:
+		// it stays malformed, with that reason.
+		reason, _ := v.(string)
+		if reason == "" {
+			reason = "malformed where it was imported from"
+		}
+		errs = append([]error{errors.New(reason)}, errs...)
+	}
+	if e.EventID == "" && len(errs) == 0 {
+		fail(errors.New("no event ID: no message_id property and no event_id header"))
+	}
+	if !lean {
+		addProps(&e, props, m.props, deaths)
+	}
+	e.ID = identity(m, fields[envelope.FieldFingerprint], last)
+	if len(errs) > 0 {
+		e.Malformed = errs[0].Error()
+		e.Raw = rawMessage(m)
+		return e
+	}
+	e.FillFingerprint()
+	return e
+}
+
+// readHeaders sorts m's headers: envelope fields by field, the deaths
+// (x-death), the first death's queue and reason, and the rest as
+// properties. A header that cannot be read is reported to fail.
+func (d *decoder) readHeaders(m message, fail func(error)) (fields map[string]string, deaths []death, firstQueue, firstReason string, props map[string]string) {
+	fields = map[string]string{}
+	props = map[string]string{}
 	for k, v := range m.headers {
 		switch k {
 		case hXDeath:
@@ -184,7 +217,13 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 		}
 		props[k] = s
 	}
-	// Envelope fields from headers.
+	return fields, deaths, firstQueue, firstReason, props
+}
+
+// setFields sets e's fields from the headers that name them (and the key
+// from --key-from's header); a value that does not parse is reported to
+// fail.
+func (d *decoder) setFields(e *envelope.Envelope, m message, fields map[string]string, fail func(error)) {
 	e.EventID = fields[envelope.FieldEventID]
 	e.Fingerprint = fields[envelope.FieldFingerprint]
 	e.PayloadVersion = fields[envelope.FieldPayloadVersion]
@@ -239,7 +278,12 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 			*n.to = i
 		}
 	}
-	// What the broker recorded.
+}
+
+// setFromDeaths fills what the headers left unset from what the broker
+// recorded: the origin queue, the reason, the time and the attempts. It
+// returns the latest death (zero when none).
+func (d *decoder) setFromDeaths(e *envelope.Envelope, fields map[string]string, deaths []death, firstQueue, firstReason string) death {
 	var last death
 	if len(deaths) > 0 {
 		last = deaths[0]
@@ -273,9 +317,13 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 			e.Attempts = int(min(last.Count, 1<<31-1))
 		}
 	}
-	// Payload.
-	body := m.props.Body
-	switch enc := fields[envelope.FieldPayloadEncoding]; enc {
+	return last
+}
+
+// setPayload sets e's payload and its encoding from body and the
+// payload_encoding header enc.
+func setPayload(e *envelope.Envelope, body []byte, enc string, fail func(error)) {
+	switch enc {
 	case "", envelope.EncodingUTF8, envelope.EncodingJSON:
 		e.PayloadEncoding = envelope.ClassifyPayload(body)
 		if enc == envelope.EncodingUTF8 && !utf8.Valid(body) {
@@ -291,7 +339,10 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 		e.PayloadEncoding = envelope.ClassifyPayload(body)
 	}
 	e.Payload = body
-	// Event ID.
+}
+
+// setEventID sets e's event ID from where --event-id-from says it is.
+func (d *decoder) setEventID(e *envelope.Envelope, m message, body []byte, fail func(error)) {
 	switch d.from.kind {
 	case "", "property":
 		if m.props.MessageId != "" {
@@ -322,29 +373,6 @@ func (d *decoder) decode(m message, lean bool) envelope.Envelope {
 		}
 		e.EventID = id
 	}
-	if v, ok := m.headers[envelope.MalformedMarker]; ok {
-		// Imported from an entry that was malformed where it came from:
-		// it stays malformed, with that reason.
-		reason, _ := v.(string)
-		if reason == "" {
-			reason = "malformed where it was imported from"
-		}
-		errs = append([]error{errors.New(reason)}, errs...)
-	}
-	if e.EventID == "" && len(errs) == 0 {
-		fail(errors.New("no event ID: no message_id property and no event_id header"))
-	}
-	if !lean {
-		addProps(&e, props, m.props, deaths)
-	}
-	e.ID = identity(m, fields[envelope.FieldFingerprint], last)
-	if len(errs) > 0 {
-		e.Malformed = errs[0].Error()
-		e.Raw = rawMessage(m)
-		return e
-	}
-	e.FillFingerprint()
-	return e
 }
 
 func addProps(e *envelope.Envelope, props map[string]string, p amqp.Publishing, deaths []death) {

@@ -131,29 +131,16 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if err != nil {
 		return nil, err
 	}
-	type sent struct {
-		i  int
-		dc *amqp.DeferredConfirmation
-	}
-	var inflight []sent
+	var inflight []sentItem
 	for i, it := range items {
 		d, ok := got[it.ID]
 		if !ok {
 			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
 			continue
 		}
-		env := q.dec.decode(fromDelivery(d), true)
-		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
-			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
-			continue
-		}
-		if it.Dest == "" {
-			results[i].Err = fmt.Errorf("move %s: no destination: the message has no x-first-death-queue or x-death (is this queue a DLQ?); give --to QUEUE or --to exchange:EX/KEY", it.ID)
-			continue
-		}
-		to, err := parseDest(it.Dest)
+		to, err := q.checkMove(d, it)
 		if err != nil {
-			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
+			results[i].Err = err
 			continue
 		}
 		dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, to.exchange, to.key, true, false, q.redriven(d, it, m))
@@ -162,21 +149,71 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		}
 		hold.tags[it.ID] = d.DeliveryTag
 		results[i].DestID = destID(d, it)
-		inflight = append(inflight, sent{i, dc})
+		inflight = append(inflight, sentItem{i, dc})
 	}
+	if err := q.awaitConfirms(ctx, inflight, items, results); err != nil {
+		return nil, err
+	}
+	// A return comes before its confirm, so every return is in the
+	// buffer once every confirm has come.
+	takeReturns(returns, items, results)
+	for i, it := range items {
+		if results[i].Err != nil {
+			delete(hold.tags, it.ID)
+		}
+	}
+	if consumeCh != nil {
+		keep = true
+		q.mu.Lock()
+		q.held = hold
+		q.mu.Unlock()
+	}
+	return results, nil
+}
+
+// sentItem is item i, published, and its confirm to come.
+type sentItem struct {
+	i  int
+	dc *amqp.DeferredConfirmation
+}
+
+// checkMove is where it goes, or why d is not moved: its fingerprint is
+// not the planned one, or it has no destination, or not one that parses.
+func (q *Queue) checkMove(d *amqp.Delivery, it backend.MoveItem) (dest, error) {
+	env := q.dec.decode(fromDelivery(d), true)
+	if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
+		return dest{}, fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
+	}
+	if it.Dest == "" {
+		return dest{}, fmt.Errorf("move %s: no destination: the message has no x-first-death-queue or x-death (is this queue a DLQ?); give --to QUEUE or --to exchange:EX/KEY", it.ID)
+	}
+	to, err := parseDest(it.Dest)
+	if err != nil {
+		return dest{}, fmt.Errorf("move %s: %v", it.ID, err)
+	}
+	return to, nil
+}
+
+// awaitConfirms waits for each publish's confirm, in order; a nack is
+// that item's error.
+func (q *Queue) awaitConfirms(ctx context.Context, inflight []sentItem, items []backend.MoveItem, results []backend.MoveResult) error {
 	for _, s := range inflight {
 		ok, err := s.dc.WaitContext(ctx)
 		if err != nil {
-			return nil, q.wrap(ctx, "wait for the broker's confirm", err)
+			return q.wrap(ctx, "wait for the broker's confirm", err)
 		}
 		if !ok {
 			results[s.i].Err = fmt.Errorf("move %s: the broker refused the message (nack) for %s", items[s.i].ID, items[s.i].Dest)
 			results[s.i].DestID = ""
 		}
 	}
-	// A return comes before its confirm, so every return is in the
-	// buffer once every confirm has come.
-	for done := false; !done; {
+	return nil
+}
+
+// takeReturns makes each message the broker returned (unroutable) its
+// item's error; it takes what returns holds now.
+func takeReturns(returns <-chan amqp.Return, items []backend.MoveItem, results []backend.MoveResult) {
+	for {
 		select {
 		case r := <-returns:
 			seq, _ := toInt(r.Headers[backend.MarkerSeq])
@@ -190,21 +227,9 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 				}
 			}
 		default:
-			done = true
+			return
 		}
 	}
-	for i, it := range items {
-		if results[i].Err != nil {
-			delete(hold.tags, it.ID)
-		}
-	}
-	if consumeCh != nil {
-		keep = true
-		q.mu.Lock()
-		q.held = hold
-		q.mu.Unlock()
-	}
-	return results, nil
 }
 
 // publisher is the Queue's publish channel, in confirm mode, with its

@@ -241,41 +241,12 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 			}
 		}
 	}()
-	st, err := ch.QueueDeclarePassive(q.src.queue, false, false, false, false, nil)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return fmt.Errorf("%s: the queue %q %w", q, q.src.queue, errNoQueue)
-		}
-		return q.wrap(ctx, "declare the DLQ passively", err)
-	}
-	want := st.Messages
-	quorum := q.isQuorum()
-	if want == 0 && !quorum {
-		return nil
-	}
-	if quorum {
-		// A quorum queue takes returned messages back asynchronously: its
-		// count can lag behind a pass that just ended, so a pass over it
-		// ends only when nothing more comes.
-		want = math.MaxInt
+	want, err := q.passWant(ctx, ch)
+	if err != nil || want == 0 {
+		return err
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	consume := func(prefetch int) (<-chan amqp.Delivery, string, error) {
-		if prefetch > math.MaxUint16 {
-			prefetch = 0
-		}
-		if err := ch.Qos(prefetch, 0, false); err != nil {
-			return nil, "", q.wrap(ctx, "set QoS", err)
-		}
-		tag := "dlqctl-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		ds, err := ch.Consume(q.src.queue, tag, false, false, false, false, nil)
-		if err != nil {
-			return nil, "", q.wrap(ctx, "consume the DLQ", err)
-		}
-		return ds, tag, nil
-	}
-	deliveries, tag, err := consume(window)
+	deliveries, tag, err := q.consume(ctx, ch, window)
 	if err != nil {
 		return err
 	}
@@ -286,14 +257,8 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 	for got := 0; got < want; {
 		if window > 0 && inWindow == window && window <= math.MaxUint16 {
 			// The window is full and still wanted: a wider one.
-			if err := ch.Cancel(tag, false); err != nil {
-				return q.wrap(ctx, "widen the read window", err)
-			}
-			for range deliveries {
-				// Drained: none can be in flight past a full window.
-			}
 			window *= 2
-			if deliveries, tag, err = consume(window); err != nil {
+			if deliveries, tag, err = q.widen(ctx, ch, deliveries, tag, window); err != nil {
 				return err
 			}
 			inWindow = 0
@@ -305,25 +270,13 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 			}
 			got++
 			inWindow++
-			if guard != nil {
-				if err := guard.check(&d); err != nil {
-					return err
-				}
-			}
-			base := identity(fromDelivery(&d), q.dec.carriedFingerprint(d.Headers), lastDeath(d.Headers))
-			if err := fn(seen.next(base), &d); err != nil {
+			if err := q.passOne(guard, seen, &d, fn); err != nil {
 				if errors.Is(err, backend.ErrStop) {
 					return nil
 				}
 				return err
 			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-			timer.Reset(idleWait)
+			restart(timer, idleWait)
 		case <-timer.C:
 			// Silence: done only when the broker has nothing more ready
 			// for this pass (the rest, if any, is held by other
@@ -342,6 +295,80 @@ func (q *Queue) pass(ctx context.Context, window int, fn func(id string, d *amqp
 		}
 	}
 	return nil
+}
+
+// restart stops timer, drains it, and starts it again for d.
+func restart(timer *time.Timer, d time.Duration) {
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
+		}
+	}
+	timer.Reset(d)
+}
+
+// passWant is how many messages a pass reads at most: those the DLQ holds
+// now, or no limit on a quorum queue.
+func (q *Queue) passWant(ctx context.Context, ch *amqp.Channel) (int, error) {
+	st, err := ch.QueueDeclarePassive(q.src.queue, false, false, false, false, nil)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return 0, fmt.Errorf("%s: the queue %q %w", q, q.src.queue, errNoQueue)
+		}
+		return 0, q.wrap(ctx, "declare the DLQ passively", err)
+	}
+	want := st.Messages
+	if q.isQuorum() {
+		// A quorum queue takes returned messages back asynchronously: its
+		// count can lag behind a pass that just ended, so a pass over it
+		// ends only when nothing more comes.
+		want = math.MaxInt
+	}
+	return want, nil
+}
+
+// consume starts a consumer of the DLQ on ch with the given prefetch (0,
+// or past what AMQP can say: unlimited) and returns its deliveries and tag.
+func (q *Queue) consume(ctx context.Context, ch *amqp.Channel, prefetch int) (<-chan amqp.Delivery, string, error) {
+	if prefetch > math.MaxUint16 {
+		prefetch = 0
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		return nil, "", q.wrap(ctx, "set QoS", err)
+	}
+	tag := "dlqctl-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ds, err := ch.Consume(q.src.queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return nil, "", q.wrap(ctx, "consume the DLQ", err)
+	}
+	return ds, tag, nil
+}
+
+// widen cancels the consumer tag, drains its deliveries and starts one
+// with the window as prefetch; what the old one holds stays unacked, in
+// order.
+func (q *Queue) widen(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Delivery, tag string, window int) (<-chan amqp.Delivery, string, error) {
+	if err := ch.Cancel(tag, false); err != nil {
+		return nil, "", q.wrap(ctx, "widen the read window", err)
+	}
+	for range deliveries {
+		// Drained: none can be in flight past a full window.
+	}
+	return q.consume(ctx, ch, window)
+}
+
+// passOne checks d against the quorum guard and calls fn with its entry
+// id.
+func (q *Queue) passOne(guard *quorumGuard, seen ids, d *amqp.Delivery, fn func(id string, d *amqp.Delivery) error) error {
+	if guard != nil {
+		if err := guard.check(d); err != nil {
+			return err
+		}
+	}
+	base := identity(fromDelivery(d), q.dec.carriedFingerprint(d.Headers), lastDeath(d.Headers))
+	return fn(seen.next(base), d)
 }
 
 // isQuorum says whether the DLQ is known to be a quorum queue.

@@ -145,6 +145,32 @@ func (s *Stream) publishTwoStep(ctx context.Context, it backend.MoveItem, m back
 		}
 		return backend.MoveResult{Err: fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, s)}, nil
 	}
+	rcName, count, itemErr, err := s.checkTwoStep(ctx, it, fields)
+	if err != nil || itemErr != nil {
+		return backend.MoveResult{Err: itemErr}, err
+	}
+	if id, err := s.findMarked(ctx, it.Dest, m.RunID, it.Seq); err != nil {
+		return backend.MoveResult{}, err
+	} else if id != "" {
+		return backend.MoveResult{DestID: id}, nil
+	}
+	cmd := redis.NewCmd(ctx, twoStepArgs(it, m, fields, rcName, count)...)
+	_ = s.rdb.Process(ctx, onceCmd{cmd}) // never resent: see onceCmd
+	id, err := cmd.Text()
+	switch {
+	case err != nil && isServerErr(err):
+		return backend.MoveResult{Err: fmt.Errorf("move %s to %s: %w", it.ID, it.Dest, err)}, nil
+	case err != nil:
+		return backend.MoveResult{}, err
+	}
+	return backend.MoveResult{DestID: id}, nil
+}
+
+// checkTwoStep runs publishTwoStep's checks before any write, as the move
+// script does: the entry's fingerprint, its redrive_count (its name and
+// value are returned) and, with a group, that the group exists. itemErr
+// is why this item is not moved; err leaves the outcome unknown.
+func (s *Stream) checkTwoStep(ctx context.Context, it backend.MoveItem, fields []string) (rcName string, count int64, itemErr, err error) {
 	values := map[string]string{}
 	for i := 0; i+1 < len(fields); i += 2 {
 		if _, ok := values[fields[i]]; !ok {
@@ -160,17 +186,16 @@ func (s *Stream) publishTwoStep(ctx context.Context, it backend.MoveItem, m back
 		return "", "", false
 	}
 	if _, have, ok := pick(s.names[envelope.FieldFingerprint]); ok && have != "" && !strings.EqualFold(have, it.Fingerprint) {
-		return backend.MoveResult{Err: fmt.Errorf("entry %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, have)}, nil
+		return "", 0, fmt.Errorf("entry %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, have), nil
 	}
 	rcNames := s.names[envelope.FieldRedriveCount]
 	rcName, old, ok := pick(rcNames)
-	var count int64
 	if !ok {
 		rcName = rcNames[0]
 	} else if old != "" {
 		n, err := strconv.ParseInt(old, 10, 64)
 		if err != nil {
-			return backend.MoveResult{Err: fmt.Errorf("move %s to %s: field %s of %s is not a whole number: %s", it.ID, it.Dest, rcName, it.ID, old)}, nil
+			return "", 0, fmt.Errorf("move %s to %s: field %s of %s is not a whole number: %s", it.ID, it.Dest, rcName, it.ID, old), nil
 		}
 		count = n
 	}
@@ -178,17 +203,18 @@ func (s *Stream) publishTwoStep(ctx context.Context, it backend.MoveItem, m back
 		// Fails with NOGROUP before anything is written, as the script.
 		if err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.key, Group: s.group, Start: it.ID, End: it.ID, Count: 1}).Err(); err != nil {
 			if isServerErr(err) {
-				return backend.MoveResult{Err: fmt.Errorf("move %s to %s: %w", it.ID, it.Dest, err)}, nil
+				return "", 0, fmt.Errorf("move %s to %s: %w", it.ID, it.Dest, err), nil
 			}
-			return backend.MoveResult{}, err
+			return "", 0, nil, err
 		}
 	}
-	if id, err := s.findMarked(ctx, it.Dest, m.RunID, it.Seq); err != nil {
-		return backend.MoveResult{}, err
-	} else if id != "" {
-		return backend.MoveResult{DestID: id}, nil
-	}
+	return rcName, count, nil, nil
+}
 
+// twoStepArgs is the XADD of publishTwoStep: the entry's fields in their
+// order, redrive_count one higher (count+1, under rcName) and the markers
+// replacing any earlier ones.
+func twoStepArgs(it backend.MoveItem, m backend.Markers, fields []string, rcName string, count int64) []any {
 	markers := []string{
 		backend.MarkerRunID, m.RunID,
 		backend.MarkerSeq, strconv.FormatInt(it.Seq, 10),
@@ -217,16 +243,7 @@ func (s *Stream) publishTwoStep(ctx context.Context, it backend.MoveItem, m back
 	for _, v := range markers {
 		args = append(args, v)
 	}
-	cmd := redis.NewCmd(ctx, args...)
-	_ = s.rdb.Process(ctx, onceCmd{cmd}) // never resent: see onceCmd
-	id, err := cmd.Text()
-	switch {
-	case err != nil && isServerErr(err):
-		return backend.MoveResult{Err: fmt.Errorf("move %s to %s: %w", it.ID, it.Dest, err)}, nil
-	case err != nil:
-		return backend.MoveResult{}, err
-	}
-	return backend.MoveResult{DestID: id}, nil
+	return args
 }
 
 // entryPairs reads one entry's fields as name/value pairs in their stored

@@ -51,6 +51,9 @@ var (
 // returned and gets the count in place and the markers after its fields,
 // and only an entry redriven before is rebuilt (in place: the write index
 // never passes the read index).
+//
+// It stays one function over 80 lines: it is the text of one Lua function,
+// which reads best top to bottom in the order Redis runs it.
 func moveBody(group string, fp, rc []string) string {
 	return `
 local group = ` + luaString(group) + `

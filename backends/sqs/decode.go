@@ -105,25 +105,7 @@ func SQSQueueName(arn string) string {
 // It never fails.
 func FromSQS(m SQSMessage, from envelope.EventIDSource, names envelope.FieldNames) envelope.Envelope {
 	e := envelope.Envelope{ID: m.ID, Origin: envelope.Origin{Backend: "sqs"}}
-	fields := make(map[string]string, len(m.MessageAttributes)+len(m.BinaryAttributes))
-	var packErr error
-	if packed, ok := m.MessageAttributes[SQSPackedFields]; ok {
-		var kv map[string]string
-		if err := json.Unmarshal([]byte(packed), &kv); err != nil {
-			packErr = fmt.Errorf("%s: not a JSON object of strings", SQSPackedFields)
-		}
-		for k, v := range kv {
-			fields[k] = v
-		}
-	}
-	for k, v := range m.MessageAttributes {
-		if k != SQSPackedFields {
-			fields[k] = v
-		}
-	}
-	for k, v := range m.BinaryAttributes {
-		fields[k] = base64.StdEncoding.EncodeToString(v)
-	}
+	fields, packErr := sqsFields(m)
 	kv := envelope.NewKVReader(fields, names)
 	if packErr != nil {
 		kv.Fail(packErr)
@@ -155,20 +137,7 @@ func FromSQS(m SQSMessage, from envelope.EventIDSource, names envelope.FieldName
 		e.Origin.Topic = recorded
 	}
 	if e.LastError == "" {
-		for _, pair := range [][2]string{{sqsEventBridgeErrorMessage, sqsEventBridgeErrorCode}, {sqsLambdaErrorMessage, sqsLambdaErrorCode}} {
-			msg, code := fields[pair[0]], fields[pair[1]]
-			switch {
-			case msg != "" && code != "":
-				e.LastError = code + ": " + msg
-			case msg != "":
-				e.LastError = msg
-			case code != "":
-				e.LastError = code
-			}
-			if e.LastError != "" {
-				break
-			}
-		}
+		e.LastError = sqsLastError(fields)
 	}
 	if _, ok := kv.Get(envelope.FAttempts); !ok {
 		switch rc, _ := strconv.Atoi(m.Attributes[SQSReceiveCount]); {
@@ -178,20 +147,7 @@ func FromSQS(m SQSMessage, from envelope.EventIDSource, names envelope.FieldName
 			e.Attempts = rc - 1
 		}
 	}
-	// SQS moves a message to its DLQ as it is: a DeadLetterQueueSourceArn
-	// says SQS dead-lettered it after its last send, so the send time
-	// bounds that dead-lettering, even for a message dlqctl import wrote
-	// (sent again by a redrive of SQS's own), and a dead_lettered_at
-	// attribute from before that send is an earlier dead-lettering's.
-	sent := millis(m.Attributes[SQSSentTimestamp])
-	_, imported := fields[envelope.ImportedFromProperty]
-	sqsMoved := m.Attributes[SQSDeadLetterSourceArn] != ""
-	switch {
-	case e.DeadLetteredAt.IsZero() && (!imported || sqsMoved):
-		e.DeadLetteredAt = sent
-	case sqsMoved && sent.After(e.DeadLetteredAt):
-		e.DeadLetteredAt = sent
-	}
+	e.DeadLetteredAt = sqsDeadLetteredAt(m, fields, e.DeadLetteredAt)
 	if e.FirstReceivedAt.IsZero() {
 		e.FirstReceivedAt = millis(m.Attributes[SQSFirstReceiveTimestamp])
 	}
@@ -214,6 +170,68 @@ func FromSQS(m SQSMessage, from envelope.EventIDSource, names envelope.FieldName
 		e.Raw = sqsRaw(m)
 	}
 	return e
+}
+
+// sqsFields is m's attributes by name, the packed ones (dlqctl import's
+// SQSPackedFields) unpacked and binary ones in base64; packErr says the
+// packed attribute did not decode.
+func sqsFields(m SQSMessage) (fields map[string]string, packErr error) {
+	fields = make(map[string]string, len(m.MessageAttributes)+len(m.BinaryAttributes))
+	if packed, ok := m.MessageAttributes[SQSPackedFields]; ok {
+		var kv map[string]string
+		if err := json.Unmarshal([]byte(packed), &kv); err != nil {
+			packErr = fmt.Errorf("%s: not a JSON object of strings", SQSPackedFields)
+		}
+		for k, v := range kv {
+			fields[k] = v
+		}
+	}
+	for k, v := range m.MessageAttributes {
+		if k != SQSPackedFields {
+			fields[k] = v
+		}
+	}
+	for k, v := range m.BinaryAttributes {
+		fields[k] = base64.StdEncoding.EncodeToString(v)
+	}
+	return fields, packErr
+}
+
+// sqsLastError is the error an EventBridge, SNS or Lambda DLQ message's
+// attributes record, "" when none.
+func sqsLastError(fields map[string]string) string {
+	for _, pair := range [][2]string{{sqsEventBridgeErrorMessage, sqsEventBridgeErrorCode}, {sqsLambdaErrorMessage, sqsLambdaErrorCode}} {
+		msg, code := fields[pair[0]], fields[pair[1]]
+		switch {
+		case msg != "" && code != "":
+			return code + ": " + msg
+		case msg != "":
+			return msg
+		case code != "":
+			return code
+		}
+	}
+	return ""
+}
+
+// sqsDeadLetteredAt is the dead-letter time of m, given the one its
+// attributes recorded (zero when none).
+func sqsDeadLetteredAt(m SQSMessage, fields map[string]string, recorded time.Time) time.Time {
+	// SQS moves a message to its DLQ as it is: a DeadLetterQueueSourceArn
+	// says SQS dead-lettered it after its last send, so the send time
+	// bounds that dead-lettering, even for a message dlqctl import wrote
+	// (sent again by a redrive of SQS's own), and a dead_lettered_at
+	// attribute from before that send is an earlier dead-lettering's.
+	sent := millis(m.Attributes[SQSSentTimestamp])
+	_, imported := fields[envelope.ImportedFromProperty]
+	sqsMoved := m.Attributes[SQSDeadLetterSourceArn] != ""
+	switch {
+	case recorded.IsZero() && (!imported || sqsMoved):
+		return sent
+	case sqsMoved && sent.After(recorded):
+		return sent
+	}
+	return recorded
 }
 
 func sqsEventID(m SQSMessage, from envelope.EventIDSource, fields map[string]string, names envelope.FieldNames) (string, error) {

@@ -146,45 +146,8 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
 	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
 	w.History(e)
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == SQSSourceArnProperty || k == SQSPackedFields {
-			continue // SQS's own record of the source, or dlqctl's packing
-		}
-		field, first, isName := q.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		if isName {
-			w.Put(field, "")
-		}
-		w.Raw(k, e.Properties[k])
-	}
-	attrs := map[string]types.MessageAttributeValue{}
-	if len(w.Pairs)/2 <= maxAttributes {
-		for i := 0; i+1 < len(w.Pairs); i += 2 {
-			attrs[w.Pairs[i]] = strAttr(w.Pairs[i+1])
-		}
-	} else {
-		keep := map[string]bool{envelope.ImportedFromProperty: true}
-		for _, f := range []string{envelope.FieldEventID, envelope.FieldFingerprint} {
-			keep[q.names[f][0]] = true
-		}
-		packed := map[string]string{}
-		for i := 0; i+1 < len(w.Pairs); i += 2 {
-			if keep[w.Pairs[i]] {
-				attrs[w.Pairs[i]] = strAttr(w.Pairs[i+1])
-			} else {
-				packed[w.Pairs[i]] = w.Pairs[i+1]
-			}
-		}
-		b, _ := json.Marshal(packed) // a map of strings always marshals
-		attrs[SQSPackedFields] = strAttr(string(b))
-	}
+	q.writeProperties(w, e)
+	attrs := q.packAttributes(w)
 	for k, v := range attrs {
 		if v.StringValue == nil || *v.StringValue == "" {
 			// SQS refuses empty attribute values; an empty field reads the
@@ -209,6 +172,58 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 		in.MessageDeduplicationId = aws.String(dedupKey("import", e.ID, strings.ToLower(e.Fingerprint)))
 	}
 	return in, nil
+}
+
+// writeProperties writes e's properties after its fields, by name, leaving
+// out what would read back as an envelope field and SQS's own record of
+// the source.
+func (q *Queue) writeProperties(w *envelope.FieldWriter, e envelope.Envelope) {
+	keys := make([]string, 0, len(e.Properties))
+	for k := range e.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == SQSSourceArnProperty || k == SQSPackedFields {
+			continue // SQS's own record of the source, or dlqctl's packing
+		}
+		field, first, isName := q.names.NameOf(k)
+		if w.Written(k) || (isName && first) {
+			continue // it would read back as an envelope field
+		}
+		if isName {
+			w.Put(field, "")
+		}
+		w.Raw(k, e.Properties[k])
+	}
+}
+
+// packAttributes is w's pairs as message attributes; past SQS's limit on
+// attributes, all but the event ID, fingerprint and import source go
+// packed into one attribute as JSON.
+func (q *Queue) packAttributes(w *envelope.FieldWriter) map[string]types.MessageAttributeValue {
+	attrs := map[string]types.MessageAttributeValue{}
+	if len(w.Pairs)/2 <= maxAttributes {
+		for i := 0; i+1 < len(w.Pairs); i += 2 {
+			attrs[w.Pairs[i]] = strAttr(w.Pairs[i+1])
+		}
+	} else {
+		keep := map[string]bool{envelope.ImportedFromProperty: true}
+		for _, f := range []string{envelope.FieldEventID, envelope.FieldFingerprint} {
+			keep[q.names[f][0]] = true
+		}
+		packed := map[string]string{}
+		for i := 0; i+1 < len(w.Pairs); i += 2 {
+			if keep[w.Pairs[i]] {
+				attrs[w.Pairs[i]] = strAttr(w.Pairs[i+1])
+			} else {
+				packed[w.Pairs[i]] = w.Pairs[i+1]
+			}
+		}
+		b, _ := json.Marshal(packed) // a map of strings always marshals
+		attrs[SQSPackedFields] = strAttr(string(b))
+	}
+	return attrs
 }
 
 func strAttr(v string) types.MessageAttributeValue {

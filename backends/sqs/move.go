@@ -154,12 +154,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	q.mu.Lock()
 	maps.Copy(q.held, got)
 	q.mu.Unlock()
-	type pending struct {
-		i     int
-		entry types.SendMessageBatchRequestEntry
-		size  int
-	}
-	byDest := map[string][]pending{}
+	byDest := map[string][]pendingSend{}
 	var dests []string
 	for i, it := range items {
 		r, ok := got[it.ID]
@@ -167,145 +162,183 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
 			continue
 		}
-		env := q.decode(ctx, r.msg)
-		if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
-			results[i].Err = fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint)
-			continue
-		}
-		if it.Dest == "" {
-			results[i].Err = fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID)
-			continue
-		}
-		if err := q.GuardDestination(ctx, it.Dest); err != nil {
-			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
-			continue
-		}
-		dest, err := q.destURL(ctx, it.Dest, r.msg)
-		if err == nil && dest == q.url {
-			err = backend.Configf("%q is this DLQ's queue URL: a redrive never sends to the DLQ it reads", it.Dest)
-		}
-		if err != nil {
-			var ce *backend.ConfigError
-			if !errors.As(err, &ce) {
-				return nil, err
-			}
-			results[i].Err = fmt.Errorf("move %s: %v", it.ID, err)
-			continue
-		}
-		limit, err := q.maxMessageSize(ctx, dest)
+		dest, p, itemErr, err := q.prepareSend(ctx, i, it, r, m)
 		if err != nil {
 			return nil, err
 		}
-		entry := types.SendMessageBatchRequestEntry{
-			Id:                aws.String(strconv.Itoa(i)),
-			MessageBody:       r.msg.Body,
-			MessageAttributes: q.markAttributes(r.msg, it, m, true),
-		}
-		size := messageSize(entry)
-		if size > limit {
-			// The run markers are optional (the journal records the run):
-			// a message they would push over the limit goes without them.
-			entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
-			if size = messageSize(entry); size > limit {
-				results[i].Err = fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
-					it.ID, errTooLarge, size, it.Dest, limit)
-				continue
-			}
-		}
-		if isFIFO(dest) {
-			group := r.msg.Attributes[SQSMessageGroupID]
-			if group == "" {
-				group = env.Key
-			}
-			if group == "" {
-				group = env.EventID
-			}
-			entry.MessageGroupId = aws.String(group)
-			entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
+		if itemErr != nil {
+			results[i].Err = itemErr
+			continue
 		}
 		if _, ok := byDest[dest]; !ok {
 			dests = append(dests, dest)
 		}
-		byDest[dest] = append(byDest[dest], pending{i, entry, size})
+		byDest[dest] = append(byDest[dest], p)
 	}
 	for _, dest := range dests {
-		var refused error
-		list := byDest[dest]
-		limit, err := q.maxMessageSize(ctx, dest)
-		if err != nil {
+		if err := q.sendTo(ctx, dest, byDest[dest], items, results); err != nil {
 			return nil, err
 		}
-		for j := 0; j < len(list); {
-			// A batch holds at most 10 messages and at most limit bytes
-			// (SQS's batch payload limit is its message size limit).
-			k, bytes := j, 0
-			for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
-				bytes += list[k].size
-				k++
-			}
-			part := list[j:k]
-			j = k
-			if refused != nil {
-				for _, p := range part {
-					results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
-				}
-				continue
-			}
-			entries := make([]types.SendMessageBatchRequestEntry, len(part))
-			byID := make(map[string]types.SendMessageBatchRequestEntry, len(part))
-			for k, p := range part {
-				entries[k] = p.entry
-				byID[aws.ToString(p.entry.Id)] = p.entry
-			}
-			out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
-			if err != nil {
-				if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "AccessDenied", "AccessDeniedException",
-					"BatchRequestTooLong", "InvalidParameterValue", "UnsupportedOperation", "KmsAccessDenied", "KmsDisabled") {
-					refused = err
-					for _, p := range part {
-						results[p.i].Err = fmt.Errorf("move %s: %s: %v", items[p.i].ID, items[p.i].Dest, err)
-					}
-					continue
-				}
-				return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
-			}
-			for _, ok := range out.Successful {
-				i, err := strconv.Atoi(aws.ToString(ok.Id))
-				if err != nil || i < 0 || i >= len(results) {
-					continue
-				}
-				if ferr := q.enqueued(dest, byID[aws.ToString(ok.Id)], aws.ToString(ok.MessageId)); ferr != nil {
-					results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
-					if refused == nil {
-						refused = ferr
-					}
-					continue
-				}
-				results[i].DestID = aws.ToString(ok.MessageId)
-			}
-			for _, f := range out.Failed {
-				i, err := strconv.Atoi(aws.ToString(f.Id))
-				if err != nil || i < 0 || i >= len(results) {
-					continue
-				}
-				ferr := fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
-				if !f.SenderFault {
-					// A server-side failure of one entry: SQS did not take it.
-					ferr = fmt.Errorf("%w (server side; retry with --retry-failed)", ferr)
-				}
-				results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
-				if refused == nil {
-					refused = ferr
-				}
-			}
-			if refused != nil {
-				// Entries of this call after the refused one were already
-				// sent; later calls are not.
-				continue
-			}
+	}
+	if err := q.releaseFailed(ctx, items, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// pendingSend is one item's entry, ready for a SendMessageBatch: i is the
+// item's index, size the entry's size.
+type pendingSend struct {
+	i     int
+	entry types.SendMessageBatchRequestEntry
+	size  int
+}
+
+// prepareSend checks item i against the message r received for it and
+// builds its entry, with the queue URL it goes to. itemErr is why this item
+// is not sent; err is a failure that leaves every item's outcome unknown.
+func (q *Queue) prepareSend(ctx context.Context, i int, it backend.MoveItem, r received, m backend.Markers) (dest string, p pendingSend, itemErr, err error) {
+	env := q.decode(ctx, r.msg)
+	if !strings.EqualFold(env.Fingerprint, it.Fingerprint) {
+		return "", p, fmt.Errorf("message %s: %w (planned %s, now %s)", it.ID, backend.ErrChanged, it.Fingerprint, env.Fingerprint), nil
+	}
+	if it.Dest == "" {
+		return "", p, fmt.Errorf("move %s: no destination queue (no DeadLetterQueueSourceArn; give --to)", it.ID), nil
+	}
+	if err := q.GuardDestination(ctx, it.Dest); err != nil {
+		return "", p, fmt.Errorf("move %s: %v", it.ID, err), nil
+	}
+	dest, err = q.destURL(ctx, it.Dest, r.msg)
+	if err == nil && dest == q.url {
+		err = backend.Configf("%q is this DLQ's queue URL: a redrive never sends to the DLQ it reads", it.Dest)
+	}
+	if err != nil {
+		var ce *backend.ConfigError
+		if !errors.As(err, &ce) {
+			return "", p, nil, err
+		}
+		return "", p, fmt.Errorf("move %s: %v", it.ID, err), nil
+	}
+	limit, err := q.maxMessageSize(ctx, dest)
+	if err != nil {
+		return "", p, nil, err
+	}
+	entry := types.SendMessageBatchRequestEntry{
+		Id:                aws.String(strconv.Itoa(i)),
+		MessageBody:       r.msg.Body,
+		MessageAttributes: q.markAttributes(r.msg, it, m, true),
+	}
+	size := messageSize(entry)
+	if size > limit {
+		// The run markers are optional (the journal records the run):
+		// a message they would push over the limit goes without them.
+		entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
+		if size = messageSize(entry); size > limit {
+			return "", p, fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
+				it.ID, errTooLarge, size, it.Dest, limit), nil
 		}
 	}
-	// What failed is no longer held for a Remove: give it back now.
+	if isFIFO(dest) {
+		group := r.msg.Attributes[SQSMessageGroupID]
+		if group == "" {
+			group = env.Key
+		}
+		if group == "" {
+			group = env.EventID
+		}
+		entry.MessageGroupId = aws.String(group)
+		entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
+	}
+	return dest, pendingSend{i, entry, size}, nil, nil
+}
+
+// sendTo sends list to dest in batches, in order; once dest refuses an
+// entry, the later ones are not sent.
+func (q *Queue) sendTo(ctx context.Context, dest string, list []pendingSend, items []backend.MoveItem, results []backend.MoveResult) error {
+	var refused error
+	limit, err := q.maxMessageSize(ctx, dest)
+	if err != nil {
+		return err
+	}
+	for j := 0; j < len(list); {
+		// A batch holds at most 10 messages and at most limit bytes
+		// (SQS's batch payload limit is its message size limit).
+		k, bytes := j, 0
+		for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
+			bytes += list[k].size
+			k++
+		}
+		part := list[j:k]
+		j = k
+		if refused != nil {
+			for _, p := range part {
+				results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
+			}
+			continue
+		}
+		if refused, err = q.sendBatch(ctx, dest, part, items, results); err != nil {
+			return err
+		}
+		// Once refused, entries of this call after the refused one were
+		// already sent; later calls are not.
+	}
+	return nil
+}
+
+// sendBatch sends one batch to dest and sets each entry's result; refused
+// is the first refusal, if any.
+func (q *Queue) sendBatch(ctx context.Context, dest string, part []pendingSend, items []backend.MoveItem, results []backend.MoveResult) (refused, err error) {
+	entries := make([]types.SendMessageBatchRequestEntry, len(part))
+	byID := make(map[string]types.SendMessageBatchRequestEntry, len(part))
+	for k, p := range part {
+		entries[k] = p.entry
+		byID[aws.ToString(p.entry.Id)] = p.entry
+	}
+	out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
+	if err != nil {
+		if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "AccessDenied", "AccessDeniedException",
+			"BatchRequestTooLong", "InvalidParameterValue", "UnsupportedOperation", "KmsAccessDenied", "KmsDisabled") {
+			for _, p := range part {
+				results[p.i].Err = fmt.Errorf("move %s: %s: %v", items[p.i].ID, items[p.i].Dest, err)
+			}
+			return err, nil
+		}
+		return nil, q.wrap(ctx, "send to "+items[part[0].i].Dest, err)
+	}
+	for _, ok := range out.Successful {
+		i, err := strconv.Atoi(aws.ToString(ok.Id))
+		if err != nil || i < 0 || i >= len(results) {
+			continue
+		}
+		if ferr := q.enqueued(dest, byID[aws.ToString(ok.Id)], aws.ToString(ok.MessageId)); ferr != nil {
+			results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+			if refused == nil {
+				refused = ferr
+			}
+			continue
+		}
+		results[i].DestID = aws.ToString(ok.MessageId)
+	}
+	for _, f := range out.Failed {
+		i, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || i < 0 || i >= len(results) {
+			continue
+		}
+		ferr := fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		if !f.SenderFault {
+			// A server-side failure of one entry: SQS did not take it.
+			ferr = fmt.Errorf("%w (server side; retry with --retry-failed)", ferr)
+		}
+		results[i].Err = fmt.Errorf("move %s: %s: %v", items[i].ID, items[i].Dest, ferr)
+		if refused == nil {
+			refused = ferr
+		}
+	}
+	return refused, nil
+}
+
+// releaseFailed gives back what failed: it is no longer held for a Remove.
+func (q *Queue) releaseFailed(ctx context.Context, items []backend.MoveItem, results []backend.MoveResult) error {
 	var back []received
 	q.mu.Lock()
 	for i, it := range items {
@@ -317,10 +350,7 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		}
 	}
 	q.mu.Unlock()
-	if err := q.release(ctx, back); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return q.release(ctx, back)
 }
 
 // markAttributes are the message attributes of the redriven message;

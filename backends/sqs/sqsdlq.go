@@ -326,18 +326,13 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender
 // have (how many distinct messages are in hand) are called under one
 // lock. It returns the queue's counts from before the first receive.
 func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]types.Message, time.Time) bool, have func() int) (Counts, error) {
-	var (
-		mu    sync.Mutex
-		stop  bool
-		first error
-		// inflight counts receive calls under way.
-		inflight int
-		wg       sync.WaitGroup
-	)
-	// Receivers stop between calls and a call in flight is never
-	// cancelled: messages it was handed would otherwise stay invisible with
-	// nobody holding their receipt handles.
-	rctx := context.WithoutCancel(ctx)
+	rs := &receivers{
+		q: q, ctx: ctx, vis: vis, add: add, have: have,
+		// Receivers stop between calls and a call in flight is never
+		// cancelled: messages it was handed would otherwise stay invisible with
+		// nobody holding their receipt handles.
+		rctx: context.WithoutCancel(ctx),
+	}
 	// Receivers short-poll. An empty short poll ends a receiver once as
 	// many messages are in hand as were visible when it began; before
 	// that, it may only have missed the SQS servers holding the rest, so
@@ -351,64 +346,7 @@ func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]t
 	// counted as in flight for a moment (ElasticMQ does so), and a
 	// receiver that stopped at the visible count would miss them. Messages
 	// that another reader really holds cost one empty long poll.
-	expect := c.Visible + c.InFlight
-	receive := func() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait := int32(0)
-			for {
-				mu.Lock()
-				halt := stop
-				inflight++
-				mu.Unlock()
-				if halt || ctx.Err() != nil {
-					return
-				}
-				cctx, cancel := context.WithTimeout(rctx, 30*time.Second)
-				out, err := q.c.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
-					QueueUrl:                    aws.String(q.url),
-					MaxNumberOfMessages:         10,
-					VisibilityTimeout:           int32(vis / time.Second),
-					WaitTimeSeconds:             wait,
-					MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-					MessageAttributeNames:       []string{"All"},
-				})
-				cancel()
-				mu.Lock()
-				inflight--
-				if err != nil {
-					if first == nil {
-						first = err
-					}
-					stop = true
-					mu.Unlock()
-					return
-				}
-				if len(out.Messages) == 0 {
-					short := wait == 0 && int64(have()) < expect
-					others := inflight > 0
-					mu.Unlock()
-					switch {
-					case short && others:
-						// The rest may be what the other receivers' calls
-						// are being handed right now: look again after them.
-						time.Sleep(10 * time.Millisecond)
-					case short:
-						wait = 1
-					default:
-						return
-					}
-					continue
-				}
-				wait = 0
-				if add(out.Messages, q.now()) && !stop {
-					stop = true
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	rs.expect = c.Visible + c.InFlight
 	// A receiver that ends on an empty long poll has not always seen the
 	// queue empty: ElasticMQ now and then answers one with nothing while
 	// messages are visible (a 100,000-message scan ended 10 short, all of
@@ -419,10 +357,11 @@ func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]t
 	// dead letters arriving meanwhile look the same.
 	for round := 0; ; round++ {
 		for range q.src.receivers {
-			receive()
+			rs.wg.Add(1)
+			go rs.receive()
 		}
-		wg.Wait()
-		if first != nil || ctx.Err() != nil || stop || int64(have()) >= expect || round == maxReceiveRounds-1 {
+		rs.wg.Wait()
+		if rs.first != nil || ctx.Err() != nil || rs.stop || int64(have()) >= rs.expect || round == maxReceiveRounds-1 {
 			break
 		}
 		now, _, err := q.counts(ctx)
@@ -433,7 +372,7 @@ func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]t
 			break
 		}
 	}
-	err = first
+	err = rs.first
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -441,6 +380,86 @@ func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]t
 		return c, q.wrap(ctx, "receive", err)
 	}
 	return c, nil
+}
+
+// receivers are the parallel receivers of one receiveInto round.
+type receivers struct {
+	q      *Queue
+	ctx    context.Context
+	rctx   context.Context // ctx without its cancellation, for the calls
+	vis    time.Duration
+	add    func([]types.Message, time.Time) bool
+	have   func() int
+	expect int64 // messages visible or in flight before the first receive
+
+	mu    sync.Mutex
+	stop  bool
+	first error
+	// inflight counts receive calls under way.
+	inflight int
+	wg       sync.WaitGroup
+}
+
+// receive is one receiver: it receives until told to stop or its polls
+// come back empty (see receiveInto). It calls rs.wg.Done when it ends.
+func (rs *receivers) receive() {
+	defer rs.wg.Done()
+	wait := int32(0)
+	for {
+		rs.mu.Lock()
+		halt := rs.stop
+		rs.inflight++
+		rs.mu.Unlock()
+		if halt || rs.ctx.Err() != nil {
+			return
+		}
+		out, err := rs.receiveOnce(wait)
+		rs.mu.Lock()
+		rs.inflight--
+		if err != nil {
+			if rs.first == nil {
+				rs.first = err
+			}
+			rs.stop = true
+			rs.mu.Unlock()
+			return
+		}
+		if len(out.Messages) == 0 {
+			short := wait == 0 && int64(rs.have()) < rs.expect
+			others := rs.inflight > 0
+			rs.mu.Unlock()
+			switch {
+			case short && others:
+				// The rest may be what the other receivers' calls
+				// are being handed right now: look again after them.
+				time.Sleep(10 * time.Millisecond)
+			case short:
+				wait = 1
+			default:
+				return
+			}
+			continue
+		}
+		wait = 0
+		if rs.add(out.Messages, rs.q.now()) && !rs.stop {
+			rs.stop = true
+		}
+		rs.mu.Unlock()
+	}
+}
+
+// receiveOnce is one ReceiveMessage call, waiting wait seconds.
+func (rs *receivers) receiveOnce(wait int32) (*sqs.ReceiveMessageOutput, error) {
+	cctx, cancel := context.WithTimeout(rs.rctx, 30*time.Second)
+	defer cancel()
+	return rs.q.c.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(rs.q.url),
+		MaxNumberOfMessages:         10,
+		VisibilityTimeout:           int32(rs.vis / time.Second),
+		WaitTimeSeconds:             wait,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
 }
 
 // maxReceiveRounds bounds how often a scan's receivers go round again

@@ -1,0 +1,415 @@
+package kafkadlq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// errOpenTxn: a transaction on the state topic stayed open past any time
+// the broker should have taken to end it.
+var errOpenTxn = errors.New("a transaction on the state topic is still open")
+
+// openTxnLimit is how long a read waits for an open transaction on the
+// state topic to end: twice the transaction timeout, and the broker's
+// check for timed-out transactions (10 s by default) with room to spare.
+func openTxnLimit(txnTTL time.Duration) time.Duration { return 2*txnTTL + 30*time.Second }
+
+// Status values of state records.
+const (
+	StatusRedriven = "redriven"
+	StatusResolved = "resolved"
+)
+
+// leaseKey is the state topic key of the DLQ lease record.
+const leaseKey = "dlqctl-lease"
+
+// stateRecord is the value of a state record, keyed by the DLQ entry's
+// locator: what happened to the entry, in which run, and where it went.
+type stateRecord struct {
+	Status      string    `json:"status"`
+	RunID       string    `json:"run_id,omitempty"`
+	Seq         int64     `json:"seq,omitempty"`
+	EventID     string    `json:"event_id,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	Dest        string    `json:"dest,omitempty"`
+	DestID      string    `json:"dest_id,omitempty"`
+	At          time.Time `json:"at"`
+	// TopicID is the DLT's Kafka topic ID and RecordTS the record's
+	// timestamp (Unix ms): a DLT deleted and made again reuses offsets,
+	// and the state of the old topic must not hide the new one's records
+	// (identity.go). Absent in records from before they were written.
+	TopicID  string `json:"topic_id,omitempty"`
+	RecordTS int64  `json:"record_ts,omitempty"`
+}
+
+// state is what the state topic holds: the entries taken out of the DLQ
+// by locator.
+type state struct {
+	done *doneSet
+}
+
+// doneSet is the entries the state topic takes out of the DLQ, by
+// locator. A Topic keeps one and a later loadState adds to it in place
+// (copying it per redrive chunk made a run quadratic), so readers go
+// through its lock.
+type doneSet struct {
+	mu sync.RWMutex
+	m  map[string]stateRecord
+	// byPart holds, per DLQ partition, the offsets of m's entries that are
+	// about this topic (no topic ID, or topicID), sorted: Len counts those
+	// in each partition's readable range with two binary searches, where
+	// going through m per batch made a long redrive quadratic.
+	byPart  map[int32][]int64
+	topicID string
+}
+
+func newDoneSet(topicID string) *doneSet {
+	return &doneSet{m: map[string]stateRecord{}, byPart: map[int32][]int64{}, topicID: topicID}
+}
+
+// set records id (under mu).
+func (d *doneSet) set(id string, r stateRecord) {
+	old, had := d.m[id]
+	d.m[id] = r
+	counts := func(r stateRecord) bool { return r.TopicID == "" || d.topicID == "" || r.TopicID == d.topicID }
+	if had && counts(old) == counts(r) {
+		return
+	}
+	p, o, ok := ParseKafkaID(id)
+	if !ok {
+		return
+	}
+	if had && counts(old) {
+		d.unindex(p, o)
+		return
+	}
+	if counts(r) {
+		// State records come mostly in offset order: usually an append.
+		offs := d.byPart[p]
+		i, found := slices.BinarySearch(offs, o)
+		if !found {
+			d.byPart[p] = slices.Insert(offs, i, o)
+		}
+	}
+}
+
+// drop forgets id (a tombstone; under mu).
+func (d *doneSet) drop(id string) {
+	if _, had := d.m[id]; !had {
+		return
+	}
+	delete(d.m, id)
+	if p, o, ok := ParseKafkaID(id); ok {
+		d.unindex(p, o)
+	}
+}
+
+func (d *doneSet) unindex(p int32, o int64) {
+	offs := d.byPart[p]
+	if i, found := slices.BinarySearch(offs, o); found {
+		d.byPart[p] = slices.Delete(offs, i, i+1)
+	}
+}
+
+// countIn is how many entries of this topic the state takes out of
+// partition p's offsets [from, to).
+func (d *doneSet) countIn(p int32, from, to int64) int64 {
+	if d == nil {
+		return 0
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	offs := d.byPart[p]
+	i, _ := slices.BinarySearch(offs, from)
+	j, _ := slices.BinarySearch(offs, to)
+	return int64(j - i)
+}
+
+// getAt is get for partition:offset, without making the locator string.
+func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
+	var buf [40]byte
+	b := strconv.AppendInt(buf[:0], int64(p), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, o, 10)
+	d.mu.RLock()
+	r, ok := d.m[string(b)]
+	d.mu.RUnlock()
+	return r, ok
+}
+
+// get is the state record of id.
+func (d *doneSet) get(id string) (stateRecord, bool) {
+	if d == nil {
+		return stateRecord{}, false
+	}
+	d.mu.RLock()
+	r, ok := d.m[id]
+	d.mu.RUnlock()
+	return r, ok
+}
+
+// ids lists the locators taken out of the DLQ.
+func (d *doneSet) ids() []string {
+	if d == nil {
+		return nil
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]string, 0, len(d.m))
+	for id := range d.m {
+		out = append(out, id)
+	}
+	return out
+}
+
+// stateCache is the state topic as a Topic last read it: up to which
+// offset of each partition, and what that held.
+type stateCache struct {
+	upTo map[int32]int64
+	st   state
+}
+
+// stateChange is one state record read: an entry's record (nil: a
+// tombstone).
+type stateChange struct {
+	key string
+	rec *stateRecord
+}
+
+// loadState reads the state topic. With stable, it first waits until no
+// transaction is open on it (the last stable offset reaches the high
+// watermark): a commit's markers reach the partition a moment after the
+// commit returns, and what a crashed run's transaction did is settled only
+// once it is committed, or aborted by a resume's fencing or by the broker
+// after the transaction timeout. Every read waits so, as only dlqctl
+// writes there and its transactions last one chunk.
+//
+// What was read stays cached in the Topic: a later call asks the broker
+// for the offsets again (so it is as fresh as a full read) but reads only
+// the records written since. A resume that looks up each open entry, or a
+// stats that scans and then reports extras, reads the topic once.
+func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
+	spans, ok, err := t.stateSpans(ctx, stable)
+	if err != nil || !ok {
+		return state{done: &doneSet{}}, err
+	}
+	// One read at a time: a second would apply the same records twice.
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	cached := t.state
+	ranges, fresh, changed := cached.toRead(spans)
+	if !changed {
+		return cached.st, nil
+	}
+	// Collected first and applied only once the read succeeded, so a
+	// failed read leaves the cache as it was.
+	var changes []stateChange
+	err = t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
+		key := string(r.Key)
+		if isMetaKey(key) {
+			// Lease and claim records: readMeta's.
+			return nil
+		}
+		if r.Value == nil {
+			changes = append(changes, stateChange{key: key})
+			return nil
+		}
+		var sr stateRecord
+		if err := json.Unmarshal(r.Value, &sr); err != nil {
+			return fmt.Errorf("%s: state topic %s: record %d:%d is not a dlqctl state record: %v", t, t.src.stateTopic, r.Partition, r.Offset, err)
+		}
+		changes = append(changes, stateChange{key: key, rec: &sr})
+		return nil
+	})
+	if err != nil {
+		return state{done: &doneSet{}}, err
+	}
+	st := state{done: newDoneSet(t.topicID)}
+	if !fresh {
+		st = cached.st
+	}
+	st.done.mu.Lock()
+	for _, c := range changes {
+		if c.rec == nil {
+			st.done.drop(c.key)
+		} else {
+			st.done.set(c.key, *c.rec)
+		}
+	}
+	st.done.mu.Unlock()
+	upTo := make(map[int32]int64, len(spans))
+	for _, s := range spans {
+		upTo[s.partition] = s.end
+	}
+	t.state = &stateCache{upTo: upTo, st: st}
+	return st, nil
+}
+
+// toRead says what of the state topic a read must cover given what c
+// holds (c may be nil): per partition, from where c stopped to the last
+// stable offset, or all of it (fresh) when c is nil or a partition is new
+// or shorter than it was (the topic was deleted and made again). changed
+// is false when there is nothing new.
+func (c *stateCache) toRead(spans []span) (ranges map[int32][2]int64, fresh, changed bool) {
+	ranges = make(map[int32][2]int64, len(spans))
+	fresh = c == nil
+	for _, s := range spans {
+		from := s.start
+		if !fresh {
+			upTo, seen := c.upTo[s.partition]
+			if !seen || upTo > s.end {
+				fresh = true
+			} else if upTo > from {
+				from = upTo
+			}
+		}
+		ranges[s.partition] = [2]int64{from, s.end}
+	}
+	if fresh {
+		for _, s := range spans {
+			ranges[s.partition] = [2]int64{s.start, s.end}
+		}
+		return ranges, true, true
+	}
+	for _, r := range ranges {
+		if r[0] < r[1] {
+			return ranges, false, true
+		}
+	}
+	return ranges, false, false
+}
+
+// stateSpans returns the state topic's partitions (ok false when it does
+// not exist). With stable, it first waits until no transaction is open on
+// them, and a lease holder settles one that hangs (hanging.go).
+func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, error) {
+	// The markers of a commit that just returned land within milliseconds:
+	// look again soon, then less often (a crashed run's transaction can
+	// take the transaction timeout).
+	wait := stableWaitFirst
+	purged, noted := false, false
+	// The run that takes the lease next aborts an open transaction at
+	// once, else the broker does after the transaction timeout and its
+	// next check for timed-out ones (10 s by default). A transaction open
+	// long past that is one the broker is not ending (a coordinator that
+	// is not up, a producer with a far longer timeout, or one no
+	// coordinator holds): say so rather than wait on it for ever.
+	limit := time.Now().Add(openTxnLimit(t.txnTTL))
+	nextHangCheck := time.Now().Add(hangCheckAfter)
+	for {
+		spans, ok, err := t.spans(ctx, t.src.stateTopic)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok && !purged {
+			// Another dlqctl may have made the state topic since this
+			// client last looked: forget what it knows and ask again.
+			t.cl.PurgeTopicsFromClient(t.src.stateTopic)
+			purged = true
+			continue
+		}
+		if !ok || !stable || !anyOpen(spans) {
+			return spans, ok, nil
+		}
+		if !noted {
+			noted = true
+			defer t.slow(fmt.Sprintf("waiting for a transaction open on the state topic %s to end (a run killed or cut off inside a chunk: the run that takes the lease next aborts it at once, else the broker after the transaction timeout, %s, and its next check for timed-out transactions)", t.src.stateTopic, t.txnTTL))()
+		}
+		if time.Now().After(limit) {
+			return nil, false, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic,
+				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it%s", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL, t.describeOpenTxns(ctx)))
+		}
+		if t.holdsLease() && time.Now().After(nextHangCheck) {
+			// A hanging transaction ends only by hand: the lease holder
+			// settles it.
+			nextHangCheck = time.Now().Add(hangCheckAfter)
+			n, err := t.settleHanging(ctx)
+			if err != nil {
+				return nil, false, err
+			}
+			if n > 0 {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, stableWaitInterval)
+	}
+}
+
+// anyOpen says whether a transaction is open on any of the partitions:
+// the last stable offset is short of the high watermark.
+func anyOpen(spans []span) bool {
+	for _, s := range spans {
+		if s.end < s.hwm {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureStateTopic creates the compacted state topic on first write and
+// records it as the DLT's (claim.go).
+func (t *Topic) ensureStateTopic(ctx context.Context) error {
+	t.mu.Lock()
+	up := t.stateUp
+	t.mu.Unlock()
+	if up {
+		return nil
+	}
+	if err := t.createStateTopic(ctx, t.src.stateTopic); err != nil {
+		return err
+	}
+	if err := t.claim(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.stateUp = true
+	t.mu.Unlock()
+	return nil
+}
+
+// createStateTopic makes topic a state topic (one partition, compacted,
+// the broker's timestamps) unless it exists.
+func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	cleanup, compactLag, tsType := "compact", "0", logAppendTime
+	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
+		"cleanup.policy":         &cleanup,
+		"min.compaction.lag.ms":  &compactLag,
+		"message.timestamp.type": &tsType,
+	}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		// Made by an older dlqctl, or by an operator: the lease needs the
+		// broker's clock on its records.
+		if err := t.brokerTimestamps(rctx, topic); err != nil {
+			return err
+		}
+	case err != nil:
+		return t.connErr(ctx, "create the state topic "+topic, err)
+	}
+	// The client caches metadata: a read before the creation would still
+	// find the topic missing.
+	t.cl.PurgeTopicsFromClient(topic)
+	return nil
+}
