@@ -1,6 +1,9 @@
 // Package testproc holds what the test harnesses that run real servers
-// (redistest, pgtest) share: a free loopback port and a log that the
-// server's output goroutines write to while tests read it.
+// share: a free loopback port and a log that the server's output
+// goroutines write to while tests read it (redistest, pgtest); the Java
+// servers' lifecycle through their scripts (JavaServer: kafkatest,
+// pulsartest, sqstest); and one server per test binary, started by the
+// first test that needs it (Shared).
 package testproc
 
 import (
