@@ -62,6 +62,6 @@ func (b *Log) Tail(max int) string {
 func SkipJavaServerInShort(t testing.TB, server string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("needs %s, a Java server: not in the -short tier (scripts/test runs it)", server)
+		t.Skipf("needs %s, a Java server, and the -short tier starts none (the full run, scripts/test, runs it)", server)
 	}
 }
