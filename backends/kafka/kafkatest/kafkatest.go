@@ -46,8 +46,11 @@ func javaServer() *testproc.JavaServer {
 const JavaNotFoundMessage = "java not found: the Kafka broker needs a JDK 17 or newer (apt-get install openjdk-17-jre-headless) on PATH or in JAVA_HOME"
 
 // Broker is one running Kafka process.
+//
+// Its PID, LogTail, Down, Up, Restart, Kill (SIGKILL, as a crash) and Stop
+// (which removes its folder) are testproc.JavaProc's.
 type Broker struct {
-	proc *testproc.JavaProc
+	*testproc.JavaProc
 
 	mu        sync.Mutex
 	bootstrap string
@@ -83,7 +86,7 @@ func StartProcess() (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.proc = proc
+	b.JavaProc = proc
 	return b, nil
 }
 
@@ -138,34 +141,7 @@ func (b *Broker) TLS() TLS {
 }
 
 // DataDir holds the broker's config, log dirs and output (kafka.out).
-func (b *Broker) DataDir() string { return b.proc.Dir() }
-
-// PID is the broker's process id, or 0 when it is not running.
-func (b *Broker) PID() int { return b.proc.PID() }
-
-// LogTail is the end of the broker's output, for a failing test's report.
-func (b *Broker) LogTail(lines int) string { return b.proc.LogTail(lines) }
-
-// Restart stops the broker and starts it again on the same ports and data
-// folder, so clients reconnect to the same address and find their topics.
-func (b *Broker) Restart() error { return b.proc.Restart() }
-
-// Down stops the broker and keeps its data, so Up can bring it back on
-// the same address (for tests of a broker outage).
-func (b *Broker) Down() error { return b.proc.Down() }
-
-// Kill stops the broker with SIGKILL, as a crash would (no clean
-// shutdown: logs are recovered and open transactions resumed on Up), and
-// keeps its data for Up.
-func (b *Broker) Kill() error { return b.proc.Kill() }
-
-// Up starts a broker that Down or Kill stopped, on the same address and
-// data.
-func (b *Broker) Up() error { return b.proc.Up() }
-
-// Stop stops the broker (SIGTERM, SIGKILL after 30 s) and removes its
-// folder. It is safe to call more than once.
-func (b *Broker) Stop() error { return b.proc.Stop() }
+func (b *Broker) DataDir() string { return b.Dir() }
 
 // CreateTopic creates topic with the given partitions (replication 1) on
 // the broker at bootstrap.

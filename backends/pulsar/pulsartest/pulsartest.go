@@ -50,8 +50,11 @@ func javaServer() *testproc.JavaServer {
 const JavaNotFoundMessage = "java not found: the Pulsar broker needs a JDK 17 or newer (apt-get install openjdk-17-jre-headless) on PATH or in JAVA_HOME"
 
 // Broker is one running Pulsar standalone process.
+//
+// Its PID, LogTail, Down, Up, Restart, Kill (SIGKILL, as a crash) and Stop
+// (which removes its folder) are testproc.JavaProc's.
 type Broker struct {
-	proc *testproc.JavaProc
+	*testproc.JavaProc
 
 	mu         sync.Mutex
 	serviceURL string
@@ -87,7 +90,7 @@ func StartProcess() (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.proc = proc
+	b.JavaProc = proc
 	return b, nil
 }
 
@@ -119,35 +122,7 @@ func (b *Broker) AdminURL() string {
 
 // DataDir is the folder holding the broker's config, data and logs
 // (logs/pulsar-standalone.log), for a failing test's report.
-func (b *Broker) DataDir() string { return b.proc.Dir() }
-
-// PID is the broker's process id, or 0 when it is not running.
-func (b *Broker) PID() int { return b.proc.PID() }
-
-// LogTail is the end of the broker's log, for a failing test's report.
-func (b *Broker) LogTail(lines int) string { return b.proc.LogTail(lines) }
-
-// Restart stops the broker and starts it again on the same ports and data
-// folder, so clients can reconnect to the same URLs and find the topics,
-// subscriptions and messages persisted before. It returns once the admin
-// API answers again.
-func (b *Broker) Restart() error { return b.proc.Restart() }
-
-// Down stops the broker, keeping its ports and data folder, until Up.
-func (b *Broker) Down() error { return b.proc.Down() }
-
-// Kill ends the broker with SIGKILL, as a crash does: what it held only in
-// memory (a subscription's acknowledgements not yet persisted) is lost. Up
-// brings it back on the same ports and data folder.
-func (b *Broker) Kill() error { return b.proc.Kill() }
-
-// Up starts a broker taken Down again on the same ports and data folder;
-// it returns once the admin API answers.
-func (b *Broker) Up() error { return b.proc.Up() }
-
-// Stop stops the broker (SIGTERM, SIGKILL after 30 s) and removes its
-// folder. It is safe to call more than once.
-func (b *Broker) Stop() error { return b.proc.Stop() }
+func (b *Broker) DataDir() string { return b.Dir() }
 
 // EnableDeduplication turns message deduplication on or off for a
 // namespace ("tenant/ns", e.g. "public/default") through the admin REST
