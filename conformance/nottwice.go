@@ -32,14 +32,14 @@ func caseReRedrive(t *testing.T, srv *Target) {
 	seed(t, fx, 3, "timeout", 1)
 	first := t.TempDir()
 	planAndApprove(t, first, fx, "redrive", fastPlan...)
-	if code, out := proc(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
+	if code, out := RunCommand(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 		t.Fatalf("first redrive: exit %d\n%s", code, out)
 	}
 	// The same event, the same payload: dead-lettered again.
 	seedAs(t, fx, 1, "timeout", 50, func(int) (string, int) { return "E002", 2 })
 	second := t.TempDir()
 	planAndApprove(t, second, fx, "redrive", fastPlan...)
-	code, out := proc(t, second, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := RunCommand(t, second, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("second redrive: exit %d\n%s", code, out)
 	}
@@ -80,7 +80,7 @@ func caseAnotherURL(t *testing.T, srv *Target) {
 		fi, err := os.Stat(filepath.Join(a, "p.journal"))
 		return err == nil && fi.Size() > 0
 	})
-	code, out := proc(t, b, nil, nil, "--source", fx.Alias, "redrive", "apply", "p.json")
+	code, out := RunCommand(t, b, nil, nil, "--source", fx.Alias, "redrive", "apply", "p.json")
 	switch {
 	case code == 7:
 	case code == 2 && strings.Contains(out, strings.SplitN(fx.Alias, "?", 2)[0]):
@@ -139,7 +139,7 @@ func caseRefusedInChunk(t *testing.T, srv *Target) {
 	if len(plan.Entries) != 6 || refusedID == "" {
 		t.Fatalf("the plan holds %d entries, want 6 with E006: %s", len(plan.Entries), raw)
 	}
-	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 6 {
 		t.Fatalf("apply with one refused entry: exit %d, want 6\n%s", code, out)
 	}
@@ -200,7 +200,7 @@ func caseKilledScan(t *testing.T, srv *Target) {
 		return
 	}
 	planAndApprove(t, dir, fx, "redrive", fastPlan...)
-	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply after killed scans: exit %d\n%s", code, out)
 	}
@@ -238,7 +238,7 @@ func casePausedHolder(t *testing.T, srv *Target) {
 	var out string
 	deadline := time.Now().Add(75 * time.Second)
 	for {
-		code, out = proc(t, b, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json", "--skip-missing")
+		code, out = RunCommand(t, b, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json", "--skip-missing")
 		if code != 7 || time.Now().After(deadline) {
 			break
 		}
@@ -266,7 +266,7 @@ func casePausedHolder(t *testing.T, srv *Target) {
 	if l := dlqLen(t, fx); l != 0 {
 		c := t.TempDir()
 		planAndApprove(t, c, fx, "redrive", fastPlan...)
-		if code, out := proc(t, c, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
+		if code, out := RunCommand(t, c, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 			t.Errorf("the run after both: exit %d\n%s", code, out)
 		}
 	}
@@ -280,7 +280,7 @@ func casePausedHolder(t *testing.T, srv *Target) {
 // (backend.not_seen; 0 where a scan sees everything).
 func dlqLenSeen(t *testing.T, fx Fixture) (seen, hidden int) {
 	t.Helper()
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
+	code, out := RunCommand(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
 	if code != 0 {
 		t.Fatalf("stats: exit %d\n%s", code, out)
 	}

@@ -133,11 +133,11 @@ func caseMissingDLQ(t *testing.T, srv *Target) {
 	} else {
 		source = srv.Fresh(t).Source
 	}
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0")
+	code, out := RunCommand(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0")
 	if code != 2 || !strings.Contains(out, "does not exist") {
 		t.Errorf("check on a DLQ that does not exist: exit %d, want 2 saying so\n%s", code, out)
 	}
-	code, out = proc(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0", "--allow-missing")
+	code, out = RunCommand(t, t.TempDir(), nil, nil, "--source", source, "check", "--max-total", "0", "--allow-missing")
 	if code != 0 {
 		t.Errorf("check --allow-missing on a DLQ that does not exist: exit %d, want 0\n%s", code, out)
 	}
@@ -179,15 +179,19 @@ func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventO
 		fps[e.EventID] = e.Fingerprint
 	}
 	args := append([]string{"--source", fx.Source, "import"}, fx.ImportFlags...)
-	if code, out := proc(t, t.TempDir(), in.Bytes(), nil, args...); code != 0 {
+	if code, out := RunCommand(t, t.TempDir(), in.Bytes(), nil, args...); code != 0 {
 		t.Fatalf("import: exit %d\n%s", code, out)
 	}
 	return fps
 }
 
-// proc runs dlqctl as its own process in dir and returns its exit code and
-// combined output.
-func proc(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
+// RunCommand runs dlqctl as its own process in dir, with stdin and the
+// extra environment env, and returns its exit code and combined output; a
+// process killed by a signal (a crash hook's SIGKILL) returns 137. The
+// process is this test binary, which the package's init makes the dlqctl
+// command (with the DLQCTL_TEST_CRASH hook), so a backend's own crash
+// tests use it too: importing this package is all they need.
+func RunCommand(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
 	t.Helper()
 	c := exec.Command(os.Args[0], args...)
 	c.Dir = dir
@@ -213,10 +217,10 @@ func proc(t *testing.T, dir string, stdin []byte, env []string, args ...string) 
 func planAndApprove(t *testing.T, dir string, fx Fixture, kind string, flags ...string) {
 	t.Helper()
 	args := append([]string{"--source", fx.Source, kind, "plan", "--reason", "conformance", "--out", "p.json"}, flags...)
-	if code, out := proc(t, dir, nil, nil, args...); code != 0 {
+	if code, out := RunCommand(t, dir, nil, nil, args...); code != 0 {
 		t.Fatalf("%s plan: exit %d\n%s", kind, code, out)
 	}
-	if code, out := proc(t, dir, nil, nil, kind, "approve", "p.json", "--by", "oncall"); code != 0 {
+	if code, out := RunCommand(t, dir, nil, nil, kind, "approve", "p.json", "--by", "oncall"); code != 0 {
 		t.Fatalf("%s approve: exit %d\n%s", kind, code, out)
 	}
 }
@@ -253,7 +257,7 @@ func parseRun(t *testing.T, out string) runDoc {
 // dlqLen is the DLQ's entry count, read through dlqctl stats.
 func dlqLen(t *testing.T, fx Fixture) int {
 	t.Helper()
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
+	code, out := RunCommand(t, t.TempDir(), nil, nil, "--source", fx.Source, "stats", "-o", "json")
 	if code != 0 {
 		t.Fatalf("stats: exit %d\n%s", code, out)
 	}
@@ -315,7 +319,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *Target) {
 	workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
-	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
@@ -359,7 +363,7 @@ func caseGates(t *testing.T, srv *Target) {
 			workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
-			code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+			code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 			if code != 3 {
 				t.Fatalf("apply: exit %d, want 3\n%s", code, out)
 			}
@@ -439,10 +443,10 @@ func caseStalePlan(t *testing.T, srv *Target) {
 	first, second := t.TempDir(), t.TempDir()
 	planAndApprove(t, first, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
 	planAndApprove(t, second, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
-	if code, out := proc(t, second, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
+	if code, out := RunCommand(t, second, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json"); code != 0 {
 		t.Fatalf("apply of the second plan: exit %d\n%s", code, out)
 	}
-	code, out := proc(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
+	code, out := RunCommand(t, first, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
 	if code != 5 || !strings.Contains(out, "stale") {
 		t.Fatalf("apply of a plan whose entries are gone: exit %d, want 5 naming it stale\n%s", code, out)
 	}
@@ -460,7 +464,7 @@ func caseResolve(t *testing.T, srv *Target) {
 	seed(t, fx, 3, "timeout", 10)
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "resolve")
-	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "resolve", "apply", "p.json")
+	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "resolve", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("resolve apply: exit %d\n%s", code, out)
 	}
@@ -496,11 +500,11 @@ func caseCrashMatrix(t *testing.T, srv *Target) {
 			dir := t.TempDir()
 			planAndApprove(t, dir, fx, "redrive", "--rate", "100000", "--burst", "4", "--ramp", "3,5",
 				"--settle", "0s", "--unverified-ok")
-			code, out := proc(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.Source, "redrive", "apply", "p.json")
+			code, out := RunCommand(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.Source, "redrive", "apply", "p.json")
 			if code != 137 {
 				t.Fatalf("apply did not crash at %s: exit %d\n%s", step, code, out)
 			}
-			code, out = proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "resume", "p.journal")
+			code, out = RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "resume", "p.journal")
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, out)
 			}
@@ -534,7 +538,7 @@ func caseRestartMidApply(t *testing.T, srv *Target) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
+		code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "redrive", "apply", "p.json")
 		done <- result{code, out}
 	}()
 	// Down once the run has journaled past its start (60 entries at 40/s
@@ -561,7 +565,7 @@ func caseRestartMidApply(t *testing.T, srv *Target) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "resume", "p.journal"); code != 0 {
+	if code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "redrive", "resume", "p.journal"); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 	if l := dlqLen(t, fx); l != 0 {
@@ -590,7 +594,7 @@ func caseOneRunAtATime(t *testing.T, srv *Target) {
 	planAndApprove(t, other, fx, "redrive", append(slow, "--max", "3")...)
 	src := []string{"--source", fx.Source}
 	if !srv.caps.Lease {
-		code, out := proc(t, dir, nil, nil, append(src, "redrive", "apply", "p.json")...)
+		code, out := RunCommand(t, dir, nil, nil, append(src, "redrive", "apply", "p.json")...)
 		if code != 0 || !strings.Contains(out, "has no DLQ lease") {
 			t.Errorf("%s declares no lease: apply must say that nothing guards the DLQ: exit %d\n%s", srv.name, code, out)
 		}
@@ -607,7 +611,7 @@ func caseOneRunAtATime(t *testing.T, srv *Target) {
 	pid := fmt.Sprint(run.cmd.Process.Pid)
 	busy := func(what, wd string, args []string, says ...string) {
 		t.Helper()
-		code, out := proc(t, wd, nil, nil, args...)
+		code, out := RunCommand(t, wd, nil, nil, args...)
 		if code != 7 {
 			t.Fatalf("%s: exit %d, want 7 (busy)\n%s", what, code, out)
 		}
@@ -631,7 +635,7 @@ func caseOneRunAtATime(t *testing.T, srv *Target) {
 			Origin: envelope.Origin{Topic: fx.Origin}, LastError: "timeout"}
 		b, _ := e.MarshalJSON()
 		one.Write(append(b, '\n'))
-		code, out := proc(t, dir, one.Bytes(), nil, append(src, "import")...)
+		code, out := RunCommand(t, dir, one.Bytes(), nil, append(src, "import")...)
 		if code != 7 {
 			t.Errorf("import during a run: exit %d, want 7\n%s", code, out)
 		}
@@ -641,7 +645,7 @@ func caseOneRunAtATime(t *testing.T, srv *Target) {
 		t.Errorf("the refused import added entries: %d in the DLQ, %d before", got, before)
 	}
 	// The crashed run's own resume takes the lease over at once.
-	code, out := proc(t, dir, nil, nil, append(src, "-o", "json", "redrive", "resume", "p.journal")...)
+	code, out := RunCommand(t, dir, nil, nil, append(src, "-o", "json", "redrive", "resume", "p.journal")...)
 	if code != 0 {
 		t.Fatalf("resume after kill -9: exit %d\n%s", code, out)
 	}
@@ -697,7 +701,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func checkRefused(t *testing.T, srv *Target, kind string) {
 	fx := srv.Fresh(t)
 	seed(t, fx, 2, "timeout", 1)
-	code, out := proc(t, t.TempDir(), nil, nil, "--source", fx.Source, kind, "plan", "--reason", "x", "--out", "p.json")
+	code, out := RunCommand(t, t.TempDir(), nil, nil, "--source", fx.Source, kind, "plan", "--reason", "x", "--out", "p.json")
 	if code != 2 {
 		t.Errorf("%s on %s, which declares it cannot: exit %d, want 2\n%s", kind, srv.name, code, out)
 	}
@@ -721,7 +725,7 @@ func caseRefusedDestination(t *testing.T, srv *Target) {
 	hostile.Origin = fx.Self
 	seed(t, hostile, 1, "timeout", 4)
 	dir := t.TempDir()
-	code, out := proc(t, dir, nil, nil, "--source", fx.Source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.Self)
+	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", fx.Self)
 	if code != 2 || !strings.Contains(out, "refused") {
 		t.Errorf("plan --to the DLQ itself: exit %d, want 2 saying it is refused\n%s", code, out)
 	}
@@ -758,11 +762,11 @@ func caseRefusedDestination(t *testing.T, srv *Target) {
 	if !refused && len(plan.Entries) != 4 {
 		t.Errorf("E004, dead-lettered from the DLQ itself, is neither refused nor planned elsewhere: %s", raw)
 	}
-	code, out = proc(t, dir, nil, nil, "redrive", "show", "p.json")
+	code, out = RunCommand(t, dir, nil, nil, "redrive", "show", "p.json")
 	if code != 0 || !strings.Contains(strings.ToUpper(out), "DESTINATION\tENTRIES") && !strings.Contains(out, "Destinations") {
 		t.Errorf("redrive show: exit %d, want the destinations listed\n%s", code, out)
 	}
-	code, out = proc(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
+	code, out = RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
 	if code != 0 {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}

@@ -15,6 +15,7 @@ import (
 // URL (or a plan's URL) naming another is refused at Open, whichever came
 // first; a state topic from before claims claims itself.
 func TestOneStateTopic(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	open := func(dlt, extra string) (*kafkadlq.Topic, error) {
 		src, err := kafkadlq.Open(ctx, "kafka://"+broker.Bootstrap()+"?topic="+dlt+extra, kafkadlq.Options{})

@@ -69,6 +69,7 @@ func TestURLAndRegistration(t *testing.T) {
 }
 
 func TestOpenMissingTopicAndBadPassword(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	// A DLQ topic that does not exist opens, reads as empty and says so
 	// (check and stats refuse it unless --allow-missing).
@@ -250,6 +251,7 @@ func TestImportHas(t *testing.T) {
 // mechanism, the password from the URL, from DLQCTL_KAFKA_PASSWORD and
 // from the profile; a wrong password fails without showing it.
 func TestSASL(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	dlt := freshTopic(t, ".DLT")
 	createTopic(t, ctx, dlt, 1, nil)

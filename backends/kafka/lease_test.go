@@ -125,6 +125,7 @@ func TestLeaseExpiresByBrokerClock(t *testing.T) {
 // once it runs again, that another run took the DLQ: its lease is lost
 // and it moves nothing more — not even the chunk it was in.
 func TestPausedHolderStops(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	origin, dlt, _, _ := seedRedrive(t, ctx)
 	c := exec.Command(os.Args[0], "-test.run=^TestLeaseHolderProcess$", "-test.v")

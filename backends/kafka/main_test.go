@@ -3,7 +3,6 @@ package kafkadlq_test
 import (
 	"context"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -18,42 +17,22 @@ import (
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 )
 
-// broker is the one Kafka broker of this test binary, started by TestMain;
-// tests keep apart by topic name.
-var broker *kafkatest.Broker
+// shared is the one Kafka broker of this test binary, started by the
+// first test that needs it (kafkaServer); tests keep apart by topic name.
+// The tests that need no broker (decoders, URLs, binary layout) run
+// without one, in the -short tier too.
+var shared = kafkatest.Shared()
+
+// kafkaServer is the package's broker for a test that needs one: it skips
+// the test under -short (the fast tier starts no Java server) and fails it
+// when the broker cannot start.
+func kafkaServer(t testing.TB) *kafkatest.Broker {
+	t.Helper()
+	return shared.Get(t)
+}
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KAFKADLQ_CHILD_BOOTSTRAP") != "" {
-		// A child process of a test (TestLeaseHolderProcess): the parent's
-		// broker serves it.
-		os.Exit(m.Run())
-	}
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if testing.Short() {
-		// The -short tier starts no Java server.
-		fmt.Println("kafkadlq: left out of the -short tier: the tests need a Kafka broker (Java)")
-		os.Exit(0)
-	}
-	b, err := kafkatest.StartProcess()
-	if err != nil {
-		// Never skip: a missing broker must not pass for a green suite.
-		fmt.Fprintf(os.Stderr, "kafkadlq tests need a Kafka broker: %v\n", err)
-		os.Exit(1)
-	}
-	broker = b
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "broker log tail:\n%s\n", b.LogTail(30))
-	}
-	if err := b.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Finish(m.Run(), os.Stderr))
 }
 
 var topicSeq atomic.Int64
@@ -72,7 +51,7 @@ func ctxFor(t *testing.T) context.Context {
 
 // rawClient is a plain franz-go client on the test broker.
 func rawClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker.Bootstrap())}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kafkaServer(t).Bootstrap())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +109,7 @@ func produceManual(t *testing.T, ctx context.Context, recs ...*kgo.Record) {
 
 func openTopic(t *testing.T, ctx context.Context, dlt string, opts kafkadlq.Options) *kafkadlq.Topic {
 	t.Helper()
-	src, err := kafkadlq.Open(ctx, "kafka://"+broker.Bootstrap()+"?topic="+dlt, opts)
+	src, err := kafkadlq.Open(ctx, "kafka://"+kafkaServer(t).Bootstrap()+"?topic="+dlt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

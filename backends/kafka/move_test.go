@@ -167,6 +167,7 @@ func TestRedriveTransaction(t *testing.T) {
 // producer, with the same transactional ID, fences it at once, and the
 // origin then holds each event exactly once.
 func TestCrashedTransactionFenced(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	origin, dlt, src, entries := seedRedrive(t, ctx)
 	const run = "run-crash"

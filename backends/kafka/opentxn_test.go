@@ -16,6 +16,7 @@ import (
 // a read fail, naming what it waited for, once it has stayed open well
 // past the transaction timeout, instead of waiting on it for ever.
 func TestOpenTransactionIsNotWaitedOnForEver(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	_, dlt, src, entries := seedRedrive(t, ctx)
 	// The state topic must exist for the stuck producer to write to it.

@@ -17,6 +17,7 @@ import (
 // the handshake is refused, and a wrong password is an authentication
 // error that never shows the password.
 func TestSASLOverTLS(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := ctxFor(t)
 	s := broker.TLS()
 	ca := url.QueryEscape(s.CA)

@@ -1,12 +1,10 @@
 package natsdlq_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,43 +14,8 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
-	"github.com/dlqctl/dlqctl/cmd"
-	"github.com/dlqctl/dlqctl/internal/crashhook"
+	"github.com/dlqctl/dlqctl/conformance"
 )
-
-// asDLQCTL makes the test binary act as the dlqctl command, so that a
-// crash test can kill a real process at a journal step. init runs before
-// the package's TestMain.
-const asDLQCTL = "DLQCTL_NATS_AS_DLQCTL"
-
-func init() {
-	if os.Getenv(asDLQCTL) == "1" {
-		os.Exit(cmd.MainWith(&cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
-			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
-	}
-}
-
-// proc runs dlqctl as its own process in dir; a process killed by a
-// signal exits 137.
-func proc(t *testing.T, dir string, env []string, args ...string) (int, string) {
-	t.Helper()
-	c := exec.Command(os.Args[0], args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), append([]string{asDLQCTL + "=1", "DLQCTL_APPROVAL_KEY=nats-approval-key-0123456789abcdef"}, env...)...)
-	var out bytes.Buffer
-	c.Stdout, c.Stderr = &out, &out
-	err := c.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		if ee.ExitCode() == -1 {
-			return 137, out.String()
-		}
-		return ee.ExitCode(), out.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String()
-}
 
 // advisoryFixture is an origin stream whose consumer terminated n messages
 // (events A01…), and the advisory stream dlq init made for it.
@@ -74,7 +37,7 @@ func newAdvisoryFixture(t *testing.T, srv *natstest.Server, js jetstream.JetStre
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out := proc(t, t.TempDir(), nil, "dlq", "init", srv.URL()+"?stream="+stream+"&consumer=workers", "-o", "json")
+	code, out := conformance.RunCommand(t, t.TempDir(), nil, nil, "dlq", "init", srv.URL()+"?stream="+stream+"&consumer=workers", "-o", "json")
 	var doc struct{ Stream, Source string }
 	if code != 0 || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &doc) != nil {
 		t.Fatalf("dlq init: exit %d\n%s", code, out)
@@ -172,10 +135,10 @@ func (fx advisoryFixture) checkOnce(t *testing.T, n int) {
 func planApprove(t *testing.T, dir, source string, flags ...string) {
 	t.Helper()
 	args := append([]string{"--source", source, "redrive", "plan", "--reason", "advisory crash", "--out", "p.json", "--settle", "0s", "--unverified-ok"}, flags...)
-	if code, out := proc(t, dir, nil, args...); code != 0 {
+	if code, out := conformance.RunCommand(t, dir, nil, nil, args...); code != 0 {
 		t.Fatalf("plan: exit %d\n%s", code, out)
 	}
-	if code, out := proc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+	if code, out := conformance.RunCommand(t, dir, nil, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
 		t.Fatalf("approve: exit %d\n%s", code, out)
 	}
 }
@@ -196,7 +159,7 @@ func TestAdvisoryCrashMatrix(t *testing.T) {
 			fx := newAdvisoryFixture(t, srv, js, n)
 			dir := t.TempDir()
 			planApprove(t, dir, fx.source, "--rate", "100000", "--burst", "4", "--ramp", "3,5")
-			code, out := proc(t, dir, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.source, "redrive", "apply", "p.json")
+			code, out := conformance.RunCommand(t, dir, nil, []string{"DLQCTL_TEST_CRASH=" + step}, "--source", fx.source, "redrive", "apply", "p.json")
 			if code != 137 {
 				t.Fatalf("apply did not crash at %s: exit %d\n%s", step, code, out)
 			}
@@ -215,7 +178,7 @@ func TestAdvisoryCrashMatrix(t *testing.T) {
 					t.Fatalf("a kill at %s left no published entry whose original is still there", step)
 				}
 			}
-			code, out = proc(t, dir, nil, "--source", fx.source, "-o", "json", "redrive", "resume", "p.journal")
+			code, out = conformance.RunCommand(t, dir, nil, nil, "--source", fx.source, "-o", "json", "redrive", "resume", "p.journal")
 			if code != 0 {
 				t.Fatalf("resume: exit %d\n%s", code, out)
 			}
@@ -249,7 +212,7 @@ func TestAdvisoryRestartMidApply(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out := proc(t, dir, nil, "--source", source, "redrive", "apply", "p.json")
+		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
 		done <- result{code, out}
 	}()
 	journal := dir + "/p.journal"
@@ -274,7 +237,7 @@ func TestAdvisoryRestartMidApply(t *testing.T) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := proc(t, dir, nil, "--source", source, "redrive", "resume", "p.journal"); code != 0 {
+	if code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "resume", "p.journal"); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 	fx.checkOnce(t, n)

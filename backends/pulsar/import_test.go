@@ -48,7 +48,7 @@ func TestIncidentImportIsRefusedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	export := mustDlqctl(t, nil, "--source", "dir:"+incident, "export")
-	src := sourceURL(freshTopic(t, ""))
+	src := sourceURL(t, freshTopic(t, ""))
 	mustDlqctl(t, export, "--source", src, "import")
 	_, errOut, code := dlqctl(t, nil, export, "--source", src, "import")
 	if code == 0 || !bytes.Contains(errOut, []byte("already")) {

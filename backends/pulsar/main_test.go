@@ -2,7 +2,6 @@ package pulsardlq_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,37 +18,22 @@ import (
 	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
 )
 
-// broker is the one Pulsar broker of this test binary, started by
-// TestMain; tests keep apart by topic name.
-var broker *pulsartest.Broker
+// shared is the one Pulsar broker of this test binary, started by the
+// first test that needs it (pulsarServer); tests keep apart by topic name.
+// The tests that need no broker (decoders, URLs) run without one, in the
+// -short tier too.
+var shared = pulsartest.Shared()
+
+// pulsarServer is the package's broker for a test that needs one: it
+// skips the test under -short (the fast tier starts no Java server) and
+// fails it when the broker cannot start.
+func pulsarServer(t testing.TB) *pulsartest.Broker {
+	t.Helper()
+	return shared.Get(t)
+}
 
 func TestMain(m *testing.M) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if testing.Short() {
-		// The -short tier starts no Java server.
-		fmt.Println("pulsardlq: left out of the -short tier: the tests need a Pulsar broker (Java)")
-		os.Exit(0)
-	}
-	b, err := pulsartest.StartProcess()
-	if err != nil {
-		// Never skip: a missing broker must not pass for a green suite.
-		fmt.Fprintf(os.Stderr, "pulsardlq tests need a Pulsar broker: %v\n", err)
-		os.Exit(1)
-	}
-	broker = b
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "broker log tail:\n%s\n", b.LogTail(30))
-	}
-	if err := b.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Finish(m.Run(), os.Stderr))
 }
 
 var topicSeq atomic.Int64
@@ -64,7 +48,8 @@ func freshTopic(t *testing.T, ns string) string {
 }
 
 // sourceURL is the dlqctl source URL of topic on the test broker.
-func sourceURL(topic string, extra ...string) string {
+func sourceURL(t testing.TB, topic string, extra ...string) string {
+	broker := pulsarServer(t)
 	q := url.Values{"topic": {topic}, "admin": {broker.AdminURL()}}
 	u := broker.ServiceURL() + "?" + q.Encode()
 	for _, e := range extra {
@@ -82,7 +67,7 @@ func testCtx(t *testing.T) context.Context {
 // open opens the DLQ topic (creating the dlqctl subscription).
 func open(t *testing.T, topic string, opts pulsardlq.Options, extra ...string) *pulsardlq.Topic {
 	t.Helper()
-	tp, err := pulsardlq.Open(testCtx(t), sourceURL(topic, extra...), opts)
+	tp, err := pulsardlq.Open(testCtx(t), sourceURL(t, topic, extra...), opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", topic, err)
 	}
@@ -95,7 +80,7 @@ func open(t *testing.T, topic string, opts pulsardlq.Options, extra ...string) *
 func client(t *testing.T) pulsar.Client {
 	t.Helper()
 	c, err := pulsar.NewClient(pulsar.ClientOptions{
-		URL:    broker.ServiceURL(),
+		URL:    pulsarServer(t).ServiceURL(),
 		Logger: plog.DefaultNopLogger(),
 	})
 	if err != nil {
@@ -172,7 +157,7 @@ func adminDo(t *testing.T, method, path, body string) {
 	if body != "" {
 		b = []byte(body)
 	}
-	if _, err := broker.Admin(testCtx(t), method, path, b); err != nil {
+	if _, err := pulsarServer(t).Admin(testCtx(t), method, path, b); err != nil {
 		t.Fatal(err)
 	}
 }

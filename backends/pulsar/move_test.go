@@ -204,7 +204,7 @@ func waitDedup(t *testing.T, topic string, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := broker.Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/stats", nil)
+		out, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/stats", nil)
 		if err == nil && strings.Contains(string(out), `"deduplicationStatus":"`+want+`"`) {
 			return
 		}
@@ -219,6 +219,7 @@ func waitDedup(t *testing.T, topic string, want string) {
 // processes' worth of clients with the run's producer name and sequence
 // id, as a resume does after an unknown outcome.
 func TestResendWithTheSameIdentity(t *testing.T) {
+	broker := pulsarServer(t)
 	ns := fmt.Sprintf("public/dedup-%d", time.Now().UnixNano()%1e9)
 	adminDo(t, http.MethodPut, "/admin/v2/namespaces/"+ns, "")
 	if err := broker.EnableDeduplication(testCtx(t), ns, true); err != nil {
@@ -242,7 +243,7 @@ func TestResendWithTheSameIdentity(t *testing.T) {
 			produce(t, c, dlq, false, &pulsar.ProducerMessage{Payload: []byte("once"), Properties: map[string]string{"REAL_TOPIC": origin, "event_id": "E1"}})
 			m := backend.Markers{RunID: "r1", ProducerName: "dlqctl-r1-" + tc.name}
 
-			first, err := pulsardlq.Open(ctx, sourceURL(dlq), pulsardlq.Options{})
+			first, err := pulsardlq.Open(ctx, sourceURL(t, dlq), pulsardlq.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

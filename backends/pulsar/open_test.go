@@ -53,6 +53,7 @@ func TestBadURLsAreConfigErrors(t *testing.T) {
 }
 
 func TestUnreachableBroker(t *testing.T) {
+	broker := pulsarServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, raw := range []string{
@@ -79,6 +80,7 @@ func TestUnreachableBroker(t *testing.T) {
 }
 
 func TestTokenIsNeverShown(t *testing.T) {
+	broker := pulsarServer(t)
 	topic := freshTopic(t, "")
 	tp := open(t, topic, pulsardlq.Options{Token: secret})
 	if strings.Contains(tp.String(), secret) {
@@ -97,7 +99,7 @@ func TestTokenIsNeverShown(t *testing.T) {
 		{"DLQCTL_PULSAR_TOKEN": secret},
 		{"DLQCTL_PULSAR_TOKEN_FILE": tokenFile},
 	} {
-		out, errOut, code := dlqctl(t, env, nil, "--source", sourceURL(topic), "stats", "-o", "json")
+		out, errOut, code := dlqctl(t, env, nil, "--source", sourceURL(t, topic), "stats", "-o", "json")
 		if code != 0 || strings.Contains(string(out)+string(errOut), secret) {
 			t.Errorf("stats with %v: exit %d\n%s\n%s", env, code, out, errOut)
 		}
@@ -108,7 +110,7 @@ func TestTokenIsNeverShown(t *testing.T) {
 		}
 	}
 	_, errOut, code := dlqctl(t, map[string]string{"DLQCTL_PULSAR_TOKEN_FILE": filepath.Join(t.TempDir(), "none")}, nil,
-		"--source", sourceURL(topic), "stats")
+		"--source", sourceURL(t, topic), "stats")
 	if code != 2 || !strings.Contains(string(errOut), "DLQCTL_PULSAR_TOKEN_FILE") {
 		t.Errorf("missing token file: exit %d, %s", code, errOut)
 	}

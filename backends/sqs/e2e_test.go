@@ -102,7 +102,8 @@ func startWorker(t *testing.T, args ...string) {
 	})
 }
 
-func workerSource(queue string) string {
+func workerSource(t testing.TB, queue string) string {
+	server := sqsServer(t)
 	return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + server.Endpoint()
 }
 
@@ -175,7 +176,7 @@ func TestE2ERedriveFromRealDeadLetters(t *testing.T) {
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
 	const n = 20
-	args := []string{"--source", workerSource(p.srcName), "--inbox", "sqlite:" + inbox}
+	args := []string{"--source", workerSource(t, p.srcName), "--inbox", "sqlite:" + inbox}
 	var evs []event
 	for i := range n {
 		ev := event{id: fmt.Sprintf("E%02d", i), body: fmt.Sprintf(`{"orderId":"o-%d"}`, i)}
@@ -219,7 +220,7 @@ func TestE2ERedriveFromRealDeadLetters(t *testing.T) {
 	if code, out := dlqctlRun(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
 		t.Fatalf("approve: %d %s", code, out)
 	}
-	startWorker(t, "--source", workerSource(p.srcName), "--inbox", "sqlite:"+inbox)
+	startWorker(t, "--source", workerSource(t, p.srcName), "--inbox", "sqlite:"+inbox)
 	code, out = dlqctlRun(t, dir, nil, append(src, "redrive", "apply", "p.json", "-o", "json")...)
 	if code != 0 {
 		t.Fatalf("apply: %d %s", code, out)
@@ -298,6 +299,7 @@ func TestE2ECrashMatrix(t *testing.T) {
 // source queue (an event whose send's outcome was unknown may be there
 // twice, and is then journaled ambiguous).
 func TestE2EServerRestartDuringApply(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 2)
 	const n = 40

@@ -69,6 +69,7 @@ func TestFIFORedriveTwiceWithinDedupWindow(t *testing.T) {
 // attributes both go back; neither is absorbed by deduplication while
 // counted as moved.
 func TestFIFOTwoCopiesOfOneEvent(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, true, 1)
 	c := server.Client()

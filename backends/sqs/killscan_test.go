@@ -22,6 +22,7 @@ import (
 // origin_stream naming the pair's source queue.
 func fillDLQ(t *testing.T, p pair, n int) {
 	t.Helper()
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	c := server.Client()
 	for i := 0; i < n; i += 10 {
@@ -128,6 +129,7 @@ func TestKilledScan(t *testing.T) {
 // timeout (its caller is slow) extends it: no other reader receives a
 // message mid-scan, and all are visible again when it ends.
 func TestLiveScanExtendsVisibility(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 2)
 	const n = 40

@@ -2,14 +2,12 @@ package sqsdlq_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,11 +19,22 @@ import (
 	"github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/internal/crashhook"
 )
 
-// server is the one ElasticMQ server of this test binary, started by
-// TestMain; tests keep apart by queue name.
-var server *sqstest.Server
+// shared is the one ElasticMQ server of this test binary, started by the
+// first test that needs it (sqsServer); tests keep apart by queue name.
+// The tests that need no server (decoders, URLs, sizes) run without one,
+// in the -short tier too.
+var shared = sqstest.Shared()
+
+// sqsServer is the package's server for a test that needs one: it skips
+// the test under -short (the fast tier starts no Java server) and fails it
+// when the server cannot start.
+func sqsServer(t testing.TB) *sqstest.Server {
+	t.Helper()
+	return shared.Get(t)
+}
 
 // TestMain also makes this test binary the dlqctl command (through
 // testscript's PATH entry), so that the end-to-end tests run the real
@@ -36,57 +45,18 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// withServer stops the shared server, if a test started it, once the
+// tests have run.
 type withServer struct{ m *testing.M }
 
-func (w withServer) Run() int {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if testing.Short() {
-		// The -short tier starts no Java server.
-		fmt.Println("sqsdlq: left out of the -short tier: the tests need ElasticMQ (Java)")
-		return 0
-	}
-	s, err := sqstest.StartProcess()
-	if err != nil {
-		// Never skip: a missing server must not pass for a green suite.
-		fmt.Fprintf(os.Stderr, "sqsdlq tests need ElasticMQ: %v\n", err)
-		return 1
-	}
-	server = s
-	code := w.m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "server log tail:\n%s\n", s.LogTail(30))
-	}
-	if err := s.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
+func (w withServer) Run() int { return shared.Finish(w.m.Run(), os.Stderr) }
 
 // dlqctlFactory is the production factory plus a crash hook: with
 // DLQCTL_TEST_CRASH=STEP:N the process kills itself with SIGKILL right
 // after the Nth journal step of that type, as a real crash there would.
 func dlqctlFactory() *cmd.Factory {
-	f := &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"}}}
-	step, nth, ok := strings.Cut(os.Getenv("DLQCTL_TEST_CRASH"), ":")
-	n, err := strconv.Atoi(nth)
-	if ok && err == nil && n > 0 {
-		seen := 0
-		f.CrashHook = func(s string) {
-			if s != step {
-				return
-			}
-			if seen++; seen == n {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {} // the signal is on its way
-			}
-		}
-	}
-	return f
+	return &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
+		CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
 }
 
 var queueSeq atomic.Int64
@@ -103,6 +73,7 @@ type pair struct {
 	src, dlq       string // queue URLs
 	srcName, name  string
 	srcArn, dlqArn string
+	endpoint       string // the server's
 }
 
 // freshName is a new queue name for the test (fifo adds .fifo).
@@ -125,7 +96,8 @@ func arnOf(t *testing.T, ctx context.Context, c *sqs.Client, url string) string 
 
 func newPair(t *testing.T, ctx context.Context, fifo bool, maxReceive int) pair {
 	t.Helper()
-	c := server.Client()
+	srv := sqsServer(t)
+	c := srv.Client()
 	suffix := ""
 	attrs := map[string]string{}
 	if fifo {
@@ -133,7 +105,7 @@ func newPair(t *testing.T, ctx context.Context, fifo bool, maxReceive int) pair 
 		attrs["FifoQueue"] = "true"
 	}
 	base := freshName(t, "")
-	p := pair{srcName: base + suffix, name: base + "-dlq" + suffix}
+	p := pair{srcName: base + suffix, name: base + "-dlq" + suffix, endpoint: srv.Endpoint()}
 	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(p.name), Attributes: attrs})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +129,7 @@ func newPair(t *testing.T, ctx context.Context, fifo bool, maxReceive int) pair 
 
 // sourceURL is the dlqctl source URL of the pair's DLQ on the test server.
 func (p pair) sourceURL(extra ...string) string {
-	u := "sqs://" + p.name + "?region=" + sqstest.Region + "&endpoint=" + server.Endpoint()
+	u := "sqs://" + p.name + "?region=" + sqstest.Region + "&endpoint=" + p.endpoint
 	for _, e := range extra {
 		u += "&" + e
 	}
@@ -172,7 +144,7 @@ type event struct {
 
 func send(t *testing.T, ctx context.Context, queueURL string, evs ...event) {
 	t.Helper()
-	c := server.Client()
+	c := sqsServer(t).Client()
 	for _, ev := range evs {
 		attrs := map[string]types.MessageAttributeValue{"event_id": {DataType: aws.String("String"), StringValue: aws.String(ev.id)}}
 		for k, v := range ev.attrs {
@@ -196,7 +168,7 @@ func send(t *testing.T, ctx context.Context, queueURL string, evs ...event) {
 // visibility 0, until the redrive policy moves them all.
 func deadLetter(t *testing.T, ctx context.Context, p pair, n int) {
 	t.Helper()
-	c := server.Client()
+	c := sqsServer(t).Client()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if got := count(t, ctx, p.dlq); got >= n {
@@ -223,7 +195,7 @@ func count(t *testing.T, ctx context.Context, queueURL string) int {
 
 func counts(t *testing.T, ctx context.Context, queueURL string) (visible, inFlight int) {
 	t.Helper()
-	out, err := server.Client().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{"All"}})
+	out, err := sqsServer(t).Client().GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{"All"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +206,7 @@ func counts(t *testing.T, ctx context.Context, queueURL string) (visible, inFlig
 
 func open(t *testing.T, ctx context.Context, p pair, extra ...string) *sqsdlq.Queue {
 	t.Helper()
-	q, err := sqsdlq.Open(ctx, p.sourceURL(extra...), sqsdlq.Options{Client: server.Client()})
+	q, err := sqsdlq.Open(ctx, p.sourceURL(extra...), sqsdlq.Options{Client: sqsServer(t).Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +218,7 @@ func open(t *testing.T, ctx context.Context, p pair, extra ...string) *sqsdlq.Qu
 // messages (with attributes) in the order received.
 func drain(t *testing.T, ctx context.Context, queueURL string) []types.Message {
 	t.Helper()
-	c := server.Client()
+	c := sqsServer(t).Client()
 	var all []types.Message
 	for {
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{

@@ -197,6 +197,7 @@ func TestRedriveFIFO(t *testing.T) {
 // group's order shows.
 func drainFIFO(t *testing.T, ctx context.Context, queueURL string) []types.Message {
 	t.Helper()
+	server := sqsServer(t)
 	c := server.Client()
 	var all []types.Message
 	for {
@@ -220,6 +221,7 @@ func drainFIFO(t *testing.T, ctx context.Context, queueURL string) []types.Messa
 // Publish held was received again by someone else (its visibility ran
 // out) is received once more and deleted, not left behind.
 func TestRemoveAfterReceiptExpired(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 2)
 	send(t, ctx, p.src, event{id: "X", body: "x"})

@@ -17,6 +17,7 @@ import (
 // ElasticMQ's move task keeps them (logged). The throughput of each is
 // logged for the table (go test -v).
 func TestCompareNativeMoveTask(t *testing.T) {
+	server := sqsServer(t)
 	const n = 300
 	ctx := testCtx(t)
 	mk := func() (pair, map[string]string) {

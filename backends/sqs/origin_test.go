@@ -14,6 +14,7 @@ import (
 // back to the queue SQS recorded in DeadLetterQueueSourceArn, and the
 // claim is shown as the sqs.claimed_origin property.
 func TestRecordedOriginWins(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 1)
 	vName := freshName(t, "-victim")

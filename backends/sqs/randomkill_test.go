@@ -22,6 +22,7 @@ import (
 // (one effect per event: a resend the journal calls ambiguous is absorbed
 // by the worker's inbox).
 func TestE2ERandomKills(t *testing.T) {
+	server := sqsServer(t)
 	if testing.Short() {
 		t.Skip("random kills take minutes")
 	}
@@ -123,7 +124,7 @@ func TestE2ERandomKills(t *testing.T) {
 		t.Fatalf("%d left in the DLQ", got)
 	}
 	inbox := filepath.Join(dir, "inbox.db")
-	runWorker(t, "--source", workerSource(p.srcName), "--inbox", "sqlite:"+inbox)
+	runWorker(t, "--source", workerSource(t, p.srcName), "--inbox", "sqlite:"+inbox)
 	rows := readInbox(t, inbox)
 	for _, ev := range evs {
 		if r := rows[ev.id]; r.effects != 1 {

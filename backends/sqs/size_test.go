@@ -29,12 +29,12 @@ func sqsSize(body string, attrs map[string]types.MessageAttributeValue) int {
 
 // batchRecorder is an SQS client that records the payload size of every
 // SendMessageBatch call made through it.
-func batchRecorder() (*sqs.Client, func() []int) {
+func batchRecorder(t testing.TB) (*sqs.Client, func() []int) {
 	var (
 		mu    sync.Mutex
 		sizes []int
 	)
-	opts := server.Client().Options()
+	opts := sqsServer(t).Client().Options()
 	opts.APIOptions = append(opts.APIOptions, func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("record-batch", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			if b, ok := in.Parameters.(*sqs.SendMessageBatchInput); ok {
@@ -58,6 +58,7 @@ func batchRecorder() (*sqs.Client, func() []int) {
 // in the DLQ; batches are sized by bytes, so big messages do not make a
 // batch over the limit and small ones still move.
 func TestSizeLimits(t *testing.T) {
+	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 1)
 	c := server.Client()
@@ -83,7 +84,7 @@ func TestSizeLimits(t *testing.T) {
 	for i := range 4 {
 		put(fmt.Sprintf("small%d", i), 200)
 	}
-	rc, batches := batchRecorder()
+	rc, batches := batchRecorder(t)
 	q, err := sqsdlq.Open(ctx, p.sourceURL(), sqsdlq.Options{Client: rc})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func jsonDoc(t *testing.T, out string, v any) {
 
 // TestListStatsShowExport reads a Spring DLT through the real command.
 func TestListStatsShowExport(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := testCtx(t)
 	origin, dlt := seedSpringDLT(t, ctx, 6)
 	dir := t.TempDir()
@@ -194,6 +195,7 @@ func TestCrashMatrix(t *testing.T) {
 // apply fails with exit 1 and prints the resume command; once the broker
 // is back, resume completes, and each event is on the origin once.
 func TestBrokerRestartDuringApply(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := testCtx(t)
 	const n = 40
 	origin, dlt := seedSpringDLT(t, ctx, n)

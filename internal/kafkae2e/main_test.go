@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,10 +20,29 @@ import (
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/internal/crashhook"
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
-// broker is the run's one Kafka broker.
+// shared is the run's one Kafka broker, started by the first test that
+// needs it (kafkaServer).
+var shared = &testproc.Shared[*kafkatest.Broker]{Server: "an Apache Kafka broker", Start: func() (*kafkatest.Broker, error) {
+	b, err := kafkatest.StartProcess()
+	broker = b // once, inside the Shared's sync.Once: every Get sees it
+	return b, err
+}}
+
+// broker is shared's broker once a test has asked for it through
+// kafkaServer (seedSpringDLT does), for the helpers that take no t.
 var broker *kafkatest.Broker
+
+// kafkaServer is the run's broker for a test that needs one: it skips the
+// test under -short (the fast tier starts no Java server) and fails it
+// when the broker cannot start.
+func kafkaServer(t testing.TB) *kafkatest.Broker {
+	t.Helper()
+	return shared.Get(t)
+}
 
 // TestMain makes this test binary also the dlqctl command (testscript puts
 // it on PATH as "dlqctl"), with the crash hook of DLQCTL_TEST_CRASH.
@@ -34,62 +50,17 @@ func TestMain(m *testing.M) {
 	testscript.Main(withKafka{m}, map[string]func(){
 		"dlqctl": func() {
 			f := &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
-				CrashHook: crashHook(os.Getenv("DLQCTL_TEST_CRASH"))}}
+				CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
 			os.Exit(cmd.MainWith(f))
 		},
 	})
 }
 
-// crashHook kills the process with SIGKILL at the nth journal step of a
-// type ("published:2"), as a real crash there would.
-func crashHook(spec string) func(string) {
-	step, nth, ok := strings.Cut(spec, ":")
-	n, err := strconv.Atoi(nth)
-	if !ok || err != nil || n < 1 {
-		return nil
-	}
-	seen := 0
-	return func(s string) {
-		if s != step {
-			return
-		}
-		if seen++; seen == n {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
-}
-
+// withKafka stops the broker, if a test started it, once the tests have
+// run.
 type withKafka struct{ m *testing.M }
 
-func (w withKafka) Run() int {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if testing.Short() {
-		// The -short tier starts no Java server.
-		fmt.Println("kafkae2e: left out of the -short tier: the tests need a Kafka broker (Java)")
-		return 0
-	}
-	b, err := kafkatest.StartProcess()
-	if err != nil {
-		// Never skip: a missing broker must not pass for a green suite.
-		fmt.Fprintln(os.Stderr, "FAIL: the Kafka end-to-end tests need a Kafka broker:", err)
-		return 1
-	}
-	broker = b
-	code := w.m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "Kafka broker log tail:\n%s\n", b.LogTail(30))
-	}
-	if err := b.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
+func (w withKafka) Run() int { return shared.Finish(w.m.Run(), os.Stderr) }
 
 var topicSeq atomic.Int64
 
@@ -105,7 +76,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker.Bootstrap())}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kafkaServer(t).Bootstrap())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +133,12 @@ func seedSpringDLT(t *testing.T, ctx context.Context, n int) (origin, dlt string
 	return origin, dlt
 }
 
+// source is the dlqctl source URL of dlt on the run's broker, which the
+// test must have asked for (kafkaServer; seedSpringDLT does).
 func source(dlt string, extra string) string {
+	if broker == nil {
+		panic("kafkae2e: source before any test asked for the broker (kafkaServer)")
+	}
 	return "kafka://" + broker.Bootstrap() + "?topic=" + dlt + extra
 }
 

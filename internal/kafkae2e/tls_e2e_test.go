@@ -12,6 +12,7 @@ import (
 // apply redrives it exactly once, and a wrong password is exit 1 with
 // "authentication failed" and neither password anywhere in the output.
 func TestTLSEndToEnd(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := testCtx(t)
 	const n = 4
 	origin, dlt := seedSpringDLT(t, ctx, n)

@@ -74,6 +74,7 @@ func readInbox(t *testing.T, path string) map[string]inboxRow {
 // reconciled against the worker's inbox: one effect per event, with the
 // same event ID and fingerprint on the origin.
 func TestWorkerDeadLettersRedriveReconcile(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
@@ -167,6 +168,7 @@ func TestWorkerDeadLettersRedriveReconcile(t *testing.T) {
 // fails again in the reference worker. Its new dead letter has the new
 // last_error and time, no stale error_class, and dlqctl lists it by them.
 func TestWorkerReplacesStaleDeadLetterFields(t *testing.T) {
+	broker := kafkaServer(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	bin := buildWorker(t, dir)
@@ -225,6 +227,7 @@ func TestWorkerReplacesStaleDeadLetterFields(t *testing.T) {
 // in one line naming it and how to create it, not with a bare
 // UNKNOWN_TOPIC_OR_PARTITION.
 func TestImportIntoMissingTopic(t *testing.T) {
+	kafkaServer(t) // source reads the broker it starts
 	dir := t.TempDir()
 	file := filepath.Join(dir, "one.ndjson")
 	if err := os.WriteFile(file, []byte(`{"id":"x-1","event_id":"E1","payload":{"n":1},"origin":{"backend":"redis","topic":"payments"},"last_error":"timeout"}`+"\n"), 0o600); err != nil {

@@ -1,6 +1,9 @@
 // Package testproc holds what the test harnesses that run real servers
-// (redistest, pgtest) share: a free loopback port and a log that the
-// server's output goroutines write to while tests read it.
+// share: a free loopback port and a log that the server's output
+// goroutines write to while tests read it (redistest, pgtest); the Java
+// servers' lifecycle through their scripts (JavaServer: kafkatest,
+// pulsartest, sqstest); and one server per test binary, started by the
+// first test that needs it (Shared).
 package testproc
 
 import (
@@ -59,6 +62,6 @@ func (b *Log) Tail(max int) string {
 func SkipJavaServerInShort(t testing.TB, server string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("needs %s, a Java server: not in the -short tier (scripts/test runs it)", server)
+		t.Skipf("needs %s, a Java server, and the -short tier starts none (the full run, scripts/test, runs it)", server)
 	}
 }

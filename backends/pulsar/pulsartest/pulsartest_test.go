@@ -13,6 +13,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 func TestBrokerLifecycle(t *testing.T) {
@@ -197,12 +199,12 @@ func TestFailedFetchFails(t *testing.T) {
 }
 
 func TestScriptFound(t *testing.T) {
-	p, err := scriptPath()
+	p, err := testproc.FindScript(javaServer().Script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if filepath.Base(p) != "pulsar-standalone.sh" {
-		t.Fatalf("scriptPath = %s", p)
+		t.Fatalf("script = %s", p)
 	}
 }
 

@@ -6,19 +6,15 @@
 // cannot get Java or the server fails, so that a missing server is never
 // mistaken for a passing suite.
 //
-// A server starts in about 2 s; a package starts one in its TestMain
-// (StartProcess) and shares it, and tests keep apart by queue name.
+// A server starts in about 2 s; a package's tests share one (Shared),
+// started by the first test that needs it, and keep apart by queue name.
+// The lifecycle (script, port, start lock, stop by PID) is
+// testproc.JavaServer's.
 package sqstest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,41 +25,49 @@ import (
 	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
-const (
-	fetchTimeout  = 10 * time.Minute
-	startTimeout  = 2 * time.Minute
-	stopTimeout   = time.Minute
-	startAttempts = 3
-)
+// javaServer is how scripts/elasticmq.sh runs a server.
+func javaServer() *testproc.JavaServer {
+	return &testproc.JavaServer{
+		Name:         "ElasticMQ",
+		Script:       "scripts/elasticmq.sh",
+		WatchVar:     "ELASTICMQ_WATCH_PID",
+		TempPrefix:   "sqstest-",
+		PIDFile:      "elasticmq.pid",
+		LogFile:      "elasticmq.log",
+		JavaNotFound: "java not found: ElasticMQ needs a JDK 11 or newer (apt-get install openjdk-17-jre-headless) on PATH or in JAVA_HOME",
+		FetchTimeout: 10 * time.Minute,
+		StartTimeout: 2 * time.Minute,
+		StopTimeout:  time.Minute,
+	}
+}
 
 // Region is the region ElasticMQ reports in queue ARNs.
 const Region = "elasticmq"
 
 // Server is one running ElasticMQ process.
 type Server struct {
-	script  string
-	dataDir string
+	proc *testproc.JavaProc
 
 	mu       sync.Mutex
 	endpoint string
-	stopped  bool
 }
 
-// Start runs a server for the test and stops it in t.Cleanup; it fails the
-// test when the server cannot be fetched or started.
+// Start runs a server for the test alone and stops it in t.Cleanup. It
+// fails the test when the server cannot be fetched or started, and skips
+// it under -short. Tests of a package share one server: see Shared.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	testproc.SkipJavaServerInShort(t, "ElasticMQ")
-	s, err := StartProcess()
-	if err != nil {
-		t.Fatalf("sqstest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("sqstest: %v", err)
-		}
-	})
-	return s
+	return testproc.StartForTest(t, serverName, StartProcess)
+}
+
+// serverName names the server in the messages of a test that needs it.
+const serverName = "ElasticMQ"
+
+// Shared is one server for a package's tests, started by the first test
+// that calls its Get and stopped by TestMain's Finish; under -short, Get
+// skips the test and nothing starts.
+func Shared() *testproc.Shared[*Server] {
+	return &testproc.Shared[*Server]{Server: serverName, Start: StartProcess}
 }
 
 // StartProcess fetches the server when it is not cached, starts it in a new
@@ -71,51 +75,22 @@ func Start(t testing.TB) *Server {
 // call Stop; should the test binary die first, a watchdog left by the
 // script stops the server.
 func StartProcess() (*Server, error) {
-	if _, err := exec.LookPath("java"); err != nil && os.Getenv("JAVA_HOME") == "" {
-		return nil, errors.New("java not found: ElasticMQ needs a JDK 11 or newer (apt-get install openjdk-17-jre-headless) on PATH or in JAVA_HOME")
-	}
-	script, err := scriptPath()
+	s := &Server{}
+	proc, err := javaServer().Launch(s.read)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := runScript(fetchTimeout, script, "fetch"); err != nil {
-		return nil, fmt.Errorf("fetch ElasticMQ: %w", err)
-	}
-	var lastErr error
-	for range startAttempts {
-		dir, err := os.MkdirTemp("", "sqstest-")
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{script: script, dataDir: dir}
-		if lastErr = s.start(); lastErr == nil {
-			return s, nil
-		}
-		_, _ = runScript(stopTimeout, script, "stop", dir)
-		os.RemoveAll(dir)
-		if !strings.Contains(lastErr.Error(), "Address already in use") && !strings.Contains(lastErr.Error(), "BindException") {
-			break
-		}
-	}
-	return nil, lastErr
+	s.proc = proc
+	return s, nil
 }
 
-func (s *Server) start() error {
-	release, err := testproc.LockJavaStart()
-	if err != nil {
+// read takes the endpoint from the env file of a start.
+func (s *Server) read(env map[string]string) error {
+	if err := javaServer().Require(env, "SQS_ENDPOINT"); err != nil {
 		return err
 	}
-	defer release()
-	if _, err := runScript(startTimeout, s.script, "start", s.dataDir); err != nil {
-		return fmt.Errorf("start ElasticMQ: %w", err)
-	}
-	env, err := readEnv(filepath.Join(s.dataDir, "env"))
-	if err != nil {
-		return fmt.Errorf("start ElasticMQ: %w", err)
-	}
-	if env["SQS_ENDPOINT"] == "" {
-		return fmt.Errorf("start ElasticMQ: %s has no SQS_ENDPOINT", filepath.Join(s.dataDir, "env"))
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.endpoint = env["SQS_ENDPOINT"]
 	return nil
 }
@@ -128,78 +103,28 @@ func (s *Server) Endpoint() string {
 }
 
 // DataDir holds the server's config, stored queues and messages, and log.
-func (s *Server) DataDir() string { return s.dataDir }
+func (s *Server) DataDir() string { return s.proc.Dir() }
 
 // PID is the server's process id, 0 when it is not running.
-func (s *Server) PID() int {
-	raw, err := os.ReadFile(filepath.Join(s.dataDir, "elasticmq.pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-	return pid
-}
+func (s *Server) PID() int { return s.proc.PID() }
 
 // LogTail is the end of the server's log, for a failing test's report.
-func (s *Server) LogTail(lines int) string {
-	raw, err := os.ReadFile(filepath.Join(s.dataDir, "elasticmq.log"))
-	if err != nil {
-		return fmt.Sprintf("(no server log: %v)", err)
-	}
-	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
+func (s *Server) LogTail(lines int) string { return s.proc.LogTail(lines) }
 
 // Restart stops the server and starts it on the same port and data folder:
 // queues and messages survive (ElasticMQ's queues- and messages-storage).
-func (s *Server) Restart() error {
-	if err := s.Kill(); err != nil {
-		return err
-	}
-	return s.Resume()
-}
+func (s *Server) Restart() error { return s.proc.Restart() }
 
 // Kill stops the server (SIGTERM, then SIGKILL) and keeps its folder, so
 // that Resume can start it again; between the two, the endpoint refuses
 // connections.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return errors.New("sqstest: Kill after Stop")
-	}
-	if _, err := runScript(stopTimeout, s.script, "stop", s.dataDir); err != nil {
-		return fmt.Errorf("stop ElasticMQ: %w", err)
-	}
-	return nil
-}
+func (s *Server) Kill() error { return s.proc.Down() }
 
 // Resume starts a server killed by Kill again.
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return errors.New("sqstest: Resume after Stop")
-	}
-	return s.start()
-}
+func (s *Server) Resume() error { return s.proc.Up() }
 
 // Stop stops the server and removes its folder; safe to call twice.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return nil
-	}
-	s.stopped = true
-	if _, err := runScript(stopTimeout, s.script, "stop", s.dataDir); err != nil {
-		return fmt.Errorf("stop ElasticMQ (log in %s): %w", s.dataDir, err)
-	}
-	return os.RemoveAll(s.dataDir)
-}
+func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Client is an SQS client on the server with static test credentials.
 func (s *Server) Client() *sqs.Client {
@@ -224,12 +149,4 @@ type staticCreds struct{}
 
 func (staticCreds) Retrieve(context.Context) (aws.Credentials, error) {
 	return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test", Source: "sqstest"}, nil
-}
-
-func scriptPath() (string, error) { return testproc.FindScript("scripts/elasticmq.sh") }
-
-func readEnv(path string) (map[string]string, error) { return testproc.ReadEnv(path) }
-
-func runScript(timeout time.Duration, script string, args ...string) (string, error) {
-	return testproc.RunScript(timeout, nil, "ELASTICMQ_WATCH_PID", script, args...)
 }

@@ -38,3 +38,35 @@ func TestServerKeepsMessagesOverRestart(t *testing.T) {
 		t.Fatalf("after restart got %d messages, want the one sent before", len(out.Messages))
 	}
 }
+
+// TestKillThenUp: the shared lifecycle's SIGKILL ends the server (its
+// endpoint refuses, no PID is left recorded) and Up brings it back on the
+// same endpoint.
+func TestKillThenUp(t *testing.T) {
+	s := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.Client()
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatal(err)
+	}
+	before, pid := s.Endpoint(), s.PID()
+	if err := s.proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if s.PID() != 0 {
+		t.Errorf("PID %d still recorded after Kill (was %d)", s.PID(), pid)
+	}
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err == nil {
+		t.Fatal("the endpoint still answers after Kill")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Endpoint() != before || s.PID() == 0 || s.PID() == pid {
+		t.Fatalf("after Up: endpoint %s (was %s), pid %d (was %d)", s.Endpoint(), before, s.PID(), pid)
+	}
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("after Up: %v\n%s", err, s.LogTail(20))
+	}
+}
