@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -182,9 +181,7 @@ func holderGone(cur, me backend.LeaseHolder) bool {
 	if cur.Host != me.Host || cur.PID == me.PID || cur.PID <= 0 {
 		return true
 	}
-	err := syscall.Kill(cur.PID, 0)
-	// EPERM: it lives, as another user.
-	return err != nil && !errors.Is(err, syscall.EPERM)
+	return !backend.ProcessAlive(cur.PID)
 }
 
 // writeLease writes a lease record and returns its offset.

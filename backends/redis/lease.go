@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -107,13 +105,7 @@ func holderGone(cur leaseToken, me backend.LeaseHolder) bool {
 	if cur.PID == me.PID {
 		return true
 	}
-	p, err := os.FindProcess(cur.PID)
-	if err != nil {
-		return true
-	}
-	err = p.Signal(syscall.Signal(0))
-	// EPERM: it lives, as another user.
-	return err != nil && !errors.Is(err, syscall.EPERM)
+	return !backend.ProcessAlive(cur.PID)
 }
 
 type redisLease struct {

@@ -2,13 +2,11 @@ package sqsdlq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -239,16 +237,5 @@ func canTakeOver(cur, me backend.LeaseHolder) bool {
 	if cur.PID == me.PID {
 		return cur.RunID == me.RunID
 	}
-	return !alive(cur.PID)
-}
-
-// alive says whether the process pid lives on this host.
-func alive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	err = p.Signal(syscall.Signal(0))
-	// EPERM: it lives, as another user.
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return !backend.ProcessAlive(cur.PID)
 }
