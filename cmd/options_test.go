@@ -371,3 +371,67 @@ func TestApplyRefusesAnUnapprovedPlan(t *testing.T) {
 		t.Errorf("err %v (exit %d), ran %v", err, exitCode(err), ran)
 	}
 }
+
+// TestApproveOptionsFromTheCommandLine: approve's plan argument, flags and
+// the policy in effect reach its options.
+func TestApproveOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"SSH_AUTH_SOCK": "/run/agent.sock"})
+	var got *approveOptions
+	execSub(t, f, newApproveCmd(f, "resolve", func(_ context.Context, o *approveOptions) error { got = o; return nil }),
+		"approve", "p.plan.json", "--by", "bob", "--ttl", "30m", "--sign-with", "id.pub", "--detach", "--again",
+		"--require-distinct-approver", "--key-file", "k")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "resolve" || got.Plan != "p.plan.json" || got.by != "bob" || got.ttl != 30*time.Minute || got.signWith != "id.pub" ||
+		!got.detach || !got.again || !got.distinct || got.keys.keyFile != "k":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.SSHAuthSock != "/run/agent.sock" || got.Config != "(no config file)" || !got.Now().Equal(testNow):
+		t.Errorf("settings: sock %q, config %q", got.SSHAuthSock, got.Config)
+	case got.ReadPlan == nil || got.PlanApprovals == nil || got.Identity == nil || got.SigningKey == nil ||
+		got.AllowedSigners == nil || got.Review == nil || got.NextStep == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// approveWith is approve's options over a plan planned by alice, with an
+// HMAC key and a review that passes.
+func approveWith(by string) *approveOptions {
+	io, _, _, _ := TestIO()
+	return &approveOptions{IO: io, Kind: "redrive", Plan: "p.plan.json", Config: "config c.yaml", Now: func() time.Time { return testNow },
+		ttl: time.Hour, by: by,
+		ReadPlan: func(string, string) (*redrive.Plan, error) {
+			return &redrive.Plan{Kind: "redrive", PlannedBy: "alice"}, nil
+		},
+		PlanApprovals: func(*redrive.Plan, string) error { return nil },
+		Identity:      func(flag string) string { return flag },
+		SigningKey:    func(keyFlags, string) ([]byte, error) { return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil },
+		Review:        func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
+		NextStep:      func(*redrive.Plan, string, keyFlags) string { return "next" },
+	}
+}
+
+// TestApproveRefusals: the run function refuses, before writing anything,
+// an HMAC approval under policy.signatures_only, the planner under the
+// distinct approver policy, and a TTL over the policy's maximum.
+func TestApproveRefusals(t *testing.T) {
+	o := approveWith("bob")
+	o.Policy.SignaturesOnly = true
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "policy.signatures_only is set in config c.yaml") {
+		t.Errorf("signatures only: %v (exit %d)", err, exitCode(err))
+	}
+	o = approveWith("alice")
+	o.distinct = true
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "alice planned this and cannot approve it") {
+		t.Errorf("planner: %v (exit %d)", err, exitCode(err))
+	}
+	o = approveWith("bob")
+	o.ttl = 48 * time.Hour
+	o.ReadPlan = func(string, string) (*redrive.Plan, error) {
+		t.Error("plan read past a bad TTL")
+		return nil, errors.New("read")
+	}
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitUsage {
+		t.Errorf("ttl: %v (exit %d)", err, exitCode(err))
+	}
+}
