@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -182,7 +183,7 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if err := eng.MarkStale(st, missing, changed); err != nil {
 		return err
 	}
-	f.noteWeakMoves(s.src, plan)
+	noteWeakMoves(f.IO.ErrOut, s.src, plan)
 	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
 	return f.finishRun(ctx, eng, st, journalPath, hint)
 }
@@ -311,7 +312,7 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 // noteWeakMoves says where the backend cannot move to a destination as
 // strongly as usual (Redis Cluster: DLQ and destination in different hash
 // slots take a journaled two-step move instead of one atomic script).
-func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
+func noteWeakMoves(w io.Writer, src backend.Source, plan *redrive.Plan) {
 	n, ok := src.(backend.MoveNoter)
 	if !ok {
 		return
@@ -321,7 +322,7 @@ func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
 		if e.Dest != "" && !seen[e.Dest] {
 			seen[e.Dest] = true
 			if note := n.MoveNote(e.Dest); note != "" {
-				fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+note)
+				fmt.Fprintln(w, "dlqctl: note: "+note)
 			}
 		}
 	}

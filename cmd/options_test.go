@@ -1,8 +1,10 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -433,5 +435,75 @@ func TestApproveRefusals(t *testing.T) {
 	}
 	if err := runApprove(context.Background(), o); exitCode(err) != ExitUsage {
 		t.Errorf("ttl: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+// TestResumeOptionsFromTheCommandLine: resume's journal argument, flags
+// and settings reach its options; only redrive takes --effects.
+func TestResumeOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:q"})
+	journal := filepath.Join(t.TempDir(), "p.journal")
+	var got *resumeOptions
+	capture := func(_ context.Context, o *resumeOptions) error { got = o; return nil }
+	execSub(t, f, newResumeCmd(f, "redrive", capture), "resume", journal, "--past-gate", "--retry-failed", "--plan", "p.plan.json",
+		"--yes", "--require-distinct-approver", "--effects", "postgres://u:pw@h/db", "--keys-dir", "d")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Journal != journal || !got.pastGate || !got.retryFailed || got.plan != "p.plan.json" || !got.yes ||
+		!got.distinct || got.effects != "postgres://u:pw@h/db" || got.keys.keysDir != "d":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Source != "dir:q" || got.Config != "(no config file)" || !got.Now().Equal(testNow) || got.Getenv("DLQCTL_SOURCE") != "dir:q":
+		t.Errorf("settings: source %q, config %q", got.Source, got.Config)
+	case got.ApprovalPolicy == nil || got.Confirm == nil || got.Identity == nil || got.OpenSession == nil || !got.Steps.complete():
+		t.Error("a dependency is missing")
+	}
+	if newResumeCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
+		t.Error("resolve resume takes --effects")
+	}
+}
+
+// TestResumeOfAFinishedRun calls resume's run function on the journal of
+// a run that completed on a directory queue: under the run's key it says
+// there is nothing to resume and prints the run, opening nothing; under
+// another key the journal is refused (exit 5) before anything is printed.
+func TestResumeOfAFinishedRun(t *testing.T) {
+	key := "k-one-0123456789abcdef0123456789abcdef"
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t), "DLQCTL_APPROVAL_KEY": key})
+	plan, journal := filepath.Join(c.dir, "p.json"), filepath.Join(c.dir, "p.journal")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--rate", "0", "--settle", "0s", "--reason", "fixed", "--out", plan)
+	c.must(0, "redrive", "approve", plan, "--by", "bob")
+	c.must(0, "redrive", "apply", plan)
+
+	resume := func(key string) (*resumeOptions, *[]RunDoc, *bytes.Buffer) {
+		io, _, _, errOut := TestIO()
+		var printed []RunDoc
+		fail := func(step string) { t.Errorf("resume of a finished run called %s", step) }
+		o := &resumeOptions{IO: io, Kind: "redrive", Journal: journal, Now: func() time.Time { return c.now }, Getenv: func(string) string { return "" },
+			ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) {
+				return redrive.ApprovalPolicy{Key: []byte(key), Now: c.now}, nil
+			},
+			Identity:    func(string) string { return "ops" },
+			OpenSession: func(context.Context, string) (*session, error) { fail("OpenSession"); return nil, errors.New("opened") },
+			Steps: runSteps{
+				LockExistingJournal: func(string) (func(), error) { return func() {}, nil },
+				PrintRun:            func(d RunDoc) error { printed = append(printed, d); return nil },
+			},
+		}
+		return o, &printed, errOut
+	}
+	o, printed, errOut := resume(key)
+	if err := runResume(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "is complete; nothing to resume") {
+		t.Errorf("stderr %q", errOut)
+	}
+	if len(*printed) != 1 || (*printed)[0].Status != string(redrive.StatusCompleted) || (*printed)[0].Moved != 3 {
+		t.Errorf("printed %+v", *printed)
+	}
+	o, printed, _ = resume("k-two-0123456789abcdef0123456789abcdef")
+	if err := runResume(context.Background(), o); exitCode(err) != ExitApproval || len(*printed) != 0 {
+		t.Errorf("another key: %v (exit %d), printed %d", err, exitCode(err), len(*printed))
 	}
 }
