@@ -507,3 +507,55 @@ func TestResumeOfAFinishedRun(t *testing.T) {
 		t.Errorf("another key: %v (exit %d), printed %d", err, exitCode(err), len(*printed))
 	}
 }
+
+// TestPlanShowOptionsFromTheCommandLine: plan show's argument, key flags
+// and output settings reach its options.
+func TestPlanShowOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *planShowOptions
+	execSub(t, f, newPlanShowCmd(f, "redrive", func(_ context.Context, o *planShowOptions) error { got = o; return nil }),
+		"show", "p.plan.json", "-o", "markdown", "--allowed-signers", "s")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Plan != "p.plan.json" || got.keys.allowedSigners != "s":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Report.Format != report.FormatMarkdown:
+		t.Errorf("settings: format %q", got.Report.Format)
+	case got.PlanApprovals == nil || got.Reviewer.Rules == nil || got.Reviewer.ApprovalPolicy == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestAChangedPlanIsShownThenRefused: a plan edited after it was made (on
+// a directory queue) is still shown by plan show's run function, which
+// then exits 5; approve's run function refuses it before any review.
+func TestAChangedPlanIsShownThenRefused(t *testing.T) {
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t), "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
+	plan := filepath.Join(c.dir, "p.json")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--reason", "fixed", "--out", plan)
+	m := readPlanJSON(t, plan)
+	m["reason"] = "something else"
+	writePlanJSON(t, plan, m)
+
+	io, _, out, _ := TestIO()
+	err := runPlanShow(context.Background(), &planShowOptions{IO: io, Report: report.Options{Format: report.FormatJSON}, Kind: "redrive", Plan: plan,
+		PlanApprovals: func(*redrive.Plan, string) error { return nil }})
+	if exitCode(err) != ExitApproval || !strings.Contains(out.String(), `"something else"`) {
+		t.Errorf("plan show: %v (exit %d); stdout %.200s", err, exitCode(err), out)
+	}
+
+	f := c.factory(io, nil)
+	o := approveWith("bob")
+	o.Plan, o.ReadPlan = plan, f.readPlanFor
+	o.Review = func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error {
+		t.Error("a changed plan was reviewed for approval")
+		return nil
+	}
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), plan) {
+		t.Errorf("approve: %v (exit %d)", err, exitCode(err))
+	}
+	if len(readPlanJSON(t, plan)["approvals"].([]any)) != 0 {
+		t.Error("the changed plan was approved")
+	}
+}

@@ -52,7 +52,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
 	c.Flags().StringVar(&one.plan.out, "out", "", "where to keep the plan (default: "+kind+"-TIME.plan.json here)")
-	c.AddCommand(newPlanCmd(f, kind, nil), newPlanShowCmd(f, kind), newApproveCmd(f, kind, nil), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind, nil))
+	c.AddCommand(newPlanCmd(f, kind, nil), newPlanShowCmd(f, kind, nil), newApproveCmd(f, kind, nil), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind, nil))
 	return c
 }
 
