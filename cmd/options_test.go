@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -131,7 +132,7 @@ func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
 	}
 	got = nil
 	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--suggest-rules", "rules.yaml", "--category", "transient")
-	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" {
+	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient"{
 		t.Errorf("suggest-rules: %+v", got)
 	}
 	got = nil
@@ -557,5 +558,36 @@ func TestAChangedPlanIsShownThenRefused(t *testing.T) {
 	}
 	if len(readPlanJSON(t, plan)["approvals"].([]any)) != 0 {
 		t.Error("the changed plan was approved")
+	}
+}
+
+// TestWatchDrawsFromItsOptions: --watch's run function refuses a short
+// interval and a one-document format before opening anything, and draws
+// one NDJSON document of a directory queue with --count 1.
+func TestWatchDrawsFromItsOptions(t *testing.T) {
+	io, _, out, _ := TestIO()
+	opened := false
+	o := &statsOptions{IO: io, Report: report.Options{Format: report.FormatNDJSON},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }}
+	o.watch = watchOptions{watch: true, interval: 500 * time.Millisecond}
+	if err := runWatch(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--interval 500ms") {
+		t.Errorf("short interval: %v", err)
+	}
+	o.watch.interval, o.Report.Format = time.Second, report.FormatJSON
+	if err := runWatch(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "not -o json") || opened {
+		t.Errorf("-o json: %v, opened %v", err, opened)
+	}
+
+	f, _ := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t)})
+	var got *statsOptions
+	execSub(t, f, newStatsCmd(f, func(_ context.Context, o *statsOptions) error { got = o; return nil }),
+		"stats", "-o", "ndjson", "--watch", "--interval", "1s", "--count", "1")
+	got.IO = io
+	if err := runWatch(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	var doc StatsDoc
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Total == 0 || doc.Watch == nil || len(doc.Watch.Timeline) != timelineBuckets {
+		t.Errorf("draw: %v; %.300s", err, out)
 	}
 }
