@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -132,7 +134,7 @@ func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
 	}
 	got = nil
 	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--suggest-rules", "rules.yaml", "--category", "transient")
-	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient"{
+	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" || got.RuleSpecs == nil {
 		t.Errorf("suggest-rules: %+v", got)
 	}
 	got = nil
@@ -589,5 +591,32 @@ func TestWatchDrawsFromItsOptions(t *testing.T) {
 	var doc StatsDoc
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Total == 0 || doc.Watch == nil || len(doc.Watch.Timeline) != timelineBuckets {
 		t.Errorf("draw: %v; %.300s", err, out)
+	}
+}
+
+// TestDiscoverFromItsOptions: categorize --discover's run function over
+// options a given rule set: the suggested rules file keeps those rules
+// (before the templates of unknown) and is stamped with the report's time.
+func TestDiscoverFromItsOptions(t *testing.T) {
+	f, _ := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t)})
+	var got *categorizeOptions
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	execSub(t, f, newCategorizeCmd(f, func(_ context.Context, o *categorizeOptions) error { got = o; return nil }),
+		"categorize", "--suggest-rules", rules)
+	io, _, out, errOut := TestIO()
+	got.IO = io
+	got.RuleSpecs = func() ([]envelope.RuleSpec, error) {
+		return []envelope.RuleSpec{{Name: "kept-rule", Match: "never-matches-anything", Disposition: "drop"}}, nil
+	}
+	if err := runDiscover(context.Background(), got); err != nil {
+		t.Fatalf("%v; %s", err, errOut)
+	}
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "kept-rule") || !strings.Contains(text, testNow.Format("2006-01-02T15:04:05Z")) || out.Len() == 0 {
+		t.Errorf("rules file:\n%s", text)
 	}
 }
