@@ -69,9 +69,7 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
-			o.ApplyPlan = func(ctx context.Context, r approvedRun) error {
-				return f.applyPlan(ctx, r.plan, r.planPath, r.journalPath, r.approvals, r.key, r.skipMissing, r.effectsURL, r.hint)
-			}
+			o.ApplyPlan = f.applyApproved
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -117,6 +115,11 @@ func runApply(ctx context.Context, o *applyOptions) error {
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
 	return o.ApplyPlan(ctx, approvedRun{plan: plan, planPath: path, journalPath: journal, approvals: approvals, key: key,
 		skipMissing: o.skipMissing, effectsURL: o.effects, hint: hintFlags{keys: o.keys}})
+}
+
+// applyApproved is applyPlan of an approved run.
+func (f *Factory) applyApproved(ctx context.Context, r approvedRun) error {
+	return f.applyPlan(ctx, r.plan, r.planPath, r.journalPath, r.approvals, r.key, r.skipMissing, r.effectsURL, r.hint)
 }
 
 // applyPlan checks the plan against the DLQ and runs it. key is the

@@ -620,3 +620,57 @@ func TestDiscoverFromItsOptions(t *testing.T) {
 		t.Errorf("rules file:\n%s", text)
 	}
 }
+
+// TestOneStepOptionsFromTheCommandLine: the one-step form's plan flags,
+// --yes, --dry-run and --journal reach its options.
+func TestOneStepOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *oneStepOptions
+	execSub(t, f, newMoveCmd(f, "redrive", func(_ context.Context, o *oneStepOptions) error { got = o; return nil }),
+		"redrive", "--category", "transient", "--reason", "fixed", "--yes", "--dry-run", "--journal", "j", "--out", "p.plan.json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.plan.kind != "redrive" || got.plan.reason != "fixed" || got.plan.out != "p.plan.json" || !slices.Equal(got.plan.sel.categories, []string{"transient"}) ||
+		!got.yes || !got.dryRun || got.journal != "j":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Config != "(no config file)" || !got.Started.Equal(testNow):
+		t.Errorf("settings: config %q, started %v", got.Config, got.Started)
+	case got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil || got.Confirm == nil || got.ApprovalKey == nil || got.ApplyPlan == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestOneStepRefusals: the one-step run function refuses, opening
+// nothing, a run the policy says needs an approval (exit 5) and a run off
+// a terminal without --yes (exit 2); --dry-run prints the plan and runs
+// nothing.
+func TestOneStepRefusals(t *testing.T) {
+	opened, ran := false, false
+	io, _, _, errOut := TestIO()
+	o := &oneStepOptions{IO: io, Config: "config c.yaml", Started: testNow, plan: planFlags{kind: "resolve"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return &session{src: closedSource{}}, nil },
+		MakePlan: func(context.Context, *session, *planFlags) (*redrive.Plan, error) {
+			return &redrive.Plan{Kind: "resolve"}, nil
+		},
+		PrintPlan: func(_ *redrive.Plan, path string) error { io.Out.Write([]byte("plan " + path)); return nil },
+		ApplyPlan: func(context.Context, approvedRun) error { ran = true; return nil },
+	}
+	o.Policy.RequireApproval = true
+	if err := runOneStep(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "policy.require_approval is set in config c.yaml") || opened {
+		t.Errorf("require approval: %v, opened %v", err, opened)
+	}
+	o.Policy.RequireApproval = false
+	if err := runOneStep(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "give --yes to resolve") || opened {
+		t.Errorf("no terminal: %v, opened %v", err, opened)
+	}
+	o.dryRun = true
+	if err := runOneStep(context.Background(), o); err != nil || !opened || ran || !strings.Contains(errOut.String(), "(dry run) nothing will be changed") {
+		t.Errorf("dry run: %v, opened %v, ran %v", err, opened, ran)
+	}
+}
+
+// closedSource is a source a run function only closes.
+type closedSource struct{ backend.Source }
+
+func (closedSource) Close() error { return nil }
