@@ -674,3 +674,43 @@ func TestOneStepRefusals(t *testing.T) {
 type closedSource struct{ backend.Source }
 
 func (closedSource) Close() error { return nil }
+
+// TestDLQInitOptionsFromTheCommandLine: the URL argument wins over the
+// source in effect, which stands in without one; --dry-run reaches the
+// options.
+func TestDLQInitOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "nats://127.0.0.1:4222?stream=A&consumer=c"})
+	var got *dlqInitOptions
+	capture := func(_ context.Context, o *dlqInitOptions) error { got = o; return nil }
+	execSub(t, f, newDLQCmd(f, capture), "dlq", "init", "nats://127.0.0.1:4222?stream=B&consumer=c", "--dry-run", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.URL != "nats://127.0.0.1:4222?stream=B&consumer=c" || !got.dryRun:
+		t.Errorf("url %q, dry run %v", got.URL, got.dryRun)
+	case got.IO != io || got.Report.Format != report.FormatJSON || got.Backends == nil || got.Open.Getenv == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newDLQCmd(f, capture), "dlq", "init")
+	if got.URL != "nats://127.0.0.1:4222?stream=A&consumer=c" || got.dryRun {
+		t.Errorf("from the source: url %q, dry run %v", got.URL, got.dryRun)
+	}
+}
+
+// TestDLQInitRunRefusals: dlq init's run function refuses a missing URL
+// and a backend that keeps its own dead letters, and a bad URL of one
+// that can create one, as usage errors.
+func TestDLQInitRunRefusals(t *testing.T) {
+	f, _ := optionsFactory(nil)
+	for url, want := range map[string]string{
+		"":                   "needs a URL",
+		"dir:" + t.TempDir(): "nothing to create",
+		"nats://127.0.0.1:1?stream=ORDERS&bogus=1": "unknown query parameter",
+	} {
+		io, _, out, _ := TestIO()
+		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.backends()})
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), want) || out.Len() > 0 {
+			t.Errorf("%q: %v (exit %d), want one saying %q", url, err, exitCode(err), want)
+		}
+	}
+}
