@@ -714,3 +714,46 @@ func TestDLQInitRunRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestUIOptionsFromTheCommandLine: ui's plan flags and folder reach its
+// options; --limit is refused before runF.
+func TestUIOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"NO_COLOR": "1"})
+	var got *uiOptions
+	capture := func(_ context.Context, o *uiOptions) error { got = o; return nil }
+	execSub(t, f, newUICmd(f, capture), "ui", "--plan-dir", "plans", "--redact", "card", "--reason", "psp back", "--origin", "orders", "--rate", "20")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.planDir != "plans" || !slices.Equal(got.redact, []string{"card"}) || got.plan.kind != "redrive" || got.plan.reason != "psp back" ||
+		!slices.Equal(got.plan.sel.origins, []string{"orders"}) || got.plan.rate != 20:
+		t.Errorf("options %+v", got)
+	case got.IO != io || !got.NoColor || !got.Now().Equal(testNow) || got.OpenSession == nil || got.MakePlanNow == nil:
+		t.Errorf("settings: no color %v", got.NoColor)
+	}
+	got = nil
+	root := newUICmd(f, capture)
+	root.SetArgs([]string{"--limit", "5"})
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	if err := root.Execute(); err == nil || got != nil {
+		t.Errorf("--limit: err %v, runF called %v", err, got != nil)
+	}
+}
+
+// TestUIRunRefusals: ui's run function refuses, opening nothing, to run
+// off a terminal and with a --plan-dir that is not a directory.
+func TestUIRunRefusals(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	o := &uiOptions{IO: io, planDir: t.TempDir(), plan: planFlags{kind: "redrive", ramp: "10,50"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }}
+	if err := runUI(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "ui needs a terminal") {
+		t.Errorf("no terminal: %v", err)
+	}
+	io.InTTY, io.OutTTY = true, true
+	o.planDir = filepath.Join(o.planDir, "missing")
+	if err := runUI(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "not a directory") || opened {
+		t.Errorf("plan dir: %v, opened %v", err, opened)
+	}
+}
