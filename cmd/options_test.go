@@ -757,3 +757,29 @@ func TestUIRunRefusals(t *testing.T) {
 		t.Errorf("plan dir: %v, opened %v", err, opened)
 	}
 }
+
+// TestPlanRunnerLeavesAStartedRunToResume: the run of an approved plan
+// whose journal exists goes no further than saying so: the source is
+// never opened.
+func TestPlanRunnerLeavesAStartedRunToResume(t *testing.T) {
+	io, _, _, _ := TestIO()
+	journal := filepath.Join(t.TempDir(), "p.journal")
+	if err := os.WriteFile(journal, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var said string
+	p := planRunner{IO: io, Started: testNow, Now: func() time.Time { return testNow }, Applier: "ops",
+		OpenSession: func(context.Context) (*session, error) { t.Error("source opened"); return nil, errors.New("opened") },
+		Steps: runSteps{
+			LockJournal: func(string, string) (func(), error) { return func() {}, nil },
+			StartedAlready: func(_ *redrive.Plan, _, j string, _ hintFlags) error {
+				said = j
+				return usageErrorf("started")
+			},
+		},
+	}
+	err := p.apply(context.Background(), approvedRun{plan: &redrive.Plan{Kind: "redrive"}, planPath: "p.plan.json", journalPath: journal})
+	if exitCode(err) != ExitUsage || said != journal {
+		t.Errorf("err %v, StartedAlready on %q", err, said)
+	}
+}

@@ -13,6 +13,11 @@ import (
 // function fields so that a run function takes them as plain values, as
 // gh passes HttpClient; the Factory gives its own (Factory.runSteps).
 type runSteps struct {
+	// LockJournal locks the journal of a run about to start.
+	LockJournal func(path, runID string) (func(), error)
+	// StartedAlready is the error for a plan whose journal exists: resume
+	// it, or it was applied already.
+	StartedAlready func(plan *redrive.Plan, planPath, journal string, hint hintFlags) error
 	// LockExistingJournal locks a journal that is there (a missing one is
 	// left for the journal reader to report).
 	LockExistingJournal func(path string) (func(), error)
@@ -36,6 +41,7 @@ type runSteps struct {
 // runSteps are the Factory's own run steps.
 func (f *Factory) runSteps() runSteps {
 	return runSteps{
+		LockJournal: f.lockJournal, StartedAlready: f.startedAlready,
 		LockExistingJournal: f.lockExistingJournal, LeaseDLQ: f.leaseDLQ, ReleaseAfter: f.releaseAfter,
 		Engine: f.engine, FinishRun: f.finishRun, PrintRun: f.printRun, HaltError: f.haltError,
 	}
@@ -44,6 +50,6 @@ func (f *Factory) runSteps() runSteps {
 // complete says that every run step is there (the options tests check
 // that a command gives them all).
 func (s runSteps) complete() bool {
-	return s.LockExistingJournal != nil && s.LeaseDLQ != nil && s.ReleaseAfter != nil && s.Engine != nil &&
+	return s.LockJournal != nil && s.StartedAlready != nil && s.LockExistingJournal != nil && s.LeaseDLQ != nil && s.ReleaseAfter != nil && s.Engine != nil &&
 		s.FinishRun != nil && s.PrintRun != nil && s.HaltError != nil
 }
