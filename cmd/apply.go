@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -68,9 +69,7 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
-			o.ApplyPlan = func(ctx context.Context, r approvedRun) error {
-				return f.applyPlan(ctx, r.plan, r.planPath, r.journalPath, r.approvals, r.key, r.skipMissing, r.effectsURL, r.hint)
-			}
+			o.ApplyPlan = f.planRunner().apply
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -118,26 +117,49 @@ func runApply(ctx context.Context, o *applyOptions) error {
 		skipMissing: o.skipMissing, effectsURL: o.effects, hint: hintFlags{keys: o.keys}})
 }
 
-// applyPlan checks the plan against the DLQ and runs it. key is the
+// planRunner starts the run of an approved plan: what apply and the
+// one-step forms do once a plan may run. Its fields are plain values and
+// the steps a run goes through, so a test can give its own.
+type planRunner struct {
+	IO *IOStreams
+	// Started is when the invocation started, which names the run; Now
+	// is the clock of the journal.
+	Started time.Time
+	Now     func() time.Time
+	// Applier is who runs it (recorded in the run-start).
+	Applier string
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	Steps       runSteps
+}
+
+// planRunner is the Factory's: its clock, source and run steps.
+func (f *Factory) planRunner() planRunner {
+	return planRunner{IO: f.IO, Started: f.now(), Now: f.Now, Applier: f.identity(""), OpenSession: f.openSession, Steps: f.runSteps()}
+}
+
+// apply checks the plan against the DLQ and runs it. r.key is the
 // approval key the journal is chained with (nil: a signed run, or a
 // one-step run without one, whose journal is not chained).
-func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, journalPath string, approvals []redrive.Approval, key []byte, skipMissing bool, effectsURL string, hint hintFlags) (err error) {
-	runID := redrive.NewRunID(f.now(), randomSuffix())
-	unlock, err := f.lockJournal(journalPath, runID)
+func (p planRunner) apply(ctx context.Context, r approvedRun) (err error) {
+	plan, journalPath, steps := r.plan, r.journalPath, p.Steps
+	runID := redrive.NewRunID(p.Started, randomSuffix())
+	unlock, err := steps.LockJournal(journalPath, runID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := f.restartNeverStarted(journalPath); err != nil {
+	if err := restartNeverStarted(p.IO.ErrOut, journalPath); err != nil {
 		return err
 	}
 	if _, err := os.Lstat(journalPath); err == nil {
 		// The run started: whatever left the DLQ since was most likely
 		// moved by it, and only the journal knows. Checked before the plan
 		// is compared with the DLQ, which would call it stale.
-		return f.startedAlready(plan, planPath, journalPath, hint)
+		return steps.StartedAlready(plan, r.planPath, journalPath, r.hint)
 	}
-	s, err := f.openSession(ctx)
+	s, err := p.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -145,52 +167,61 @@ func (f *Factory) applyPlan(ctx context.Context, plan *redrive.Plan, planPath, j
 	if s.src.String() != plan.Source {
 		return usageErrorf("the plan was made for %s, but the source is %s", plan.Source, s.src)
 	}
-	ctx, release, err := f.leaseDLQ(ctx, s.src, runID)
+	ctx, release, err := steps.LeaseDLQ(ctx, s.src, runID)
 	if err != nil {
 		return err
 	}
-	defer func() { err = f.releaseAfter(err, release) }()
+	defer func() { err = steps.ReleaseAfter(err, release) }()
 	missing, changed, err := redrive.Stale(ctx, s.src, plan)
 	if err != nil {
 		return err
 	}
-	if len(missing) == plan.Entries.Len() && len(missing) > 0 {
-		// --skip-missing would go on with nothing.
-		return withCode(ExitApproval, fmt.Errorf("plan is stale: none of its %s is in the DLQ any more; was it applied already (with another --journal than %s)? Its journal's run: dlqctl %s status JOURNAL%s", entries(len(missing)), journalPath, plan.Kind, unseenNote(s.src, len(missing))))
+	if err := refuseStale(s.src, plan, journalPath, missing, changed, r.skipMissing); err != nil {
+		return err
 	}
-	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
-		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(s.src, len(missing))))
-	}
-	eng, closeEng, err := f.engine(ctx, s.src, plan, effectsURL)
+	eng, closeEng, err := steps.Engine(ctx, s.src, plan, r.effectsURL)
 	if err != nil {
 		return err
 	}
 	defer closeEng()
-	j, err := redrive.CreateJournal(journalPath, f.Now)
+	j, err := redrive.CreateJournal(journalPath, p.Now)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	eng.Journal = j
-	if len(key) > 0 {
-		j.Chain(redrive.JournalKey(key, runID), "")
+	if len(r.key) > 0 {
+		j.Chain(redrive.JournalKey(r.key, runID), "")
 	}
-	st, err := eng.Start(runID, plan, planPath, s.src.String(), f.identity(""), approvals)
+	st, err := eng.Start(runID, plan, r.planPath, s.src.String(), p.Applier, r.approvals)
 	if err != nil {
 		return err
 	}
 	if err := eng.MarkStale(st, missing, changed); err != nil {
 		return err
 	}
-	f.noteWeakMoves(s.src, plan)
-	fmt.Fprintf(f.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
-	return f.finishRun(ctx, eng, st, journalPath, hint)
+	noteWeakMoves(p.IO.ErrOut, s.src, plan)
+	fmt.Fprintf(p.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
+	return steps.FinishRun(ctx, eng, st, journalPath, r.hint)
+}
+
+// refuseStale refuses a plan some of whose entries left the DLQ or
+// changed, unless skipMissing; with every entry gone, always.
+func refuseStale(src backend.Source, plan *redrive.Plan, journalPath string, missing, changed []redrive.Entry, skipMissing bool) error {
+	if len(missing) == plan.Entries.Len() && len(missing) > 0 {
+		// --skip-missing would go on with nothing.
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: none of its %s is in the DLQ any more; was it applied already (with another --journal than %s)? Its journal's run: dlqctl %s status JOURNAL%s", entries(len(missing)), journalPath, plan.Kind, unseenNote(src, len(missing))))
+	}
+	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(src, len(missing))))
+	}
+	return nil
 }
 
 // restartNeverStarted removes a journal whose run never started (its
 // run-start record torn by a crash, before anything moved), so that apply
 // starts the run again, as resume advises for it.
-func (f *Factory) restartNeverStarted(journalPath string) error {
+func restartNeverStarted(w io.Writer, journalPath string) error {
 	never, err := redrive.NeverStarted(journalPath)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && !never) {
 		return nil
@@ -201,7 +232,7 @@ func (f *Factory) restartNeverStarted(journalPath string) error {
 	if err := os.Remove(journalPath); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "journal %s holds no complete record: a crash tore its run-start before anything was moved; starting the run again\n", journalPath)
+	fmt.Fprintf(w, "journal %s holds no complete record: a crash tore its run-start before anything was moved; starting the run again\n", journalPath)
 	return nil
 }
 
@@ -311,7 +342,7 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 // noteWeakMoves says where the backend cannot move to a destination as
 // strongly as usual (Redis Cluster: DLQ and destination in different hash
 // slots take a journaled two-step move instead of one atomic script).
-func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
+func noteWeakMoves(w io.Writer, src backend.Source, plan *redrive.Plan) {
 	n, ok := src.(backend.MoveNoter)
 	if !ok {
 		return
@@ -321,7 +352,7 @@ func (f *Factory) noteWeakMoves(src backend.Source, plan *redrive.Plan) {
 		if e.Dest != "" && !seen[e.Dest] {
 			seen[e.Dest] = true
 			if note := n.MoveNote(e.Dest); note != "" {
-				fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+note)
+				fmt.Fprintln(w, "dlqctl: note: "+note)
 			}
 		}
 	}

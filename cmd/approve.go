@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,7 +13,39 @@ import (
 	"github.com/dlqctl/dlqctl/trust"
 )
 
+// approveOptions is what approve records and with what: the plan, the
+// flags, the approval policy in effect, and the steps it calls out to
+// (reading the plan and the approvals beside it, keys and signers, the
+// review shown before approving), which a test may give as its own.
 type approveOptions struct {
+	IO *IOStreams
+	// Kind is redrive or resolve; Plan is the plan file.
+	Kind string
+	Plan string
+	// Policy is the config's approval policy; Config names where it
+	// comes from, for messages.
+	Policy trust.Policy
+	Config string
+	Now    func() time.Time
+	// SSHAuthSock is the ssh-agent socket (SSH_AUTH_SOCK).
+	SSHAuthSock string
+
+	// ReadPlan reads a plan of kind, refusing a tampered one.
+	ReadPlan func(path, kind string) (*redrive.Plan, error)
+	// PlanApprovals adds the approvals handed over beside the plan.
+	PlanApprovals func(plan *redrive.Plan, path string) error
+	// Identity is the approver: the flag, else the OS user.
+	Identity func(flag string) string
+	// SigningKey is the HMAC key by signs with.
+	SigningKey func(k keyFlags, by string) ([]byte, error)
+	// AllowedSigners is the allowed_signers file in effect (nil: none).
+	AllowedSigners func(k keyFlags) (*approval.AllowedSigners, error)
+	// Review shows the plan and refuses a second approval by one
+	// approver whose earlier one is in force (unless again).
+	Review func(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error
+	// NextStep says what to run once approved.
+	NextStep func(plan *redrive.Plan, path string, keys keyFlags) string
+
 	by       string
 	ttl      time.Duration
 	keys     keyFlags
@@ -22,8 +55,10 @@ type approveOptions struct {
 	again    bool
 }
 
-func newApproveCmd(f *Factory, kind string) *cobra.Command {
-	o := &approveOptions{}
+// newApproveCmd builds `redrive approve` or `resolve approve`; runF, when
+// not nil, runs instead of runApprove.
+func newApproveCmd(f *Factory, kind string, runF func(context.Context, *approveOptions) error) *cobra.Command {
+	o := &approveOptions{Kind: kind}
 	c := &cobra.Command{
 		Use:   "approve PLAN",
 		Short: "Record an approval of the plan: who, when, until when, signed with your SSH key (or the HMAC approval key)",
@@ -38,7 +73,14 @@ beside the plan instead of into it: hand that small file over (or paste it
 into a ticket) and apply picks it up.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runApprove(f, kind, args[0], o)
+			o.IO, o.Plan, o.Policy, o.Config, o.Now = f.IO, args[0], f.config.Policy, f.config.String(), f.Now
+			o.SSHAuthSock = f.Getenv("SSH_AUTH_SOCK")
+			o.ReadPlan, o.PlanApprovals, o.Identity, o.SigningKey = f.readPlanFor, f.planApprovals, f.identity, f.signingKey
+			o.AllowedSigners, o.Review, o.NextStep = f.allowedSigners, f.reviewBeforeApproval, f.nextAfterApproval
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runApprove(c.Context(), o)
 		},
 	}
 	c.Flags().StringVar(&o.by, "by", "", "approver: with --sign-with the principal you sign as (default: the one allowed_signers lists for the key, else the OS user); otherwise a name (default: the OS user)")
@@ -51,45 +93,48 @@ into a ticket) and apply picks it up.`,
 	return c
 }
 
-func runApprove(f *Factory, kind, path string, o *approveOptions) error {
-	maxTTL := trust.MaxTTL(f.config.Policy)
+// runApprove checks the TTL and the approver against the policy, shows
+// the plan, and records the approval in the plan or beside it.
+func runApprove(_ context.Context, o *approveOptions) error {
+	path := o.Plan
+	maxTTL := trust.MaxTTL(o.Policy)
 	if err := approval.CheckTTL(o.ttl, maxTTL); err != nil {
 		return usageErrorf("%v", err)
 	}
-	plan, err := f.readPlanFor(path, kind)
+	plan, err := o.ReadPlan(path, o.Kind)
 	if err != nil {
 		return err
 	}
 	// Approvals handed over beside the plan count for the review (one
 	// approver approving twice), but stay in their own files.
 	own := len(plan.Approvals)
-	if err := f.planApprovals(plan, path); err != nil {
+	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
 	}
 	var sign func(by string) (redrive.Approval, error)
 	var by string
 	if o.signWith != "" {
-		if sign, by, err = f.sshApproval(plan, path, o); err != nil {
+		if sign, by, err = sshApproval(plan, path, o); err != nil {
 			return err
 		}
 	} else {
-		if f.config.Policy.SignaturesOnly {
-			return withCode(ExitApproval, fmt.Errorf("policy.signatures_only is set in %s: approve with your SSH key, --sign-with KEY", f.config))
+		if o.Policy.SignaturesOnly {
+			return withCode(ExitApproval, fmt.Errorf("policy.signatures_only is set in %s: approve with your SSH key, --sign-with KEY", o.Config))
 		}
-		by = f.identity(o.by)
-		key, err := f.signingKey(o.keys, by)
+		by = o.Identity(o.by)
+		key, err := o.SigningKey(o.keys, by)
 		if err != nil {
 			return err
 		}
 		if err := checkApprovalKey(key); err != nil {
 			return err
 		}
-		sign = func(by string) (redrive.Approval, error) { return plan.Approve(key, by, f.Now(), o.ttl) }
-		if err := f.reviewBeforeApproval(plan, path, by, o.keys, func(a redrive.Approval) bool { return plan.InForce(a, key, f.Now()) }, o.again); err != nil {
+		sign = func(by string) (redrive.Approval, error) { return plan.Approve(key, by, o.Now(), o.ttl) }
+		if err := o.Review(plan, path, by, o.keys, func(a redrive.Approval) bool { return plan.InForce(a, key, o.Now()) }, o.again); err != nil {
 			return err
 		}
 	}
-	if by == plan.PlannedBy && !trust.PlannerMayApprove(f.config.Policy, o.distinct) {
+	if by == plan.PlannedBy && !trust.PlannerMayApprove(o.Policy, o.distinct) {
 		return withCode(ExitApproval, fmt.Errorf("%s planned this and cannot approve it (distinct approver policy)", by))
 	}
 	a, err := sign(by)
@@ -107,22 +152,22 @@ func runApprove(f *Factory, kind, path string, o *approveOptions) error {
 			return fmt.Errorf("write plan: %w", err)
 		}
 	}
-	fmt.Fprintf(f.IO.ErrOut, "approved by %s until %s, in %s; %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, f.nextAfterApproval(plan, path, o.keys))
+	fmt.Fprintf(o.IO.ErrOut, "approved by %s until %s, in %s; %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, o.NextStep(plan, path, o.keys))
 	return nil
 }
 
 // sshApproval loads the SSH key to sign with and says as whom it signs.
 // No private key to sign with is a refused approval (exit 5), not a
 // usage error: the approver is not one whom this host can sign for.
-func (f *Factory) sshApproval(plan *redrive.Plan, path string, o *approveOptions) (func(string) (redrive.Approval, error), string, error) {
-	signer, err := approval.LoadSigner(o.signWith, f.Getenv("SSH_AUTH_SOCK"))
+func sshApproval(plan *redrive.Plan, path string, o *approveOptions) (func(string) (redrive.Approval, error), string, error) {
+	signer, err := approval.LoadSigner(o.signWith, o.SSHAuthSock)
 	if errors.Is(err, approval.ErrNoPrivateKey) {
 		return nil, "", withCode(ExitApproval, err)
 	}
 	if err != nil {
 		return nil, "", usageErrorf("%v", err)
 	}
-	signers, err := f.allowedSigners(o.keys)
+	signers, err := o.AllowedSigners(o.keys)
 	if err != nil {
 		signer.Close()
 		return nil, "", err
@@ -131,23 +176,23 @@ func (f *Factory) sshApproval(plan *redrive.Plan, path string, o *approveOptions
 	if by == "" && signers != nil {
 		by = signers.PrincipalOf(signer.PublicKey())
 	}
-	by = f.identity(by)
+	by = o.Identity(by)
 	if signers != nil {
 		// Apply would refuse it: say so now, before anything is written.
-		if err := signers.Check(signer.PublicKey(), by, approval.Namespace, f.Now()); err != nil {
+		if err := signers.Check(signer.PublicKey(), by, approval.Namespace, o.Now()); err != nil {
 			signer.Close()
 			return nil, "", withCode(ExitApproval, fmt.Errorf("cannot approve as %s: %w", by, err))
 		}
 	}
 	fp := approval.Fingerprint(signer.PublicKey())
-	inForce := func(a redrive.Approval) bool { return a.Principal == by && a.Key == fp && f.Now().Before(a.ExpiresAt) }
-	if err := f.reviewBeforeApproval(plan, path, by, o.keys, inForce, o.again); err != nil {
+	inForce := func(a redrive.Approval) bool { return a.Principal == by && a.Key == fp && o.Now().Before(a.ExpiresAt) }
+	if err := o.Review(plan, path, by, o.keys, inForce, o.again); err != nil {
 		signer.Close()
 		return nil, "", err
 	}
 	return func(by string) (redrive.Approval, error) {
 		defer signer.Close()
-		a, err := plan.ApproveSigned(signer, by, f.Now(), o.ttl)
+		a, err := plan.ApproveSigned(signer, by, o.Now(), o.ttl)
 		if err != nil {
 			return a, fmt.Errorf("sign with %s (%s): %w", o.signWith, signer.Via, err)
 		}

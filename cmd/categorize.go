@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
 )
 
@@ -19,6 +20,9 @@ type categorizeOptions struct {
 	// OpenSession opens the source in effect with the category rules in
 	// effect.
 	OpenSession func(context.Context) (*session, error)
+	// RuleSpecs are the category rules in effect as written, which
+	// --suggest-rules keeps in the file it writes.
+	RuleSpecs func() ([]envelope.RuleSpec, error)
 
 	explain      bool
 	discover     bool
@@ -57,7 +61,7 @@ investigate) to rename, edit and pass to --rules.`,
   dlqctl redrive plan --error "$(dlqctl categorize --discover -o json --jq '.groups[0].match')" --reason ...`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			opts.IO, opts.Report, opts.OpenSession, opts.RuleSpecs = f.IO, f.reportOptions(), f.openSession, f.ruleSpecsInEffect
 			if opts.suggestRules != "" {
 				opts.discover = true
 			}
@@ -79,7 +83,7 @@ investigate) to rename, edit and pass to --rules.`,
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
-			return runDiscover(c.Context(), f, opts)
+			return runDiscover(c.Context(), opts)
 		},
 	}
 	c.Flags().BoolVar(&opts.explain, "explain", false, "say which rule put entries into each category")

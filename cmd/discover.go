@@ -36,8 +36,8 @@ type TemplatesDoc struct {
 	Groups []TemplateDoc `json:"groups"`
 }
 
-func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error {
-	s, err := f.openSession(ctx)
+func runDiscover(ctx context.Context, opts *categorizeOptions) error {
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 		}
 		scope = opts.category
 	}
-	ro := f.reportOptions()
+	ro := opts.Report
 	json := ro.Format == report.FormatJSON || ro.Format == report.FormatNDJSON
 	dopts := inspect.DiscoverOptions{KeepIDs: json}
 	if scope != "all" {
@@ -63,7 +63,7 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 		return err
 	}
 	if opts.suggestRules != "" {
-		if err := writeSuggestedRules(f, opts.suggestRules, scope, d); err != nil {
+		if err := writeSuggestedRules(opts, opts.suggestRules, scope, d); err != nil {
 			return err
 		}
 	}
@@ -76,11 +76,11 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 		}
 		doc.Groups = append(doc.Groups, td)
 	}
-	if done, err := f.emitJSON(doc); done {
+	if done, err := emitJSON(opts.IO.Out, ro.Format, doc); done {
 		return err
 	}
 	if d.Total == 0 {
-		fmt.Fprintf(f.IO.ErrOut, "dlqctl: no entries in %s\n", scopeName(scope))
+		fmt.Fprintf(opts.IO.ErrOut, "dlqctl: no entries in %s\n", scopeName(scope))
 	}
 	// On a terminal the template is what this table is for: one sample id
 	// (ids are never cut, and three would leave it no room) and no sample
@@ -104,7 +104,7 @@ func runDiscover(ctx context.Context, f *Factory, opts *categorizeOptions) error
 		}
 		t.Rows = append(t.Rows, row)
 	}
-	return report.WriteTable(f.IO.Out, t, ro)
+	return report.WriteTable(opts.IO.Out, t, ro)
 }
 
 func scopeName(scope string) string {
@@ -148,8 +148,8 @@ func (f *Factory) ruleSpecsInEffect() ([]envelope.RuleSpec, error) {
 // rules in effect and one rule per template. Templates of unknown go after
 // the rules in effect, so they take only what no rule names today; those of
 // another category (or of all) go before, so they split it.
-func writeSuggestedRules(f *Factory, path, scope string, d inspect.Discovery) error {
-	inEffect, err := f.ruleSpecsInEffect()
+func writeSuggestedRules(opts *categorizeOptions, path, scope string, d inspect.Discovery) error {
+	inEffect, err := opts.RuleSpecs()
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func writeSuggestedRules(f *Factory, path, scope string, d inspect.Discovery) er
 		for j, re := range compiled {
 			if re.MatchString(sample) {
 				if j != i {
-					fmt.Fprintf(f.IO.ErrOut, "dlqctl: note: rule %s also matches the sample of %s, which comes first\n", sugg[i].Name, sugg[j].Name)
+					fmt.Fprintf(opts.IO.ErrOut, "dlqctl: note: rule %s also matches the sample of %s, which comes first\n", sugg[i].Name, sugg[j].Name)
 				}
 				break
 			}
@@ -184,7 +184,7 @@ func writeSuggestedRules(f *Factory, path, scope string, d inspect.Discovery) er
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Rules suggested by dlqctl categorize --discover from the error templates of %s\n", scopeName(scope))
-	fmt.Fprintf(&b, "# (%d entries, %s), at %s.\n", d.Total, plural(len(sugg), "template"), f.now().UTC().Format("2006-01-02T15:04:05Z"))
+	fmt.Fprintf(&b, "# (%d entries, %s), at %s.\n", d.Total, plural(len(sugg), "template"), opts.Report.Now.UTC().Format("2006-01-02T15:04:05Z"))
 	b.WriteString("# Rename each suggested category, set its disposition, then pass this file to --rules.\n")
 	b.WriteString("# It replaces the rules: the rules in effect when it was written are kept, in order.\n")
 	b.WriteString("mode: replace\nrules:\n")
@@ -224,7 +224,7 @@ func writeSuggestedRules(f *Factory, path, scope string, d inspect.Discovery) er
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("--suggest-rules: %v", err)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "dlqctl: wrote %s to %s\n", plural(len(sugg), "suggested rule"), path)
+	fmt.Fprintf(opts.IO.ErrOut, "dlqctl: wrote %s to %s\n", plural(len(sugg), "suggested rule"), path)
 	return nil
 }
 

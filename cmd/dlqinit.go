@@ -11,14 +11,31 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
-func newDLQCmd(f *Factory) *cobra.Command {
+// dlqInitOptions is what dlq init creates and with what: the URL (the
+// argument, else the source in effect), the backends that may create a
+// DLQ, and what they may read of the invocation.
+type dlqInitOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	URL    string
+	// Backends is the registry the URL is looked up in; Open is what a
+	// backend may read from this invocation.
+	Backends *backend.Registry
+	Open     backend.OpenOptions
+
+	dryRun bool
+}
+
+// newDLQCmd builds dlq and its init; runF, when not nil, runs instead of
+// runDLQInit.
+func newDLQCmd(f *Factory, runF func(context.Context, *dlqInitOptions) error) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "dlq",
 		Short:   "Create what holds dead letters where the broker keeps none",
 		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers'`,
 		Args:    cobra.NoArgs,
 	}
-	var dryRun bool
+	o := &dlqInitOptions{}
 	initCmd := &cobra.Command{
 		Use:   "init [URL]",
 		Short: "Create a DLQ for a broker without one (NATS JetStream: an advisory stream for a consumer)",
@@ -32,14 +49,18 @@ reported with created=false. --dry-run says what it would create.`,
   dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			raw := f.source
+			o.URL = f.source
 			if len(args) == 1 {
-				raw = args[0]
+				o.URL = args[0]
 			}
-			return runDLQInit(c.Context(), f, raw, dryRun)
+			o.IO, o.Report, o.Backends, o.Open = f.IO, f.reportOptions(), f.backends(), f.openOptions()
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runDLQInit(c.Context(), o)
 		},
 	}
-	initCmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be created and change nothing")
+	initCmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be created and change nothing")
 	c.AddCommand(initCmd)
 	return c
 }
@@ -52,11 +73,14 @@ type DLQInitDoc struct {
 	DryRun bool `json:"dry_run"`
 }
 
-func runDLQInit(ctx context.Context, f *Factory, raw string, dryRun bool) error {
+// runDLQInit has the URL's backend create its DLQ (or say what it would
+// create) and reports it.
+func runDLQInit(ctx context.Context, o *dlqInitOptions) error {
+	raw, dryRun := o.URL, o.dryRun
 	if raw == "" {
 		return usageErrorf("dlq init needs a URL (as an argument or --source)")
 	}
-	reg, err := f.backends().Lookup(raw)
+	reg, err := o.Backends.Lookup(raw)
 	if err != nil {
 		return err
 	}
@@ -66,12 +90,12 @@ func runDLQInit(ctx context.Context, f *Factory, raw string, dryRun bool) error 
 	if _, err := reg.Parse(raw); err != nil {
 		return err
 	}
-	res, err := reg.InitDLQ(ctx, raw, f.openOptions(), dryRun)
+	res, err := reg.InitDLQ(ctx, raw, o.Open, dryRun)
 	if err != nil {
 		return err
 	}
 	doc := DLQInitDoc{Schema: "dlqctl.dlqinit/v1", Backend: reg.Name, DLQInit: res, DryRun: dryRun}
-	if done, err := f.emitJSON(doc); done {
+	if done, err := emitJSON(o.IO.Out, o.Report.Format, doc); done {
 		return err
 	}
 	state := "exists already"
@@ -83,12 +107,12 @@ func runDLQInit(ctx context.Context, f *Factory, raw string, dryRun bool) error 
 	}
 	t := report.Table{Title: "DLQ", Columns: []report.Column{{Name: "stream", Kind: report.Key}, {Name: "subjects"}, {Name: "state"}}}
 	t.Rows = append(t.Rows, []any{res.Stream, strings.Join(res.Subjects, " "), state})
-	if err := report.WriteTable(f.IO.Out, t, f.reportOptions()); err != nil {
+	if err := report.WriteTable(o.IO.Out, t, o.Report); err != nil {
 		return err
 	}
 	if dryRun {
-		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing was changed")
+		fmt.Fprintln(o.IO.ErrOut, "(dry run) nothing was changed")
 	}
-	fmt.Fprintf(f.IO.ErrOut, "read it with --source '%s'\n", res.Source)
+	fmt.Fprintf(o.IO.ErrOut, "read it with --source '%s'\n", res.Source)
 	return nil
 }

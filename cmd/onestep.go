@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/redrive"
+	"github.com/dlqctl/dlqctl/trust"
 )
 
 // confirm asks for the literal "yes" on a terminal, unless yes was given.
@@ -29,43 +31,72 @@ func (f *Factory) confirm(ctx context.Context, yes bool, prompt string) error {
 	return nil
 }
 
+// oneStepOptions is what `dlqctl redrive` and `dlqctl resolve` (the
+// one-step forms) plan and run and with what: the plan flags, the policy
+// in effect, and the steps they call out to, which a test may give as
+// its own.
 type oneStepOptions struct {
+	IO *IOStreams
+	// Policy is the config's approval policy; Config names where it
+	// comes from, for messages.
+	Policy trust.Policy
+	Config string
+	// Started is when the invocation started, which names a plan file
+	// written without --out.
+	Started time.Time
+
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	// MakePlan builds the plan from the flags against the open source.
+	MakePlan func(context.Context, *session, *planFlags) (*redrive.Plan, error)
+	// PrintPlan shows what the plan written to path will do.
+	PrintPlan func(p *redrive.Plan, path string) error
+	// Confirm asks for "yes" on a terminal unless yes was given.
+	Confirm func(ctx context.Context, yes bool, prompt string) error
+	// ApprovalKey is the HMAC approval key in effect (nil: none).
+	ApprovalKey func(keyFile string) ([]byte, error)
+	// ApplyPlan checks the plan against the DLQ and runs it.
+	ApplyPlan func(context.Context, approvedRun) error
+
 	plan    planFlags
 	yes     bool
 	dryRun  bool
 	journal string
 }
 
-func runOneStep(ctx context.Context, f *Factory, o *oneStepOptions) error {
+// runOneStep plans, shows the plan, asks for "yes" and runs it, unless the
+// policy requires an approval.
+func runOneStep(ctx context.Context, o *oneStepOptions) error {
 	kind := o.plan.kind
-	if rule := f.approvalRequired(); rule != "" && !o.dryRun {
-		return withCode(ExitApproval, fmt.Errorf("%s is set in %s: use dlqctl %s plan, then approve, then apply", rule, f.config, kind))
+	if rule := trust.RequiredBy(o.Policy); rule != "" && !o.dryRun {
+		return withCode(ExitApproval, fmt.Errorf("%s is set in %s: use dlqctl %s plan, then approve, then apply", rule, o.Config, kind))
 	}
-	if !o.yes && !o.dryRun && !f.IO.CanPrompt() {
+	if !o.yes && !o.dryRun && !o.IO.CanPrompt() {
 		return usageErrorf("not on a terminal: give --yes to %s without a prompt (or --dry-run to only see the plan)", kind)
 	}
-	s, err := f.openSession(ctx)
+	s, err := o.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
-	plan, err := f.makePlan(ctx, s, &o.plan)
+	plan, err := o.MakePlan(ctx, s, &o.plan)
 	s.src.Close()
 	if err != nil {
 		return err
 	}
-	planPath := firstNonEmpty(o.plan.out, fmt.Sprintf("%s-%s.plan.json", kind, f.now().Format("20060102T150405Z")))
+	planPath := firstNonEmpty(o.plan.out, fmt.Sprintf("%s-%s.plan.json", kind, o.Started.Format("20060102T150405Z")))
 	if o.dryRun {
-		fmt.Fprintln(f.IO.ErrOut, "(dry run) nothing will be changed")
-		return f.printPlan(plan, "(dry run, not written)")
+		fmt.Fprintln(o.IO.ErrOut, "(dry run) nothing will be changed")
+		return o.PrintPlan(plan, "(dry run, not written)")
 	}
-	if err := f.printPlan(plan, planPath); err != nil {
+	if err := o.PrintPlan(plan, planPath); err != nil {
 		return err
 	}
 	if plan.Entries.Len() == 0 {
-		fmt.Fprintln(f.IO.ErrOut, "nothing to do: no entry selected")
+		fmt.Fprintln(o.IO.ErrOut, "nothing to do: no entry selected")
 		return nil
 	}
-	if err := f.confirm(ctx, o.yes, fmt.Sprintf("%s %s? Only \"yes\" is accepted: ", strings.ToUpper(kind[:1])+kind[1:], entries(plan.Entries.Len()))); err != nil {
+	if err := o.Confirm(ctx, o.yes, fmt.Sprintf("%s %s? Only \"yes\" is accepted: ", strings.ToUpper(kind[:1])+kind[1:], entries(plan.Entries.Len()))); err != nil {
 		return err
 	}
 	if err := redrive.WritePlan(planPath, plan); err != nil {
@@ -74,9 +105,9 @@ func runOneStep(ctx context.Context, f *Factory, o *oneStepOptions) error {
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(planPath))
 	// Signed when an approval key is in effect, so that its resume can
 	// check the journal as it checks an approved run's.
-	key, err := f.approvalKey("")
+	key, err := o.ApprovalKey("")
 	if err != nil {
 		return err
 	}
-	return f.applyPlan(ctx, plan, planPath, journal, nil, key, false, "", hintFlags{yes: len(key) == 0})
+	return o.ApplyPlan(ctx, approvedRun{plan: plan, planPath: planPath, journalPath: journal, key: key, hint: hintFlags{yes: len(key) == 0}})
 }

@@ -1,14 +1,19 @@
 package cmd
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -129,7 +134,7 @@ func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
 	}
 	got = nil
 	execSub(t, f, newCategorizeCmd(f, capture), "categorize", "--suggest-rules", "rules.yaml", "--category", "transient")
-	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" {
+	if got == nil || !got.discover || got.suggestRules != "rules.yaml" || got.category != "transient" || got.RuleSpecs == nil {
 		t.Errorf("suggest-rules: %+v", got)
 	}
 	got = nil
@@ -369,5 +374,412 @@ func TestApplyRefusesAnUnapprovedPlan(t *testing.T) {
 	err := runApply(context.Background(), o)
 	if err == nil || exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "p.plan.json: not approved") || ran {
 		t.Errorf("err %v (exit %d), ran %v", err, exitCode(err), ran)
+	}
+}
+
+// TestApproveOptionsFromTheCommandLine: approve's plan argument, flags and
+// the policy in effect reach its options.
+func TestApproveOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"SSH_AUTH_SOCK": "/run/agent.sock"})
+	var got *approveOptions
+	execSub(t, f, newApproveCmd(f, "resolve", func(_ context.Context, o *approveOptions) error { got = o; return nil }),
+		"approve", "p.plan.json", "--by", "bob", "--ttl", "30m", "--sign-with", "id.pub", "--detach", "--again",
+		"--require-distinct-approver", "--key-file", "k")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "resolve" || got.Plan != "p.plan.json" || got.by != "bob" || got.ttl != 30*time.Minute || got.signWith != "id.pub" ||
+		!got.detach || !got.again || !got.distinct || got.keys.keyFile != "k":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.SSHAuthSock != "/run/agent.sock" || got.Config != "(no config file)" || !got.Now().Equal(testNow):
+		t.Errorf("settings: sock %q, config %q", got.SSHAuthSock, got.Config)
+	case got.ReadPlan == nil || got.PlanApprovals == nil || got.Identity == nil || got.SigningKey == nil ||
+		got.AllowedSigners == nil || got.Review == nil || got.NextStep == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// approveWith is approve's options over a plan planned by alice, with an
+// HMAC key and a review that passes.
+func approveWith(by string) *approveOptions {
+	io, _, _, _ := TestIO()
+	return &approveOptions{IO: io, Kind: "redrive", Plan: "p.plan.json", Config: "config c.yaml", Now: func() time.Time { return testNow },
+		ttl: time.Hour, by: by,
+		ReadPlan: func(string, string) (*redrive.Plan, error) {
+			return &redrive.Plan{Kind: "redrive", PlannedBy: "alice"}, nil
+		},
+		PlanApprovals: func(*redrive.Plan, string) error { return nil },
+		Identity:      func(flag string) string { return flag },
+		SigningKey:    func(keyFlags, string) ([]byte, error) { return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil },
+		Review:        func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
+		NextStep:      func(*redrive.Plan, string, keyFlags) string { return "next" },
+	}
+}
+
+// TestApproveRefusals: the run function refuses, before writing anything,
+// an HMAC approval under policy.signatures_only, the planner under the
+// distinct approver policy, and a TTL over the policy's maximum.
+func TestApproveRefusals(t *testing.T) {
+	o := approveWith("bob")
+	o.Policy.SignaturesOnly = true
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "policy.signatures_only is set in config c.yaml") {
+		t.Errorf("signatures only: %v (exit %d)", err, exitCode(err))
+	}
+	o = approveWith("alice")
+	o.distinct = true
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "alice planned this and cannot approve it") {
+		t.Errorf("planner: %v (exit %d)", err, exitCode(err))
+	}
+	o = approveWith("bob")
+	o.ttl = 48 * time.Hour
+	o.ReadPlan = func(string, string) (*redrive.Plan, error) {
+		t.Error("plan read past a bad TTL")
+		return nil, errors.New("read")
+	}
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitUsage {
+		t.Errorf("ttl: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+// TestResumeOptionsFromTheCommandLine: resume's journal argument, flags
+// and settings reach its options; only redrive takes --effects.
+func TestResumeOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:q"})
+	journal := filepath.Join(t.TempDir(), "p.journal")
+	var got *resumeOptions
+	capture := func(_ context.Context, o *resumeOptions) error { got = o; return nil }
+	execSub(t, f, newResumeCmd(f, "redrive", capture), "resume", journal, "--past-gate", "--retry-failed", "--plan", "p.plan.json",
+		"--yes", "--require-distinct-approver", "--effects", "postgres://u:pw@h/db", "--keys-dir", "d")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Journal != journal || !got.pastGate || !got.retryFailed || got.plan != "p.plan.json" || !got.yes ||
+		!got.distinct || got.effects != "postgres://u:pw@h/db" || got.keys.keysDir != "d":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Source != "dir:q" || got.Config != "(no config file)" || !got.Now().Equal(testNow) || got.Getenv("DLQCTL_SOURCE") != "dir:q":
+		t.Errorf("settings: source %q, config %q", got.Source, got.Config)
+	case got.ApprovalPolicy == nil || got.Confirm == nil || got.Identity == nil || got.OpenSession == nil || !got.Steps.complete():
+		t.Error("a dependency is missing")
+	}
+	if newResumeCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
+		t.Error("resolve resume takes --effects")
+	}
+}
+
+// TestResumeOfAFinishedRun calls resume's run function on the journal of
+// a run that completed on a directory queue: under the run's key it says
+// there is nothing to resume and prints the run, opening nothing; under
+// another key the journal is refused (exit 5) before anything is printed.
+func TestResumeOfAFinishedRun(t *testing.T) {
+	key := "k-one-0123456789abcdef0123456789abcdef"
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t), "DLQCTL_APPROVAL_KEY": key})
+	plan, journal := filepath.Join(c.dir, "p.json"), filepath.Join(c.dir, "p.journal")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--rate", "0", "--settle", "0s", "--reason", "fixed", "--out", plan)
+	c.must(0, "redrive", "approve", plan, "--by", "bob")
+	c.must(0, "redrive", "apply", plan)
+
+	resume := func(key string) (*resumeOptions, *[]RunDoc, *bytes.Buffer) {
+		io, _, _, errOut := TestIO()
+		var printed []RunDoc
+		fail := func(step string) { t.Errorf("resume of a finished run called %s", step) }
+		o := &resumeOptions{IO: io, Kind: "redrive", Journal: journal, Now: func() time.Time { return c.now }, Getenv: func(string) string { return "" },
+			ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) {
+				return redrive.ApprovalPolicy{Key: []byte(key), Now: c.now}, nil
+			},
+			Identity:    func(string) string { return "ops" },
+			OpenSession: func(context.Context, string) (*session, error) { fail("OpenSession"); return nil, errors.New("opened") },
+			Steps: runSteps{
+				LockExistingJournal: func(string) (func(), error) { return func() {}, nil },
+				PrintRun:            func(d RunDoc) error { printed = append(printed, d); return nil },
+			},
+		}
+		return o, &printed, errOut
+	}
+	o, printed, errOut := resume(key)
+	if err := runResume(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "is complete; nothing to resume") {
+		t.Errorf("stderr %q", errOut)
+	}
+	if len(*printed) != 1 || (*printed)[0].Status != string(redrive.StatusCompleted) || (*printed)[0].Moved != 3 {
+		t.Errorf("printed %+v", *printed)
+	}
+	o, printed, _ = resume("k-two-0123456789abcdef0123456789abcdef")
+	if err := runResume(context.Background(), o); exitCode(err) != ExitApproval || len(*printed) != 0 {
+		t.Errorf("another key: %v (exit %d), printed %d", err, exitCode(err), len(*printed))
+	}
+}
+
+// TestPlanShowOptionsFromTheCommandLine: plan show's argument, key flags
+// and output settings reach its options.
+func TestPlanShowOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *planShowOptions
+	execSub(t, f, newPlanShowCmd(f, "redrive", func(_ context.Context, o *planShowOptions) error { got = o; return nil }),
+		"show", "p.plan.json", "-o", "markdown", "--allowed-signers", "s")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.Kind != "redrive" || got.Plan != "p.plan.json" || got.keys.allowedSigners != "s":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Report.Format != report.FormatMarkdown:
+		t.Errorf("settings: format %q", got.Report.Format)
+	case got.PlanApprovals == nil || got.Reviewer.Rules == nil || got.Reviewer.ApprovalPolicy == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestAChangedPlanIsShownThenRefused: a plan edited after it was made (on
+// a directory queue) is still shown by plan show's run function, which
+// then exits 5; approve's run function refuses it before any review.
+func TestAChangedPlanIsShownThenRefused(t *testing.T) {
+	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t), "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
+	plan := filepath.Join(c.dir, "p.json")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--reason", "fixed", "--out", plan)
+	m := readPlanJSON(t, plan)
+	m["reason"] = "something else"
+	writePlanJSON(t, plan, m)
+
+	io, _, out, _ := TestIO()
+	err := runPlanShow(context.Background(), &planShowOptions{IO: io, Report: report.Options{Format: report.FormatJSON}, Kind: "redrive", Plan: plan,
+		PlanApprovals: func(*redrive.Plan, string) error { return nil }})
+	if exitCode(err) != ExitApproval || !strings.Contains(out.String(), `"something else"`) {
+		t.Errorf("plan show: %v (exit %d); stdout %.200s", err, exitCode(err), out)
+	}
+
+	f := c.factory(io, nil)
+	o := approveWith("bob")
+	o.Plan, o.ReadPlan = plan, f.readPlanFor
+	o.Review = func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error {
+		t.Error("a changed plan was reviewed for approval")
+		return nil
+	}
+	if err := runApprove(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), plan) {
+		t.Errorf("approve: %v (exit %d)", err, exitCode(err))
+	}
+	if len(readPlanJSON(t, plan)["approvals"].([]any)) != 0 {
+		t.Error("the changed plan was approved")
+	}
+}
+
+// TestWatchDrawsFromItsOptions: --watch's run function refuses a short
+// interval and a one-document format before opening anything, and draws
+// one NDJSON document of a directory queue with --count 1.
+func TestWatchDrawsFromItsOptions(t *testing.T) {
+	io, _, out, _ := TestIO()
+	opened := false
+	o := &statsOptions{IO: io, Report: report.Options{Format: report.FormatNDJSON},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }}
+	o.watch = watchOptions{watch: true, interval: 500 * time.Millisecond}
+	if err := runWatch(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--interval 500ms") {
+		t.Errorf("short interval: %v", err)
+	}
+	o.watch.interval, o.Report.Format = time.Second, report.FormatJSON
+	if err := runWatch(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "not -o json") || opened {
+		t.Errorf("-o json: %v, opened %v", err, opened)
+	}
+
+	f, _ := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t)})
+	var got *statsOptions
+	execSub(t, f, newStatsCmd(f, func(_ context.Context, o *statsOptions) error { got = o; return nil }),
+		"stats", "-o", "ndjson", "--watch", "--interval", "1s", "--count", "1")
+	got.IO = io
+	if err := runWatch(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	var doc StatsDoc
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Total == 0 || doc.Watch == nil || len(doc.Watch.Timeline) != timelineBuckets {
+		t.Errorf("draw: %v; %.300s", err, out)
+	}
+}
+
+// TestDiscoverFromItsOptions: categorize --discover's run function over
+// options a given rule set: the suggested rules file keeps those rules
+// (before the templates of unknown) and is stamped with the report's time.
+func TestDiscoverFromItsOptions(t *testing.T) {
+	f, _ := optionsFactory(map[string]string{"DLQCTL_SOURCE": "dir:" + dirQueue(t)})
+	var got *categorizeOptions
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	execSub(t, f, newCategorizeCmd(f, func(_ context.Context, o *categorizeOptions) error { got = o; return nil }),
+		"categorize", "--suggest-rules", rules)
+	io, _, out, errOut := TestIO()
+	got.IO = io
+	got.RuleSpecs = func() ([]envelope.RuleSpec, error) {
+		return []envelope.RuleSpec{{Name: "kept-rule", Match: "never-matches-anything", Disposition: "drop"}}, nil
+	}
+	if err := runDiscover(context.Background(), got); err != nil {
+		t.Fatalf("%v; %s", err, errOut)
+	}
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "kept-rule") || !strings.Contains(text, testNow.Format("2006-01-02T15:04:05Z")) || out.Len() == 0 {
+		t.Errorf("rules file:\n%s", text)
+	}
+}
+
+// TestOneStepOptionsFromTheCommandLine: the one-step form's plan flags,
+// --yes, --dry-run and --journal reach its options.
+func TestOneStepOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(nil)
+	var got *oneStepOptions
+	execSub(t, f, newMoveCmd(f, "redrive", func(_ context.Context, o *oneStepOptions) error { got = o; return nil }),
+		"redrive", "--category", "transient", "--reason", "fixed", "--yes", "--dry-run", "--journal", "j", "--out", "p.plan.json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.plan.kind != "redrive" || got.plan.reason != "fixed" || got.plan.out != "p.plan.json" || !slices.Equal(got.plan.sel.categories, []string{"transient"}) ||
+		!got.yes || !got.dryRun || got.journal != "j":
+		t.Errorf("options %+v", got)
+	case got.IO != io || got.Config != "(no config file)" || !got.Started.Equal(testNow):
+		t.Errorf("settings: config %q, started %v", got.Config, got.Started)
+	case got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil || got.Confirm == nil || got.ApprovalKey == nil || got.ApplyPlan == nil:
+		t.Error("a dependency is missing")
+	}
+}
+
+// TestOneStepRefusals: the one-step run function refuses, opening
+// nothing, a run the policy says needs an approval (exit 5) and a run off
+// a terminal without --yes (exit 2); --dry-run prints the plan and runs
+// nothing.
+func TestOneStepRefusals(t *testing.T) {
+	opened, ran := false, false
+	io, _, _, errOut := TestIO()
+	o := &oneStepOptions{IO: io, Config: "config c.yaml", Started: testNow, plan: planFlags{kind: "resolve"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return &session{src: closedSource{}}, nil },
+		MakePlan: func(context.Context, *session, *planFlags) (*redrive.Plan, error) {
+			return &redrive.Plan{Kind: "resolve"}, nil
+		},
+		PrintPlan: func(_ *redrive.Plan, path string) error { io.Out.Write([]byte("plan " + path)); return nil },
+		ApplyPlan: func(context.Context, approvedRun) error { ran = true; return nil },
+	}
+	o.Policy.RequireApproval = true
+	if err := runOneStep(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "policy.require_approval is set in config c.yaml") || opened {
+		t.Errorf("require approval: %v, opened %v", err, opened)
+	}
+	o.Policy.RequireApproval = false
+	if err := runOneStep(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "give --yes to resolve") || opened {
+		t.Errorf("no terminal: %v, opened %v", err, opened)
+	}
+	o.dryRun = true
+	if err := runOneStep(context.Background(), o); err != nil || !opened || ran || !strings.Contains(errOut.String(), "(dry run) nothing will be changed") {
+		t.Errorf("dry run: %v, opened %v, ran %v", err, opened, ran)
+	}
+}
+
+// closedSource is a source a run function only closes.
+type closedSource struct{ backend.Source }
+
+func (closedSource) Close() error { return nil }
+
+// TestDLQInitOptionsFromTheCommandLine: the URL argument wins over the
+// source in effect, which stands in without one; --dry-run reaches the
+// options.
+func TestDLQInitOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"DLQCTL_SOURCE": "nats://127.0.0.1:4222?stream=A&consumer=c"})
+	var got *dlqInitOptions
+	capture := func(_ context.Context, o *dlqInitOptions) error { got = o; return nil }
+	execSub(t, f, newDLQCmd(f, capture), "dlq", "init", "nats://127.0.0.1:4222?stream=B&consumer=c", "--dry-run", "-o", "json")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.URL != "nats://127.0.0.1:4222?stream=B&consumer=c" || !got.dryRun:
+		t.Errorf("url %q, dry run %v", got.URL, got.dryRun)
+	case got.IO != io || got.Report.Format != report.FormatJSON || got.Backends == nil || got.Open.Getenv == nil:
+		t.Errorf("settings: format %q", got.Report.Format)
+	}
+	execSub(t, f, newDLQCmd(f, capture), "dlq", "init")
+	if got.URL != "nats://127.0.0.1:4222?stream=A&consumer=c" || got.dryRun {
+		t.Errorf("from the source: url %q, dry run %v", got.URL, got.dryRun)
+	}
+}
+
+// TestDLQInitRunRefusals: dlq init's run function refuses a missing URL
+// and a backend that keeps its own dead letters, and a bad URL of one
+// that can create one, as usage errors.
+func TestDLQInitRunRefusals(t *testing.T) {
+	f, _ := optionsFactory(nil)
+	for url, want := range map[string]string{
+		"":                   "needs a URL",
+		"dir:" + t.TempDir(): "nothing to create",
+		"nats://127.0.0.1:1?stream=ORDERS&bogus=1": "unknown query parameter",
+	} {
+		io, _, out, _ := TestIO()
+		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.backends()})
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), want) || out.Len() > 0 {
+			t.Errorf("%q: %v (exit %d), want one saying %q", url, err, exitCode(err), want)
+		}
+	}
+}
+
+// TestUIOptionsFromTheCommandLine: ui's plan flags and folder reach its
+// options; --limit is refused before runF.
+func TestUIOptionsFromTheCommandLine(t *testing.T) {
+	f, io := optionsFactory(map[string]string{"NO_COLOR": "1"})
+	var got *uiOptions
+	capture := func(_ context.Context, o *uiOptions) error { got = o; return nil }
+	execSub(t, f, newUICmd(f, capture), "ui", "--plan-dir", "plans", "--redact", "card", "--reason", "psp back", "--origin", "orders", "--rate", "20")
+	switch {
+	case got == nil:
+		t.Fatal("runF not called")
+	case got.planDir != "plans" || !slices.Equal(got.redact, []string{"card"}) || got.plan.kind != "redrive" || got.plan.reason != "psp back" ||
+		!slices.Equal(got.plan.sel.origins, []string{"orders"}) || got.plan.rate != 20:
+		t.Errorf("options %+v", got)
+	case got.IO != io || !got.NoColor || !got.Now().Equal(testNow) || got.OpenSession == nil || got.MakePlanNow == nil:
+		t.Errorf("settings: no color %v", got.NoColor)
+	}
+	got = nil
+	root := newUICmd(f, capture)
+	root.SetArgs([]string{"--limit", "5"})
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	if err := root.Execute(); err == nil || got != nil {
+		t.Errorf("--limit: err %v, runF called %v", err, got != nil)
+	}
+}
+
+// TestUIRunRefusals: ui's run function refuses, opening nothing, to run
+// off a terminal and with a --plan-dir that is not a directory.
+func TestUIRunRefusals(t *testing.T) {
+	io, _, _, _ := TestIO()
+	opened := false
+	o := &uiOptions{IO: io, planDir: t.TempDir(), plan: planFlags{kind: "redrive", ramp: "10,50"},
+		OpenSession: func(context.Context) (*session, error) { opened = true; return nil, errors.New("opened") }}
+	if err := runUI(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "ui needs a terminal") {
+		t.Errorf("no terminal: %v", err)
+	}
+	io.InTTY, io.OutTTY = true, true
+	o.planDir = filepath.Join(o.planDir, "missing")
+	if err := runUI(context.Background(), o); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "not a directory") || opened {
+		t.Errorf("plan dir: %v, opened %v", err, opened)
+	}
+}
+
+// TestPlanRunnerLeavesAStartedRunToResume: the run of an approved plan
+// whose journal exists goes no further than saying so: the source is
+// never opened.
+func TestPlanRunnerLeavesAStartedRunToResume(t *testing.T) {
+	io, _, _, _ := TestIO()
+	journal := filepath.Join(t.TempDir(), "p.journal")
+	if err := os.WriteFile(journal, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var said string
+	p := planRunner{IO: io, Started: testNow, Now: func() time.Time { return testNow }, Applier: "ops",
+		OpenSession: func(context.Context) (*session, error) { t.Error("source opened"); return nil, errors.New("opened") },
+		Steps: runSteps{
+			LockJournal: func(string, string) (func(), error) { return func() {}, nil },
+			StartedAlready: func(_ *redrive.Plan, _, j string, _ hintFlags) error {
+				said = j
+				return usageErrorf("started")
+			},
+		},
+	}
+	err := p.apply(context.Background(), approvedRun{plan: &redrive.Plan{Kind: "redrive"}, planPath: "p.plan.json", journalPath: journal})
+	if exitCode(err) != ExitUsage || said != journal {
+		t.Errorf("err %v, StartedAlready on %q", err, said)
 	}
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -9,13 +10,33 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 	"github.com/dlqctl/dlqctl/trust"
 )
 
-func newPlanShowCmd(f *Factory, kind string) *cobra.Command {
-	var keys keyFlags
+// planShowOptions is what plan show reviews and with what: the plan, the
+// key flags its approvals are judged with, the output settings, and the
+// steps it calls out to.
+type planShowOptions struct {
+	IO     *IOStreams
+	Report report.Options
+	// Kind is redrive or resolve; Plan is the plan file.
+	Kind string
+	Plan string
+	// PlanApprovals adds the approvals handed over beside the plan.
+	PlanApprovals func(plan *redrive.Plan, path string) error
+	// Reviewer writes the approver's view of a plan.
+	Reviewer planReviewer
+
+	keys keyFlags
+}
+
+// newPlanShowCmd builds `redrive show` or `resolve show`; runF, when not
+// nil, runs instead of runPlanShow.
+func newPlanShowCmd(f *Factory, kind string, runF func(context.Context, *planShowOptions) error) *cobra.Command {
+	o := &planShowOptions{Kind: kind}
 	c := &cobra.Command{
 		Use:   "show PLAN",
 		Short: "What an approver reviews: reason, planner, source, parameters, entries, destinations, exclusions, approvals",
@@ -30,14 +51,22 @@ A plan changed after it was made is shown, then refused with exit 5.`, kind),
   dlqctl %[1]s show %[1]s.plan.json --jq '.entries | length'`, kind),
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPlanShow(f, kind, args[0], keys)
+			o.IO, o.Report, o.Plan = f.IO, f.reportOptions(), args[0]
+			o.PlanApprovals, o.Reviewer = f.planApprovals, f.planReviewer()
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runPlanShow(c.Context(), o)
 		},
 	}
-	keys.register(c.Flags())
+	o.keys.register(c.Flags())
 	return c
 }
 
-func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
+// runPlanShow shows the plan (the review, or its document in JSON), then
+// refuses one changed after it was made.
+func runPlanShow(_ context.Context, o *planShowOptions) error {
+	kind, path := o.Kind, o.Plan
 	if err := wantPlan(path, kind); err != nil {
 		return err
 	}
@@ -48,16 +77,16 @@ func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
 	if plan.Kind != kind {
 		return usageErrorf("%s is a %s plan; use dlqctl %s show %s", path, plan.Kind, plan.Kind, path)
 	}
-	ro := f.reportOptions()
+	ro := o.Report
 	tampered := plan.Verify()
-	if err := f.planApprovals(plan, path); err != nil {
+	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
 	}
 	switch ro.Format {
 	case report.FormatJSON, report.FormatNDJSON:
-		_, err = f.emitJSON(plan)
+		_, err = emitJSON(o.IO.Out, ro.Format, plan)
 	default:
-		err = f.writePlanReview(f.IO.Out, plan, path, keys, ro)
+		err = o.Reviewer.write(o.IO.Out, plan, path, o.keys, ro)
 	}
 	if err != nil {
 		return err
@@ -68,14 +97,30 @@ func runPlanShow(f *Factory, kind, path string, keys keyFlags) error {
 	return nil
 }
 
+// planReviewer writes the approver's view of a plan (plan show, and
+// approve before it approves): the category rules give each category's
+// disposition, the approval policy judges the approvals so far.
+type planReviewer struct {
+	// Rules compiles the category rules in effect.
+	Rules func() (*envelope.Classifier, error)
+	// ApprovalPolicy is the policy approvals are checked against, from the
+	// key flags, the environment and the config.
+	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
+}
+
+// planReviewer is the Factory's: its rules and approval policy.
+func (f *Factory) planReviewer() planReviewer {
+	return planReviewer{Rules: f.classifier, ApprovalPolicy: f.approvalPolicy}
+}
+
 // writePlanReview is the approver's view of a plan: the headline fields,
 // then entries by category and disposition, exclusions grouped by why
 // (then each one), and the approvals so far.
-func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, keys keyFlags, ro report.Options) error {
+func (r planReviewer) write(w io.Writer, p *redrive.Plan, path string, keys keyFlags, ro report.Options) error {
 	if err := report.WriteFields(w, "Plan", planFields(p, path), ro); err != nil {
 		return err
 	}
-	if err := f.writeEntriesByCategory(w, p, ro); err != nil {
+	if err := r.writeEntriesByCategory(w, p, ro); err != nil {
 		return err
 	}
 	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
@@ -87,7 +132,7 @@ func (f *Factory) writePlanReview(w io.Writer, p *redrive.Plan, path string, key
 		return err
 	}
 	fmt.Fprintln(w)
-	return f.writeApprovals(w, p, keys, ro)
+	return r.writeApprovals(w, p, keys, ro)
 }
 
 // planFields are the headline fields of a plan review: what it is, who
@@ -140,8 +185,8 @@ func planFields(p *redrive.Plan, path string) []report.Field {
 
 // writeEntriesByCategory counts the plan's entries by category and
 // disposition, in the order they first appear.
-func (f *Factory) writeEntriesByCategory(w io.Writer, p *redrive.Plan, ro report.Options) error {
-	cl, err := f.classifier()
+func (r planReviewer) writeEntriesByCategory(w io.Writer, p *redrive.Plan, ro report.Options) error {
+	cl, err := r.Rules()
 	if err != nil {
 		return err
 	}
@@ -196,7 +241,7 @@ func writeLeftOut(w io.Writer, excluded []redrive.Excluded, ro report.Options) e
 
 // writeApprovals lists the plan's approvals with whether each holds under
 // the trust policy, then how many more are needed.
-func (f *Factory) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags, ro report.Options) error {
+func (r planReviewer) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags, ro report.Options) error {
 	if len(p.Approvals) == 0 {
 		return report.WriteLine(w, report.ToneWarn, "Approvals: none yet", ro)
 	}
@@ -204,7 +249,7 @@ func (f *Factory) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags, ro
 		{Name: "by", Kind: report.Key}, {Name: "key", Kind: report.Key}, {Name: "at"}, {Name: "expires"},
 		{Name: "state", Kind: report.Key, Tone: approvalTone, MaxWidth: 120},
 	}}
-	verdicts, needed, perr := f.judgeApprovals(p, keys)
+	verdicts, needed, perr := r.judgeApprovals(p, keys)
 	for _, v := range verdicts {
 		a := v.Approval
 		key := a.Key
@@ -235,8 +280,8 @@ func (f *Factory) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags, ro
 
 // judgeApprovals checks a plan's approvals as apply would now, on this
 // host's allowed_signers and keys, for the review.
-func (f *Factory) judgeApprovals(p *redrive.Plan, keys keyFlags) ([]redrive.Verdict, int, error) {
-	pol, err := f.approvalPolicy(keys, false)
+func (r planReviewer) judgeApprovals(p *redrive.Plan, keys keyFlags) ([]redrive.Verdict, int, error) {
+	pol, err := r.ApprovalPolicy(keys, false)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -339,7 +384,7 @@ func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, keys ke
 	if ro.Format.IsJSON() {
 		return nil
 	}
-	if err := f.writePlanReview(f.IO.Out, p, path, keys, ro); err != nil {
+	if err := f.planReviewer().write(f.IO.Out, p, path, keys, ro); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.IO.Out)

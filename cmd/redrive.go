@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -19,17 +20,18 @@ func (f *Factory) approvalKey(keyFile string) ([]byte, error) {
 }
 
 func newRedriveCmd(f *Factory) *cobra.Command {
-	return newMoveCmd(f, redrive.KindRedrive)
+	return newMoveCmd(f, redrive.KindRedrive, nil)
 }
 
 func newResolveCmd(f *Factory) *cobra.Command {
-	return newMoveCmd(f, redrive.KindResolve)
+	return newMoveCmd(f, redrive.KindResolve, nil)
 }
 
 // newMoveCmd builds `redrive` or `resolve` with its subcommands: both are
 // plan → approve → apply with a journal; resolve has no destination, rate
 // or effects, and archives each envelope in the journal before removing it.
-func newMoveCmd(f *Factory, kind string) *cobra.Command {
+// runF, when not nil, runs instead of runOneStep (the one-step form).
+func newMoveCmd(f *Factory, kind string, runF func(context.Context, *oneStepOptions) error) *cobra.Command {
 	one := &oneStepOptions{plan: planFlags{kind: kind}}
 	short := "Put dead letters back on their origin in reconciled batches: plan, approve, apply (or one step)"
 	if kind == redrive.KindResolve {
@@ -44,7 +46,13 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 --dry-run prints the plan and changes nothing.`, strings.ToUpper(kind[:1])+kind[1:], kind),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runOneStep(c.Context(), f, one)
+			one.IO, one.Policy, one.Config, one.Started = f.IO, f.config.Policy, f.config.String(), f.now()
+			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, f.makePlan, f.printPlan, f.confirm
+			one.ApprovalKey, one.ApplyPlan = f.approvalKey, f.planRunner().apply
+			if runF != nil {
+				return runF(c.Context(), one)
+			}
+			return runOneStep(c.Context(), one)
 		},
 	}
 	one.plan.register(c)
@@ -52,7 +60,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
 	c.Flags().StringVar(&one.plan.out, "out", "", "where to keep the plan (default: "+kind+"-TIME.plan.json here)")
-	c.AddCommand(newPlanCmd(f, kind, nil), newPlanShowCmd(f, kind), newApproveCmd(f, kind), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind))
+	c.AddCommand(newPlanCmd(f, kind, nil), newPlanShowCmd(f, kind, nil), newApproveCmd(f, kind, nil), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind, nil))
 	return c
 }
 

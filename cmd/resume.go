@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +13,34 @@ import (
 	"github.com/dlqctl/dlqctl/trust"
 )
 
+// resumeOptions is what resume goes on with: the journal, the flags, the
+// settings resolved for the invocation (source, approval policy), and the
+// steps it calls out to, which a test may give as its own.
 type resumeOptions struct {
+	IO *IOStreams
+	// Kind is redrive or resolve; Journal is the journal file.
+	Kind    string
+	Journal string
+	// Source is the source in effect ("": the one the journal records).
+	Source string
+	// Policy is the config's approval policy; Config names where it
+	// comes from, for messages.
+	Policy trust.Policy
+	Config string
+	Now    func() time.Time
+	Getenv func(string) string
+
+	// ApprovalPolicy is the policy approvals are checked against, from the
+	// key flags, the environment and the config.
+	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
+	// Confirm asks for "yes" on a terminal unless yes was given.
+	Confirm func(ctx context.Context, yes bool, prompt string) error
+	// Identity is who runs this (the OS user for "").
+	Identity func(flag string) string
+	// OpenSession opens source with the category rules in effect.
+	OpenSession func(ctx context.Context, source string) (*session, error)
+	Steps       runSteps
+
 	pastGate    bool
 	retryFailed bool
 	effects     string
@@ -22,8 +50,10 @@ type resumeOptions struct {
 	yes         bool
 }
 
-func newResumeCmd(f *Factory, kind string) *cobra.Command {
-	o := &resumeOptions{}
+// newResumeCmd builds `redrive resume` or `resolve resume`; runF, when
+// not nil, runs instead of runResume.
+func newResumeCmd(f *Factory, kind string, runF func(context.Context, *resumeOptions) error) *cobra.Command {
+	o := &resumeOptions{Kind: kind}
 	c := &cobra.Command{
 		Use:   "resume JOURNAL",
 		Short: "Continue a run without repeating any completed move",
@@ -47,7 +77,17 @@ once more.`,
 			if err := wantJournal(args[0], kind); err != nil {
 				return err
 			}
-			return runResume(c.Context(), f, kind, args[0], o)
+			o.IO, o.Journal, o.Source, o.Now, o.Getenv = f.IO, args[0], f.source, f.Now, f.Getenv
+			o.Policy, o.Config = f.config.Policy, f.config.String()
+			o.ApprovalPolicy, o.Confirm, o.Identity, o.Steps = f.approvalPolicy, f.confirm, f.identity, f.runSteps()
+			o.OpenSession = func(ctx context.Context, source string) (*session, error) {
+				f.source = source
+				return f.openSession(ctx)
+			}
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runResume(c.Context(), o)
 		},
 	}
 	c.Flags().BoolVar(&o.pastGate, "past-gate", false, "resume a run that a reconciliation gate halted (needs an approval given after the halt)")
@@ -81,7 +121,8 @@ type trustedRun struct {
 // believes it: the plan's digest, the run's approval (exactly as apply
 // checks it; after a halt, one given after it) and the journal's chain.
 // The journal is streamed, never held whole.
-func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOptions) (*trustedRun, error) {
+func trustRun(o *resumeOptions) (*trustedRun, error) {
+	kind, path := o.Kind, o.Journal
 	start, err := redrive.ReadRunStart(path)
 	if errors.Is(err, redrive.ErrNeverStarted) {
 		return nil, usageErrorf("%v; start it with: dlqctl %s apply PLAN --journal %s", err, kind, shellQuote(path))
@@ -92,7 +133,7 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	// The run's plan: the file the journal names, checked against the
 	// digest it records (or, from journals of earlier versions, the plan
 	// the run-start embeds, checked against its own digest).
-	boundHeap(f.Getenv)
+	boundHeap(o.Getenv)
 	plan, err := redrive.LoadRunPlan(start, path, o.plan)
 	if err != nil {
 		return nil, withCode(ExitApproval, err)
@@ -100,7 +141,7 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 	if plan.Kind != kind {
 		return nil, usageErrorf("%s is the journal of a %s run; use dlqctl %s resume", path, plan.Kind, plan.Kind)
 	}
-	pol, err := f.approvalPolicy(o.keys, o.distinct)
+	pol, err := o.ApprovalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +180,9 @@ func (f *Factory) trustRun(ctx context.Context, kind, path string, o *resumeOpti
 // approveGoingOn checks that the run may go on: under an approval that
 // verifies now (after a halt, one given since), or, for a one-step run,
 // what the one-step command asked.
-func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRun, o *resumeOptions) error {
-	st := tr.st
-	pol, err := f.approvalPolicy(o.keys, o.distinct)
+func approveGoingOn(ctx context.Context, tr *trustedRun, o *resumeOptions) error {
+	st, path := tr.st, o.Journal
+	pol, err := o.ApprovalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
@@ -150,11 +191,11 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 		pol.After = st.HaltedAt
 	}
 	start := st.Start.RecordedApprovals()
-	switch trust.HowGoingOn(f.config.Policy, len(start), halted, tr.key != nil) {
+	switch trust.HowGoingOn(o.Policy, len(start), halted, tr.key != nil) {
 	case trust.Refused:
-		return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, f.approvalRequired(), f.config))
+		return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, trust.RequiredBy(o.Policy), o.Config))
 	case trust.AskYes:
-		return f.confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
+		return o.Confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
 	case trust.AsStarted:
 		return nil
 	}
@@ -195,13 +236,16 @@ func (f *Factory) approveGoingOn(ctx context.Context, path string, tr *trustedRu
 	return nil
 }
 
-func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOptions) (err error) {
-	unlock, err := f.lockExistingJournal(path)
+// runResume checks that the journal may be believed and the run may go
+// on, then goes on with it where it stopped.
+func runResume(ctx context.Context, o *resumeOptions) (err error) {
+	path, steps := o.Journal, o.Steps
+	unlock, err := steps.LockExistingJournal(path)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	tr, err := f.trustRun(ctx, kind, path, o)
+	tr, err := trustRun(o)
 	if err != nil {
 		return err
 	}
@@ -209,29 +253,37 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	hint := hintFlags{keys: o.keys}
 	switch {
 	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
-		fmt.Fprintf(f.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
-		return f.printRun(runDoc(st, path))
+		fmt.Fprintf(o.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
+		return steps.PrintRun(runDoc(st, path))
 	case st.Status == redrive.StatusHalted && (!o.pastGate || nothingLeft(st)):
 		// Past the gate there is nothing to go on with when it tripped in
 		// the last batch: say so, and what came back, instead of a run
 		// that "completes" without moving anything.
 		doc := journalRunDoc(st, path)
 		if nothingLeft(st) {
-			if err := f.printRun(doc); err != nil {
+			if err := steps.PrintRun(doc); err != nil {
 				return err
 			}
 		}
-		return fmt.Errorf("run %s was %w", st.RunID, f.haltError(st, doc, runPlanPath(st, o.plan), path, hint))
+		return fmt.Errorf("run %s was %w", st.RunID, steps.HaltError(st, doc, runPlanPath(st, o.plan), path, hint))
 	}
-	if err := f.approveGoingOn(ctx, path, tr, o); err != nil {
+	if err := approveGoingOn(ctx, tr, o); err != nil {
 		return err
 	}
-	if f.source == "" {
-		if f.source, err = journalSource(st.Start.Source); err != nil {
+	return goOn(ctx, tr, o, hint)
+}
+
+// goOn opens the run's source, leases its DLQ and runs the rest of the
+// plan, journaled in the run's journal.
+func goOn(ctx context.Context, tr *trustedRun, o *resumeOptions, hint hintFlags) (err error) {
+	st, path, steps := tr.st, o.Journal, o.Steps
+	source := o.Source
+	if source == "" {
+		if source, err = journalSource(st.Start.Source); err != nil {
 			return err
 		}
 	}
-	s, err := f.openSession(ctx)
+	s, err := o.OpenSession(ctx, source)
 	if err != nil {
 		return err
 	}
@@ -239,38 +291,38 @@ func runResume(ctx context.Context, f *Factory, kind, path string, o *resumeOpti
 	if s.src.String() != st.Plan.Source {
 		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
 	}
-	ctx, release, err := f.leaseDLQ(ctx, s.src, st.RunID)
+	ctx, release, err := steps.LeaseDLQ(ctx, s.src, st.RunID)
 	if err != nil {
 		return err
 	}
-	defer func() { err = f.releaseAfter(err, release) }()
-	eng, closeEng, err := f.engine(ctx, s.src, st.Plan, o.effects)
+	defer func() { err = steps.ReleaseAfter(err, release) }()
+	eng, closeEng, err := steps.Engine(ctx, s.src, st.Plan, o.effects)
 	if err != nil {
 		return err
 	}
 	defer closeEng()
 	var j *redrive.Journal
 	if tr.key != nil {
-		j, err = redrive.OpenVerifiedJournal(path, f.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
+		j, err = redrive.OpenVerifiedJournal(path, o.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
 	} else {
-		j, err = redrive.OpenJournal(path, f.Now)
+		j, err = redrive.OpenJournal(path, o.Now)
 	}
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	eng.Journal = j
-	if err := eng.Resume(st, f.identity(""), tr.fresh); err != nil {
+	if err := eng.Resume(st, o.Identity(""), tr.fresh); err != nil {
 		return err
 	}
 	if o.retryFailed {
 		if n := st.RetryFailed(); n > 0 {
-			fmt.Fprintf(f.IO.ErrOut, "trying %s that failed once more\n", entries(n))
+			fmt.Fprintf(o.IO.ErrOut, "trying %s that failed once more\n", entries(n))
 		}
 	}
-	f.noteWeakMoves(s.src, st.Plan)
-	fmt.Fprintf(f.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
-	return f.finishRun(ctx, eng, st, path, hint)
+	noteWeakMoves(o.IO.ErrOut, s.src, st.Plan)
+	fmt.Fprintf(o.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
+	return steps.FinishRun(ctx, eng, st, path, hint)
 }
 
 // nothingLeft says that every entry of the run's plan was moved or left

@@ -52,7 +52,7 @@ when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 			case runF != nil:
 				return runF(c.Context(), opts)
 			case w.watch:
-				return runWatch(c.Context(), f, w)
+				return runWatch(c.Context(), opts)
 			}
 			return runStats(c.Context(), opts)
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,13 +15,28 @@ import (
 	"github.com/dlqctl/dlqctl/ui"
 )
 
+// uiOptions is what the browser shows and plans with: the plan flags and
+// the plan folder, the terminal, and the steps it calls out to, which a
+// test may give as its own.
 type uiOptions struct {
+	IO      *IOStreams
+	NoColor bool
+	Now     func() time.Time
+	// OpenSession opens the source in effect with the category rules in
+	// effect.
+	OpenSession func(context.Context) (*session, error)
+	// MakePlanNow builds a plan from the flags against the open source as
+	// of now (when p is pressed, not when the browser started: its
+	// planned_at and its age selectors read the clock then).
+	MakePlanNow func(context.Context, *session, *planFlags) (*redrive.Plan, error)
+
 	plan    planFlags
 	planDir string
 	redact  []string
 }
 
-func newUICmd(f *Factory) *cobra.Command {
+// newUICmd builds ui; runF, when not nil, runs instead of runUI.
+func newUICmd(f *Factory, runF func(context.Context, *uiOptions) error) *cobra.Command {
 	o := &uiOptions{plan: planFlags{kind: redrive.KindRedrive}}
 	c := &cobra.Command{
 		Use:   "ui",
@@ -50,7 +66,16 @@ It needs a terminal; scripts read the same data with "dlqctl list",
 			if c.Flags().Changed("limit") {
 				return usageErrorf("--limit: the browser reads a page at a time by itself; --max caps a plan")
 			}
-			return runUI(c.Context(), f, o)
+			o.IO, o.NoColor, o.Now, o.OpenSession = f.IO, f.noColor, f.Now, f.openSession
+			o.MakePlanNow = func(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+				f.started = f.Now().UTC()
+				s.walker.Now = f.started
+				return f.makePlan(ctx, s, p)
+			}
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runUI(c.Context(), o)
 		},
 	}
 	o.plan.register(c)
@@ -62,8 +87,10 @@ It needs a terminal; scripts read the same data with "dlqctl list",
 	return c
 }
 
-func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
-	if !f.IO.OutTTY || !f.IO.InTTY {
+// runUI checks the flags and the terminal, opens the source and runs the
+// browser over it.
+func runUI(ctx context.Context, o *uiOptions) error {
+	if !o.IO.OutTTY || !o.IO.InTTY {
 		return usageErrorf("ui needs a terminal (stdin and stdout); from a script or a pipe use dlqctl list (or categorize, show)")
 	}
 	if _, err := o.plan.sel.selector(); err != nil {
@@ -75,7 +102,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 	if st, err := os.Stat(o.planDir); err != nil || !st.IsDir() {
 		return usageErrorf("--plan-dir %q: not a directory", o.planDir)
 	}
-	s, err := f.openSession(ctx)
+	s, err := o.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -83,6 +110,12 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 	if err := checkCategories("--category", o.plan.sel.categories, s.walker.Classifier); err != nil {
 		return err
 	}
+	return ui.Run(ctx, uiDeps(o, s), o.IO.In, o.IO.Out)
+}
+
+// uiDeps is what the browser reads the open source with, and how its p
+// key makes a plan of what is shown with the plan flags.
+func uiDeps(o *uiOptions, s *session) ui.Deps {
 	selectFor := func(flt ui.Filter, category string) selectorFlags {
 		sf := o.plan.sel
 		sf.errorRegex, sf.eventIDs, sf.origins, sf.owners = flt.Error, flt.EventIDs, flt.Origins, flt.Owners
@@ -91,7 +124,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 		}
 		return sf
 	}
-	deps := ui.Deps{
+	return ui.Deps{
 		Walker: s.walker,
 		Selector: func(flt ui.Filter, category string) (inspect.Selector, error) {
 			sf := selectFor(flt, category)
@@ -100,12 +133,7 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 		Plan: func(ctx context.Context, flt ui.Filter, category, reason string) (ui.PlanResult, error) {
 			p := o.plan
 			p.sel, p.reason = selectFor(flt, category), reason
-			// A plan is made when p is pressed, not when the browser
-			// started: its planned_at and its age selectors read the clock
-			// now.
-			f.started = f.Now().UTC()
-			s.walker.Now = f.started
-			plan, err := f.makePlan(ctx, s, &p)
+			plan, err := o.MakePlanNow(ctx, s, &p)
 			if err != nil {
 				return ui.PlanResult{}, err
 			}
@@ -127,12 +155,11 @@ func runUI(ctx context.Context, f *Factory, o *uiOptions) error {
 		},
 		Reason:   o.plan.reason,
 		Source:   s.src.String(),
-		Styles:   report.NewTUI(f.noColor),
+		Styles:   report.NewTUI(o.NoColor),
 		Redactor: inspect.NewRedactor(o.redact),
 		PageSize: 50,
-		Now:      f.Now,
+		Now:      o.Now,
 	}
-	return ui.Run(ctx, deps, f.IO.In, f.IO.Out)
 }
 
 // newPlanPath names a plan after the time it was made, like the one-step

@@ -50,14 +50,15 @@ const (
 // runWatch redraws stats every interval until Ctrl-C (or --count draws):
 // on a terminal it repaints the screen; piped, each draw follows the last
 // (one document a line with -o ndjson).
-func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
+func runWatch(ctx context.Context, opts *statsOptions) error {
+	o, format := &opts.watch, opts.Report.Format
 	if o.interval < time.Second {
 		return usageErrorf("--interval %s: must be at least 1s", o.interval)
 	}
-	if f.format == report.FormatJSON || f.format == report.FormatOpenMetrics {
-		return usageErrorf("--watch draws repeatedly: use -o table, markdown or ndjson (one document a line), not -o %s", f.format)
+	if format == report.FormatJSON || format == report.FormatOpenMetrics {
+		return usageErrorf("--watch draws repeatedly: use -o table, markdown or ndjson (one document a line), not -o %s", format)
 	}
-	s, err := f.openSession(ctx)
+	s, err := opts.OpenSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func runWatch(ctx context.Context, f *Factory, o *watchOptions) error {
 		}
 		prevTotal, prevAt = doc.Total, now
 		doc.Watch = w
-		if err := drawWatch(f, doc, times, o.interval); err != nil {
+		if err := drawWatch(opts.IO, opts.Report, doc, times, o.interval); err != nil {
 			return err
 		}
 		if o.count > 0 && draw >= o.count {
@@ -163,17 +164,16 @@ func niceDuration(d time.Duration) time.Duration {
 // drawWatch draws one view. On a terminal the view is repainted from the
 // top and must fit the screen, or the terminal scrolls the header (total,
 // change, growth) away: the timeline gets the lines the header leaves.
-func drawWatch(f *Factory, doc StatsDoc, times []time.Time, interval time.Duration) error {
-	ro := f.reportOptions()
+func drawWatch(ios *IOStreams, ro report.Options, doc StatsDoc, times []time.Time, interval time.Duration) error {
 	ro.Now = doc.AsOf
 	w := doc.Watch
 	repaint := ro.TTY && ro.Format != report.FormatMarkdown && ro.Format != report.FormatNDJSON
-	if !repaint || f.IO.Height <= 0 {
+	if !repaint || ios.Height <= 0 {
 		bucket := timeline(w, times, doc.AsOf, interval, timelineBuckets)
 		if ro.Format == report.FormatNDJSON {
-			return report.WriteNDJSON(f.IO.Out, doc)
+			return report.WriteNDJSON(ios.Out, doc)
 		}
-		return writeWatch(f.IO.Out, doc, bucket, ro)
+		return writeWatch(ios.Out, doc, bucket, ro)
 	}
 	var header bytes.Buffer
 	if err := writeWatchHeader(&header, doc, ro); err != nil {
@@ -181,14 +181,14 @@ func drawWatch(f *Factory, doc StatsDoc, times []time.Time, interval time.Durati
 	}
 	// Lines left: the header, a blank line, the timeline's title, and the
 	// line the cursor rests on after the last bar.
-	n := f.IO.Height - screenLines(header.String(), ro.Width) - 3
+	n := ios.Height - screenLines(header.String(), ro.Width) - 3
 	bucket := timeline(w, times, doc.AsOf, interval, min(max(n, minTimelineBuckets), timelineBuckets))
 	var view bytes.Buffer
 	view.WriteString("\033[H\033[2J") // repaint from the top
 	if err := writeWatch(&view, doc, bucket, ro); err != nil {
 		return err
 	}
-	_, err := f.IO.Out.Write(view.Bytes())
+	_, err := ios.Out.Write(view.Bytes())
 	return err
 }
 
