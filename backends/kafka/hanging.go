@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +31,9 @@ import (
 // origin still open itself) is refused with what was found.
 
 // hangCheckAfter is how long a lease holder waits on an open transaction
-// on the state topic before it asks whether the transaction hangs. Taking
+// on the state topic before it asks whether the transaction hangs, and
+// then between two asks (a transaction is settled once seen hanging
+// twice). Taking
 // the lease fenced dlqctl's transactional ID, which ends its open
 // transaction at once, so one still open seconds later is either another
 // producer's or one no coordinator holds.
@@ -105,22 +108,34 @@ func (t *Topic) hangingTxns(ctx context.Context) ([]openTxn, error) {
 	return hanging, nil
 }
 
-// settleHanging ends each hanging transaction on the state topic the way
-// the transaction it belonged to ended (see the top of this file), and
-// says on stderr what it did. It returns how many it ended.
-func (t *Topic) settleHanging(ctx context.Context) (int, error) {
+// settleHanging ends each transaction on the state topic that hangs now
+// and hung at the last check too (suspects, the same producer, epoch and
+// first offset), the way the transaction it belonged to ended (see the
+// top of this file), and says on stderr what it did. Seen once is not
+// enough: a transaction that commits between the two questions hangingTxns
+// asks (open on the partition, then complete at its coordinator) looks
+// hanging for that moment; by the next check its markers are there. It
+// returns how many it ended and the suspects for the next check.
+func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []openTxn, error) {
 	hanging, err := t.hangingTxns(ctx)
 	if err != nil || len(hanging) == 0 {
-		return 0, err
+		return 0, nil, err
 	}
+	var again []openTxn
+	settled := 0
 	for _, o := range hanging {
+		if !slices.Contains(suspects, o) {
+			again = append(again, o)
+			continue
+		}
 		commit, why, err := t.hangingOutcome(ctx, o)
 		if err != nil {
-			return 0, fmt.Errorf("%s: the state topic %s holds a transaction no coordinator holds open, %s, and it cannot be settled: %w; end it with kafka-transactions.sh (find-hanging, then abort or commit as its origin records say) and resume", t, t.src.stateTopic, o, err)
+			return 0, nil, fmt.Errorf("%s: the state topic %s holds a transaction no coordinator holds open, %s, and it cannot be settled: %w; end it with kafka-transactions.sh (find-hanging, then abort or commit as its origin records say) and resume", t, t.src.stateTopic, o, err)
 		}
 		if err := t.writeMarker(ctx, o, commit); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
+		settled++
 		verb := "aborted"
 		if commit {
 			verb = "committed"
@@ -129,7 +144,7 @@ func (t *Topic) settleHanging(ctx context.Context) (int, error) {
 			fmt.Fprintf(t.stderr, "dlqctl: %s: the state topic %s held a transaction no coordinator held open (a broker crash can leave one), %s: %s; it is %s now\n", t, t.src.stateTopic, o, why, verb)
 		}
 	}
-	return len(hanging), nil
+	return settled, again, nil
 }
 
 // hangingOutcome decides how a hanging state transaction ended: by the

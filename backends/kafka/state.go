@@ -308,6 +308,7 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 	// coordinator holds): say so rather than wait on it for ever.
 	limit := time.Now().Add(openTxnLimit(t.txnTTL))
 	nextHangCheck := time.Now().Add(hangCheckAfter)
+	var suspects []openTxn // seen hanging at the last check
 	for {
 		spans, ok, err := t.spans(ctx, t.src.stateTopic)
 		if err != nil {
@@ -335,7 +336,8 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 			// A hanging transaction ends only by hand: the lease holder
 			// settles it.
 			nextHangCheck = time.Now().Add(hangCheckAfter)
-			n, err := t.settleHanging(ctx)
+			n, next, err := t.settleHanging(ctx, suspects)
+			suspects = next
 			if err != nil {
 				return nil, false, err
 			}
