@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/dlqctl/dlqctl/backends/all"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,8 +230,9 @@ func TestPendingRefusesANonRedisSource(t *testing.T) {
 	io, _, _, _ := TestIO()
 	opened := false
 	err := runPending(context.Background(), &pendingOptions{IO: io, Source: "dir:/tmp/q", stream: "s", group: "g", limit: 1,
-		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") }})
-	if err == nil || !strings.Contains(err.Error(), "Redis sources only") || opened {
+		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") },
+		Lookup:     all.Registry().Lookup})
+	if err == nil || !strings.Contains(err.Error(), "reads through consumer groups") || !strings.Contains(err.Error(), "a directory queue has none") || opened {
 		t.Errorf("err %v, opened %v", err, opened)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,6 +25,8 @@ type pendingOptions struct {
 	Source string
 	// OpenSource opens the source URL given, with the settings in effect.
 	OpenSource func(ctx context.Context, source string) (backend.Source, error)
+	// Lookup finds the backend that serves a source URL (the registry's).
+	Lookup func(source string) (backend.Registration, error)
 
 	stream  string
 	group   string
@@ -53,6 +54,7 @@ the stream, which need not be the DLQ.`,
 				f.source = source
 				return f.openSource(ctx)
 			}
+			opts.Lookup = f.backends().Lookup
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -84,8 +86,12 @@ func runPending(ctx context.Context, opts *pendingOptions) error {
 		return usageErrorf("--limit %d: must be at least 1", opts.limit)
 	}
 	source := opts.Source
-	if !strings.HasPrefix(source, "redis://") && !strings.HasPrefix(source, "rediss://") {
-		return usageErrorf("pending works on Redis sources only (--source redis://HOST:PORT/DB)")
+	// Refused before anything is opened: the backend must read its
+	// origins through consumer groups.
+	if reg, err := opts.Lookup(source); err != nil {
+		return err
+	} else if !reg.Capabilities.Pending {
+		return usageErrorf("pending works on sources whose backend reads through consumer groups (Redis: --source redis://HOST:PORT/DB); %s has none", reg.Title)
 	}
 	// The source URL may name no stream: pending reads --stream.
 	if u, err := url.Parse(source); err == nil && u.Query().Get("stream") == "" {
