@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
