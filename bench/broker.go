@@ -136,3 +136,70 @@ func runStep(step func() error) error {
 	}
 	return step()
 }
+
+// brokerCPUCase is a Java broker's stats case (kafka-stats, pulsar-stats):
+// its raw loop's name and unit for the messages, the broker's process
+// whose CPU each side costs, and where those CPU times go.
+type brokerCPUCase struct {
+	loop, unit string // "raw kafka loop", "records"
+	pid        int
+	scan       func() (rawRedisResult, error)
+	// brokerRaw and brokerDlqctl receive the broker's CPU during each
+	// raw pass and each dlqctl subprocess run.
+	brokerRaw, brokerDlqctl *[]time.Duration
+}
+
+// brokerCPUStats runs t.Case's alternations: bc.scan in this process,
+// then `dlqctl stats` on source as a subprocess and, when asked, in this
+// process, each of which must count t.N; the broker's CPU is read around
+// the first two.
+func (c Config) brokerCPUStats(ctx context.Context, d *dlqctl, t *Throughput, source string, bc brokerCPUCase) error {
+	n := t.N
+	for i := range c.Runs {
+		var r Run
+		b0, _ := procCPU(bc.pid)
+		raw, err := bc.scan()
+		b1, _ := procCPU(bc.pid)
+		if err != nil {
+			return fmt.Errorf("%s: %v", bc.loop, err)
+		}
+		if raw.Count != n {
+			return fmt.Errorf("%s read %d %s, want %d", bc.loop, raw.Count, bc.unit, n)
+		}
+		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+		p, err := d.runProcess(ctx, source)
+		b2, _ := procCPU(bc.pid)
+		if err != nil {
+			return err
+		}
+		if p.Total != n {
+			return fmt.Errorf("dlqctl stats counted %d %s, want %d", p.Total, bc.unit, n)
+		}
+		r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
+		*bc.brokerRaw = append(*bc.brokerRaw, b1-b0)
+		*bc.brokerDlqctl = append(*bc.brokerDlqctl, b2-b1)
+		if err := c.inProcessStats(ctx, d, source, n, bc.unit, &r); err != nil {
+			return err
+		}
+		t.Runs = append(t.Runs, r)
+		c.logf("%s run %d/%d: raw %s, dlqctl %s (in-process %s)", t.Case, i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// inProcessStats times `dlqctl stats` on source in this process into r
+// when asked; it must count n (unit names them in the error).
+func (c Config) inProcessStats(ctx context.Context, d *dlqctl, source string, n int, unit string, r *Run) error {
+	if !c.InProcess {
+		return nil
+	}
+	in, err := d.runInProcess(ctx, source, "", "")
+	if err != nil {
+		return err
+	}
+	if in.Total != n {
+		return fmt.Errorf("in-process dlqctl stats counted %d %s, want %d", in.Total, unit, n)
+	}
+	r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
+	return nil
+}
