@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
 // Case names.
@@ -225,13 +224,11 @@ func (c Config) groups(h helpers, d *dlqctl, tmp string, now time.Time, res *Res
 }
 
 func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {

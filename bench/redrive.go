@@ -264,13 +264,11 @@ func (d *dlqctl) commandLine(args []string, repl ...string) string {
 }
 
 func (c Config) runRedrive(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if res.Redis == "" {
 		res.Redis = redisVersion(ctx, rdb)
 	}

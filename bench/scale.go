@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -75,13 +74,11 @@ const (
 )
 
 func (c Config) runScale(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if res.Redis == "" {
 		res.Redis = redisVersion(ctx, rdb)
 	}
