@@ -7,9 +7,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
 // caseRedisDiscover: `dlqctl categorize --discover --all -o json` against
@@ -40,13 +37,11 @@ type memSampleCPU struct {
 }
 
 func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	key := "dlq:bench:discover"
 	c.logf("redis-discover: seeding %s with %d entries", key, c.N)
 	start := time.Now()

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
 // Case names.
@@ -184,68 +185,11 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	}
 	now := time.Now()
 
-	if slices.Contains(c.Cases, caseRedisStats) || slices.Contains(c.Cases, caseRedisRSS) {
-		if err := c.runRedis(ctx, h, d, now, res); err != nil {
-			return res, err
+	for _, g := range c.groups(h, d, tmp, now, res) {
+		if !slices.ContainsFunc(g.cases, func(x string) bool { return slices.Contains(c.Cases, x) }) {
+			continue
 		}
-	}
-	if slices.Contains(c.Cases, caseDirStats) {
-		if err := c.runDir(ctx, d, filepath.Join(tmp, "queue"), now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseRedisRedrive) || slices.Contains(c.Cases, caseRate) {
-		if err := c.runRedrive(ctx, d, tmp, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseRedriveScale) {
-		if err := c.runScale(ctx, d, tmp, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, casePulsarStats) {
-		if err := c.runPulsar(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseKafkaStats) {
-		if err := c.runKafka(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseKafkaRedrive) {
-		if err := c.runKafkaRedrive(ctx, d, tmp, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseRedisUI) {
-		if err := c.runUI(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseSQSStats) {
-		if err := c.runSQS(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseSQSRSS) {
-		if err := c.runSQSRSS(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseRedisDiscover) {
-		if err := c.runDiscover(ctx, d, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseRabbitStats) || slices.Contains(c.Cases, caseRabbitRedrive) {
-		if err := c.runRabbit(ctx, d, tmp, now, res); err != nil {
-			return res, err
-		}
-	}
-	if slices.Contains(c.Cases, caseNATSStats) || slices.Contains(c.Cases, caseNATSRedrive) {
-		if err := c.runNATS(ctx, d, tmp, now, res); err != nil {
+		if err := g.run(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -253,14 +197,38 @@ func (c Config) Run(ctx context.Context) (*Results, error) {
 	return res, nil
 }
 
+// caseGroup is cases that share a server, and the function that runs
+// whichever of them were selected.
+type caseGroup struct {
+	cases []string
+	run   func(context.Context) error
+}
+
+// groups lists the case groups in the order Run runs them.
+func (c Config) groups(h helpers, d *dlqctl, tmp string, now time.Time, res *Results) []caseGroup {
+	return []caseGroup{
+		{[]string{caseRedisStats, caseRedisRSS}, func(ctx context.Context) error { return c.runRedis(ctx, h, d, now, res) }},
+		{[]string{caseDirStats}, func(ctx context.Context) error { return c.runDir(ctx, d, filepath.Join(tmp, "queue"), now, res) }},
+		{[]string{caseRedisRedrive, caseRate}, func(ctx context.Context) error { return c.runRedrive(ctx, d, tmp, now, res) }},
+		{[]string{caseRedriveScale}, func(ctx context.Context) error { return c.runScale(ctx, d, tmp, now, res) }},
+		{[]string{casePulsarStats}, func(ctx context.Context) error { return c.runPulsar(ctx, d, now, res) }},
+		{[]string{caseKafkaStats}, func(ctx context.Context) error { return c.runKafka(ctx, d, now, res) }},
+		{[]string{caseKafkaRedrive}, func(ctx context.Context) error { return c.runKafkaRedrive(ctx, d, tmp, now, res) }},
+		{[]string{caseRedisUI}, func(ctx context.Context) error { return c.runUI(ctx, d, now, res) }},
+		{[]string{caseSQSStats}, func(ctx context.Context) error { return c.runSQS(ctx, d, now, res) }},
+		{[]string{caseSQSRSS}, func(ctx context.Context) error { return c.runSQSRSS(ctx, d, now, res) }},
+		{[]string{caseRedisDiscover}, func(ctx context.Context) error { return c.runDiscover(ctx, d, now, res) }},
+		{[]string{caseRabbitStats, caseRabbitRedrive}, func(ctx context.Context) error { return c.runRabbit(ctx, d, tmp, now, res) }},
+		{[]string{caseNATSStats, caseNATSRedrive}, func(ctx context.Context) error { return c.runNATS(ctx, d, tmp, now, res) }},
+	}
+}
+
 func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
@@ -268,95 +236,121 @@ func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Tim
 			}
 		}
 	}
-	seeded := map[int]string{}
-	seed := func(n int) (string, time.Duration, error) {
-		if k, ok := seeded[n]; ok {
-			return k, 0, nil
-		}
-		key := fmt.Sprintf("dlq:bench:%d", n)
-		c.logf("seeding %s with %d entries", key, n)
-		start := time.Now()
-		if err := seedStream(ctx, rdb, key, n, now); err != nil {
-			return "", 0, err
-		}
-		seeded[n] = key
-		return key, time.Since(start), nil
-	}
-
+	rs := &redisStreams{c: c, rdb: rdb, now: now, seeded: map[int]string{}}
 	if slices.Contains(c.Cases, caseRedisStats) {
-		key, took, err := seed(c.N)
-		if err != nil {
-			return err
-		}
-		source := srv.URL(0, key)
-		t := &Throughput{Case: caseRedisStats, N: c.N, Seed: took, InProcess: c.InProcess}
-		res.RedisStats = t
-		for i := range c.Runs {
-			var r Run
-			raw, err := rawRedisScan(ctx, rdb, key)
-			if err != nil {
-				return err
-			}
-			if raw.Count != c.N {
-				return fmt.Errorf("raw redis loop read %d entries, want %d", raw.Count, c.N)
-			}
-			r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
-			if err := c.dlqctlRun(ctx, d, source, c.N, &r); err != nil {
-				return err
-			}
-			t.Runs = append(t.Runs, r)
-			c.logf("redis-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
-		}
-		if err := c.profile(ctx, d, source, "redis", res); err != nil {
+		if err := c.redisStats(ctx, d, srv, rs, res); err != nil {
 			return err
 		}
 	}
-
 	if slices.Contains(c.Cases, caseRedisRSS) {
 		for _, n := range c.RSSN {
-			key, _, err := seed(n)
+			pt, err := c.redisRSSPoint(ctx, h, d, srv, rs, n, res.RedisStats)
 			if err != nil {
 				return err
 			}
-			pt := RSSPoint{N: n}
-			if t := res.RedisStats; t != nil && t.N == n {
-				// redis-stats measured this size already.
-				for _, r := range t.Runs {
-					pt.Dlqctl = append(pt.Dlqctl, r.ProcMem)
-				}
-			} else {
-				for range c.Runs {
-					p, err := d.runProcess(ctx, srv.URL(0, key))
-					if err != nil {
-						return err
-					}
-					if p.Total != n {
-						return fmt.Errorf("dlqctl stats counted %d entries, want %d", p.Total, n)
-					}
-					pt.Dlqctl = append(pt.Dlqctl, p.mem())
-				}
-			}
-			for range c.Runs {
-				m, err := d.runListPiped(ctx, srv.URL(0, key), n)
-				if err != nil {
-					return err
-				}
-				pt.List = append(pt.List, m)
-			}
-			if c.RawRSS {
-				for range c.Runs {
-					l, err := rawRedisChild(ctx, h, srv.Addr(), key, n)
-					if err != nil {
-						return err
-					}
-					pt.Raw = append(pt.Raw, memSample{Wall: l.Wall, MaxRSS: l.MaxRSS, Anon: l.PeakAnon, File: l.PeakFile, Floor: l.LauncherHWM})
-				}
-			}
-			c.logf("redis-rss N=%d: dlqctl stats %v, list %v, raw %v", n, pt.Dlqctl, pt.List, pt.Raw)
 			res.RSS = append(res.RSS, pt)
 		}
 	}
 	return nil
+}
+
+// redisStreams seeds one stream per size, once: redis-stats and redis-rss
+// share the streams of the sizes they both measure.
+type redisStreams struct {
+	c      Config
+	rdb    *redis.Client
+	now    time.Time
+	seeded map[int]string
+}
+
+// seed returns the key of the stream of n entries and how long seeding it
+// took (0 when it was seeded before).
+func (rs *redisStreams) seed(ctx context.Context, n int) (string, time.Duration, error) {
+	if k, ok := rs.seeded[n]; ok {
+		return k, 0, nil
+	}
+	key := fmt.Sprintf("dlq:bench:%d", n)
+	rs.c.logf("seeding %s with %d entries", key, n)
+	start := time.Now()
+	if err := seedStream(ctx, rs.rdb, key, n, rs.now); err != nil {
+		return "", 0, err
+	}
+	rs.seeded[n] = key
+	return key, time.Since(start), nil
+}
+
+// redisStats is redis-stats: alternately the raw XRANGE loop and dlqctl.
+func (c Config) redisStats(ctx context.Context, d *dlqctl, srv *redistest.Server, rs *redisStreams, res *Results) error {
+	key, took, err := rs.seed(ctx, c.N)
+	if err != nil {
+		return err
+	}
+	source := srv.URL(0, key)
+	t := &Throughput{Case: caseRedisStats, N: c.N, Seed: took, InProcess: c.InProcess}
+	res.RedisStats = t
+	for i := range c.Runs {
+		var r Run
+		raw, err := rawRedisScan(ctx, rs.rdb, key)
+		if err != nil {
+			return err
+		}
+		if raw.Count != c.N {
+			return fmt.Errorf("raw redis loop read %d entries, want %d", raw.Count, c.N)
+		}
+		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+		if err := c.dlqctlRun(ctx, d, source, c.N, &r); err != nil {
+			return err
+		}
+		t.Runs = append(t.Runs, r)
+		c.logf("redis-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+	}
+	return c.profile(ctx, d, source, "redis", res)
+}
+
+// redisRSSPoint is redis-rss at n entries: the peak RSS of `dlqctl stats`
+// (taken from stats when redis-stats measured this size), of `dlqctl
+// list` into a pipe, and of the raw loop as a child when asked.
+func (c Config) redisRSSPoint(ctx context.Context, h helpers, d *dlqctl, srv *redistest.Server, rs *redisStreams, n int, stats *Throughput) (RSSPoint, error) {
+	pt := RSSPoint{N: n}
+	key, _, err := rs.seed(ctx, n)
+	if err != nil {
+		return pt, err
+	}
+	if stats != nil && stats.N == n {
+		// redis-stats measured this size already.
+		for _, r := range stats.Runs {
+			pt.Dlqctl = append(pt.Dlqctl, r.ProcMem)
+		}
+	} else {
+		for range c.Runs {
+			p, err := d.runProcess(ctx, srv.URL(0, key))
+			if err != nil {
+				return pt, err
+			}
+			if p.Total != n {
+				return pt, fmt.Errorf("dlqctl stats counted %d entries, want %d", p.Total, n)
+			}
+			pt.Dlqctl = append(pt.Dlqctl, p.mem())
+		}
+	}
+	for range c.Runs {
+		m, err := d.runListPiped(ctx, srv.URL(0, key), n)
+		if err != nil {
+			return pt, err
+		}
+		pt.List = append(pt.List, m)
+	}
+	if c.RawRSS {
+		for range c.Runs {
+			l, err := rawRedisChild(ctx, h, srv.Addr(), key, n)
+			if err != nil {
+				return pt, err
+			}
+			pt.Raw = append(pt.Raw, memSample{Wall: l.Wall, MaxRSS: l.MaxRSS, Anon: l.PeakAnon, File: l.PeakFile, Floor: l.LauncherHWM})
+		}
+	}
+	c.logf("redis-rss N=%d: dlqctl stats %v, list %v, raw %v", n, pt.Dlqctl, pt.List, pt.Raw)
+	return pt, nil
 }
 
 // dlqctlRun times dlqctl as a subprocess, then in-process when asked.

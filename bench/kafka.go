@@ -150,42 +150,11 @@ func (c Config) runKafka(ctx context.Context, d *dlqctl, now time.Time, res *Res
 	if err := c.dlqctlRun(ctx, d, source, n, &warm); err != nil {
 		return err
 	}
-	pid := b.PID()
-	for i := range c.Runs {
-		var r Run
-		b0, _ := procCPU(pid)
-		raw, err := rawKafkaScan(ctx, b.Bootstrap(), topic)
-		b1, _ := procCPU(pid)
-		if err != nil {
-			return fmt.Errorf("raw kafka loop: %v", err)
-		}
-		if raw.Count != n {
-			return fmt.Errorf("raw kafka loop read %d records, want %d", raw.Count, n)
-		}
-		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
-		p, err := d.runProcess(ctx, source)
-		b2, _ := procCPU(pid)
-		if err != nil {
-			return err
-		}
-		if p.Total != n {
-			return fmt.Errorf("dlqctl stats counted %d records, want %d", p.Total, n)
-		}
-		r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
-		ks.BrokerRaw = append(ks.BrokerRaw, b1-b0)
-		ks.BrokerDlqctl = append(ks.BrokerDlqctl, b2-b1)
-		if c.InProcess {
-			in, err := d.runInProcess(ctx, source, "", "")
-			if err != nil {
-				return err
-			}
-			if in.Total != n {
-				return fmt.Errorf("in-process dlqctl stats counted %d records, want %d", in.Total, n)
-			}
-			r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
-		}
-		t.Runs = append(t.Runs, r)
-		c.logf("kafka-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+	bc := brokerCPUCase{loop: "raw kafka loop", unit: "records", pid: b.PID(),
+		scan:      func() (rawRedisResult, error) { return rawKafkaScan(ctx, b.Bootstrap(), topic) },
+		brokerRaw: &ks.BrokerRaw, brokerDlqctl: &ks.BrokerDlqctl}
+	if err := c.brokerCPUStats(ctx, d, t, source, bc); err != nil {
+		return err
 	}
 	return c.profile(ctx, d, source, "kafka", res)
 }

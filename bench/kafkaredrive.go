@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/bench/rawkafka"
 	"github.com/dlqctl/dlqctl/redrive"
 )
@@ -64,68 +65,25 @@ func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now 
 	defer stop()
 	kr := &KafkaRedrive{N: n, BrokerStart: ready}
 	res.KafkaRedrive = kr
-	boot := b.Bootstrap()
-	if err := createKafkaTopics(ctx, boot, kafkaOriginPartitions, originStreams()...); err != nil {
+	if err := createKafkaTopics(ctx, b.Bootstrap(), kafkaOriginPartitions, originStreams()...); err != nil {
 		return err
 	}
-	params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
-	pid := b.PID()
+	kc := kafkaRedriveRun{c: c, d: d, b: b, n: n, now: now, work: filepath.Join(tmp, "kafka-redrive"),
+		params: append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)}
 	for i := range c.Runs {
 		var r KafkaRedriveRun
 		suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 		rawDLT, dlqDLT := "raw-"+suffix+".DLT", "dlqctl-"+suffix+".DLT"
 		c.logf("kafka-redrive run %d/%d: producing %d records twice", i+1, c.Runs, n)
 		for _, t := range []string{rawDLT, dlqDLT} {
-			if err := produceKafka(ctx, boot, t, n, now); err != nil {
+			if err := produceKafka(ctx, b.Bootstrap(), t, n, now); err != nil {
 				return fmt.Errorf("produce to %s: %v\nbroker log:\n%s", t, err, b.LogTail(30))
 			}
 		}
-		// The raw loop's state topic exists beforehand, as dlqctl's does
-		// after its first chunk (made compacted, like dlqctl's).
-		if err := createStateTopic(ctx, boot, rawDLT+".state"); err != nil {
+		if err := kc.raw(ctx, rawDLT, &r); err != nil {
 			return err
 		}
-		b0, _ := procCPU(pid)
-		cpu0, t0 := cpuTime(), time.Now()
-		rr, err := rawkafka.TxnLoop(ctx, boot, rawDLT, rawDLT+".state", kafkaRedriveChunk)
-		r.Raw, r.RawCPU, r.RawRead, r.RawTxns = time.Since(t0), cpuTime()-cpu0, rr.Read, rr.Transactions
-		b1, _ := procCPU(pid)
-		r.BrokerRaw = b1 - b0
-		if err != nil {
-			return fmt.Errorf("raw transactional loop: %v", err)
-		}
-		if rr.Records != n {
-			return fmt.Errorf("raw transactional loop redrove %d records, want %d", rr.Records, n)
-		}
-
-		source := "kafka://" + boot + "?topic=" + dlqDLT
-		dir := filepath.Join(tmp, "kafka-redrive", fmt.Sprintf("run-%d", i+1))
-		plan, lp, err := d.planApprove(ctx, source, dir, params...)
-		if err != nil {
-			return err
-		}
-		r.Plan = lp.Wall
-		if kr.Apply == "" {
-			repl := []string{source, "'kafka://127.0.0.1:PORT?topic=…'", plan, "p.json"}
-			kr.Plan = d.commandLine(d.planArgs(source, plan, params...), repl...)
-			kr.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(source, plan), repl...)
-		}
-		b0, _ = procCPU(pid)
-		la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(source, plan)...)
-		b1, _ = procCPU(pid)
-		if err != nil {
-			return err
-		}
-		r.Apply, r.ApplyCPU, r.ApplyRSS, r.BrokerApp = la.Wall, la.User+la.Sys, la.MaxRSS, b1-b0
-		doc, err := parseRun(la.Stdout, n)
-		if err != nil {
-			return err
-		}
-		r.Batches = len(doc.Batches)
-		if r.Journal, _, err = journalSize(redrive.DefaultJournalPath(plan)); err != nil {
-			return err
-		}
-		if err := checkDrained(ctx, d, source); err != nil {
+		if err := kc.dlqctl(ctx, dlqDLT, fmt.Sprintf("run-%d", i+1), kr, &r); err != nil {
 			return err
 		}
 		kr.Runs = append(kr.Runs, r)
@@ -135,15 +93,93 @@ func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now 
 	if c.CPUProfile == "" && c.MemProfile == "" {
 		return nil
 	}
-	cpu, mem, paths := c.profilePaths("kafka-redrive")
+	return kc.profile(ctx, res)
+}
+
+// kafkaRedriveRun is kafka-redrive's fixed parts: the broker, the size of
+// each DLT, the plan's flags and the folder the plans go in.
+type kafkaRedriveRun struct {
+	c      Config
+	d      *dlqctl
+	b      *kafkatest.Broker
+	n      int
+	now    time.Time
+	work   string
+	params []string
+}
+
+// raw times rawkafka.TxnLoop redriving dlt into r, with the broker's CPU
+// during it.
+func (kc kafkaRedriveRun) raw(ctx context.Context, dlt string, r *KafkaRedriveRun) error {
+	boot := kc.b.Bootstrap()
+	// The raw loop's state topic exists beforehand, as dlqctl's does
+	// after its first chunk (made compacted, like dlqctl's).
+	if err := createStateTopic(ctx, boot, dlt+".state"); err != nil {
+		return err
+	}
+	b0, _ := procCPU(kc.b.PID())
+	cpu0, t0 := cpuTime(), time.Now()
+	rr, err := rawkafka.TxnLoop(ctx, boot, dlt, dlt+".state", kafkaRedriveChunk)
+	r.Raw, r.RawCPU, r.RawRead, r.RawTxns = time.Since(t0), cpuTime()-cpu0, rr.Read, rr.Transactions
+	b1, _ := procCPU(kc.b.PID())
+	r.BrokerRaw = b1 - b0
+	if err != nil {
+		return fmt.Errorf("raw transactional loop: %v", err)
+	}
+	if rr.Records != kc.n {
+		return fmt.Errorf("raw transactional loop redrove %d records, want %d", rr.Records, kc.n)
+	}
+	return nil
+}
+
+// dlqctl plans and approves a redrive of dlt in the folder run, times its
+// apply into r (with the broker's CPU during it) and checks that it moved
+// every record and left the DLT empty. The first run's command lines go
+// into kr.
+func (kc kafkaRedriveRun) dlqctl(ctx context.Context, dlt, run string, kr *KafkaRedrive, r *KafkaRedriveRun) error {
+	d := kc.d
+	source := "kafka://" + kc.b.Bootstrap() + "?topic=" + dlt
+	plan, lp, err := d.planApprove(ctx, source, filepath.Join(kc.work, run), kc.params...)
+	if err != nil {
+		return err
+	}
+	r.Plan = lp.Wall
+	if kr.Apply == "" {
+		repl := []string{source, "'kafka://127.0.0.1:PORT?topic=…'", plan, "p.json"}
+		kr.Plan = d.commandLine(d.planArgs(source, plan, kc.params...), repl...)
+		kr.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(source, plan), repl...)
+	}
+	b0, _ := procCPU(kc.b.PID())
+	la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(source, plan)...)
+	b1, _ := procCPU(kc.b.PID())
+	if err != nil {
+		return err
+	}
+	r.Apply, r.ApplyCPU, r.ApplyRSS, r.BrokerApp = la.Wall, la.User+la.Sys, la.MaxRSS, b1-b0
+	doc, err := parseRun(la.Stdout, kc.n)
+	if err != nil {
+		return err
+	}
+	r.Batches = len(doc.Batches)
+	if r.Journal, _, err = journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+		return err
+	}
+	return checkDrained(ctx, d, source)
+}
+
+// profile runs one more apply in this process, on a DLT of its own, with
+// the CPU and/or allocation profile on.
+func (kc kafkaRedriveRun) profile(ctx context.Context, res *Results) error {
+	d := kc.d
+	cpu, mem, paths := kc.c.profilePaths("kafka-redrive")
 	res.Profiles = append(res.Profiles, paths...)
-	c.logf("kafka-redrive: profiling dlqctl redrive apply in-process")
+	kc.c.logf("kafka-redrive: profiling dlqctl redrive apply in-process")
 	dlt := "profile-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".DLT"
-	if err := produceKafka(ctx, boot, dlt, n, now); err != nil {
+	if err := produceKafka(ctx, kc.b.Bootstrap(), dlt, kc.n, kc.now); err != nil {
 		return fmt.Errorf("produce: %v", err)
 	}
-	source := "kafka://" + boot + "?topic=" + dlt
-	plan, _, err := d.planApprove(ctx, source, filepath.Join(tmp, "kafka-redrive", "profile"), params...)
+	source := "kafka://" + kc.b.Bootstrap() + "?topic=" + dlt
+	plan, _, err := d.planApprove(ctx, source, filepath.Join(kc.work, "profile"), kc.params...)
 	if err != nil {
 		return err
 	}
@@ -151,7 +187,7 @@ func (c Config) runKafkaRedrive(ctx context.Context, d *dlqctl, tmp string, now 
 	if err != nil {
 		return err
 	}
-	_, err = parseRun(out, n)
+	_, err = parseRun(out, kc.n)
 	return err
 }
 

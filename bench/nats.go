@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -113,109 +112,105 @@ func (c Config) runNATS(ctx context.Context, d *dlqctl, tmp string, now time.Tim
 	if err != nil {
 		return err
 	}
-	// fresh (re)creates the copy stream dlq, empty.
-	fresh := func(dlq string) error {
-		if err := js.DeleteStream(ctx, dlq); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
-		}
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dlq, Subjects: natsdlq.CopySubjects(dlq), AllowDirect: true})
-		return err
-	}
-	seed := func(dlq string, n int) error {
-		if err := fresh(dlq); err != nil {
-			return err
-		}
-		st := time.Now()
-		if err := seedNATS(ctx, js, dlq, n, now); err != nil {
-			return err
-		}
-		c.logf("nats: seeded %d copies into %s in %s", n, dlq, time.Since(st).Round(time.Millisecond))
-		return nil
-	}
-	source := func(dlq string) string { return s.URL() + "?stream=" + dlq }
+	ns := natsSession{c: c, url: s.URL(), js: js, now: now}
 	if contains(c.Cases, caseNATSStats) {
-		n := c.NATSN
-		t := &Throughput{Case: caseNATSStats, N: n, InProcess: c.InProcess, Server: "nats-server"}
-		nb.Stats = t
-		st := time.Now()
-		if err := seed("BENCH_STATS_DLQ", n); err != nil {
+		if err := ns.stats(ctx, d, nb); err != nil {
 			return err
-		}
-		t.Seed = time.Since(st)
-		src := source("BENCH_STATS_DLQ")
-		for i := range c.Runs {
-			var r Run
-			cpu0, t0 := cpuTime(), time.Now()
-			got, err := rawnats.Scan(ctx, js, "BENCH_STATS_DLQ")
-			r.Raw, r.RawCPU = time.Since(t0), cpuTime()-cpu0
-			if err != nil || got != n {
-				return fmt.Errorf("raw scan read %d of %d: %v", got, n, err)
-			}
-			p, err := d.runProcess(ctx, src)
-			if err != nil {
-				return err
-			}
-			if p.Total != n {
-				return fmt.Errorf("dlqctl stats counted %d, want %d", p.Total, n)
-			}
-			r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
-			if c.InProcess {
-				in, err := d.runInProcess(ctx, src, "", "")
-				if err != nil {
-					return err
-				}
-				r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
-			}
-			t.Runs = append(t.Runs, r)
-			c.logf("nats-stats run %d/%d: raw %s, dlqctl %s", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond))
 		}
 	}
 	if contains(c.Cases, caseNATSRedrive) {
-		n := c.NATSRedriveN
-		params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
-		for i := range c.Runs {
-			// The origins stream takes every origin subject; emptied
-			// before each side so both publish to the same state.
-			if err := js.DeleteStream(ctx, natsOrigins); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return err
-			}
-			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: natsOrigins, Subjects: originStreams()}); err != nil {
-				return err
-			}
-			var r BrokerRedriveRun
-			if err := seed("BENCH_RAW_DLQ", n); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			moved, err := rawnats.Redrive(ctx, js, "BENCH_RAW_DLQ", natsdlq.HeaderOriginalSubject)
-			r.Raw = time.Since(t0)
-			if err != nil || moved != n {
-				return fmt.Errorf("raw redrive moved %d of %d: %v", moved, n, err)
-			}
-			if err := purge(ctx, js, natsOrigins); err != nil {
-				return err
-			}
-			if err := seed("BENCH_REDRIVE_DLQ", n); err != nil {
-				return err
-			}
-			src := source("BENCH_REDRIVE_DLQ")
-			dir := filepath.Join(tmp, "nats-redrive", fmt.Sprintf("run-%d", i+1))
-			planCmd, applyCmd, err := d.brokerApply(ctx, src, dir, "'nats://…?stream=BENCH_REDRIVE_DLQ'", n, params, &r)
-			if err != nil {
-				return err
-			}
-			if nb.Apply == "" {
-				nb.Plan, nb.Apply = planCmd, applyCmd
-			}
-			if in, err := js.Stream(ctx, natsOrigins); err != nil {
-				return err
-			} else if info, err := in.Info(ctx); err != nil || info.State.Msgs != uint64(n) {
-				return fmt.Errorf("the origins stream holds %d messages after the apply, want %d (%v)", info.State.Msgs, n, err)
-			}
-			nb.Redrive = append(nb.Redrive, r)
-			c.logf("nats-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s", i+1, c.Runs,
-				r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond))
+		if err := ns.redrive(ctx, d, tmp, nb); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// natsSession is one started nats-server and the bench's JetStream
+// client of it.
+type natsSession struct {
+	c   Config
+	url string
+	js  jetstream.JetStream
+	now time.Time
+}
+
+// source is dlqctl's source URL for the copy stream dlq.
+func (ns natsSession) source(dlq string) string { return ns.url + "?stream=" + dlq }
+
+// fresh (re)creates the copy stream dlq, empty.
+func (ns natsSession) fresh(ctx context.Context, dlq string) error {
+	if err := ns.js.DeleteStream(ctx, dlq); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	_, err := ns.js.CreateStream(ctx, jetstream.StreamConfig{Name: dlq, Subjects: natsdlq.CopySubjects(dlq), AllowDirect: true})
+	return err
+}
+
+// seed (re)creates the copy stream dlq and publishes n generated copies.
+func (ns natsSession) seed(ctx context.Context, dlq string, n int) error {
+	if err := ns.fresh(ctx, dlq); err != nil {
+		return err
+	}
+	st := time.Now()
+	if err := seedNATS(ctx, ns.js, dlq, n, ns.now); err != nil {
+		return err
+	}
+	ns.c.logf("nats: seeded %d copies into %s in %s", n, dlq, time.Since(st).Round(time.Millisecond))
+	return nil
+}
+
+// stats is nats-stats.
+func (ns natsSession) stats(ctx context.Context, d *dlqctl, nb *NATSBench) error {
+	n := ns.c.NATSN
+	t := &Throughput{Case: caseNATSStats, N: n, InProcess: ns.c.InProcess, Server: "nats-server"}
+	nb.Stats = t
+	st := time.Now()
+	if err := ns.seed(ctx, "BENCH_STATS_DLQ", n); err != nil {
+		return err
+	}
+	t.Seed = time.Since(st)
+	return ns.c.brokerStats(ctx, d, t, ns.source("BENCH_STATS_DLQ"), func() (int, error) {
+		return rawnats.Scan(ctx, ns.js, "BENCH_STATS_DLQ")
+	})
+}
+
+// redrive is nats-redrive. The origins stream takes every origin subject;
+// it is emptied before each side so both publish to the same state.
+func (ns natsSession) redrive(ctx context.Context, d *dlqctl, tmp string, nb *NATSBench) error {
+	n := ns.c.NATSRedriveN
+	bc := brokerRedriveCase{
+		name: caseNATSRedrive, n: n,
+		src: ns.source("BENCH_REDRIVE_DLQ"), shown: "'nats://…?stream=BENCH_REDRIVE_DLQ'",
+		before: func() error {
+			if err := ns.js.DeleteStream(ctx, natsOrigins); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+			_, err := ns.js.CreateStream(ctx, jetstream.StreamConfig{Name: natsOrigins, Subjects: originStreams()})
+			return err
+		},
+		seedRaw: func() error { return ns.seed(ctx, "BENCH_RAW_DLQ", n) },
+		raw: func() (int, error) {
+			return rawnats.Redrive(ctx, ns.js, "BENCH_RAW_DLQ", natsdlq.HeaderOriginalSubject)
+		},
+		seedDlqctl: func() error {
+			if err := purge(ctx, ns.js, natsOrigins); err != nil {
+				return err
+			}
+			return ns.seed(ctx, "BENCH_REDRIVE_DLQ", n)
+		},
+		after: func() error { return ns.checkOrigins(ctx, n) },
+	}
+	return ns.c.brokerRedrive(ctx, d, tmp, bc, brokerRedriveResult{runs: &nb.Redrive, plan: &nb.Plan, apply: &nb.Apply})
+}
+
+// checkOrigins checks that dlqctl's apply left n messages in the origins
+// stream.
+func (ns natsSession) checkOrigins(ctx context.Context, n int) error {
+	if in, err := ns.js.Stream(ctx, natsOrigins); err != nil {
+		return err
+	} else if info, err := in.Info(ctx); err != nil || info.State.Msgs != uint64(n) {
+		return fmt.Errorf("the origins stream holds %d messages after the apply, want %d (%v)", info.State.Msgs, n, err)
 	}
 	return nil
 }

@@ -178,42 +178,11 @@ func (c Config) runPulsar(ctx context.Context, d *dlqctl, now time.Time, res *Re
 		}
 	}
 
-	pid := b.PID()
-	for i := range c.Runs {
-		var r Run
-		b0, _ := procCPU(pid)
-		raw, err := rawPulsarScan(ctx, b.ServiceURL(), topic)
-		b1, _ := procCPU(pid)
-		if err != nil {
-			return fmt.Errorf("raw pulsar loop: %v", err)
-		}
-		if raw.Count != n {
-			return fmt.Errorf("raw pulsar loop read %d messages, want %d", raw.Count, n)
-		}
-		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
-		p, err := d.runProcess(ctx, source)
-		b2, _ := procCPU(pid)
-		if err != nil {
-			return err
-		}
-		if p.Total != n {
-			return fmt.Errorf("dlqctl stats counted %d messages, want %d", p.Total, n)
-		}
-		r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
-		ps.BrokerRaw = append(ps.BrokerRaw, b1-b0)
-		ps.BrokerDlqctl = append(ps.BrokerDlqctl, b2-b1)
-		if c.InProcess {
-			in, err := d.runInProcess(ctx, source, "", "")
-			if err != nil {
-				return err
-			}
-			if in.Total != n {
-				return fmt.Errorf("in-process dlqctl stats counted %d messages, want %d", in.Total, n)
-			}
-			r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
-		}
-		t.Runs = append(t.Runs, r)
-		c.logf("pulsar-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+	bc := brokerCPUCase{loop: "raw pulsar loop", unit: "messages", pid: b.PID(),
+		scan:      func() (rawRedisResult, error) { return rawPulsarScan(ctx, b.ServiceURL(), topic) },
+		brokerRaw: &ps.BrokerRaw, brokerDlqctl: &ps.BrokerDlqctl}
+	if err := c.brokerCPUStats(ctx, d, t, source, bc); err != nil {
+		return err
 	}
 	return c.profile(ctx, d, source, "pulsar", res)
 }

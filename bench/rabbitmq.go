@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -120,119 +119,105 @@ func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.T
 	if v, ok := conn.Properties["version"].(string); ok {
 		rb.Server = v
 	}
-	source := func(queue string) string {
-		return strings.TrimSuffix(s.URL(), "/") + "/?" + url.Values{"queue": {queue}, "admin": {s.AdminURL()}}.Encode()
-	}
-	declare := func(names ...string) error {
-		ch, err := conn.Channel()
-		if err != nil {
-			return err
-		}
-		defer ch.Close()
-		for _, q := range names {
-			if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
-				return err
-			}
-			if _, err := ch.QueuePurge(q, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	seed := func(queue string, n int) error {
-		if err := declare(queue); err != nil {
-			return err
-		}
-		ch, err := conn.Channel()
-		if err != nil {
-			return err
-		}
-		defer ch.Close()
-		st := time.Now()
-		if err := seedRabbit(ctx, ch, queue, n, now); err != nil {
-			return err
-		}
-		c.logf("rabbitmq: seeded %d messages into %s in %s", n, queue, time.Since(st).Round(time.Millisecond))
-		return nil
-	}
+	rs := rabbitSession{c: c, s: s, conn: conn, now: now}
 	if contains(c.Cases, caseRabbitStats) {
-		n := c.RabbitN
-		t := &Throughput{Case: caseRabbitStats, N: n, InProcess: c.InProcess, Server: "rabbitmq-server"}
-		rb.Stats = t
-		st := time.Now()
-		if err := seed("bench-stats-dlq", n); err != nil {
+		if err := rs.stats(ctx, d, rb); err != nil {
 			return err
-		}
-		t.Seed = time.Since(st)
-		src := source("bench-stats-dlq")
-		for i := range c.Runs {
-			var r Run
-			cpu0, t0 := cpuTime(), time.Now()
-			got, err := rawrabbit.ScanAndReturn(ctx, s.URL(), "bench-stats-dlq")
-			r.Raw, r.RawCPU = time.Since(t0), cpuTime()-cpu0
-			if err != nil || got != n {
-				return fmt.Errorf("raw scan read %d of %d: %v", got, n, err)
-			}
-			p, err := d.runProcess(ctx, src)
-			if err != nil {
-				return err
-			}
-			if p.Total != n {
-				return fmt.Errorf("dlqctl stats counted %d, want %d", p.Total, n)
-			}
-			r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
-			if c.InProcess {
-				in, err := d.runInProcess(ctx, src, "", "")
-				if err != nil {
-					return err
-				}
-				r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
-			}
-			t.Runs = append(t.Runs, r)
-			c.logf("rabbitmq-stats run %d/%d: raw %s, dlqctl %s", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond))
 		}
 	}
 	if contains(c.Cases, caseRabbitRedrive) {
-		n := c.RabbitRedriveN
-		if err := declare(originStreams()...); err != nil {
+		if err := rs.redrive(ctx, d, tmp, rb); err != nil {
 			return err
-		}
-		params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
-		for i := range c.Runs {
-			var r BrokerRedriveRun
-			if err := seed("bench-redrive-raw", n); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			moved, err := rawrabbit.Redrive(ctx, s.URL(), "bench-redrive-raw", rabbitChunk)
-			r.Raw = time.Since(t0)
-			if err != nil || moved != n {
-				return fmt.Errorf("raw redrive moved %d of %d: %v", moved, n, err)
-			}
-			if err := declare(originStreams()...); err != nil {
-				return err
-			}
-			if err := seed("bench-redrive-dlq", n); err != nil {
-				return err
-			}
-			src := source("bench-redrive-dlq")
-			dir := filepath.Join(tmp, "rabbitmq-redrive", fmt.Sprintf("run-%d", i+1))
-			planCmd, applyCmd, err := d.brokerApply(ctx, src, dir, "'amqp://…?queue=bench-redrive-dlq&admin=…'", n, params, &r)
-			if err != nil {
-				return err
-			}
-			if rb.Apply == "" {
-				rb.Plan, rb.Apply = planCmd, applyCmd
-			}
-			if err := declare(originStreams()...); err != nil {
-				return err
-			}
-			rb.Redrive = append(rb.Redrive, r)
-			c.logf("rabbitmq-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s", i+1, c.Runs,
-				r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond))
 		}
 	}
 	return nil
+}
+
+// rabbitSession is one started broker and the bench's connection to it.
+type rabbitSession struct {
+	c    Config
+	s    *rabbitmqtest.Server
+	conn *amqp.Connection
+	now  time.Time
+}
+
+// source is dlqctl's source URL for queue.
+func (rs rabbitSession) source(queue string) string {
+	return strings.TrimSuffix(rs.s.URL(), "/") + "/?" + url.Values{"queue": {queue}, "admin": {rs.s.AdminURL()}}.Encode()
+}
+
+// declare declares the queues durable and empties them.
+func (rs rabbitSession) declare(names ...string) error {
+	ch, err := rs.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	for _, q := range names {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			return err
+		}
+		if _, err := ch.QueuePurge(q, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seed declares queue empty and publishes n generated dead letters to it.
+func (rs rabbitSession) seed(ctx context.Context, queue string, n int) error {
+	if err := rs.declare(queue); err != nil {
+		return err
+	}
+	ch, err := rs.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	st := time.Now()
+	if err := seedRabbit(ctx, ch, queue, n, rs.now); err != nil {
+		return err
+	}
+	rs.c.logf("rabbitmq: seeded %d messages into %s in %s", n, queue, time.Since(st).Round(time.Millisecond))
+	return nil
+}
+
+// stats is rabbitmq-stats.
+func (rs rabbitSession) stats(ctx context.Context, d *dlqctl, rb *RabbitBench) error {
+	n := rs.c.RabbitN
+	t := &Throughput{Case: caseRabbitStats, N: n, InProcess: rs.c.InProcess, Server: "rabbitmq-server"}
+	rb.Stats = t
+	st := time.Now()
+	if err := rs.seed(ctx, "bench-stats-dlq", n); err != nil {
+		return err
+	}
+	t.Seed = time.Since(st)
+	return rs.c.brokerStats(ctx, d, t, rs.source("bench-stats-dlq"), func() (int, error) {
+		return rawrabbit.ScanAndReturn(ctx, rs.s.URL(), "bench-stats-dlq")
+	})
+}
+
+// redrive is rabbitmq-redrive.
+func (rs rabbitSession) redrive(ctx context.Context, d *dlqctl, tmp string, rb *RabbitBench) error {
+	n := rs.c.RabbitRedriveN
+	if err := rs.declare(originStreams()...); err != nil {
+		return err
+	}
+	resetOrigins := func() error { return rs.declare(originStreams()...) }
+	bc := brokerRedriveCase{
+		name: caseRabbitRedrive, n: n,
+		src: rs.source("bench-redrive-dlq"), shown: "'amqp://…?queue=bench-redrive-dlq&admin=…'",
+		seedRaw: func() error { return rs.seed(ctx, "bench-redrive-raw", n) },
+		raw:     func() (int, error) { return rawrabbit.Redrive(ctx, rs.s.URL(), "bench-redrive-raw", rabbitChunk) },
+		seedDlqctl: func() error {
+			if err := resetOrigins(); err != nil {
+				return err
+			}
+			return rs.seed(ctx, "bench-redrive-dlq", n)
+		},
+		after: resetOrigins,
+	}
+	return rs.c.brokerRedrive(ctx, d, tmp, bc, brokerRedriveResult{runs: &rb.Redrive, plan: &rb.Plan, apply: &rb.Apply})
 }
 
 func contains(list []string, s string) bool {

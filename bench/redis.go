@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
@@ -105,4 +106,18 @@ func rawRedisChild(ctx context.Context, h helpers, addr, key string, want int) (
 		return r, fmt.Errorf("raw child read %q entries, want %d", r.Stdout, want)
 	}
 	return r, nil
+}
+
+// startRedis starts a redis-server of the bench's own and connects to it;
+// stop closes the client, then stops the server.
+func startRedis() (*redistest.Server, *redis.Client, func(), error) {
+	srv, err := redistest.StartProcess()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rdb := raw.NewRedisClient(srv.Addr())
+	return srv, rdb, func() {
+		rdb.Close()
+		srv.Stop()
+	}, nil
 }

@@ -264,13 +264,11 @@ func (d *dlqctl) commandLine(args []string, repl ...string) string {
 }
 
 func (c Config) runRedrive(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if res.Redis == "" {
 		res.Redis = redisVersion(ctx, rdb)
 	}
@@ -290,9 +288,39 @@ func (c Config) runRedrive(ctx context.Context, d *dlqctl, tmp string, now time.
 
 func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Server, rdb *redis.Client, work string, now time.Time, res *Results) error {
 	n := c.RedriveN
-	source := srv.URL(0, redriveKey)
-	exp := expectedEvents(n, now)
-	dests := originStreams()
+	rr := redisRedriveRun{c: c, d: d, rdb: rdb, n: n, now: now, source: srv.URL(0, redriveKey),
+		exp: expectedEvents(n, now), dests: originStreams(), params: c.redriveParams(n)}
+	rd := &Redrive{N: n}
+	res.Redrive = rd
+	{
+		plan := filepath.Join(work, "RUN", "p.json")
+		repl := []string{rr.source, "redis://ADDR/0?stream=" + redriveKey, plan, "p.json"}
+		rd.Plan = d.commandLine(d.planArgs(rr.source, plan, rr.params...), repl...)
+		rd.Approve = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.approveArgs(plan), repl...)
+		rd.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(rr.source, plan), repl...)
+	}
+	for i := range c.Runs {
+		var r RedriveRun
+		if err := rr.raw(ctx, i, rd, &r); err != nil {
+			return err
+		}
+		c.logf("redis-redrive run %d/%d: raw %s; seeding for dlqctl", i+1, c.Runs, r.Raw.Round(time.Millisecond))
+		if err := rr.dlqctl(ctx, filepath.Join(work, fmt.Sprintf("run-%d", i+1)), &r); err != nil {
+			return err
+		}
+		rd.Runs = append(rd.Runs, r)
+		c.logf("redis-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s (journal %.1f MiB)", i+1, c.Runs,
+			r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond), float64(r.Journal)/(1<<20))
+	}
+	if c.CPUProfile == "" && c.MemProfile == "" {
+		return nil
+	}
+	return rr.profile(ctx, filepath.Join(work, "profile"), rd)
+}
+
+// redriveParams are redis-redrive's plan flags: unthrottled, every entry,
+// the ramp -redrive-ramp asks for.
+func (c Config) redriveParams(n int) []string {
 	params := []string{"--rate", "0", "--settle", "0s", "--unverified-ok"}
 	switch c.RedriveRamp {
 	case "", "one":
@@ -301,117 +329,127 @@ func (c Config) redisRedrive(ctx context.Context, d *dlqctl, srv *redistest.Serv
 	default:
 		params = append(params, "--ramp", c.RedriveRamp)
 	}
-	params = append(params, everyEntry...)
-	rd := &Redrive{N: n}
-	res.Redrive = rd
-	{
-		plan := filepath.Join(work, "RUN", "p.json")
-		repl := []string{source, "redis://ADDR/0?stream=" + redriveKey, plan, "p.json"}
-		rd.Plan = d.commandLine(d.planArgs(source, plan, params...), repl...)
-		rd.Approve = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.approveArgs(plan), repl...)
-		rd.Apply = "DLQCTL_APPROVAL_KEY=… " + d.commandLine(d.applyArgs(source, plan), repl...)
-	}
-	for i := range c.Runs {
-		var r RedriveRun
+	return append(params, everyEntry...)
+}
 
-		// Raw: the pipelined Lua move loop.
-		c.logf("redis-redrive run %d/%d: seeding %d entries for the raw move loop", i+1, c.Runs, n)
-		took, err := reseed(ctx, rdb, redriveKey, n, now)
-		if err != nil {
-			return err
-		}
-		rd.Seed = append(rd.Seed, took)
-		srv0, err := redisCPU(ctx, rdb)
-		if err != nil {
-			return err
-		}
-		cpu0, start := cpuTime(), time.Now()
-		moved, read, err := raw.RedisMoveLoop(ctx, rdb, redriveKey, destField, c.RawChunk)
-		r.RawRead = read
-		r.Raw, r.RawCPU = time.Since(start), cpuTime()-cpu0
-		if err != nil {
-			return fmt.Errorf("raw move loop: %v", err)
-		}
-		srv1, err := redisCPU(ctx, rdb)
-		if err != nil {
-			return err
-		}
-		r.RawServer = srv1 - srv0
-		if moved != n {
-			return fmt.Errorf("raw move loop moved %d entries, want %d", moved, n)
-		}
-		if _, err := verifyMoved(ctx, rdb, redriveKey, dests, exp, true); err != nil {
-			return fmt.Errorf("raw move loop: %v", err)
-		}
+// redisRedriveRun is redis-redrive's fixed parts: the DLQ of n entries at
+// source, what each event must look like where it lands, and the plan's
+// flags.
+type redisRedriveRun struct {
+	c      Config
+	d      *dlqctl
+	rdb    *redis.Client
+	n      int
+	now    time.Time
+	source string
+	exp    map[string]want
+	dests  []string
+	params []string
+}
 
-		// dlqctl: plan, approve, then apply timed.
-		c.logf("redis-redrive run %d/%d: raw %s; seeding for dlqctl", i+1, c.Runs, r.Raw.Round(time.Millisecond))
-		if _, err := reseed(ctx, rdb, redriveKey, n, now); err != nil {
-			return err
-		}
-		dir := filepath.Join(work, fmt.Sprintf("run-%d", i+1))
-		plan, lp, err := d.planApprove(ctx, source, dir, params...)
-		if err != nil {
-			return err
-		}
-		r.Plan, r.PlanRSS = lp.Wall, lp.MaxRSS
-		if fi, err := os.Stat(plan); err == nil {
-			r.PlanBytes = fi.Size()
-		}
-		srv0, err = redisCPU(ctx, rdb)
-		if err != nil {
-			return err
-		}
-		launched := time.Now()
-		la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(source, plan)...)
-		if err != nil {
-			return err
-		}
-		srv1, err = redisCPU(ctx, rdb)
-		if err != nil {
-			return err
-		}
-		r.Apply, r.ApplyCPU, r.ApplyRSS, r.ApplyServer = la.Wall, la.User+la.Sys, la.MaxRSS, srv1-srv0
-		doc, err := parseRun(la.Stdout, n)
-		if err != nil {
-			return err
-		}
-		r.Batches = len(doc.Batches)
-		if r.Journal, r.Records, err = journalSize(redrive.DefaultJournalPath(plan)); err != nil {
-			return err
-		}
-		if r.Phases, err = journalPhases(redrive.DefaultJournalPath(plan), launched, la.Wall); err != nil {
-			return err
-		}
-		if _, err := verifyMoved(ctx, rdb, redriveKey, dests, exp, true); err != nil {
-			return fmt.Errorf("dlqctl redrive apply: %v", err)
-		}
-		rd.Runs = append(rd.Runs, r)
-		c.logf("redis-redrive run %d/%d: raw %s, dlqctl plan %s, apply %s (journal %.1f MiB)", i+1, c.Runs,
-			r.Raw.Round(time.Millisecond), r.Plan.Round(time.Millisecond), r.Apply.Round(time.Millisecond), float64(r.Journal)/(1<<20))
+// raw reseeds the DLQ and times the pipelined Lua move loop into r, with
+// redis-server's CPU during it, then checks where every entry went.
+func (rr redisRedriveRun) raw(ctx context.Context, i int, rd *Redrive, r *RedriveRun) error {
+	rr.c.logf("redis-redrive run %d/%d: seeding %d entries for the raw move loop", i+1, rr.c.Runs, rr.n)
+	took, err := reseed(ctx, rr.rdb, redriveKey, rr.n, rr.now)
+	if err != nil {
+		return err
 	}
+	rd.Seed = append(rd.Seed, took)
+	srv0, err := redisCPU(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	cpu0, start := cpuTime(), time.Now()
+	moved, read, err := raw.RedisMoveLoop(ctx, rr.rdb, redriveKey, destField, rr.c.RawChunk)
+	r.RawRead = read
+	r.Raw, r.RawCPU = time.Since(start), cpuTime()-cpu0
+	if err != nil {
+		return fmt.Errorf("raw move loop: %v", err)
+	}
+	srv1, err := redisCPU(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	r.RawServer = srv1 - srv0
+	if moved != rr.n {
+		return fmt.Errorf("raw move loop moved %d entries, want %d", moved, rr.n)
+	}
+	if _, err := verifyMoved(ctx, rr.rdb, redriveKey, rr.dests, rr.exp, true); err != nil {
+		return fmt.Errorf("raw move loop: %v", err)
+	}
+	return nil
+}
 
-	if c.CPUProfile == "" && c.MemProfile == "" {
-		return nil
+// dlqctl reseeds the DLQ, plans and approves in dir, then times the apply
+// into r (with redis-server's CPU during it), reads its journal's size and
+// phases, and checks where every entry went.
+func (rr redisRedriveRun) dlqctl(ctx context.Context, dir string, r *RedriveRun) error {
+	d := rr.d
+	if _, err := reseed(ctx, rr.rdb, redriveKey, rr.n, rr.now); err != nil {
+		return err
 	}
-	cpu, mem, paths := c.profilePaths("redrive")
+	plan, lp, err := d.planApprove(ctx, rr.source, dir, rr.params...)
+	if err != nil {
+		return err
+	}
+	r.Plan, r.PlanRSS = lp.Wall, lp.MaxRSS
+	if fi, err := os.Stat(plan); err == nil {
+		r.PlanBytes = fi.Size()
+	}
+	srv0, err := redisCPU(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	launched := time.Now()
+	la, err := d.launchArgs(ctx, approvalEnv, d.applyArgs(rr.source, plan)...)
+	if err != nil {
+		return err
+	}
+	srv1, err := redisCPU(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	r.Apply, r.ApplyCPU, r.ApplyRSS, r.ApplyServer = la.Wall, la.User+la.Sys, la.MaxRSS, srv1-srv0
+	doc, err := parseRun(la.Stdout, rr.n)
+	if err != nil {
+		return err
+	}
+	r.Batches = len(doc.Batches)
+	if r.Journal, r.Records, err = journalSize(redrive.DefaultJournalPath(plan)); err != nil {
+		return err
+	}
+	if r.Phases, err = journalPhases(redrive.DefaultJournalPath(plan), launched, la.Wall); err != nil {
+		return err
+	}
+	if _, err := verifyMoved(ctx, rr.rdb, redriveKey, rr.dests, rr.exp, true); err != nil {
+		return fmt.Errorf("dlqctl redrive apply: %v", err)
+	}
+	return nil
+}
+
+// profile runs one more apply in this process, on a fresh DLQ planned in
+// dir, with the CPU and/or allocation profile on.
+func (rr redisRedriveRun) profile(ctx context.Context, dir string, rd *Redrive) error {
+	d := rr.d
+	cpu, mem, paths := rr.c.profilePaths("redrive")
 	rd.Profile = append(rd.Profile, paths...)
-	c.logf("profiling dlqctl redrive apply in-process")
-	if _, err := reseed(ctx, rdb, redriveKey, n, now); err != nil {
+	rr.c.logf("profiling dlqctl redrive apply in-process")
+	if _, err := reseed(ctx, rr.rdb, redriveKey, rr.n, rr.now); err != nil {
 		return err
 	}
-	plan, _, err := d.planApprove(ctx, source, filepath.Join(work, "profile"), params...)
+	plan, _, err := d.planApprove(ctx, rr.source, dir, rr.params...)
 	if err != nil {
 		return err
 	}
-	_, out, err := d.execInProcess(ctx, map[string]string{"DLQCTL_APPROVAL_KEY": approvalKey}, d.applyArgs(source, plan), cpu, mem)
+	_, out, err := d.execInProcess(ctx, map[string]string{"DLQCTL_APPROVAL_KEY": approvalKey}, d.applyArgs(rr.source, plan), cpu, mem)
 	if err != nil {
 		return err
 	}
-	if _, err := parseRun(out, n); err != nil {
+	if _, err := parseRun(out, rr.n); err != nil {
 		return err
 	}
-	_, err = verifyMoved(ctx, rdb, redriveKey, dests, exp, true)
+	_, err = verifyMoved(ctx, rr.rdb, redriveKey, rr.dests, rr.exp, true)
 	return err
 }
 
@@ -601,17 +639,7 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 	if err != nil {
 		return ph, err
 	}
-	var runStart, firstIntent, lastSteps, batchEnd, lastAt time.Time
-	var signed, stepsInWrite, prevStep bool
-	stepWrites := 0 // unsigned: writes that begin with a step record
-	isStep := func(t string) bool {
-		switch t {
-		case redrive.RecIntent, redrive.RecPublished, redrive.RecRemoved, redrive.RecAmbiguous,
-			redrive.RecGone, redrive.RecSkipped, redrive.RecFailed:
-			return true
-		}
-		return false
-	}
+	var js journalScan
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -619,67 +647,97 @@ func journalPhases(path string, started time.Time, wall time.Duration) (applyPha
 		} else {
 			data = nil
 		}
-		// The encoder writes "type" then "at" first (redrive.Record's
-		// field order): {"type":"intent","at":"2026-…Z",…
-		typ, rest, ok := cutJSONString(line, `{"type":`)
-		if !ok {
-			return ph, fmt.Errorf("journal %s: unexpected line %.80q", path, line)
-		}
-		// A step record after the first of its write carries no "at": it
-		// was written at the time of the last record before it that has
-		// one (a write can begin with a batch-start or batch-end, whose
-		// time is when the engine made it, a moment before the write).
-		atText, _, hasAt := cutJSONString(rest, `,"at":`)
-		if hasAt {
-			at, err := time.Parse(time.RFC3339Nano, atText)
-			if err != nil {
-				return ph, err
-			}
-			lastAt = at
-		} else if !isStep(typ) {
-			return ph, fmt.Errorf("journal %s: no at in %.80q", path, line)
-		}
-		switch {
-		case typ == redrive.RecRunStart:
-			runStart = lastAt
-		case isStep(typ):
-			if firstIntent.IsZero() && typ == redrive.RecIntent {
-				firstIntent = lastAt
-			}
-			lastSteps = lastAt
-			stepsInWrite = true
-			// Unsigned (no MACs to end a write): a run of step records
-			// begins with one that has a time, or follows a batch record;
-			// a write that holds one batch's end between two such runs
-			// counts twice, so this is an upper bound.
-			if hasAt || !prevStep {
-				stepWrites++
-			}
-		case typ == redrive.RecBatchEnd:
-			batchEnd = lastAt
-		}
-		prevStep = isStep(typ)
-		// A signed journal's write ends with the line that carries its MAC.
-		if bytes.Contains(line, []byte(`,"mac":`)) {
-			signed = true
-			if stepsInWrite {
-				ph.Writes++
-			}
-			stepsInWrite = false
+		if err := js.line(path, line); err != nil {
+			return ph, err
 		}
 	}
-	if !signed {
-		ph.Writes = stepWrites
+	ph.Writes = js.writes
+	if !js.signed {
+		ph.Writes = js.stepWrites
 	}
-	if runStart.IsZero() || firstIntent.IsZero() || batchEnd.IsZero() {
+	if js.runStart.IsZero() || js.firstIntent.IsZero() || js.batchEnd.IsZero() {
 		return ph, fmt.Errorf("journal %s: no run-start, intent or batch-end record", path)
 	}
-	ph.Before = runStart.Sub(started)
-	ph.Start = firstIntent.Sub(runStart)
-	ph.Moving = lastSteps.Sub(firstIntent)
-	ph.Reconcile = max(0, batchEnd.Sub(lastSteps))
-	ph.After = started.Add(wall).Sub(batchEnd)
+	ph.Before = js.runStart.Sub(started)
+	ph.Start = js.firstIntent.Sub(js.runStart)
+	ph.Moving = js.lastSteps.Sub(js.firstIntent)
+	ph.Reconcile = max(0, js.batchEnd.Sub(js.lastSteps))
+	ph.After = started.Add(wall).Sub(js.batchEnd)
 	return ph, nil
+}
+
+// journalScan is what journalPhases has read so far: the times of the
+// records that bound the phases, and the journal writes that held step
+// records (counted by MAC when signed, estimated when not).
+type journalScan struct {
+	runStart, firstIntent, lastSteps, batchEnd, lastAt time.Time
+	signed, stepsInWrite, prevStep                     bool
+	writes                                             int // signed: writes (ended by a MAC) that held step records
+	stepWrites                                         int // unsigned: writes that begin with a step record
+}
+
+// isStepRecord reports whether a journal record type is one of a move's
+// steps.
+func isStepRecord(t string) bool {
+	switch t {
+	case redrive.RecIntent, redrive.RecPublished, redrive.RecRemoved, redrive.RecAmbiguous,
+		redrive.RecGone, redrive.RecSkipped, redrive.RecFailed:
+		return true
+	}
+	return false
+}
+
+// line reads one journal line.
+func (js *journalScan) line(path string, line []byte) error {
+	// The encoder writes "type" then "at" first (redrive.Record's
+	// field order): {"type":"intent","at":"2026-…Z",…
+	typ, rest, ok := cutJSONString(line, `{"type":`)
+	if !ok {
+		return fmt.Errorf("journal %s: unexpected line %.80q", path, line)
+	}
+	// A step record after the first of its write carries no "at": it
+	// was written at the time of the last record before it that has
+	// one (a write can begin with a batch-start or batch-end, whose
+	// time is when the engine made it, a moment before the write).
+	atText, _, hasAt := cutJSONString(rest, `,"at":`)
+	if hasAt {
+		at, err := time.Parse(time.RFC3339Nano, atText)
+		if err != nil {
+			return err
+		}
+		js.lastAt = at
+	} else if !isStepRecord(typ) {
+		return fmt.Errorf("journal %s: no at in %.80q", path, line)
+	}
+	switch {
+	case typ == redrive.RecRunStart:
+		js.runStart = js.lastAt
+	case isStepRecord(typ):
+		if js.firstIntent.IsZero() && typ == redrive.RecIntent {
+			js.firstIntent = js.lastAt
+		}
+		js.lastSteps = js.lastAt
+		js.stepsInWrite = true
+		// Unsigned (no MACs to end a write): a run of step records
+		// begins with one that has a time, or follows a batch record;
+		// a write that holds one batch's end between two such runs
+		// counts twice, so this is an upper bound.
+		if hasAt || !js.prevStep {
+			js.stepWrites++
+		}
+	case typ == redrive.RecBatchEnd:
+		js.batchEnd = js.lastAt
+	}
+	js.prevStep = isStepRecord(typ)
+	// A signed journal's write ends with the line that carries its MAC.
+	if bytes.Contains(line, []byte(`,"mac":`)) {
+		js.signed = true
+		if js.stepsInWrite {
+			js.writes++
+		}
+		js.stepsInWrite = false
+	}
+	return nil
 }
 
 // cutJSONString reads the JSON string right after prefix at the start of b

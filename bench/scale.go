@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -75,13 +74,11 @@ const (
 )
 
 func (c Config) runScale(ctx context.Context, d *dlqctl, tmp string, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	if res.Redis == "" {
 		res.Redis = redisVersion(ctx, rdb)
 	}
@@ -143,42 +140,53 @@ func (c Config) scalePoint(ctx context.Context, d *dlqctl, srv *redistest.Server
 		}
 		p.Steps = append(p.Steps, ScaleStep{Name: s.name, Wall: l.Wall, MaxRSS: l.MaxRSS})
 		c.logf("redrive-scale N=%d: %s took %s, peak RSS %.1f MiB", n, s.name, l.Wall.Round(time.Millisecond), mib(l.MaxRSS))
-		switch s.name {
-		case stepApprove:
-			fi, err := os.Stat(plan)
-			if err != nil {
-				return p, err
-			}
-			p.PlanBytes = fi.Size()
-		case stepApply:
-			if _, err := parseRun(l.Stdout, n); err != nil {
-				return p, err
-			}
-			if p.JournalBytes, p.Records, err = journalSize(journal); err != nil {
-				return p, err
-			}
-			if _, err := verifyMoved(ctx, rdb, scaleKey, originStreams(), expectedEvents(n, now), true); err != nil {
-				return p, fmt.Errorf("redrive-scale N=%d: %v", n, err)
-			}
-		case stepStatus:
-			if _, err := parseRun(l.Stdout, n); err != nil {
-				return p, fmt.Errorf("status: %v", err)
-			}
-		case stepResume:
-			// A finished run: resume must change nothing.
-			left, err := rdb.XLen(ctx, scaleKey).Result()
-			if err != nil {
-				return p, err
-			}
-			if left != 0 {
-				return p, fmt.Errorf("resume of a finished run: %d entries in the DLQ", left)
-			}
-			if fi, err := os.Stat(journal); err != nil || fi.Size() != p.JournalBytes {
-				return p, fmt.Errorf("resume of a finished run changed the journal (%v)", err)
-			}
+		if err := checkScaleStep(ctx, rdb, s.name, l, plan, journal, now, &p); err != nil {
+			return p, err
 		}
 	}
 	return p, nil
+}
+
+// checkScaleStep checks what a redrive-scale step at p.N left behind (l
+// is its process) and records the plan's and journal's sizes into p.
+func checkScaleStep(ctx context.Context, rdb *redis.Client, name string, l launched, plan, journal string, now time.Time, p *ScalePoint) error {
+	n := p.N
+	switch name {
+	case stepApprove:
+		fi, err := os.Stat(plan)
+		if err != nil {
+			return err
+		}
+		p.PlanBytes = fi.Size()
+	case stepApply:
+		var err error
+		if _, err := parseRun(l.Stdout, n); err != nil {
+			return err
+		}
+		if p.JournalBytes, p.Records, err = journalSize(journal); err != nil {
+			return err
+		}
+		if _, err := verifyMoved(ctx, rdb, scaleKey, originStreams(), expectedEvents(n, now), true); err != nil {
+			return fmt.Errorf("redrive-scale N=%d: %v", n, err)
+		}
+	case stepStatus:
+		if _, err := parseRun(l.Stdout, n); err != nil {
+			return fmt.Errorf("status: %v", err)
+		}
+	case stepResume:
+		// A finished run: resume must change nothing.
+		left, err := rdb.XLen(ctx, scaleKey).Result()
+		if err != nil {
+			return err
+		}
+		if left != 0 {
+			return fmt.Errorf("resume of a finished run: %d entries in the DLQ", left)
+		}
+		if fi, err := os.Stat(journal); err != nil || fi.Size() != p.JournalBytes {
+			return fmt.Errorf("resume of a finished run changed the journal (%v)", err)
+		}
+	}
+	return nil
 }
 
 // firstLine is b's first line, trimmed.

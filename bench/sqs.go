@@ -164,110 +164,146 @@ func sqsServerEnv() {
 // sqsStatsPasses is the sqs-stats case on a running server.
 func (c Config) sqsStatsPasses(ctx context.Context, d *dlqctl, s *sqstest.Server, n int, now time.Time, res *Results, serverStart time.Duration) error {
 	ss := &SQSStats{ServerStart: serverStart}
-	client := s.Client()
-	// Every pass reads a queue of its own, seeded afresh: a pass can lose a
-	// receive call's answer (see lostToDroppedAnswers), and the messages
-	// that answer carried stay invisible for the pass's visibility timeout
-	// (minutes), which would make every later pass on the same queue short.
-	var (
-		t    *Throughput
-		pass int
-	)
-	queue := func(size int) (name, url string, err error) {
-		pass++
-		name = fmt.Sprintf("bench-dlq-%d-%d", time.Now().UnixNano(), pass)
-		q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
-		if err != nil {
-			return "", "", err
-		}
-		c.logf("sqs-stats: sending %d messages to %s", size, name)
-		st := time.Now()
-		if err := seedSQS(ctx, client, aws.ToString(q.QueueUrl), size, now); err != nil {
-			return "", "", fmt.Errorf("seed: %v", err)
-		}
-		if size == n && t.Seed == 0 {
-			t.Seed = time.Since(st)
-		}
-		c.logf("sqs-stats: seeded in %s", time.Since(st).Round(time.Millisecond))
-		return name, aws.ToString(q.QueueUrl), nil
-	}
-	done := func(url, who string, size, count int) error {
-		lost, err := lostToDroppedAnswers(ctx, client, url, size, count)
-		if err != nil {
-			return fmt.Errorf("%s read %d messages, want %d: %v", who, count, size, err)
-		}
-		ss.Lost += lost
-		if lost > 0 {
-			c.logf("sqs-stats: %s: %d messages stayed in flight after a dropped answer", who, lost)
-		}
-		_, err = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
-		return err
-	}
-	source := func(name string) string {
-		return fmt.Sprintf("sqs://%s?region=%s&endpoint=%s&receivers=%d", name, sqstest.Region, s.Endpoint(), sqsReceivers)
-	}
-	t = &Throughput{Case: caseSQSStats, N: n, InProcess: c.InProcess, Server: "ElasticMQ"}
+	t := &Throughput{Case: caseSQSStats, N: n, InProcess: c.InProcess, Server: "ElasticMQ"}
+	sp := &sqsPasses{c: c, s: s, client: s.Client(), n: n, now: now, t: t, ss: ss}
 	ss.T = t
 	res.SQS = ss
-	ss.Command = d.commandLine(d.args(source("QUEUE")), s.Endpoint(), "http://127.0.0.1:PORT")
+	ss.Command = d.commandLine(d.args(sp.source("QUEUE")), s.Endpoint(), "http://127.0.0.1:PORT")
 	// The warm-up (the server's compiler, both sides' connections) reads a
 	// small queue: a pass over 100,000 messages takes ten minutes here.
 	warm := min(n, 5000)
-	_, url, err := queue(warm)
+	_, url, err := sp.queue(ctx, warm)
 	if err != nil {
 		return err
 	}
-	raw, err := rawSQSScan(ctx, client, url, warm)
+	raw, err := rawSQSScan(ctx, sp.client, url, warm)
 	if err != nil {
 		return fmt.Errorf("raw sqs loop (warm-up): %v", err)
 	}
-	if err := done(url, "raw sqs loop (warm-up)", warm, raw.Count); err != nil {
+	if err := sp.done(ctx, url, "raw sqs loop (warm-up)", warm, raw.Count); err != nil {
 		return err
 	}
 	c.logf("sqs-stats: warm-up raw pass %s", raw.Wall.Round(time.Millisecond))
 	for i := range c.Runs {
 		var r Run
-		_, url, err := queue(n)
-		if err != nil {
+		if err := sp.rawPass(ctx, &r); err != nil {
 			return err
 		}
-		raw, err := rawSQSScan(ctx, client, url, n)
-		if err != nil {
-			return fmt.Errorf("raw sqs loop: %v", err)
-		}
-		if err := done(url, "raw sqs loop", n, raw.Count); err != nil {
+		if err := sp.dlqctlPasses(ctx, d, &r); err != nil {
 			return err
-		}
-		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
-		name, url, err := queue(n)
-		if err != nil {
-			return err
-		}
-		p, err := d.runProcess(ctx, source(name))
-		if err != nil {
-			return err
-		}
-		if err := done(url, "dlqctl stats", n, p.Total); err != nil {
-			return err
-		}
-		r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
-		if c.InProcess {
-			name, url, err := queue(n)
-			if err != nil {
-				return err
-			}
-			in, err := d.runInProcess(ctx, source(name), "", "")
-			if err != nil {
-				return err
-			}
-			if err := done(url, "in-process dlqctl stats", n, in.Total); err != nil {
-				return err
-			}
-			r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
 		}
 		t.Runs = append(t.Runs, r)
 		c.logf("sqs-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
 	}
+	return nil
+}
+
+// sqsPasses is the sqs-stats case's server and client and what it has
+// counted. Every pass reads a queue of its own, seeded afresh: a pass can
+// lose a receive call's answer (see lostToDroppedAnswers), and the
+// messages that answer carried stay invisible for the pass's visibility
+// timeout (minutes), which would make every later pass on the same queue
+// short.
+type sqsPasses struct {
+	c      Config
+	s      *sqstest.Server
+	client *sqs.Client
+	n      int
+	now    time.Time
+	t      *Throughput
+	ss     *SQSStats
+	pass   int
+}
+
+// queue creates a queue of its own for the next pass and seeds it with
+// size messages; the first full queue's seed time is the case's.
+func (sp *sqsPasses) queue(ctx context.Context, size int) (name, url string, err error) {
+	sp.pass++
+	name = fmt.Sprintf("bench-dlq-%d-%d", time.Now().UnixNano(), sp.pass)
+	q, err := sp.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		return "", "", err
+	}
+	sp.c.logf("sqs-stats: sending %d messages to %s", size, name)
+	st := time.Now()
+	if err := seedSQS(ctx, sp.client, aws.ToString(q.QueueUrl), size, sp.now); err != nil {
+		return "", "", fmt.Errorf("seed: %v", err)
+	}
+	if size == sp.n && sp.t.Seed == 0 {
+		sp.t.Seed = time.Since(st)
+	}
+	sp.c.logf("sqs-stats: seeded in %s", time.Since(st).Round(time.Millisecond))
+	return name, aws.ToString(q.QueueUrl), nil
+}
+
+// done checks a pass by who over the queue at url (count of size read,
+// short only by dropped answers) and deletes the queue.
+func (sp *sqsPasses) done(ctx context.Context, url, who string, size, count int) error {
+	lost, err := lostToDroppedAnswers(ctx, sp.client, url, size, count)
+	if err != nil {
+		return fmt.Errorf("%s read %d messages, want %d: %v", who, count, size, err)
+	}
+	sp.ss.Lost += lost
+	if lost > 0 {
+		sp.c.logf("sqs-stats: %s: %d messages stayed in flight after a dropped answer", who, lost)
+	}
+	_, err = sp.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	return err
+}
+
+// source is dlqctl's source URL for the queue name.
+func (sp *sqsPasses) source(name string) string {
+	return fmt.Sprintf("sqs://%s?region=%s&endpoint=%s&receivers=%d", name, sqstest.Region, sp.s.Endpoint(), sqsReceivers)
+}
+
+// rawPass times the raw loop over a fresh queue into r.
+func (sp *sqsPasses) rawPass(ctx context.Context, r *Run) error {
+	_, url, err := sp.queue(ctx, sp.n)
+	if err != nil {
+		return err
+	}
+	raw, err := rawSQSScan(ctx, sp.client, url, sp.n)
+	if err != nil {
+		return fmt.Errorf("raw sqs loop: %v", err)
+	}
+	if err := sp.done(ctx, url, "raw sqs loop", sp.n, raw.Count); err != nil {
+		return err
+	}
+	r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+	return nil
+}
+
+// dlqctlPasses times `dlqctl stats` over a fresh queue as a subprocess
+// and, when asked, over another in this process, into r.
+func (sp *sqsPasses) dlqctlPasses(ctx context.Context, d *dlqctl, r *Run) error {
+	n := sp.n
+	name, url, err := sp.queue(ctx, n)
+	if err != nil {
+		return err
+	}
+	p, err := d.runProcess(ctx, sp.source(name))
+	if err != nil {
+		return err
+	}
+	if err := sp.done(ctx, url, "dlqctl stats", n, p.Total); err != nil {
+		return err
+	}
+	r.Proc, r.ProcUser, r.ProcSys, r.ProcMem = p.Wall, p.User, p.Sys, p.mem()
+	if !sp.c.InProcess {
+		return nil
+	}
+	name, url, err = sp.queue(ctx, n)
+	if err != nil {
+		return err
+	}
+	in, err := d.runInProcess(ctx, sp.source(name), "", "")
+	if err != nil {
+		return err
+	}
+	if err := sp.done(ctx, url, "in-process dlqctl stats", n, in.Total); err != nil {
+		return err
+	}
+	r.In, r.InAllocs, r.InBytes = in.Wall, in.Allocs, in.Bytes
 	return nil
 }
 

@@ -16,9 +16,6 @@ import (
 
 	"github.com/charmbracelet/x/vt"
 	"github.com/creack/pty"
-
-	"github.com/dlqctl/dlqctl/backends/redis/redistest"
-	"github.com/dlqctl/dlqctl/bench/raw"
 )
 
 // caseRedisUI: `dlqctl ui` on a real pty over a Redis DLQ of N entries,
@@ -55,13 +52,11 @@ type UIRun struct {
 }
 
 func (c Config) runUI(ctx context.Context, d *dlqctl, now time.Time, res *Results) error {
-	srv, err := redistest.StartProcess()
+	srv, rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	rdb := raw.NewRedisClient(srv.Addr())
-	defer rdb.Close()
+	defer stop()
 	key := "dlq:bench:ui"
 	c.logf("redis-ui: seeding %s with %d entries", key, c.N)
 	start := time.Now()

@@ -66,38 +66,7 @@ func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) 
 	}
 	defer prod.Close()
 
-	pending := make([]*kgo.Record, 0, chunk)
-	var seq int64
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		if err := prod.BeginTransaction(); err != nil {
-			return err
-		}
-		out := make([]*kgo.Record, 0, 2*len(pending))
-		states := make([]*kgo.Record, 0, len(pending))
-		for _, r := range pending {
-			seq++
-			o, hs := redriveHeaders(r.Headers, runID, seq)
-			out = append(out, &kgo.Record{Topic: o.topic, Partition: o.partition, Key: r.Key, Value: r.Value, Headers: hs})
-			v, _ := json.Marshal(stateValue{Status: "redriven", RunID: runID, Seq: seq, EventID: header(r.Headers, "event_id"),
-				Fingerprint: header(r.Headers, "fingerprint"), Dest: o.topic, At: time.Now().UTC()})
-			id := strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
-			states = append(states, &kgo.Record{Topic: stateTopic, Key: []byte(id), Value: v})
-		}
-		if err := prod.ProduceSync(ctx, append(out, states...)...).FirstErr(); err != nil {
-			_ = prod.EndTransaction(ctx, kgo.TryAbort)
-			return err
-		}
-		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return err
-		}
-		res.Records += len(pending)
-		res.Transactions++
-		pending = pending[:0]
-		return nil
-	}
+	tw := &txnWriter{prod: prod, runID: runID, stateTopic: stateTopic, res: &res, pending: make([]*kgo.Record, 0, chunk)}
 	for len(want) > 0 {
 		t0 := time.Now()
 		fs := reader.PollFetches(ctx)
@@ -117,9 +86,9 @@ func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) 
 			if ferr != nil {
 				return
 			}
-			pending = append(pending, r)
-			if len(pending) == chunk {
-				ferr = flush()
+			tw.pending = append(tw.pending, r)
+			if len(tw.pending) == chunk {
+				ferr = tw.flush(ctx)
 			}
 			if r.Offset >= want[r.Partition]-1 {
 				delete(want, r.Partition)
@@ -129,7 +98,49 @@ func TxnLoop(ctx context.Context, bootstrap, dlt, stateTopic string, chunk int) 
 			return res, ferr
 		}
 	}
-	return res, flush()
+	return res, tw.flush(ctx)
+}
+
+// txnWriter redrives the records read so far, a chunk per transaction.
+type txnWriter struct {
+	prod              *kgo.Client
+	runID, stateTopic string
+	seq               int64
+	res               *TxnResult
+	pending           []*kgo.Record
+}
+
+// flush redrives the pending records in one transaction: each to its
+// origin, and one state record per entry.
+func (tw *txnWriter) flush(ctx context.Context) error {
+	if len(tw.pending) == 0 {
+		return nil
+	}
+	if err := tw.prod.BeginTransaction(); err != nil {
+		return err
+	}
+	out := make([]*kgo.Record, 0, 2*len(tw.pending))
+	states := make([]*kgo.Record, 0, len(tw.pending))
+	for _, r := range tw.pending {
+		tw.seq++
+		o, hs := redriveHeaders(r.Headers, tw.runID, tw.seq)
+		out = append(out, &kgo.Record{Topic: o.topic, Partition: o.partition, Key: r.Key, Value: r.Value, Headers: hs})
+		v, _ := json.Marshal(stateValue{Status: "redriven", RunID: tw.runID, Seq: tw.seq, EventID: header(r.Headers, "event_id"),
+			Fingerprint: header(r.Headers, "fingerprint"), Dest: o.topic, At: time.Now().UTC()})
+		id := strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+		states = append(states, &kgo.Record{Topic: tw.stateTopic, Key: []byte(id), Value: v})
+	}
+	if err := tw.prod.ProduceSync(ctx, append(out, states...)...).FirstErr(); err != nil {
+		_ = tw.prod.EndTransaction(ctx, kgo.TryAbort)
+		return err
+	}
+	if err := tw.prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return err
+	}
+	tw.res.Records += len(tw.pending)
+	tw.res.Transactions++
+	tw.pending = tw.pending[:0]
+	return nil
 }
 
 // redriveHeaders reads the original topic and partition from Spring's

@@ -35,65 +35,85 @@ func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, rece
 		return 0, err
 	}
 	expect, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	var (
-		mu      sync.Mutex
-		handles = map[string]*string{}
-		first   error
-		wg      sync.WaitGroup
-	)
+	rc := &receiver{c: c, queueURL: queueURL, visibility: visibility, expect: expect, handles: map[string]*string{}}
+	var wg sync.WaitGroup
 	for range receivers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wait := int32(0)
-			for {
-				out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-					QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: visibility, WaitTimeSeconds: wait,
-					MessageAttributeNames:       []string{"All"},
-					MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-				})
-				mu.Lock()
-				if err != nil {
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-				for _, m := range out.Messages {
-					body := []byte(aws.ToString(m.Body))
-					var doc map[string]any
-					if err := json.Unmarshal(body, &doc); err != nil && first == nil {
-						first = fmt.Errorf("message %s: body: %v", aws.ToString(m.MessageId), err)
-					}
-					sum := sha256.Sum256(body)
-					sink ^= sum[0]
-					handles[aws.ToString(m.MessageId)] = m.ReceiptHandle
-				}
-				short := len(handles) < expect
-				mu.Unlock()
-				if len(out.Messages) == 0 {
-					if short && wait == 0 {
-						wait = 1
-						continue
-					}
-					return
-				}
-				wait = 0
-			}
+			rc.loop(ctx)
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return len(handles), first
+	if rc.first != nil {
+		return len(rc.handles), rc.first
 	}
-	list := make([]*string, 0, len(handles))
-	for _, h := range handles {
+	list := make([]*string, 0, len(rc.handles))
+	for _, h := range rc.handles {
 		list = append(list, h)
 	}
+	return len(rc.handles), release(ctx, c, queueURL, receivers, list)
+}
+
+// receiver is the receive loops' shared state: every message's receipt
+// handle by ID, and the first error.
+type receiver struct {
+	c          *sqs.Client
+	queueURL   string
+	visibility int32
+	expect     int
+	mu         sync.Mutex
+	handles    map[string]*string
+	first      error
+}
+
+// loop is one receive loop: it receives until an empty answer ends it.
+func (rc *receiver) loop(ctx context.Context) {
+	wait := int32(0)
+	for {
+		out, err := rc.c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(rc.queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: rc.visibility, WaitTimeSeconds: wait,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		rc.mu.Lock()
+		if err != nil {
+			if rc.first == nil {
+				rc.first = err
+			}
+			rc.mu.Unlock()
+			return
+		}
+		for _, m := range out.Messages {
+			body := []byte(aws.ToString(m.Body))
+			var doc map[string]any
+			if err := json.Unmarshal(body, &doc); err != nil && rc.first == nil {
+				rc.first = fmt.Errorf("message %s: body: %v", aws.ToString(m.MessageId), err)
+			}
+			sum := sha256.Sum256(body)
+			sink ^= sum[0]
+			rc.handles[aws.ToString(m.MessageId)] = m.ReceiptHandle
+		}
+		short := len(rc.handles) < rc.expect
+		rc.mu.Unlock()
+		if len(out.Messages) == 0 {
+			if short && wait == 0 {
+				wait = 1
+				continue
+			}
+			return
+		}
+		wait = 0
+	}
+}
+
+// release makes every message of list visible again, 10 per call, with
+// workers parallel calls; it returns the first failure.
+func release(ctx context.Context, c *sqs.Client, queueURL string, workers int, list []*string) error {
+	var wg sync.WaitGroup
 	work := make(chan []*string)
-	errs := make(chan error, receivers)
-	for range receivers {
+	errs := make(chan error, workers)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -125,5 +145,5 @@ func ReceiveAndRelease(ctx context.Context, c *sqs.Client, queueURL string, rece
 	close(work)
 	wg.Wait()
 	close(errs)
-	return len(handles), <-errs
+	return <-errs
 }
