@@ -207,10 +207,16 @@ func (ns natsSession) redrive(ctx context.Context, d *dlqctl, tmp string, nb *NA
 // checkOrigins checks that dlqctl's apply left n messages in the origins
 // stream.
 func (ns natsSession) checkOrigins(ctx context.Context, n int) error {
-	if in, err := ns.js.Stream(ctx, natsOrigins); err != nil {
+	in, err := ns.js.Stream(ctx, natsOrigins)
+	if err != nil {
 		return err
-	} else if info, err := in.Info(ctx); err != nil || info.State.Msgs != uint64(n) {
-		return fmt.Errorf("the origins stream holds %d messages after the apply, want %d (%v)", info.State.Msgs, n, err)
+	}
+	info, err := in.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("the origins stream after the apply: %w", err)
+	}
+	if info.State.Msgs != uint64(n) {
+		return fmt.Errorf("the origins stream holds %d messages after the apply, want %d", info.State.Msgs, n)
 	}
 	return nil
 }
