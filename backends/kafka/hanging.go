@@ -91,11 +91,18 @@ func (t *Topic) hangingTxns(ctx context.Context) ([]openTxn, error) {
 			return nil, t.connErr(ctx, "describe the transactions of the producers on "+topic, err)
 		}
 	}
+	for _, d := range described {
+		if d.Err != nil {
+			// A coordinator still loading, say: whether the transaction
+			// is live is not known yet.
+			return nil, t.connErr(ctx, "describe transaction "+d.TxnID, d.Err)
+		}
+	}
 	var hanging []openTxn
 	for _, o := range open {
 		live := false
 		for _, d := range described {
-			if d.Err == nil && d.ProducerID == o.producerID && liveTxnStates[d.State] {
+			if d.ProducerID == o.producerID && liveTxnStates[d.State] {
 				if _, ok := d.Topics[topic][o.partition]; ok {
 					live = true
 				}

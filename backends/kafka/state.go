@@ -309,6 +309,7 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 	limit := time.Now().Add(openTxnLimit(t.txnTTL))
 	nextHangCheck := time.Now().Add(hangCheckAfter)
 	var suspects []openTxn // seen hanging at the last check
+	var unsettled error    // why the last check settled nothing it found
 	for {
 		spans, ok, err := t.spans(ctx, t.src.stateTopic)
 		if err != nil {
@@ -329,8 +330,12 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 			defer t.slow(fmt.Sprintf("waiting for a transaction open on the state topic %s to end (a run killed or cut off inside a chunk: the run that takes the lease next aborts it at once, else the broker after the transaction timeout, %s, and its next check for timed-out transactions)", t.src.stateTopic, t.txnTTL))()
 		}
 		if time.Now().After(limit) {
+			why := t.describeOpenTxns(ctx)
+			if unsettled != nil {
+				why += fmt.Sprintf("; settling it failed: %v", unsettled)
+			}
 			return nil, false, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic,
-				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it%s", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL, t.describeOpenTxns(ctx)))
+				fmt.Errorf("%w: it stayed open for %s, well past the transaction timeout (%s): the broker is not ending it%s", errOpenTxn, openTxnLimit(t.txnTTL), t.txnTTL, why))
 		}
 		if t.holdsLease() && time.Now().After(nextHangCheck) {
 			// A hanging transaction ends only by hand: the lease holder
@@ -339,9 +344,12 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 			n, next, err := t.settleHanging(ctx, suspects)
 			suspects = next
 			if err != nil {
-				return nil, false, err
-			}
-			if n > 0 {
+				// Not settled now (a coordinator still loading, an origin
+				// not settled yet, no permission to write the marker): the
+				// wait goes on, and its end says why.
+				unsettled = err
+			} else if n > 0 {
+				unsettled = nil
 				continue
 			}
 		}
