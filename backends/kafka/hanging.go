@@ -166,8 +166,9 @@ func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why
 		return false, "", errors.New("none of its records names an origin record")
 	}
 	committed, aborted := 0, 0
+	spansOf := map[string][]span{} // each origin topic's offsets, asked once
 	for _, n := range named {
-		ok, err := t.committedAt(ctx, n.topic, n.partition, n.offset)
+		ok, err := t.committedAt(ctx, spansOf, n.topic, n.partition, n.offset)
 		if err != nil {
 			return false, "", err
 		}
@@ -210,7 +211,8 @@ func (t *Topic) hangingRecords(ctx context.Context, o openTxn) ([]originRecord, 
 	var named []originRecord
 	ranges := map[int32][2]int64{o.partition: {o.start, end}}
 	err = t.readRangeIso(ctx, t.src.stateTopic, ranges, kgo.ReadUncommitted(), func(r *kgo.Record) error {
-		if r.ProducerID != o.producerID || isMetaKey(string(r.Key)) {
+		// Its producer's later transactions (a higher epoch) are not it.
+		if r.ProducerID != o.producerID || r.ProducerEpoch != o.epoch || isMetaKey(string(r.Key)) {
 			return nil
 		}
 		var sr stateRecord
@@ -230,10 +232,15 @@ func (t *Topic) hangingRecords(ctx context.Context, o openTxn) ([]originRecord, 
 // committedAt says whether the record at topic/partition/offset is
 // committed: a read_committed fetch from its offset returns it first,
 // where an aborted one is skipped. The partition must be settled past it.
-func (t *Topic) committedAt(ctx context.Context, topic string, partition int32, offset int64) (bool, error) {
-	spans, ok, err := t.spans(ctx, topic)
-	if err != nil {
-		return false, err
+// spansOf caches each topic's offsets across the calls of one outcome.
+func (t *Topic) committedAt(ctx context.Context, spansOf map[string][]span, topic string, partition int32, offset int64) (bool, error) {
+	spans, known := spansOf[topic]
+	if !known {
+		var err error
+		if spans, _, err = t.spans(ctx, topic); err != nil {
+			return false, err
+		}
+		spansOf[topic] = spans
 	}
 	var s *span
 	for i := range spans {
@@ -241,14 +248,14 @@ func (t *Topic) committedAt(ctx context.Context, topic string, partition int32, 
 			s = &spans[i]
 		}
 	}
-	if !ok || s == nil || offset < s.start {
+	if s == nil || offset < s.start {
 		return false, fmt.Errorf("origin record %s/%s is gone (deleted or past retention)", topic, KafkaID(partition, offset))
 	}
 	if offset >= s.end {
 		return false, fmt.Errorf("origin record %s/%s is in a transaction still open there too", topic, KafkaID(partition, offset))
 	}
 	first := int64(-1)
-	err = t.readRange(ctx, topic, map[int32][2]int64{partition: {offset, s.end}}, func(r *kgo.Record) error {
+	err := t.readRange(ctx, topic, map[int32][2]int64{partition: {offset, s.end}}, func(r *kgo.Record) error {
 		first = r.Offset
 		return backend.ErrStop
 	})
