@@ -266,6 +266,7 @@ cmd_start() {
     "allowAutoTopicCreation=true" \
     "allowAutoTopicCreationType=non-partitioned" \
     "brokerDeleteInactiveTopicsEnabled=false" \
+    "retentionCheckIntervalInSeconds=5" \
     "webSocketServiceEnabled=false" \
     "functionsWorkerEnabled=false" \
     "transactionCoordinatorEnabled=false" \
