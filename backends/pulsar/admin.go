@@ -119,14 +119,20 @@ func pathOnly(p string) string {
 // partitions is the topic's partition count: 0 for a non-partitioned
 // topic, and for one that does not exist yet.
 func (a *admin) partitions(ctx context.Context, t topicName) (int, error) {
+	n, _, err := a.topicExists(ctx, t)
+	return n, err
+}
+
+// topicExists is the topic's partition count and whether it exists.
+func (a *admin) topicExists(ctx context.Context, t topicName) (partitions int, exists bool, err error) {
 	var meta struct {
 		Partitions int `json:"partitions"`
 	}
-	err := a.do(ctx, http.MethodGet, t.adminPath()+"/partitions", nil, &meta)
+	err = a.do(ctx, http.MethodGet, t.adminPath()+"/partitions", nil, &meta)
 	if errors.Is(err, errAdminNotFound) {
-		return 0, nil
+		return 0, false, nil
 	}
-	return meta.Partitions, err
+	return meta.Partitions, err == nil, err
 }
 
 // createSubscription creates the durable subscription at the earliest
