@@ -240,3 +240,21 @@ func (a *admin) namespaceOf(ctx context.Context, t topicName) error {
 	}
 	return &backend.GuardUnavailable{Err: err}
 }
+
+// bookkeeping refuses a topic marked as holding dlqctl's bookkeeping (the
+// topic property dlqctl-bookkeeping); a topic that does not exist yet holds
+// nothing. A *backend.GuardUnavailable: the admin API could not tell.
+func (a *admin) bookkeeping(ctx context.Context, t topicName) error {
+	props := map[string]string{}
+	err := a.do(ctx, http.MethodGet, t.adminPath()+"/properties", nil, &props)
+	switch {
+	case errors.Is(err, errAdminNotFound):
+		return nil
+	case err != nil:
+		return &backend.GuardUnavailable{Err: err}
+	}
+	if what, ok := props[bookkeepingProperty]; ok {
+		return fmt.Errorf("%s holds dlqctl's bookkeeping (%s: %s)", t, bookkeepingProperty, what)
+	}
+	return nil
+}
