@@ -20,9 +20,12 @@
 # Environment: PULSAR_VERSION (4.0.8), MAVEN_REPO_LOCAL (~/.m2/repository),
 # PULSAR_CACHE
 # (~/.cache/dlqctl/pulsar), PULSAR_READY_TIMEOUT (180 seconds), PULSAR_MEM,
-# PULSAR_GC, PULSAR_CDS (1; 0 turns class data sharing off), JAVA_HOME, and
-# PULSAR_WATCH_PID: when set, start also leaves a watchdog that stops the
-# broker once that process (say, the test binary) has exited.
+# PULSAR_GC, PULSAR_CDS (1; 0 turns class data sharing off), JAVA_HOME,
+# PULSAR_RETENTION_CHECK_SECONDS (120, the broker's own default: how often
+# it deletes what its retention no longer keeps; a test of what retention
+# deletes lowers it), and PULSAR_WATCH_PID: when set, start also leaves a
+# watchdog that stops the broker once that process (say, the test binary)
+# has exited.
 set -euo pipefail
 
 PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
@@ -266,7 +269,7 @@ cmd_start() {
     "allowAutoTopicCreation=true" \
     "allowAutoTopicCreationType=non-partitioned" \
     "brokerDeleteInactiveTopicsEnabled=false" \
-    "retentionCheckIntervalInSeconds=5" \
+    "retentionCheckIntervalInSeconds=${PULSAR_RETENTION_CHECK_SECONDS:-120}" \
     "webSocketServiceEnabled=false" \
     "functionsWorkerEnabled=false" \
     "transactionCoordinatorEnabled=false" \

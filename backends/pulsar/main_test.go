@@ -33,6 +33,10 @@ func pulsarServer(t testing.TB) *pulsartest.Broker {
 }
 
 func TestMain(m *testing.M) {
+	// The brokers of this package delete what retention no longer keeps
+	// every 5 s, not every 120 s, so that TestBrokerCrash sees the
+	// retention check after a restart within seconds.
+	os.Setenv("PULSAR_RETENTION_CHECK_SECONDS", "5")
 	os.Exit(shared.Finish(m.Run(), os.Stderr))
 }
 

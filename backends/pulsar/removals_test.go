@@ -141,9 +141,8 @@ func internalLedgers(t *testing.T, topic string) []int64 {
 // subscription has consumed everything). One SIGKILL lands right after a
 // completed run, between two chunks of a run, while a run's sends await
 // their receipts, and after a run in a namespace that auto-creates
-// partitioned topics. After the restart and the retention check (the
-// harness lowers retentionCheckIntervalInSeconds to 5 s, so it comes
-// soon): every removal is still recorded, stats say what came back, a new
+// partitioned topics. After the restart and the retention check (this
+// package's brokers run it every 5 s: see TestMain): every removal is still recorded, stats say what came back, a new
 // plan takes nothing that was moved, the send cut off ended within its
 // timeout with every outcome unknown, and the resumes leave each event on
 // its origin once.
