@@ -101,10 +101,6 @@ func TestThreeIdenticalDeadLettersMoveThreeTimes(t *testing.T) {
 // unacknowledged count.
 func brokerView(t *testing.T, topic string) string {
 	t.Helper()
-	raw, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/internalStats", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var in struct {
 		EntriesAdded  int64  `json:"entriesAddedCounter"`
 		LastConfirmed string `json:"lastConfirmedEntry"`
@@ -115,13 +111,7 @@ func brokerView(t *testing.T, topic string) string {
 			Consumed   int64  `json:"messagesConsumedCounter"`
 		} `json:"cursors"`
 	}
-	if err := json.Unmarshal(raw, &in); err != nil {
-		t.Fatal(err)
-	}
-	raw, err = pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/stats?getPreciseBacklog=true", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adminJSON(t, adminPath(topic)+"/internalStats", &in)
 	var st struct {
 		Subscriptions map[string]struct {
 			Backlog    int64             `json:"msgBacklog"`
@@ -129,9 +119,7 @@ func brokerView(t *testing.T, topic string) string {
 			Properties map[string]string `json:"subscriptionProperties"`
 		} `json:"subscriptions"`
 	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		t.Fatal(err)
-	}
+	adminJSON(t, adminPath(topic)+"/stats?getPreciseBacklog=true", &st)
 	out, _ := json.Marshal([]any{in, st})
 	return string(out)
 }

@@ -2,6 +2,7 @@ package pulsardlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,7 +23,11 @@ import (
 // first test that needs it (pulsarServer); tests keep apart by topic name.
 // The tests that need no broker (decoders, URLs) run without one, in the
 // -short tier too.
-var shared = pulsartest.Shared()
+//
+// It runs the retention check every 5 s, not every 120 s, so that
+// TestBrokerCrash sees one soon after a restart; the conformance suite's
+// broker keeps the default.
+var shared = pulsartest.Shared(map[string]string{"retentionCheckIntervalInSeconds": "5"})
 
 // pulsarServer is the package's broker for a test that needs one: it
 // skips the test under -short (the fast tier starts no Java server) and
@@ -33,10 +38,6 @@ func pulsarServer(t testing.TB) *pulsartest.Broker {
 }
 
 func TestMain(m *testing.M) {
-	// The brokers of this package delete what retention no longer keeps
-	// every 5 s, not every 120 s, so that TestBrokerCrash sees the
-	// retention check after a restart within seconds.
-	os.Setenv("PULSAR_RETENTION_CHECK_SECONDS", "5")
 	os.Exit(shared.Finish(m.Run(), os.Stderr))
 }
 
@@ -163,6 +164,18 @@ func adminDo(t *testing.T, method, path, body string) {
 	}
 	if _, err := pulsarServer(t).Admin(testCtx(t), method, path, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// adminJSON reads one admin GET answer (path from /admin/v2/…) into out.
+func adminJSON(t *testing.T, path string, out any) {
+	t.Helper()
+	raw, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

@@ -89,14 +89,7 @@ func (t *Topic) removedTopic() topicName {
 // anchorTopic is the topic whose DLQ subscription holds the anchor: the
 // DLQ topic, or its first partition (a partitioned topic's subscription
 // properties live on each partition).
-func (t *Topic) anchorTopic() topicName {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.partitions > 0 {
-		return t.topic.partition(0)
-	}
-	return t.topic
-}
+func (t *Topic) anchorTopic() topicName { return t.firstTopic() }
 
 // anchor is the end of the chain of records the DLQ subscription vouches
 // for; the zero anchor vouches for none.

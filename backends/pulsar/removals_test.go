@@ -84,16 +84,10 @@ func move(t *testing.T, tp *pulsardlq.Topic, items []backend.MoveItem, m backend
 // partitions when it is partitioned), sorted.
 func eventIDs(t *testing.T, c pulsar.Client, topic string) []string {
 	t.Helper()
-	out, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/partitions", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var meta struct {
 		Partitions int `json:"partitions"`
 	}
-	if err := json.Unmarshal(out, &meta); err != nil {
-		t.Fatal(err)
-	}
+	adminJSON(t, adminPath(topic)+"/partitions", &meta)
 	topics := []string{topic}
 	if meta.Partitions > 0 {
 		topics = topics[:0]
@@ -115,18 +109,12 @@ func eventIDs(t *testing.T, c pulsar.Client, topic string) []string {
 // broker if it was not).
 func internalLedgers(t *testing.T, topic string) []int64 {
 	t.Helper()
-	out, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/internalStats", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st struct {
 		Ledgers []struct {
 			LedgerID int64 `json:"ledgerId"`
 		} `json:"ledgers"`
 	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatal(err)
-	}
+	adminJSON(t, adminPath(topic)+"/internalStats", &st)
 	var ids []int64
 	for _, l := range st.Ledgers {
 		ids = append(ids, l.LedgerID)
@@ -142,7 +130,7 @@ func internalLedgers(t *testing.T, topic string) []int64 {
 // completed run, between two chunks of a run, while a run's sends await
 // their receipts, and after a run in a namespace that auto-creates
 // partitioned topics. After the restart and the retention check (this
-// package's brokers run it every 5 s: see TestMain): every removal is still recorded, stats say what came back, a new
+// package's shared broker runs it every 5 s): every removal is still recorded, stats say what came back, a new
 // plan takes nothing that was moved, the send cut off ended within its
 // timeout with every outcome unknown, and the resumes leave each event on
 // its origin once.
@@ -324,14 +312,8 @@ func TestBrokerCrash(t *testing.T) {
 // topic up can read it.
 func anchorOf(t *testing.T, topic string) (chain string, n int64, tip string) {
 	t.Helper()
-	out, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, adminPath(topic)+"/subscription/dlqctl/properties", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var props map[string]string
-	if err := json.Unmarshal(out, &props); err != nil {
-		t.Fatal(err)
-	}
+	adminJSON(t, adminPath(topic)+"/subscription/dlqctl/properties", &props)
 	var a struct {
 		Chain string `json:"chain"`
 		N     int64  `json:"n"`
