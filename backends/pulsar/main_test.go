@@ -25,9 +25,17 @@ import (
 // -short tier too.
 //
 // It runs the retention check every 5 s, not every 120 s, so that
-// TestBrokerCrash sees one soon after a restart; the conformance suite's
-// broker keeps the default.
-var shared = pulsartest.Shared(map[string]string{"retentionCheckIntervalInSeconds": "5"})
+// TestBrokerCrash sees one soon after a restart; and it deletes inactive
+// topics as Pulsar does by default (the harness turns that off), checked
+// every 5 s, after an hour idle unless a namespace says sooner (see
+// TestRemovalRecordOutlivesInactiveTopicDeletion). The conformance suite's
+// broker keeps the harness's settings.
+var shared = pulsartest.Shared(map[string]string{
+	"retentionCheckIntervalInSeconds":                      "5",
+	"brokerDeleteInactiveTopicsEnabled":                    "true",
+	"brokerDeleteInactiveTopicsFrequencySeconds":           "5",
+	"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": "3600",
+})
 
 // pulsarServer is the package's broker for a test that needs one: it
 // skips the test under -short (the fast tier starts no Java server) and

@@ -410,3 +410,54 @@ func TestARecordThatShouldExistIsNeverReadAsEmpty(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovalRecordOutlivesInactiveTopicDeletion: Pulsar deletes, by
+// default, a topic that has no subscription (or, in the other mode, whose
+// subscriptions have all caught up) once it has been idle a while, data
+// and all. The removal record is idle between runs; it must stay.
+func TestRemovalRecordOutlivesInactiveTopicDeletion(t *testing.T) {
+	c := client(t)
+	type setup struct{ mode, ns, dlq, control string }
+	var setups []*setup
+	for _, mode := range []string{"delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"} {
+		s := &setup{mode: mode, ns: freshNamespace(t, false)}
+		adminDo(t, http.MethodPost, "/admin/v2/namespaces/"+s.ns+"/inactiveTopicPolicies",
+			`{"inactiveTopicDeleteMode":"`+mode+`","maxInactiveDurationSeconds":3,"deleteWhileInactive":true}`)
+		s.dlq = freshTopic(t, s.ns)
+		origin := freshTopic(t, s.ns)
+		withConsumers(t, c, origin)
+		// One entry stays: a DLQ whose subscription has caught up is idle
+		// too, and goes with its anchor (and every entry the record names).
+		deadLetters(t, c, s.dlq, origin, "I", 4)
+		tp, err := pulsardlq.Open(testCtx(t), sourceURL(t, s.dlq), pulsardlq.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		move(t, tp, planItems(t, tp)[:3], runMarkers("inactive-"+mode))
+		_ = tp.Close()
+		// A topic that nothing holds, whose deletion shows the check ran.
+		s.control = freshTopic(t, s.ns)
+		produce(t, c, s.control, false, &pulsar.ProducerMessage{Payload: []byte("x")})
+		setups = append(setups, s)
+	}
+	for _, s := range setups {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var topics []string
+			adminJSON(t, "/admin/v2/persistent/"+s.ns, &topics)
+			if !slices.Contains(topics, s.control) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the broker never deleted the idle topic %s", s.mode, s.control)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	for _, s := range setups {
+		tp := open(t, s.dlq, pulsardlq.Options{})
+		if n, err := pulsardlq.RecordedRemovals(testCtx(t), tp); err != nil || n != 3 {
+			t.Errorf("%s: the removal record holds %d entries (%v) after the idle topics were deleted, want 3", s.mode, n, err)
+		}
+	}
+}
