@@ -376,21 +376,32 @@ var _ backend.DestinationGuard = (*Topic)(nil)
 // GuardDestination refuses the DLQ topic itself, under any spelling
 // (NAME, TENANT/NS/NAME, persistent://…) and any of its partitions (or,
 // when the DLQ is one partition, the whole topic it belongs to): a message
-// sent there is back in the DLQ at once. It refuses dlqctl's removal
-// record, and a topic in a tenant or namespace that does not exist, which
-// no send could reach: better said to the planner than found at apply.
+// sent there is back in the DLQ at once. It refuses every topic that holds
+// dlqctl's bookkeeping, this DLQ's or another's: a removal record by its
+// name (TOPIC-dlqctl-removed, created yet or not) and any topic the
+// dlqctl-bookkeeping property marks, whatever its name; a message sent
+// there would count as dlqctl's own. And it refuses a topic in a tenant or
+// namespace that does not exist, which no send could reach: better said
+// to the planner than found at apply.
 func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
 	dt, err := parseTopic(dest)
 	if err != nil {
 		return fmt.Errorf("not a topic a redrive can send to: %v", err)
 	}
-	if wholeTopic(dt) == wholeTopic(t.topic) {
+	whole := wholeTopic(dt)
+	if whole == wholeTopic(t.topic) {
 		return fmt.Errorf("%s is this DLQ's own topic (%s)", dest, t.topic)
 	}
-	if wholeTopic(dt) == t.removedTopic() {
+	if whole == t.removedTopic() {
 		return fmt.Errorf("%s is this DLQ's record of removed entries (dlqctl's bookkeeping)", dest)
 	}
-	return t.admin.namespaceOf(ctx, dt)
+	if strings.HasSuffix(whole.local, removedSuffix) {
+		return fmt.Errorf("%s is named as dlqctl's record of the entries removed from a DLQ (%s): dlqctl's bookkeeping", dest, strings.TrimSuffix(whole.String(), removedSuffix))
+	}
+	if err := t.admin.namespaceOf(ctx, dt); err != nil {
+		return err
+	}
+	return t.admin.bookkeeping(ctx, whole)
 }
 
 // wholeTopic is the partitioned topic a partition belongs to, or t itself.

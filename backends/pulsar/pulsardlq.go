@@ -300,6 +300,17 @@ func (t *Topic) parts(ctx context.Context) ([]part, error) {
 	return out, nil
 }
 
+// firstTopic is the DLQ topic, or its first partition when it is
+// partitioned: where what dlqctl keeps once per DLQ lives.
+func (t *Topic) firstTopic() topicName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.partitions > 0 {
+		return t.topic.partition(0)
+	}
+	return t.topic
+}
+
 // partOf is the topic that holds messages of partition index p.
 func (t *Topic) partOf(p int32) (part, bool) {
 	t.mu.Lock()
