@@ -101,3 +101,17 @@ func sameApproval(a, b redrive.Approval) bool {
 	return a.By == b.By && a.Principal == b.Principal && a.Key == b.Key && a.HMAC == b.HMAC && a.Signature == b.Signature &&
 		a.At.Text() == b.At.Text() && a.ExpiresAt.Text() == b.ExpiresAt.Text()
 }
+
+// WentOnVerdicts judges the approvals a journal record says a run went on
+// under as of that record: at its time, by whom ran the run then, and,
+// after a halt, against the halt. What `status` shows of a past run: an
+// approval that has expired since was still valid then; one that never
+// met the policy (an HMAC toward a quorum, a lifetime over the cap, a
+// date ahead of the record) is named as such.
+func WentOnVerdicts(pol redrive.ApprovalPolicy, plan *redrive.Plan, w redrive.WentOn) []redrive.Verdict {
+	pol.Now, pol.After, pol.Applier = w.At, w.HaltedAt, w.By
+	check := *plan
+	check.Approvals = w.Approvals
+	v, _ := check.Judge(pol)
+	return v
+}

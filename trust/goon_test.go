@@ -88,6 +88,26 @@ func TestGoOn(t *testing.T) {
 	}
 }
 
+// status judges what a run went on under as of then: an approval that
+// expired since was valid; one given ahead of the run, or toward a quorum
+// as an HMAC, never was.
+func TestWentOnVerdicts(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	key := []byte(goodKey)
+	p := goOnPlan(t)
+	bob, _ := p.Approve(key, "bob", now.Add(-time.Minute), time.Hour)
+	carol, _ := p.Approve(key, "carol", now.Add(time.Hour), time.Hour)
+	pol := redrive.ApprovalPolicy{Key: key, Now: now.Add(48 * time.Hour)}
+	v := WentOnVerdicts(pol, p, redrive.WentOn{Record: redrive.RecRunStart, At: now, Approvals: []redrive.Approval{bob, carol}})
+	if v[0].Problem != "" || !v[0].Counted || !strings.Contains(v[1].Problem, "later than this host's clock") {
+		t.Errorf("verdicts %+v", v)
+	}
+	pol.Required = 2
+	if v := WentOnVerdicts(pol, p, redrive.WentOn{At: now, Approvals: []redrive.Approval{bob}}); !strings.Contains(v[0].Uncounted, "an HMAC approval") {
+		t.Errorf("an HMAC toward a quorum of 2: %+v", v)
+	}
+}
+
 func TestHMACRefusedBy(t *testing.T) {
 	for _, tc := range []struct {
 		p    Policy
