@@ -6,8 +6,9 @@
 // values, the config's policy, a time) so that every rule is tested here;
 // the commands only gather those values and print what is decided.
 //
-// Every error it returns is a usage or configuration error: what was
-// given is wrong as written.
+// Every error it returns is a usage or configuration error (what was
+// given is wrong as written), but for GoOn's, which are refusals to go on
+// (*NotApproved: exit 5).
 package trust
 
 import (
