@@ -118,8 +118,8 @@ func runApprove(_ context.Context, o *approveOptions) error {
 			return err
 		}
 	} else {
-		if o.Policy.SignaturesOnly {
-			return withCode(ExitApproval, fmt.Errorf("policy.signatures_only is set in %s: approve with your SSH key, --sign-with KEY", o.Config))
+		if rule := trust.HMACRefusedBy(o.Policy); rule != "" {
+			return withCode(ExitApproval, fmt.Errorf("%s is set in %s, and an HMAC approval would not count under it: approve with your SSH key, --sign-with KEY", rule, o.Config))
 		}
 		by = o.Identity(o.by)
 		key, err := o.SigningKey(o.keys, by)
@@ -185,7 +185,9 @@ func sshApproval(plan *redrive.Plan, path string, o *approveOptions) (func(strin
 		}
 	}
 	fp := approval.Fingerprint(signer.PublicKey())
-	inForce := func(a redrive.Approval) bool { return a.Principal == by && a.Key == fp && o.Now().Before(a.ExpiresAt) }
+	inForce := func(a redrive.Approval) bool {
+		return a.Principal == by && a.Key == fp && o.Now().Before(a.ExpiresAt.Time)
+	}
 	if err := o.Review(plan, path, by, o.keys, inForce, o.again); err != nil {
 		signer.Close()
 		return nil, "", err

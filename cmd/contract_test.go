@@ -226,6 +226,11 @@ func TestMoveDocumentsMatchTheDocs(t *testing.T) {
 		t.Fatalf("apply: %d %s", code, errOut)
 	}
 	check("dlqctl.run/v1", out)
+	out, errOut, code = run(t, env, "-o", "json", "redrive", "status", filepath.Join(root, "p.journal"))
+	if code != 0 || !strings.Contains(out, `"state": "valid"`) {
+		t.Fatalf("status: %d %s %s", code, out, errOut)
+	}
+	check("dlqctl.run/v1", out)
 	out, errOut, code = run(t, env, "--source", src, "-o", "json", "reconcile", "--journal", filepath.Join(root, "p.journal"),
 		"--effects", "exec:true", "--events")
 	if code != 0 {
@@ -247,7 +252,8 @@ func optional(p string) bool {
 		"params.effects_query", "approved_by", "halt_reason", "resume_command", "gate_reason", "events", "events[].event_id",
 		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
 		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac", "approvals[].signature", "approvals[].principal", "exact_base64{}",
-		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]"} {
+		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]",
+		"approvals[].state", "checks[].warn"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -83,8 +84,11 @@ when every check passes, 1 otherwise.`,
 
 // Check is one line of dlqctl.doctor/v1.
 type Check struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Warn marks a passing check worth a person's look: it does not fail
+	// doctor.
+	Warn   bool   `json:"warn,omitempty"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
 }
@@ -191,14 +195,17 @@ func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {
 		t := report.Table{Columns: []report.Column{{Name: "check", Kind: report.Key}, {Name: "result", Kind: report.Key, Tone: report.VerdictTone},
 			{Name: "detail"}, {Name: "fix"}}}
 		for _, c := range doc.Checks {
-			t.Rows = append(t.Rows, []any{c.Name, passFail(c.OK), c.Detail, c.Fix})
+			t.Rows = append(t.Rows, []any{c.Name, checkResult(c), c.Detail, c.Fix})
 		}
 		return report.WriteTable(w, t, ro)
 	}
 	for _, c := range doc.Checks {
 		tone, mark := report.ToneGood, "✓"
-		if !c.OK {
+		switch {
+		case !c.OK:
 			tone, mark = report.ToneBad, "✗"
+		case c.Warn:
+			tone, mark = report.ToneWarn, "!"
 		}
 		line := fmt.Sprintf("%s %s: %s", mark, c.Name, c.Detail)
 		if err := report.WriteLine(w, tone, line, ro); err != nil {
@@ -211,11 +218,16 @@ func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {
 	return nil
 }
 
-func passFail(ok bool) string {
-	if ok {
-		return "pass"
+// checkResult is a check's result column: pass, warn (passes, worth a
+// look) or fail.
+func checkResult(c Check) string {
+	switch {
+	case !c.OK:
+		return "fail"
+	case c.Warn:
+		return "warn"
 	}
-	return "fail"
+	return "pass"
 }
 
 func sourceFix(err error) string {
@@ -278,6 +290,9 @@ func approvalChecks(keys trust.Keys, p trust.Policy) []Check {
 		}
 		checks = append(checks, Check{Name: "allowed signers", OK: true, Detail: detail})
 	}
+	if w := hmacBesideSigners(signers, p); w != nil {
+		checks = append(checks, *w)
+	}
 	key, kerr := keys.HMACKey()
 	switch {
 	case p.SignaturesOnly:
@@ -294,7 +309,27 @@ func approvalChecks(keys trust.Keys, p trust.Policy) []Check {
 		checks = append(checks, Check{Name: "approval key", Detail: kerr.Error(),
 			Fix: "sign approvals with SSH keys (approve --sign-with, allowed_signers), or export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
 	} else {
-		checks = append(checks, Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})
+		n, hex := approval.KeyBytes(key)
+		detail := fmt.Sprintf("set, %d bytes", n)
+		if hex {
+			detail = fmt.Sprintf("set, %d bytes (%d hex digits)", n, len(key))
+		}
+		checks = append(checks, Check{Name: "approval key", OK: true, Detail: detail})
 	}
 	return checks
+}
+
+// hmacBesideSigners is doctor's warning when a policy names signers but
+// still takes HMAC approvals: whoever holds the HMAC key, as the applying
+// host does, can make one. Nil when there is nothing to warn of.
+func hmacBesideSigners(signers *approval.AllowedSigners, p trust.Policy) *Check {
+	if signers == nil || p.SignaturesOnly {
+		return nil
+	}
+	detail := "policy.signatures_only is off beside allowed_signers: an HMAC approval alone lets a run go, and whoever holds the HMAC key (the applying host does) can make one"
+	if p.ApprovalsRequired > 1 {
+		detail = fmt.Sprintf("policy.signatures_only is off beside allowed_signers: HMAC approvals are shown but never counted toward policy.approvals_required (%d)", p.ApprovalsRequired)
+	}
+	return &Check{Name: "hmac approvals", OK: true, Warn: true, Detail: detail,
+		Fix: "set policy.signatures_only: true, so that only approvals the applying host cannot make are taken"}
 }

@@ -36,7 +36,11 @@ func TestRunDoctor(t *testing.T) {
 		{name: "nothing set up", want: map[string]string{
 			"config": "pass", "source": `fail: unknown scheme "nope"`, "approval key": "fail: no approval key"}},
 		{name: "a good key", keys: trust.Keys{EnvKey: goodKey}, want: map[string]string{
-			"approval key": "pass: set, 64 bytes"}},
+			"approval key": "pass: set, 32 bytes (64 hex digits)"}},
+		{name: "openssl rand -hex 16", keys: trust.Keys{EnvKey: goodKey[:32]}, want: map[string]string{
+			"approval key": "fail: approval key too short: its 32 hex digits are 16 bytes, at least 32 are needed"}},
+		{name: "32 characters of text", keys: trust.Keys{EnvKey: "k-one-0123456789abcdef0123456789"}, want: map[string]string{
+			"approval key": "pass: set, 32 bytes"}},
 		{name: "a short key", keys: trust.Keys{EnvKey: "short"}, want: map[string]string{
 			"approval key": "fail: approval key too short"}},
 		{name: "signatures only", policy: trust.Policy{SignaturesOnly: true}, want: map[string]string{

@@ -412,9 +412,11 @@ func approveWith(by string) *approveOptions {
 		},
 		PlanApprovals: func(*redrive.Plan, string) error { return nil },
 		Identity:      func(flag string) string { return flag },
-		SigningKey:    func(keyFlags, string) ([]byte, error) { return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil },
-		Review:        func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
-		NextStep:      func(*redrive.Plan, string, keyFlags) string { return "next" },
+		SigningKey: func(keyFlags, string) ([]byte, error) {
+			return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil
+		},
+		Review:   func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
+		NextStep: func(*redrive.Plan, string, keyFlags) string { return "next" },
 	}
 }
 

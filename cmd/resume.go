@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -177,63 +176,64 @@ func trustRun(o *resumeOptions) (*trustedRun, error) {
 	return tr, nil
 }
 
-// approveGoingOn checks that the run may go on: under an approval that
-// verifies now (after a halt, one given since), or, for a one-step run,
-// what the one-step command asked.
+// approveGoingOn checks that the run may go on (trust.GoOn): under
+// approvals that meet the policy now, found in its journal, the plan file
+// and beside it; or, for a one-step run, as the one-step command did.
 func approveGoingOn(ctx context.Context, tr *trustedRun, o *resumeOptions) error {
 	st, path := tr.st, o.Journal
 	pol, err := o.ApprovalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
-	halted := st.Status == redrive.StatusHalted
-	if halted {
-		pol.After = st.HaltedAt
+	r := trust.Resumed{Plan: st.Plan, Started: st.Start.RecordedApprovals(), Recorded: st.Approvals, Signed: tr.key != nil}
+	if st.Status == redrive.StatusHalted {
+		r.HaltedAt = st.HaltedAt
 	}
-	start := st.Start.RecordedApprovals()
-	switch trust.HowGoingOn(o.Policy, len(start), halted, tr.key != nil) {
-	case trust.Refused:
-		return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, trust.RequiredBy(o.Policy), o.Config))
-	case trust.AskYes:
-		return o.Confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
-	case trust.AsStarted:
-		return nil
-	}
-	// The approvals the run may go on under: its own, those resumes
-	// recorded, and those given in the plan file since.
-	cands := append([]redrive.Approval(nil), st.Approvals...)
 	planPath := firstNonEmpty(o.plan, st.Start.PlanPath)
-	if tr.fromFile {
-		// Read once already, and checked against the run's digest.
-		cands = append(cands, st.Plan.Approvals...)
-	} else if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == st.Plan.Digest {
-		cands = append(cands, p.Approvals...)
-	} else if o.plan != "" {
-		if perr == nil {
-			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, st.Plan.Digest)
-		}
-		return withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
+	if r.Given, err = givenApprovals(tr, o.plan, planPath); err != nil {
+		return withCode(ExitApproval, err)
 	}
-	// Approvals handed over beside the plan (approve --detach).
+	g, err := trust.GoOn(o.Policy, o.Config, pol, r)
+	var refused *trust.NotApproved
+	if errors.As(err, &refused) {
+		msg := fmt.Sprintf("journal %s (run %s): %v", path, st.RunID, err)
+		if refused.PastGate {
+			msg += fmt.Sprintf("; going on past a gate needs a fresh approval, given since the halt: dlqctl %s approve %s --again", st.Plan.Kind, shellQuote(firstNonEmpty(planPath, "PLAN")))
+		}
+		return withCode(ExitApproval, errors.New(msg))
+	}
+	if g.How == trust.AskYes {
+		return o.Confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
+	}
+	tr.fresh = g.Fresh
+	return nil
+}
+
+// givenApprovals are the approvals given in the run's plan file (read
+// already when the run's plan came from it; --plan names another copy,
+// which must have the run's digest) and beside it (approve --detach).
+func givenApprovals(tr *trustedRun, planFlag, planPath string) ([]redrive.Approval, error) {
+	var given []redrive.Approval
+	if tr.fromFile {
+		given = append(given, tr.st.Plan.Approvals...)
+	} else if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == tr.st.Plan.Digest {
+		given = append(given, p.Approvals...)
+	} else if planFlag != "" {
+		if perr == nil {
+			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, tr.st.Plan.Digest)
+		}
+		return nil, fmt.Errorf("--plan %s: %v", planFlag, perr)
+	}
 	if planPath != "" {
 		found, err := redrive.ReadDetached(planPath)
 		if err != nil {
-			return withCode(ExitApproval, err)
+			return nil, err
 		}
 		for _, d := range found {
-			cands = append(cands, d.Approval)
+			given = append(given, d.Approval)
 		}
 	}
-	check := *st.Plan
-	check.Approvals = cands
-	ok, err := check.CheckApprovals(pol)
-	if err != nil {
-		return withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
-	}
-	if !slices.Equal(ok, start) {
-		tr.fresh = ok
-	}
-	return nil
+	return given, nil
 }
 
 // runResume checks that the journal may be believed and the run may go

@@ -372,8 +372,8 @@ func runFields(d RunDoc, unreconciled int) []report.Field {
 		fields = append(fields, report.Field{Key: "dlq", Value: fmt.Sprintf("%d → %d", d.Batches[0].DLQBefore, d.Batches[n-1].DLQAfter)})
 	}
 	fields = append(fields, report.Field{Key: "reason", Value: d.Reason}, report.Field{Key: "planned by", Value: d.PlannedBy})
-	if d.ApprovedBy != "" {
-		fields = append(fields, report.Field{Key: "approved by", Value: d.ApprovedBy})
+	if len(d.Approvals) > 0 {
+		fields = append(fields, report.Field{Key: "approved by", Value: approvedByText(d.Approvals)})
 	}
 	fields = append(fields, report.Field{Key: "applied by", Value: d.AppliedBy})
 	if d.HaltedBy != "" {
@@ -445,4 +445,29 @@ func (v *runView) watch(eng *redrive.Engine, settle time.Duration) {
 			return nil
 		}
 	}
+}
+
+// approvedByText names the approvals a run went on under, grouped by the
+// journal record that names them: "bob, carol" for those it started
+// under, then "; dave (on resume at T)" for each resume that went on
+// under approvals of its own.
+func approvedByText(as []RunApproval) string {
+	var groups []string
+	for i := 0; i < len(as); {
+		j := i + 1
+		for j < len(as) && as[j].Record == as[i].Record && as[j].WentOnAt.Equal(as[i].WentOnAt) {
+			j++
+		}
+		var names []string
+		for _, a := range as[i:j] {
+			names = append(names, a.By)
+		}
+		g := strings.Join(names, ", ")
+		if as[i].Record == redrive.RecResume {
+			g += " (on resume at " + as[i].WentOnAt.UTC().Format(time.RFC3339) + ")"
+		}
+		groups = append(groups, g)
+		i = j
+	}
+	return strings.Join(groups, "; ")
 }

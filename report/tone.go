@@ -60,7 +60,7 @@ func VerdictTone(v string) Tone {
 	switch strings.TrimSpace(v) {
 	case "applied", "absorbed-duplicate", "pass", "passed", "ok", "completed":
 		return ToneGood
-	case "unverified", "interrupted":
+	case "unverified", "interrupted", "warn":
 		return ToneWarn
 	case "":
 		return ToneNone
