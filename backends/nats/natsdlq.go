@@ -65,6 +65,11 @@ type Stream struct {
 	// sourceIDs holds the dlqctl_source_id of every copy, read by one
 	// scan on first need (import).
 	sourceIDs map[string]bool
+	// moved maps an advisory's message (target.key) to the entry that
+	// moved it in this process; sent holds what Publish sent per DLQ
+	// sequence until Remove takes it.
+	moved map[string]string
+	sent  map[uint64]target
 }
 
 // Open parses rawURL, connects and looks the stream up. A stream that
