@@ -2,6 +2,7 @@ package natsdlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
+	"github.com/dlqctl/dlqctl/conformance"
 )
 
 // readOnlyRounds is how many times each read-only command runs.
@@ -154,4 +156,267 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 			t.Fatal(fx.source)
 		}
 	})
+}
+
+// copyFixture is a copy DLQ stream holding n dead letters (events C001…)
+// of the origin stream's subject.
+type copyFixture struct {
+	source, subj string
+	dlq, origin  jetstream.Stream
+}
+
+func newCopyFixture(t *testing.T, srv *natstest.Server, js jetstream.JetStream, n int) copyFixture {
+	t.Helper()
+	ctx := context.Background()
+	base := fmt.Sprintf("cf%d", time.Now().UnixNano())
+	name, subj := base+"_DLQ", base+".orders"
+	dlq, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: natsdlq.CopySubjects(name), AllowDirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{subj}, Duplicates: longWindow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		h := nats.Header{"event_id": {fmt.Sprintf("C%03d", i)}, natsdlq.HeaderOriginalSubject: {subj}, "last_error": {"timeout calling payments"},
+			nats.MsgIdHdr: {fmt.Sprintf("dead:%s:%d", base, i)}}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "dlq." + name + "." + subj, Header: h, Data: []byte(fmt.Sprintf(`{"order":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return copyFixture{source: srv.URL() + "?stream=" + name, subj: subj, dlq: dlq, origin: origin}
+}
+
+// checkOnce: the DLQ is empty and every event C001…Cn is on the origin
+// once.
+func (fx copyFixture) checkOnce(t *testing.T, n int) {
+	t.Helper()
+	if l := msgs(t, fx.dlq); l != 0 {
+		t.Errorf("%d copies left in the DLQ", l)
+	}
+	count := map[string]int{}
+	for _, r := range redrivenCopies(t, fx.origin) {
+		id, _, _ := strings.Cut(r, "#")
+		count[id]++
+	}
+	for i := 1; i <= n; i++ {
+		if id := fmt.Sprintf("C%03d", i); count[id] != 1 {
+			t.Errorf("%s is on the origin %d times, want 1", id, count[id])
+		}
+	}
+	if len(count) != n {
+		t.Errorf("%d events on the origin, want %d", len(count), n)
+	}
+}
+
+// removedStayRemoved: every entry the journal in dir records as removed
+// is not in the DLQ (getter: whether the DLQ holds the entry id).
+func removedStayRemoved(t *testing.T, dir string, inDLQ func(id string) bool) int {
+	t.Helper()
+	removed := 0
+	for id, st := range journalSteps(t, dir) {
+		if st.typ != "removed" {
+			continue
+		}
+		removed++
+		if inDLQ(id) {
+			t.Errorf("entry %s (%s) is back in the DLQ after the broker restart, though the journal records it removed", id, st.eventID)
+		}
+	}
+	return removed
+}
+
+func holds(st jetstream.Stream) func(string) bool {
+	return func(id string) bool {
+		var seq uint64
+		fmt.Sscan(id, &seq)
+		_, err := st.GetMsg(context.Background(), seq)
+		return err == nil
+	}
+}
+
+// TestBrokerKilledAfterRun: nats-server is SIGKILLed right after a
+// redrive completed (default sync interval, default persist mode): when it
+// is back, nothing the run removed is in the DLQ, every event is on the
+// origin once, stats says 0 and a new plan takes nothing.
+func TestBrokerKilledAfterRun(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.JetStream(t)
+	const n = 100
+	check := func(t *testing.T, dir, source string) {
+		t.Helper()
+		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "stats", "-o", "json")
+		if code != 0 || !strings.Contains(out, `"total": 0`) {
+			t.Errorf("stats after the restart: exit %d\n%s", code, out)
+		}
+		code, out = conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "plan", "--reason", "again", "--out", "again.json",
+			"--allow-disposition", "investigate,fix-then-redrive", "-o", "json")
+		if code != 0 || !strings.Contains(out, `"entries": []`) {
+			t.Errorf("a new plan after the restart: exit %d\n%s", code, out)
+		}
+	}
+	kill := func(t *testing.T) {
+		t.Helper()
+		if err := srv.Down(); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Up(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("copies", func(t *testing.T) {
+		fx := newCopyFixture(t, srv, js, n)
+		dir := t.TempDir()
+		if moved, status := applyAll(t, dir, fx.source); status != "completed" || moved != n {
+			t.Fatalf("apply: %s, %d moved", status, moved)
+		}
+		kill(t)
+		if removed := removedStayRemoved(t, dir, holds(fx.dlq)); removed != n {
+			t.Errorf("the journal records %d removed, want %d", removed, n)
+		}
+		fx.checkOnce(t, n)
+		check(t, dir, fx.source)
+	})
+	t.Run("advisories", func(t *testing.T) {
+		afx := newAdvisoryFixture(t, srv, js, n)
+		dir := t.TempDir()
+		if moved, status := applyAll(t, dir, afx.source); status != "completed" || moved != n {
+			t.Fatalf("apply: %s, %d moved", status, moved)
+		}
+		kill(t)
+		if removed := removedStayRemoved(t, dir, holds(afx.adv)); removed != n {
+			t.Errorf("the journal records %d removed, want %d", removed, n)
+		}
+		afx.checkOnce(t, n)
+		check(t, dir, afx.source)
+	})
+}
+
+// TestBrokerKilledMidRun: nats-server is SIGKILLed while a redrive of a
+// copy DLQ runs: apply exits 1 naming the resume; when the server is back,
+// every entry the journal records as removed is still gone from the DLQ,
+// and the resume ends with every event on the origin once.
+func TestBrokerKilledMidRun(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.JetStream(t)
+	const n = 60
+	fx := newCopyFixture(t, srv, js, n)
+	source := fx.source + "&timeout=1s"
+	dir := t.TempDir()
+	planApprove(t, dir, source, "--rate", "40", "--burst", "2", "--ramp", "10,20")
+	done := make(chan struct {
+		code int
+		out  string
+	}, 1)
+	go func() {
+		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
+		done <- struct {
+			code int
+			out  string
+		}{code, out}
+	}()
+	waitUntil(t, "the run to remove a few entries", func() bool {
+		removed := 0
+		for _, st := range journalStepsIfAny(t, dir) {
+			if st.typ == "removed" {
+				removed++
+			}
+		}
+		return removed >= 5
+	})
+	if err := srv.Down(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.out, "resume p.journal") {
+		t.Fatalf("apply with the server down: exit %d, want 1 with the resume command\n%s", r.code, r.out)
+	}
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if removed := removedStayRemoved(t, dir, holds(fx.dlq)); removed == 0 || removed == n {
+		t.Errorf("the journal records %d removed before the kill, want some", removed)
+	}
+	if code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "resume", "p.journal"); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	fx.checkOnce(t, n)
+}
+
+// doctorChecks runs doctor on source and returns its checks by name.
+func doctorChecks(t *testing.T, source string) map[string]struct {
+	OK          bool
+	Detail, Fix string
+} {
+	t.Helper()
+	_, out := dlqctl(t, "--source", source, "doctor", "-o", "json")
+	var d struct {
+		Checks []struct {
+			Name, Detail, Fix string
+			OK                bool
+		}
+	}
+	if err := json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&d); err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	checks := map[string]struct {
+		OK          bool
+		Detail, Fix string
+	}{}
+	for _, c := range d.Checks {
+		checks[c.Name] = struct {
+			OK          bool
+			Detail, Fix string
+		}{c.OK, c.Detail, c.Fix}
+	}
+	return checks
+}
+
+// TestAsyncPersistDLQRefused: a DLQ stream with persist_mode async
+// acknowledges a delete before it writes it, so a crash of the server
+// brings back what a run removed: redrive refuses it (exit 2, saying why
+// and what to do) and moves nothing; doctor fails on it, stats warns, and
+// an origin stream in that mode passes doctor with what a crash can lose
+// said. A default DLQ stream passes.
+func TestAsyncPersistDLQRefused(t *testing.T) {
+	srv := natstest.Start(t)
+	t.Chdir(t.TempDir())
+	_, js := srv.JetStream(t)
+	ctx := context.Background()
+	base := fmt.Sprintf("async%d", time.Now().UnixNano())
+	dlq, subj := base+"_DLQ", base+".orders"
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dlq, Subjects: natsdlq.CopySubjects(dlq), AllowDirect: true, PersistMode: jetstream.AsyncPersistMode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{subj}, PersistMode: jetstream.AsyncPersistMode}); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{"event_id": {"E1"}, natsdlq.HeaderOriginalSubject: {subj}, "last_error": {"timeout"}}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "dlq." + dlq + ".x", Header: h, Data: []byte(`{"order":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	source := srv.URL() + "?stream=" + dlq
+	code, out := dlqctl(t, "--source", source, "redrive", "--yes", "--reason", "async", "--rate", "0", "--unverified-ok")
+	if code != 2 || !strings.Contains(out, "persist_mode async") || !strings.Contains(out, "moves nothing out of it") {
+		t.Errorf("redrive from an async DLQ stream: exit %d, want 2 saying why\n%s", code, out)
+	}
+	if n := msgs(t, st); n != 1 {
+		t.Errorf("%d copies left, want the 1 refused", n)
+	}
+	checks := doctorChecks(t, source)
+	if c := checks["DLQ stream "+dlq]; c.OK || !strings.Contains(c.Detail, "brings deleted messages back") || !strings.Contains(c.Fix, "import --init") {
+		t.Errorf("doctor on the DLQ stream: %+v", c)
+	}
+	if c := checks["origin "+subj]; !c.OK || !strings.Contains(c.Detail, "can lose a redrive") {
+		t.Errorf("doctor on the origin: %+v (all: %v)", c, checks)
+	}
+	if code, out := dlqctl(t, "--source", source, "stats", "-o", "json"); code != 0 || !strings.Contains(out, "persist_mode async") {
+		t.Errorf("stats: exit %d\n%s", code, out)
+	}
+	fx := newCopyFixture(t, srv, js, 1)
+	if c := doctorChecks(t, fx.source)["DLQ stream "+fx.dlq.CachedInfo().Config.Name]; !c.OK {
+		t.Errorf("doctor on a default DLQ stream: %+v", c)
+	}
 }
