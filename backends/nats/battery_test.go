@@ -420,3 +420,149 @@ func TestAsyncPersistDLQRefused(t *testing.T) {
 		t.Errorf("doctor on a default DLQ stream: %+v", c)
 	}
 }
+
+// journalRemovedOrPublished lists the entries whose publish the journal
+// knows.
+func journalRemovedOrPublished(t *testing.T, dir string) []string {
+	t.Helper()
+	var ids []string
+	for id, st := range journalStepsIfAny(t, dir) {
+		if st.typ == "published" || st.typ == "removed" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// TestConnectionDroppedAwaitingAcks: the connection to a live server is
+// lost while a publish awaits its ack (the server stored it; the ack never
+// arrives): apply exits 1 within a bound, naming the resume, with that
+// entry's outcome unknown in the journal; the resume sends it again under
+// the same Nats-Msg-Id, and every event is on the origin once.
+func TestConnectionDroppedAwaitingAcks(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.JetStream(t)
+	const n = 40
+	fx := newCopyFixture(t, srv, js, n)
+	proxy := srv.Proxy(t)
+	source := proxy.URL() + fx.source[strings.Index(fx.source, "?"):] + "&timeout=2s"
+	dir := t.TempDir()
+	planApprove(t, dir, source, "--rate", "20", "--burst", "1", "--ramp", "40")
+	done := make(chan struct {
+		code int
+		out  string
+	}, 1)
+	go func() {
+		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
+		done <- struct {
+			code int
+			out  string
+		}{code, out}
+	}()
+	waitUntil(t, "the run to remove a few entries", func() bool {
+		removed := 0
+		for _, st := range journalStepsIfAny(t, dir) {
+			if st.typ == "removed" {
+				removed++
+			}
+		}
+		return removed >= 3
+	})
+	proxy.HoldAfterPublish(fx.subj)
+	waitUntil(t, "a publish awaiting its ack", func() bool {
+		return proxy.Holding() && len(redrivenCopies(t, fx.origin)) > len(journalRemovedOrPublished(t, dir))
+	})
+	proxy.Cut()
+	cut := time.Now()
+	var r struct {
+		code int
+		out  string
+	}
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("apply still runs 30 s after its connection was lost")
+	}
+	t.Logf("apply exited %s after the connection was cut", time.Since(cut).Round(time.Millisecond))
+	if r.code != 1 || !strings.Contains(r.out, "resume p.journal") {
+		t.Fatalf("apply after the connection was lost: exit %d, want 1 with the resume command\n%s", r.code, r.out)
+	}
+	// What the journal does not know: entries whose last step is intent.
+	// At least one of them is on the origin (its ack was held).
+	onOrigin := map[string]bool{}
+	for _, c := range redrivenCopies(t, fx.origin) {
+		id, _, _ := strings.Cut(c, "#")
+		onOrigin[id] = true
+	}
+	unknownStored := 0
+	for _, st := range journalSteps(t, dir) {
+		if st.typ == "intent" && onOrigin[st.eventID] {
+			unknownStored++
+		}
+	}
+	if unknownStored == 0 {
+		t.Errorf("no entry both stored on the origin and unknown in the journal: the cut did not catch a publish awaiting its ack\n%s", r.out)
+	}
+	code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "resume", "p.journal")
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	fx.checkOnce(t, n)
+}
+
+// TestByteIdenticalDeadLetters: three dead letters with the same bytes
+// (headers and data: a producer that retried a publish, an import run
+// twice) are three entries; a plan takes all three, the run moves three
+// with no halt, the DLQ ends empty, and the origin holds three copies.
+func TestByteIdenticalDeadLetters(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.JetStream(t)
+	ctx := context.Background()
+	same := func() *nats.Msg {
+		return &nats.Msg{Header: nats.Header{"event_id": {"DUP"}, "tenant": {"acme"}}, Data: []byte(`{"order":7}`)}
+	}
+	t.Run("copies", func(t *testing.T) {
+		fx := newCopyFixture(t, srv, js, 0)
+		name := fx.dlq.CachedInfo().Config.Name
+		for range 3 {
+			m := same()
+			m.Subject = "dlq." + name + "." + fx.subj
+			m.Header.Set(natsdlq.HeaderOriginalSubject, fx.subj)
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir := t.TempDir()
+		if moved, status := applyAll(t, dir, fx.source); moved != 3 || status != "completed" {
+			t.Errorf("apply: %s, %d moved, want completed, 3", status, moved)
+		}
+		if l := msgs(t, fx.dlq); l != 0 {
+			t.Errorf("%d left in the DLQ", l)
+		}
+		if got := redrivenCopies(t, fx.origin); fmt.Sprint(got) != "[DUP#1 DUP#1 DUP#1]" {
+			t.Errorf("the origin holds %v, want three redrives of DUP", got)
+		}
+	})
+	t.Run("advisories", func(t *testing.T) {
+		fx := newTermFixture(t, srv, js)
+		for range 3 {
+			m := same()
+			m.Subject = fx.subj
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fx.term(t, fx.cons, 3)
+		adv := fx.advisories(t, 3)
+		dir := t.TempDir()
+		if moved, status := applyAll(t, dir, fx.source); moved != 3 || status != "completed" {
+			t.Errorf("apply: %s, %d moved, want completed, 3", status, moved)
+		}
+		if l := msgs(t, adv); l != 0 {
+			t.Errorf("%d advisories left", l)
+		}
+		if got := redrivenCopies(t, fx.origin); fmt.Sprint(got) != "[DUP#1 DUP#1 DUP#1]" {
+			t.Errorf("the origin holds %v, want three redrives of DUP", got)
+		}
+	})
+}
