@@ -297,3 +297,41 @@ func TestAdvisoryOriginRecreated(t *testing.T) {
 		t.Errorf("get: %+v %v", e, err)
 	}
 }
+
+// TestWorkerCopyAfterOriginRecreated: the reference worker's copy ID names
+// the original's stream and sequence; an origin stream deleted and made
+// again numbers from 1 again, so the next failure of a message at the same
+// sequence must still be a new copy in the DLQ stream (inside its
+// duplicate window), not dropped as a duplicate of the first while the
+// worker acks the original.
+func TestWorkerCopyAfterOriginRecreated(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.JetStream(t)
+	ctx := context.Background()
+	base := fmt.Sprintf("wrk%d", time.Now().UnixNano())
+	dlq, origin, subj := base+"_DLQ", base+"_ORDERS", base+".orders"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: dlq, Subjects: natsdlq.CopySubjects(dlq), AllowDirect: true, Duplicates: longWindow}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"E1", "E2"} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: origin, Subjects: []string{subj}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte(`{"order":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		w := workertest.Start(t, "--source", srv.URL()+"?stream="+origin+"&consumer=workers", "--dlq", dlq,
+			"--inbox", "sqlite:"+filepath.Join(t.TempDir(), "inbox.db"), "--fail", id, "--until-idle", "2s")
+		if err := w.Wait(); err != nil {
+			t.Fatalf("worker: %v\n%s", err, w.Output())
+		}
+		if id == "E1" {
+			if err := js.DeleteStream(ctx, origin); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := msgs(t, mustStream(t, js, dlq)); n != 2 {
+		t.Errorf("the DLQ holds %d copies, want 2 (the second dead-lettering was dropped as a duplicate of the first)", n)
+	}
+}
