@@ -265,31 +265,62 @@ func TestBrokerKilledAfterRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("copies", func(t *testing.T) {
-		fx := newCopyFixture(t, srv, js, n)
-		dir := t.TempDir()
-		if moved, status := applyAll(t, dir, fx.source); status != "completed" || moved != n {
-			t.Fatalf("apply: %s, %d moved", status, moved)
+	for _, shape := range []struct {
+		name string
+		make func(t *testing.T) (source string, dlq jetstream.Stream, checkOnce func(*testing.T, int))
+	}{
+		{"copies", func(t *testing.T) (string, jetstream.Stream, func(*testing.T, int)) {
+			fx := newCopyFixture(t, srv, js, n)
+			return fx.source, fx.dlq, fx.checkOnce
+		}},
+		{"advisories", func(t *testing.T) (string, jetstream.Stream, func(*testing.T, int)) {
+			fx := newAdvisoryFixture(t, srv, js, n)
+			return fx.source, fx.adv, fx.checkOnce
+		}},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			source, dlq, checkOnce := shape.make(t)
+			dir := t.TempDir()
+			if moved, status := applyAll(t, dir, source); status != "completed" || moved != n {
+				t.Fatalf("apply: %s, %d moved", status, moved)
+			}
+			kill(t)
+			if removed := removedStayRemoved(t, dir, holds(dlq)); removed != n {
+				t.Errorf("the journal records %d removed, want %d", removed, n)
+			}
+			checkOnce(t, n)
+			check(t, dir, source)
+		})
+	}
+}
+
+// runResult is how a dlqctl process ended.
+type runResult struct {
+	code int
+	out  string
+}
+
+// startApply applies the plan p.json in dir in the background.
+func startApply(t *testing.T, dir, source string) <-chan runResult {
+	done := make(chan runResult, 1)
+	go func() {
+		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
+		done <- runResult{code, out}
+	}()
+	return done
+}
+
+// waitRemoved waits until the journal in dir records k entries removed.
+func waitRemoved(t *testing.T, dir string, k int) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("the run to remove %d entries", k), func() bool {
+		removed := 0
+		for _, st := range journalStepsIfAny(t, dir) {
+			if st.typ == "removed" {
+				removed++
+			}
 		}
-		kill(t)
-		if removed := removedStayRemoved(t, dir, holds(fx.dlq)); removed != n {
-			t.Errorf("the journal records %d removed, want %d", removed, n)
-		}
-		fx.checkOnce(t, n)
-		check(t, dir, fx.source)
-	})
-	t.Run("advisories", func(t *testing.T) {
-		afx := newAdvisoryFixture(t, srv, js, n)
-		dir := t.TempDir()
-		if moved, status := applyAll(t, dir, afx.source); status != "completed" || moved != n {
-			t.Fatalf("apply: %s, %d moved", status, moved)
-		}
-		kill(t)
-		if removed := removedStayRemoved(t, dir, holds(afx.adv)); removed != n {
-			t.Errorf("the journal records %d removed, want %d", removed, n)
-		}
-		afx.checkOnce(t, n)
-		check(t, dir, afx.source)
+		return removed >= k
 	})
 }
 
@@ -305,26 +336,8 @@ func TestBrokerKilledMidRun(t *testing.T) {
 	source := fx.source + "&timeout=1s"
 	dir := t.TempDir()
 	planApprove(t, dir, source, "--rate", "40", "--burst", "2", "--ramp", "10,20")
-	done := make(chan struct {
-		code int
-		out  string
-	}, 1)
-	go func() {
-		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
-		done <- struct {
-			code int
-			out  string
-		}{code, out}
-	}()
-	waitUntil(t, "the run to remove a few entries", func() bool {
-		removed := 0
-		for _, st := range journalStepsIfAny(t, dir) {
-			if st.typ == "removed" {
-				removed++
-			}
-		}
-		return removed >= 5
-	})
+	done := startApply(t, dir, source)
+	waitRemoved(t, dir, 5)
 	if err := srv.Down(); err != nil {
 		t.Fatal(err)
 	}
@@ -448,36 +461,15 @@ func TestConnectionDroppedAwaitingAcks(t *testing.T) {
 	source := proxy.URL() + fx.source[strings.Index(fx.source, "?"):] + "&timeout=2s"
 	dir := t.TempDir()
 	planApprove(t, dir, source, "--rate", "20", "--burst", "1", "--ramp", "40")
-	done := make(chan struct {
-		code int
-		out  string
-	}, 1)
-	go func() {
-		code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "apply", "p.json")
-		done <- struct {
-			code int
-			out  string
-		}{code, out}
-	}()
-	waitUntil(t, "the run to remove a few entries", func() bool {
-		removed := 0
-		for _, st := range journalStepsIfAny(t, dir) {
-			if st.typ == "removed" {
-				removed++
-			}
-		}
-		return removed >= 3
-	})
+	done := startApply(t, dir, source)
+	waitRemoved(t, dir, 3)
 	proxy.HoldAfterPublish(fx.subj)
 	waitUntil(t, "a publish awaiting its ack", func() bool {
 		return proxy.Holding() && len(redrivenCopies(t, fx.origin)) > len(journalRemovedOrPublished(t, dir))
 	})
 	proxy.Cut()
 	cut := time.Now()
-	var r struct {
-		code int
-		out  string
-	}
+	var r runResult
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):

@@ -100,49 +100,77 @@ func advisoryJSON(stream string, seq uint64, at time.Time) []byte {
 		at.UTC().Format(time.RFC3339Nano), stream, seq))
 }
 
+// synthetic is an origin stream and a stream of hand-written advisories
+// about its messages: the advisory shape reads any stream, whatever its
+// subjects.
+type synthetic struct {
+	js                      jetstream.JetStream
+	origin                  jetstream.Stream
+	subj, adv, advSubj, url string
+}
+
+func newSynthetic(t *testing.T) *synthetic {
+	t.Helper()
+	srv := server(t)
+	_, js := srv.JetStream(t)
+	base := fmt.Sprintf("syn%d", time.Now().UnixNano())
+	sy := &synthetic{js: js, subj: base + ".orders", adv: base + "_ADV", advSubj: base + ".adv"}
+	sy.url = srv.URL() + "?stream=" + sy.adv + "&advisories=1"
+	var err error
+	if sy.origin, err = js.CreateStream(context.Background(), jetstream.StreamConfig{Name: base + "_ORDERS", Subjects: []string{sy.subj}}); err != nil {
+		t.Fatal(err)
+	}
+	sy.makeAdv(t)
+	return sy
+}
+
+// makeAdv (re)creates the advisory stream.
+func (sy *synthetic) makeAdv(t *testing.T) jetstream.Stream {
+	t.Helper()
+	st, err := sy.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: sy.adv, Subjects: []string{sy.advSubj}, AllowDirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// publish publishes an original with the event ID id.
+func (sy *synthetic) publish(t *testing.T, id string) {
+	t.Helper()
+	if _, err := sy.js.PublishMsg(context.Background(), &nats.Msg{Subject: sy.subj, Header: nats.Header{nats.MsgIdHdr: {id}}, Data: []byte(`{"order":"` + id + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// advise writes an advisory about the original at seq.
+func (sy *synthetic) advise(t *testing.T, seq uint64) {
+	t.Helper()
+	if _, err := sy.js.Publish(context.Background(), sy.advSubj, advisoryJSON(sy.origin.CachedInfo().Config.Name, seq, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAdvisoryRemoveAfterAdvisoryStreamRecreated: as above in advisory
 // shape. A run published an advisory's message and stopped before removing
 // it; the advisory stream was made again, and its first advisory is now
 // about another message. The resume must delete neither that advisory nor
 // the message it is about.
 func TestAdvisoryRemoveAfterAdvisoryStreamRecreated(t *testing.T) {
-	srv := server(t)
-	_, js := srv.JetStream(t)
 	ctx := context.Background()
-	base := fmt.Sprintf("advrm%d", time.Now().UnixNano())
-	stream, subj, adv := base+"_ORDERS", base+".orders", base+"_ADV"
-	ost, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subj}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	makeAdv := func() {
-		t.Helper()
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: adv, Subjects: []string{base + ".adv"}, AllowDirect: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	makeAdv()
-	for i := 1; i <= 2; i++ {
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{nats.MsgIdHdr: {fmt.Sprintf("E%d", i)}}, Data: []byte(fmt.Sprintf(`{"order":%d}`, i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := js.Publish(ctx, base+".adv", advisoryJSON(stream, 1, time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	url := srv.URL() + "?stream=" + adv + "&advisories=1"
-	item := planItem(t, open(t, url), 1, subj)
-	if res, err := open(t, url).Publish(ctx, []backend.MoveItem{item}, backend.Markers{RunID: "run-1"}); err != nil || res[0].Err != nil {
+	sy := newSynthetic(t)
+	sy.publish(t, "E1")
+	sy.publish(t, "E2")
+	sy.advise(t, 1)
+	item := planItem(t, open(t, sy.url), 1, sy.subj)
+	if res, err := open(t, sy.url).Publish(ctx, []backend.MoveItem{item}, backend.Markers{RunID: "run-1"}); err != nil || res[0].Err != nil {
 		t.Fatalf("publish: %v %+v", err, res)
 	}
-	if err := js.DeleteStream(ctx, adv); err != nil {
+	if err := sy.js.DeleteStream(ctx, sy.adv); err != nil {
 		t.Fatal(err)
 	}
-	makeAdv()
-	if _, err := js.Publish(ctx, base+".adv", advisoryJSON(stream, 2, time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	resumed := open(t, url)
+	sy.makeAdv(t)
+	sy.advise(t, 2)
+	resumed := open(t, sy.url)
 	res, err := resumed.Remove(ctx, []backend.MoveItem{item})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +181,7 @@ func TestAdvisoryRemoveAfterAdvisoryStreamRecreated(t *testing.T) {
 	if e, err := resumed.Get(ctx, "1"); err != nil || e.EventID != "E2" {
 		t.Errorf("the other advisory: %+v %v, want it still there", e, err)
 	}
-	if _, err := ost.GetMsg(ctx, 2); err != nil {
+	if _, err := sy.origin.GetMsg(ctx, 2); err != nil {
 		t.Errorf("the other advisory's message was deleted: %v", err)
 	}
 }
@@ -164,34 +192,17 @@ func TestAdvisoryRemoveAfterAdvisoryStreamRecreated(t *testing.T) {
 // names the first entry's redrive, so the second advisory is removed and
 // nothing is stored twice; the first entry's own resend stays a resend.
 func TestSameMessageInAnotherProcess(t *testing.T) {
-	srv := server(t)
-	_, js := srv.JetStream(t)
 	ctx := context.Background()
-	base := fmt.Sprintf("same%d", time.Now().UnixNano())
-	stream, subj, adv := base+"_ORDERS", base+".orders", base+"_ADV"
-	ost, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subj}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ast, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: adv, Subjects: []string{base + ".adv"}, AllowDirect: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: nats.Header{nats.MsgIdHdr: {"E1"}}, Data: []byte(`{"order":1}`)}); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := js.Publish(ctx, base+".adv", advisoryJSON(stream, 1, time.Now())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	url := srv.URL() + "?stream=" + adv + "&advisories=1"
-	first, second := planItem(t, open(t, url), 1, subj), planItem(t, open(t, url), 2, subj)
-	a, err := open(t, url).Publish(ctx, []backend.MoveItem{first}, backend.Markers{RunID: "run-1"})
+	sy := newSynthetic(t)
+	sy.publish(t, "E1")
+	sy.advise(t, 1)
+	sy.advise(t, 1)
+	first, second := planItem(t, open(t, sy.url), 1, sy.subj), planItem(t, open(t, sy.url), 2, sy.subj)
+	a, err := open(t, sy.url).Publish(ctx, []backend.MoveItem{first}, backend.Markers{RunID: "run-1"})
 	if err != nil || a[0].Err != nil {
 		t.Fatalf("first: %v %+v", err, a)
 	}
-	b := open(t, url)
+	b := open(t, sy.url)
 	res, err := b.Publish(ctx, []backend.MoveItem{second, first}, backend.Markers{RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -202,13 +213,13 @@ func TestSameMessageInAnotherProcess(t *testing.T) {
 	if res[1].Err != nil || res[1].DestID != a[0].DestID {
 		t.Errorf("the first entry's resend: %+v, want the message stored first (%s)", res[1], a[0].DestID)
 	}
-	if _, err := ast.GetMsg(ctx, 2); err == nil {
-		t.Error("the second advisory is still in its stream")
+	if _, err := b.Get(ctx, "2"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the second advisory is still in its stream: %v", err)
 	}
 	if rm, err := b.Remove(ctx, []backend.MoveItem{first}); err != nil || !rm[0].Removed {
 		t.Fatalf("remove the first: %v %+v", err, rm)
 	}
-	in, err := ost.Info(ctx)
+	in, err := sy.origin.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,21 +281,30 @@ func TestAdvisoryOriginRecreated(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: fx.subj, Header: nats.Header{nats.MsgIdHdr: {"NEW"}}, Data: []byte(`{"order":2}`)}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := natsdlq.Open(ctx, fx.source, natsdlq.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	var got []envelope.Envelope
-	if err := src.Scan(ctx, "", func(e envelope.Envelope) error { got = append(got, e); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	src, got := scanAll(t, fx.source)
 	if len(got) != 1 || got[0].Malformed == "" || got[0].EventID == "NEW" || !strings.Contains(got[0].Malformed, "re-created") {
 		t.Fatalf("entries %+v, want one malformed: its stream was re-created", got)
 	}
 	if e, err := src.Get(ctx, got[0].ID); err != nil || e.EventID == "NEW" {
 		t.Errorf("get: %+v %v", e, err)
 	}
+}
+
+// scanAll opens source and reads every entry; the source is closed when
+// the test ends.
+func scanAll(t *testing.T, source string) (*natsdlq.Stream, []envelope.Envelope) {
+	t.Helper()
+	ctx := context.Background()
+	src, err := natsdlq.Open(ctx, source, natsdlq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	var got []envelope.Envelope
+	if err := src.Scan(ctx, "", func(e envelope.Envelope) error { got = append(got, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return src, got
 }
 
 // TestWorkerCopyAfterOriginRecreated: the reference worker's copy ID names
