@@ -93,10 +93,15 @@ func readLease(ctx context.Context, kv jetstream.KeyValue, key string) (leaseDoc
 }
 
 // Lease takes the DLQ for h.RunID (backend.Leaser). A lease that the same
-// run ID holds (a crashed run being resumed) is taken over.
+// run ID holds (a crashed run being resumed) is taken over. A DLQ stream
+// whose deletes a crash can undo is refused (checkDurableDLQ): every run
+// that moves entries takes the lease first.
 func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" {
 		return nil, fmt.Errorf("%s: lease: no run ID", s)
+	}
+	if err := s.checkDurableDLQ(ctx); err != nil {
+		return nil, err
 	}
 	if h.PID == 0 {
 		h.PID = os.Getpid()

@@ -30,9 +30,10 @@ import (
 //	     dlq.<DLQ>.<original subject>) with the original's data and headers,
 //	     event_id, x-original-subject, last_error, attempts,
 //	     dead_lettered_at and origin_group; its Nats-Msg-Id is its own
-//	     (dead:<ORIGIN>:<stream sequence>), so a crash before the ack that
-//	     copies it again is deduplicated, and a later dead-lettering of a
-//	     redriven message (a new sequence) is not; then ack the original
+//	     (dead:<ORIGIN>:<stream sequence>:<stored, Unix ns>), so a crash
+//	     before the ack that copies it again is deduplicated, and a later
+//	     dead-lettering of a redriven message (a new sequence), or of a
+//	     message of the stream made again, is not; then ack the original
 //	nak  nak it (after --redelivery-delay) until the consumer's MaxDeliver
 //	     (--max-deliveries) is reached: the server then emits a
 //	     MAX_DELIVERIES advisory
@@ -193,7 +194,14 @@ func (r *natsReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
 	h.Set(envelope.FieldAttempts, strconv.FormatInt(dl.Attempts, 10))
 	h.Set(envelope.FieldDeadLetteredAt, dl.At.UTC().Format(time.RFC3339Nano))
 	h.Set(envelope.FieldOriginGroup, s.group)
-	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+r.id)
+	md, err := r.msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("nats: dead-letter %s: %w", r.id, err)
+	}
+	// The original's store time tells a stream made again (which numbers
+	// from 1 again) from the one before: only a second copy of this very
+	// delivery's message is a duplicate.
+	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+r.id+":"+strconv.FormatInt(md.Timestamp.UnixNano(), 10))
 	out := &nats.Msg{Subject: "dlq." + s.dlq + "." + r.msg.Subject(), Header: h, Data: r.msg.Data()}
 	if _, err := s.js.PublishMsg(ctx, out); err != nil {
 		return fmt.Errorf("nats: dead-letter %s to %s: %w", r.id, s.dlq, err)
