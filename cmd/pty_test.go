@@ -53,7 +53,7 @@ func onScreenAt(t *testing.T, cols, rows int, now func() time.Time, env map[stri
 		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
 		close(done)
 	}()
-	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, ErrWidth: w, Height: h}
 	f := &Factory{Deps: Deps{IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
@@ -138,22 +138,54 @@ func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 
 // TestEightyColumnsListOneCategory: with --category the category column
 // would repeat the filter on every row; it is left out and the error gets
-// the room. A malformed entry shows its own last error and why it is
-// malformed.
+// the room. On 80 columns that room is narrow, so an error wraps in its
+// cell rather than being cut: schema errors that differ only at their end
+// read apart, and a malformed entry shows why it is malformed, first, as
+// well as its own last error.
 func TestEightyColumnsListOneCategory(t *testing.T) {
 	src := incidentSource(t)
 	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "transient", "--limit", "3")
 	if code != 0 {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service Unavail…? +│`).MatchString(screen) {
+	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service +│\n.*│ Unavailable: upstream +│`).MatchString(screen) {
 		t.Errorf("list --category keeps its category column or starves the error:\n%s", screen)
+	}
+	cell := func(screen string) string { // the ERROR cells' text, joined
+		var b strings.Builder
+		for _, m := range regexp.MustCompile(`(?m)│ ([^│]*?) *│$`).FindAllStringSubmatch(screen, -1) {
+			b.WriteString(m[1] + " ")
+		}
+		return b.String()
+	}
+	screen, code = onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "schema", "--limit", "0")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{`deserialize ShipmentRequested: missing field "weightGrams"`,
+		`json: cannot unmarshal string into Go struct field Order.amount of type int`,
+		`validate order: required field "currency" is missing`} {
+		if !strings.Contains(cell(screen), want) {
+			t.Errorf("at 80 columns the schema errors lose %q:\n%s", want, screen)
+		}
+	}
+	screen, code = onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "malformed")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	if !strings.Contains(cell(screen), "(malformed: no event_id) capture payment: context deadline exceeded") {
+		t.Errorf("at 80 columns a malformed entry hides why it is malformed:\n%s", screen)
+	}
+	for _, line := range strings.Split(screen, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
 	}
 	screen, code = onTerminal(t, 200, nil, "--source", src, "--no-color", "list", "--category", "malformed")
 	if code != 0 {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ capture payment: context deadline exceeded \(malformed: no event_id\) +│`).MatchString(screen) {
+	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ \(malformed: no event_id\) capture payment: context deadline exceeded +│`).MatchString(screen) {
 		t.Errorf("a malformed entry hides its origin or last error:\n%s", screen)
 	}
 }
@@ -374,8 +406,10 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 }
 
 // TestTrippedGateOnEightyColumns: a batch whose event came back to the DLQ
-// trips the re-dead-lettered gate; on an 80-column terminal its row is not
-// wrapped mid-word and its verdicts are whole.
+// trips the re-dead-lettered gate; on an 80-column terminal its row keeps
+// the gate under GATE, its verdicts are whole on the line below, and the
+// explanation and the halt's advice are wrapped to the terminal, while
+// each command it prints stays one line to copy.
 func TestTrippedGateOnEightyColumns(t *testing.T) {
 	root := smallDLQ(t, 4)
 	time.AfterFunc(600*time.Millisecond, func() {
@@ -391,9 +425,35 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
 	}
 	batchTableFits(t, screen, 80)
-	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
-		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
-		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
+	if !regexp.MustCompile(`(?m)^BATCH +SIZE +MOVED +ATTEMPTS +EFFECTS +UNIQUE +DLQ +GATE$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^ +verdicts: re-dead-lettered=1 unverified=1$`).MatchString(screen) {
+		t.Errorf("the tripped gate's row or its verdicts are cut or out of line:\n%s", screen)
+	}
+	shown := ansiEscape.ReplaceAllString(screen, "")
+	column := func(line, s string) int { return lipgloss.Width(line[:strings.Index(line, s)]) }
+	header := regexp.MustCompile(`(?m)^BATCH .*$`).FindString(shown)
+	row := regexp.MustCompile(`(?m)^    1 .*re-dead-lettered$`).FindString(shown)
+	if row == "" || column(row, "re-dead-lettered") != column(header, "GATE") {
+		t.Errorf("the tripped gate is not under GATE:\n%s", shown)
+	}
+	var commands int
+	for _, line := range strings.Split(shown, "\n") {
+		line = line[strings.LastIndex(line, "\r")+1:]
+		if strings.HasPrefix(line, "  dlqctl ") {
+			commands++ // a command to copy: one line, whatever its width
+			continue
+		}
+		if strings.HasPrefix(line, "run ") && strings.Contains(line, ", journal ") {
+			continue // apply's start line, written before the run (not a halt's)
+		}
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("a line of prose is %d columns wide on an 80-column terminal: %q", w, line)
+		}
+	}
+	if commands == 0 || !strings.Contains(shown, "batch 1 stopped by the re-dead-lettered gate") ||
+		!strings.Contains(shown, "dlqctl: stopped by the re-dead-lettered gate") {
+		t.Errorf("the halt lost its explanation or its commands:\n%s", shown)
 	}
 }
 

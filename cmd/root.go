@@ -109,7 +109,12 @@ func (f *Factory) printError(code int, err error, args []string) {
 		fmt.Fprintln(f.IO.ErrOut, string(b))
 		return
 	}
-	fmt.Fprintln(f.IO.ErrOut, "dlqctl: "+msg)
+	text := "dlqctl: " + msg
+	if f.IO.ErrTTY {
+		// Prose fits the terminal; commands to copy stay whole lines.
+		text = report.WrapProse(text, f.IO.ErrWidth)
+	}
+	fmt.Fprintln(f.IO.ErrOut, text)
 }
 
 func fillBuildInfo(b BuildInfo) BuildInfo {
