@@ -127,7 +127,8 @@ func (m *Model) render() string {
 		b.WriteString(strings.Join(m.fullHelpLines(), "\n"))
 		b.WriteByte('\n')
 	}
-	b.WriteString(m.deps.Styles.KeyLine(hints(helpKeys{m.keys, m.screen}.ShortHelp()), m.width))
+	// Help and quit close every screen's key line: they always show.
+	b.WriteString(m.deps.Styles.KeyLine(hints(helpKeys{m.keys, m.screen}.ShortHelp()), 2, m.width))
 	return b.String()
 }
 
@@ -320,15 +321,10 @@ func (m *Model) envelopeLines() []string {
 		if v == "" {
 			return
 		}
-		const keyWidth = 18
-		pad := strings.Repeat(" ", max(keyWidth-lenCols(k), 1))
-		for i, l := range report.TUIWrap(v, max(w-keyWidth, 20)) {
-			if i == 0 {
-				out = append(out, st.Label(k)+pad+l)
-			} else {
-				out = append(out, strings.Repeat(" ", keyWidth)+l)
-			}
-		}
+		// The longest key of an envelope, first_received_at; a property's
+		// longer name goes on a line of its own.
+		const keyWidth = 17
+		out = append(out, st.TUIField(k, v, keyWidth, w)...)
 	}
 	at := func(t time.Time) string {
 		if t.IsZero() {
