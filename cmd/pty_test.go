@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -490,5 +491,61 @@ func TestWideIsBorderlessOnATerminal(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^20261129T081352Z-0003   evt-441aced0e699 .* orders +fraud check rejected order order-99819 \(score 0\.97\)$`).MatchString(screen) {
 		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
+	}
+}
+
+// conflictedDLQ is a dir DLQ of n entries in which each of the first
+// conflicts event IDs has two entries with different payloads.
+func conflictedDLQ(t *testing.T, n, conflicts int) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		event := i
+		if i < 2*conflicts {
+			event = i / 2
+		}
+		e := fmt.Sprintf(`{"schema":"dlqctl.envelope/v1","id":"e%05d","event_id":"evt-%05d","origin":{"backend":"dir","topic":"payments"},`+
+			`"dead_lettered_at":"2026-11-29T08:00:00Z","last_error":"timeout calling payments","payload":{"n":%d}}`, i, event, i)
+		if err := os.WriteFile(filepath.Join(root, "error", fmt.Sprintf("e%05d.json", i)), []byte(e), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "dir:" + root
+}
+
+// TestStatsOnALargeConflictedDLQ: stats on a terminal shows how far it has
+// read a large DLQ while it reads (on stderr, gone before the report), and
+// names a few of its 360 conflicting event IDs rather than every one
+// ahead of the report; -o json lists them all.
+func TestStatsOnALargeConflictedDLQ(t *testing.T) {
+	src := conflictedDLQ(t, 2400, 360)
+	screen, code := onTerminal(t, 80, nil, "--no-color", "--source", src, "stats")
+	if code != 0 {
+		t.Fatalf("stats exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"\rreading the DLQ: 1,000 of 2,400 entries", "\rreading the DLQ: 2,000 of 2,400 entries",
+		"\rconflicts found, reading again: 2,000 of 2,400 entries"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no progress %q on the terminal:\n%q", want, screen[:min(len(screen), 600)])
+		}
+	}
+	if !regexp.MustCompile(`\r\x1b\[KDLQ `).MatchString(screen) {
+		t.Errorf("the progress line is not cleared before the report:\n%q", screen[:min(len(screen), 600)])
+	}
+	joined := strings.Join(strings.Fields(screen), " ")
+	if !strings.Contains(joined, " conflicts 360: evt-00000, evt-00001, evt-00002, evt-00003, evt-00004 … and 355 more (-o json lists them all) malformed ") {
+		t.Errorf("the conflicts line is not the first few and a count:\n%s", screen)
+	}
+	if head := screen[:strings.Index(screen, "By category")]; strings.Count(head, "\n") > 20 {
+		t.Errorf("%d lines before the counts by category:\n%s", strings.Count(head, "\n"), head)
+	}
+	out, _, code := run(t, nil, "--source", src, "stats", "-o", "json", "--jq", ".conflict_event_ids | length")
+	if code != 0 || strings.TrimSpace(out) != "360" {
+		t.Errorf("-o json lists %s conflicting event IDs (exit %d), want all 360", out, code)
 	}
 }

@@ -144,7 +144,15 @@ type Walker struct {
 	Source     backend.Source
 	Classifier *envelope.Classifier
 	Now        time.Time
+	// Progress, when set, is told how far a whole-DLQ pass of Summarize
+	// has read, every ProgressEvery entries: pass 1, then pass 2 when the
+	// first found conflicts.
+	Progress func(pass, read int)
 }
+
+// ProgressEvery is how many entries a pass reads between two calls of
+// Walker.Progress.
+const ProgressEvery = 1000
 
 // scanLean is Source.Scan from the start, lean when the source can be and
 // nothing needs what lean envelopes lack: the caller reads no properties,

@@ -214,7 +214,7 @@ func (m *Model) progressLine() string {
 func (m *Model) progressText() string {
 	of := ""
 	if m.total >= 0 {
-		of = " of " + thousands(m.total)
+		of = " of " + report.Thousands(m.total)
 	}
 	selected := 0
 	for _, r := range m.rows {
@@ -222,11 +222,11 @@ func (m *Model) progressText() string {
 	}
 	switch {
 	case !m.scanDone && m.pass == 2:
-		return fmt.Sprintf("conflicts found: recounting… %s%s entries", thousands(int64(m.seen)), of)
+		return fmt.Sprintf("conflicts found: recounting… %s%s entries", report.Thousands(int64(m.seen)), of)
 	case !m.scanDone:
-		return fmt.Sprintf("scanning… %s%s entries read, %s selected", thousands(int64(m.seen)), of, thousands(int64(selected)))
+		return fmt.Sprintf("scanning… %s%s entries read, %s selected", report.Thousands(int64(m.seen)), of, report.Thousands(int64(selected)))
 	}
-	return fmt.Sprintf("scan complete: %s entries read, %s selected in %d categories", thousands(int64(m.seen)), thousands(int64(selected)), len(m.rows))
+	return fmt.Sprintf("scan complete: %s entries read, %s selected in %d categories", report.Thousands(int64(m.seen)), report.Thousands(int64(selected)), len(m.rows))
 }
 
 func (m *Model) categoriesView() string {
@@ -243,7 +243,7 @@ func (m *Model) categoriesView() string {
 	}
 	rows := make([][]string, len(m.rows))
 	for i, r := range m.rows {
-		rows[i] = []string{r.Name, r.Disposition, thousands(int64(r.Count)), report.FormatAge(r.OldestAge), r.ExampleError}
+		rows[i] = []string{r.Name, r.Disposition, report.Thousands(int64(r.Count)), report.FormatAge(r.OldestAge), r.ExampleError}
 	}
 	m.catTop = scrollTop(m.catTop, m.catCursor, m.listHeight())
 	return m.deps.Styles.TUIList(cols, rows, m.catCursor, m.catTop, m.listHeight(), m.width)
@@ -407,21 +407,4 @@ func payloadText(e envelope.Envelope) string {
 		return string(e.Payload)
 	}
 	return fmt.Sprintf("(%d bytes, base64) %s", len(e.Payload), base64.StdEncoding.EncodeToString(e.Payload))
-}
-
-// thousands writes 1000000 as 1,000,000: counts climb fast during a scan
-// and are read at a glance.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
