@@ -549,3 +549,39 @@ func TestStatsOnALargeConflictedDLQ(t *testing.T) {
 		t.Errorf("-o json lists %s conflicting event IDs (exit %d), want all 360", out, code)
 	}
 }
+
+// TestWatchLabelsDaysByTheirDay: a timeline of whole days counts each day's
+// dead letters under that day's label: the seven of 11-29 under 11-29, not
+// in a rolling 24 hours labelled 11-28 because it began the day before.
+func TestWatchLabelsDaysByTheirDay(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var times []time.Time
+	for day := 11; day <= 28; day++ {
+		times = append(times, time.Date(2026, 11, day, 10, 0, 0, 0, time.UTC))
+	}
+	times = append(times, time.Date(2026, 11, 28, 20, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 20, 30, 0, 0, time.UTC))
+	for i := range 7 {
+		times = append(times, time.Date(2026, 11, 29, 8, 10*i, 0, 0, time.UTC))
+	}
+	for i, at := range times {
+		e := fmt.Sprintf(`{"schema":"dlqctl.envelope/v1","id":"e%03d","event_id":"evt-%03d","dead_lettered_at":%q,"last_error":"timeout","payload":{}}`,
+			i, i, at.Format(time.RFC3339))
+		if err := os.WriteFile(filepath.Join(root, "error", fmt.Sprintf("e%03d.json", i)), []byte(e), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	screen, code := onScreen(t, 80, 60, nil, "--no-color", "--source", "dir:"+root, "stats", "--watch", "--count", "1")
+	if code != 0 {
+		t.Fatalf("stats --watch exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{`(?m)^Dead letters per 1d$`, `(?m)^11-29 +█+ 7$`, `(?m)^11-28 +█+ 3$`, `(?m)^11-11 +█+ 1$`} {
+		if !regexp.MustCompile(want).MatchString(screen) {
+			t.Errorf("the timeline lacks %s:\n%s", want, screen)
+		}
+	}
+}

@@ -24,6 +24,9 @@ type statsOptions struct {
 	// effect, refusing a DLQ that does not exist unless allowMissing.
 	OpenSession func(context.Context) (*session, error)
 
+	// Now is the clock --watch reads the DLQ by.
+	Now func() time.Time
+
 	sel          selectorFlags
 	allowMissing bool
 	watch        watchOptions
@@ -48,7 +51,7 @@ when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing, f.refusesMissing = opts.allowMissing, true
-			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			opts.IO, opts.Report, opts.OpenSession, opts.Now = f.IO, f.reportOptions(), f.openSession, f.Now
 			switch {
 			case runF != nil:
 				return runF(c.Context(), opts)
