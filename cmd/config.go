@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -85,7 +87,7 @@ func loadConfig(explicit string, getenv func(string) string) (*Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return nil, usageErrorf("config %s: %v", p, err)
+			return nil, usageErrorf("config %s: %v", p, explainUnknownKeys(err, reflect.TypeOf(c)))
 		}
 		c.path = p
 		return &c, nil
@@ -104,11 +106,15 @@ func (c *Config) profile(name string) (Profile, error) {
 	}
 	p, ok := c.Profiles[name]
 	if !ok {
-		where := "no config file found"
-		if c.path != "" {
-			where = "not in " + c.path
+		if c.path == "" {
+			return Profile{}, usageErrorf("profile %q: no config file found", name)
 		}
-		return Profile{}, usageErrorf("profile %q: %s", name, where)
+		known := sortedKeys(c.Profiles)
+		list := "it has none"
+		if len(known) > 0 {
+			list = "its profiles: " + strings.Join(known, ", ")
+		}
+		return Profile{}, usageErrorf("profile %q: not in %s%s (%s)", name, c.path, didYouMeanText(name, known), list)
 	}
 	if _, err := p.Fields.Complete(); err != nil {
 		return Profile{}, usageErrorf("profile %q: %v", name, err)
@@ -133,7 +139,7 @@ func readRulesFile(path string) (envelope.RulesSpec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&spec); err != nil && !errors.Is(err, io.EOF) {
-		return spec, usageErrorf("--rules %s: %v", path, err)
+		return spec, usageErrorf("--rules %s: %v", path, explainUnknownKeys(err, reflect.TypeOf(spec)))
 	}
 	return spec, nil
 }

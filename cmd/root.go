@@ -159,7 +159,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	}
 	root.SetUsageFunc(usageFunc(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(ExitUsage, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+		return withCode(ExitUsage, fmt.Errorf("%w%s\nRun '%s --help' for usage.", err, flagHint(c, err), c.CommandPath()))
 	})
 	g := &f.Global
 	pf := root.PersistentFlags()
