@@ -267,14 +267,15 @@ func TestShowPrettyPrintsOnATerminal(t *testing.T) {
 	}
 }
 
-// TestShowRedactsForPeople: show hides personal data on a terminal and in
-// markdown (a ticket) unless --reveal; piped tables and JSON, which scripts
-// read, carry the payload whole.
-func TestShowRedactsForPeople(t *testing.T) {
+// TestShowRedactsEverywhere: show hides personal data in every format —
+// on a terminal, piped (an operator piping show into a ticket), in JSON
+// and in markdown — unless --reveal, which shows it whole everywhere. What
+// is not personal (an item's name, a product) is shown.
+func TestShowRedactsEverywhere(t *testing.T) {
 	src := incidentSource(t)
-	const email = "noah.dubois@example.com"
+	const email, holder = "noah.dubois@example.com", "Noah Dubois"
 	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014")
-	if code != 0 || strings.Contains(screen, email) || !strings.Contains(screen, `"email": "[redacted]"`) ||
+	if code != 0 || strings.Contains(screen, email) || strings.Contains(screen, holder) || !strings.Contains(screen, `"email": "[redacted]"`) ||
 		!strings.Contains(screen, "--reveal") {
 		t.Errorf("show on a terminal (exit %d) did not redact, or did not say how to reveal:\n%s", code, screen)
 	}
@@ -282,15 +283,25 @@ func TestShowRedactsForPeople(t *testing.T) {
 	if !strings.Contains(screen, email) {
 		t.Errorf("show --reveal hid the payload:\n%s", screen)
 	}
-	out, _, _ := run(t, nil, "--source", src, "-o", "markdown", "show", "20261129T082640Z-0014")
-	if strings.Contains(out, email) || !strings.Contains(out, "[redacted]") {
-		t.Errorf("show -o markdown did not redact:\n%s", out)
-	}
-	for _, format := range []string{"table", "json"} {
-		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
-		if !strings.Contains(out, email) {
-			t.Errorf("piped show -o %s redacted what a script reads:\n%s", format, out)
+	for _, format := range []string{"table", "json", "markdown"} {
+		out, _, _ := run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
+		if strings.Contains(out, email) || strings.Contains(out, holder) || !strings.Contains(out, "[redacted]") {
+			t.Errorf("piped show -o %s leaks personal data:\n%s", format, out)
 		}
+		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014", "--reveal")
+		if !strings.Contains(out, email) {
+			t.Errorf("piped show -o %s --reveal hid the payload:\n%s", format, out)
+		}
+	}
+	out, _, _ := run(t, nil, "--source", src, "-o", "json", "--jq", "[.payload_redacted, .envelope.fingerprint]", "show", "20261129T082640Z-0014")
+	if !strings.Contains(out, "true") || !strings.Contains(out, "sha256:") {
+		t.Errorf("show -o json does not say that it redacted, or lost the stored fingerprint:\n%s", out)
+	}
+	// An order's items and its customer: the item names are shown, the
+	// customer's name is not.
+	out, _, _ = run(t, nil, "--source", src, "-o", "json", "--jq", ".envelope.payload", "show", "20261129T083821Z-0027")
+	if !strings.Contains(out, `"name":"[redacted]"`) || !regexp.MustCompile(`"items":\[\{[^]]*"name":"[^[]`).MatchString(out) {
+		t.Errorf("show redacts what is no one's, or shows a customer's name:\n%s", out)
 	}
 	// A conflict's differing personal field is named, its values hidden.
 	screen, _ = onTerminal(t, 120, nil, "--source", src, "--no-color", "show", "20261129T083821Z-0027")
