@@ -33,14 +33,16 @@ func TestRunbookRehearsals(t *testing.T) {
 	}
 	for _, c := range []struct {
 		heading string
-		port    string // the fixed port the section documents, swapped for a free one
-		stop    string // the server to stop if the script fails before it does
+		port    string   // the fixed port the section documents, swapped for a free one
+		stop    string   // the server to stop if the script fails before it does
+		says    []string // what the output must show besides success
 	}{
-		{"## 0. Rehearse it on your machine", "REDIS_PORT=6391", ""},
-		{"## Rehearse it on Kafka", "", "scripts/kafka.sh stop rehearsal/kafka"},
-		{"## Rehearse it on SQS", "", "scripts/elasticmq.sh stop rehearsal/sqs"},
-		{"## Rehearse it on RabbitMQ", "", "scripts/rabbitmq.sh stop rehearsal/rabbitmq"},
-		{"## Rehearse it on NATS", "", "scripts/nats.sh stop rehearsal/nats"},
+		// The gate trip the section shows: a halt by the gate it names.
+		{"## 0. Rehearse it on your machine", "REDIS_PORT=6391", "", []string{"stopped by the duplicate-effect gate", "apply exited 3"}},
+		{"## Rehearse it on Kafka", "", "scripts/kafka.sh stop rehearsal/kafka", nil},
+		{"## Rehearse it on SQS", "", "scripts/elasticmq.sh stop rehearsal/sqs", nil},
+		{"## Rehearse it on RabbitMQ", "", "scripts/rabbitmq.sh stop rehearsal/rabbitmq", nil},
+		{"## Rehearse it on NATS", "", "scripts/nats.sh stop rehearsal/nats", nil},
 	} {
 		t.Run(strings.TrimLeft(c.heading, "# 0."), func(t *testing.T) {
 			script := shBlocks(t, section(t, string(doc), c.heading))
@@ -62,6 +64,11 @@ func TestRunbookRehearsals(t *testing.T) {
 			for _, bad := range []string{"command not found", "No such file"} {
 				if strings.Contains(out, bad) {
 					t.Errorf("the rehearsal says %q:\n%s", bad, out)
+				}
+			}
+			for _, want := range c.says {
+				if !strings.Contains(out, want) {
+					t.Errorf("the rehearsal does not say %q:\n%s", want, out)
 				}
 			}
 		})
