@@ -240,7 +240,7 @@ func restartNeverStarted(w io.Writer, journalPath string) error {
 // some messages (SQS: in flight, held by another reader or by a killed
 // scan or move), that those may be the missing ones.
 func unseenNote(src backend.Source, missing int) string {
-	u, ok := src.(unseenCounter)
+	u, ok := src.(backend.UnseenCounter)
 	if !ok || missing == 0 || u.Unseen() == 0 {
 		return ""
 	}
