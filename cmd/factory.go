@@ -219,11 +219,5 @@ func (f *Factory) openOptions() backend.OpenOptions {
 
 // openSource opens the DLQ named by --source, DLQCTL_SOURCE or the profile.
 func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
-	if f.source == "" {
-		return nil, usageErrorf("no source: give --source (e.g. --source dir:testdata/incident), set DLQCTL_SOURCE, or choose a --profile")
-	}
-	if reg, err := f.backends().Lookup(f.source); err == nil {
-		paceCollector(reg, f.Getenv)
-	}
-	return f.backends().Open(ctx, f.source, f.openOptions())
+	return f.sources().OpenSource(ctx, f.source)
 }

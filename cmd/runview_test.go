@@ -22,7 +22,9 @@ func viewFor(kind string, errOut *bytes.Buffer) (*runView, *bytes.Buffer) {
 	c := &clock{t: testNow}
 	f := &Factory{Deps: Deps{IO: io, Now: c.now, Getenv: func(string) string { return "" }}}
 	f.format = "table"
-	return f.runObserver(&redrive.Plan{Kind: kind}).(*runView), out
+	v := f.runObserver()
+	v.kind = kind
+	return v, out
 }
 
 // lastBar is the last progress line drawn (after the last carriage return).
