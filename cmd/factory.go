@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -42,6 +43,9 @@ type Deps struct {
 	// Backends are the backends this build knows; nil means every one
 	// (backends/all). Tests may pass their own.
 	Backends *backend.Registry
+	// Effects opens the effects stores this build knows (--effects); the
+	// zero value opens every kind but Redis's, which main plugs in.
+	Effects effects.Stores
 }
 
 // settings are resolved once per invocation (resolve) from the flags,

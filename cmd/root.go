@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -27,17 +26,6 @@ type BuildInfo struct {
 	Version string
 	Commit  string
 	Date    string
-}
-
-// Main runs dlqctl with the process's arguments and streams and returns
-// the exit code.
-func Main(build BuildInfo) int {
-	return MainWith(&Factory{Deps: Deps{
-		IO:     SystemIO(),
-		Now:    time.Now,
-		Getenv: os.Getenv,
-		Build:  build,
-	}})
 }
 
 type quietLogger struct{}

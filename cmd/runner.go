@@ -56,21 +56,22 @@ func (s sourceOpener) OpenSource(ctx context.Context, url string) (backend.Sourc
 	return s.backends.Open(ctx, url, s.opts)
 }
 
-// effectsOpener opens effects stores, with the password from the
-// environment for a URL that carries none.
+// effectsOpener opens the effects stores of this build, with the
+// password from the environment for a URL that carries none.
 type effectsOpener struct {
+	stores   effects.Stores
 	password string
 }
 
 // effectsStores is the Factory's effectsOpener.
 func (f *Factory) effectsStores() effectsOpener {
-	return effectsOpener{password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")}
+	return effectsOpener{stores: f.Effects, password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")}
 }
 
 // OpenEffects opens the effects store at url; query is the custom
 // PostgreSQL query ("" for the default).
 func (e effectsOpener) OpenEffects(ctx context.Context, url, query string) (effects.Probe, error) {
-	return effects.Open(ctx, url, effects.Options{Query: query, Password: e.password})
+	return e.stores.Open(ctx, url, effects.Options{Query: query, Password: e.password})
 }
 
 // complete says that the runner can open a source and an effects store,
