@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -144,6 +145,12 @@ type Registration struct {
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
+	// ProfileKeys are keys of a config profile, besides those every
+	// profile has, that hold this backend's secrets ("redis_password"):
+	// the first backends read theirs there, later ones from the profile's
+	// secrets map ("kafka_password"), which takes any key. Both reach
+	// Open through OpenOptions.ProfileSecret.
+	ProfileKeys []string
 }
 
 // Registry maps URL schemes to backends. Commands get one from the
@@ -267,6 +274,17 @@ func (r *Registry) Schemes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ProfileKeys lists the profile keys the backends declare
+// (Registration.ProfileKeys), sorted.
+func (r *Registry) ProfileKeys() []string {
+	var keys []string
+	for _, reg := range r.All() {
+		keys = append(keys, reg.ProfileKeys...)
+	}
+	sort.Strings(keys)
+	return slices.Compact(keys)
 }
 
 // SchemeOf returns the scheme of a source URL: the text before "://" or,

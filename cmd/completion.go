@@ -24,7 +24,7 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 	profiles := func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv)
+		cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.backends().ProfileKeys())
 		if err != nil || cfg == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -139,7 +139,7 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 // without the command's setup, so it loads the config itself.
 func categoryNames(f *Factory) []string {
 	cl := envelope.NewClassifier(envelope.DefaultRules())
-	if cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv); err == nil {
+	if cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.backends().ProfileKeys()); err == nil {
 		f.config = cfg
 		if p, err := cfg.profile(firstNonEmpty(f.Global.Profile, f.Getenv("DLQCTL_PROFILE"))); err == nil {
 			f.profile = p

@@ -103,7 +103,7 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		f.format = format
 	}
 	f.jsonErrors = f.format == report.FormatJSON || f.format == report.FormatNDJSON
-	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv)
+	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.backends().ProfileKeys())
 	if err != nil {
 		return err
 	}

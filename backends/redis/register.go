@@ -30,7 +30,8 @@ func Registration() backend.Registration {
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
 			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
 		},
-		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		ProfileKeys: []string{"redis_password"},
+		Secrets:     func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}
 }
 
