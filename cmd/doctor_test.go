@@ -48,7 +48,7 @@ func TestRunDoctor(t *testing.T) {
 			io, _, out, _ := TestIO()
 			err := runDoctor(context.Background(), &doctorOptions{
 				IO: io, Report: report.Options{Format: report.FormatJSON},
-				Policy: tc.policy, Keys: tc.keys,
+				Policy: tc.policy, Keys: tc.keys, SourceForm: "nope://HOST?dlq=NAME",
 				Rules:      func() error { return tc.rules },
 				OpenSource: refused, OpenProbe: noProbe,
 			})
@@ -78,6 +78,9 @@ func TestRunDoctor(t *testing.T) {
 					t.Errorf("%s fails without a fix", name)
 				}
 			}
+			if fix := got["source"].Fix; !strings.Contains(fix, "correct --source (nope://HOST?dlq=NAME)") {
+				t.Errorf("source fix %q: want it to show how the source's backend is written", fix)
+			}
 		})
 	}
 }
@@ -100,6 +103,8 @@ func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("effects %q, query %q", got.effects, got.effectsQuery)
 	case got.Report.Format != report.FormatNDJSON || got.IO != io || got.ConfigPath != "":
 		t.Errorf("settings: format %q, config %q", got.Report.Format, got.ConfigPath)
+	case !strings.Contains(got.SourceForm, "dlqctl docs backends"):
+		t.Errorf("source form %q without a source", got.SourceForm)
 	case got.OpenSource == nil || got.OpenProbe == nil || got.Rules == nil:
 		t.Error("a dependency is missing")
 	}
