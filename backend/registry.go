@@ -145,6 +145,11 @@ type Registration struct {
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
+	// GroupsSource, when set, is the source URL that pending opens to
+	// inspect a stream's consumer groups, made from the source in effect
+	// (Redis: stream=STREAM added to a URL that names no stream, since a
+	// Redis source must name one). nil: the source in effect as it is.
+	GroupsSource func(raw, stream string) string
 	// ProfileKeys are keys of a config profile, besides those every
 	// profile has, that hold this backend's secrets ("redis_password"):
 	// the first backends read theirs there, later ones from the profile's

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/dlqctl/dlqctl/backend"
 )
@@ -30,8 +31,9 @@ func Registration() backend.Registration {
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
 			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
 		},
-		ProfileKeys: []string{"redis_password"},
-		Secrets:     func(o backend.OpenOptions) []string { return []string{password(o)} },
+		GroupsSource: groupsSource,
+		ProfileKeys:  []string{"redis_password"},
+		Secrets:      func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}
 }
 
@@ -40,4 +42,18 @@ func password(o backend.OpenOptions) string {
 		return p
 	}
 	return o.ProfileSecret("redis_password")
+}
+
+// groupsSource is the source pending opens for stream's groups: the source
+// in effect, which may name no stream (it names the server), with
+// stream=STREAM added, since a source must name one.
+func groupsSource(raw, stream string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Query().Get("stream") != "" {
+		return raw
+	}
+	q := u.Query()
+	q.Set("stream", stream)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
