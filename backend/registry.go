@@ -145,6 +145,10 @@ type Registration struct {
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
+	// Setup, when set, prepares the process for the backend, once, before
+	// a command runs (Registry.Setup): Redis silences go-redis's global
+	// logger, whose dial retries reach the user as returned errors anyway.
+	Setup func()
 	// GroupsSource, when set, is the source URL that pending opens to
 	// inspect a stream's consumer groups, made from the source in effect
 	// (Redis: stream=STREAM added to a URL that names no stream, since a
@@ -279,6 +283,16 @@ func (r *Registry) Schemes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Setup runs every backend's Setup (Registration.Setup). The process
+// calls it once, before a command runs.
+func (r *Registry) Setup() {
+	for _, reg := range r.All() {
+		if reg.Setup != nil {
+			reg.Setup()
+		}
+	}
 }
 
 // ProfileKeys lists the profile keys the backends declare

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/internal/tuning"
@@ -28,16 +27,10 @@ type BuildInfo struct {
 	Date    string
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 // MainWith runs the process's arguments against f, stopping the command's
 // context on Ctrl-C or SIGTERM. A second Ctrl-C kills the process at once.
 func MainWith(f *Factory) int {
-	// go-redis logs dial retries on its own global logger; every failure
-	// reaches the user as a returned error, so the log is only noise.
-	redis.SetLogger(quietLogger{})
+	f.backends().Setup()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/url"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlqctl/dlqctl/backend"
 )
 
@@ -31,6 +33,7 @@ func Registration() backend.Registration {
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
 			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
 		},
+		Setup:        quietLogs,
 		GroupsSource: groupsSource,
 		ProfileKeys:  []string{"redis_password"},
 		Secrets:      func(o backend.OpenOptions) []string { return []string{password(o)} },
@@ -57,3 +60,12 @@ func groupsSource(raw, stream string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// quietLogs silences go-redis's global logger: it logs dial retries, and
+// every failure reaches the user as a returned error, so the log is only
+// noise (on stderr, between a command's own lines).
+func quietLogs() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
