@@ -172,8 +172,15 @@ type Registry struct {
 	order    []*Registration
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byScheme: map[string][]*Registration{}} }
+// NewRegistry returns a registry holding regs, in their order (a test's
+// one backend, say); none gives an empty one.
+func NewRegistry(regs ...Registration) *Registry {
+	r := &Registry{byScheme: map[string][]*Registration{}}
+	for _, reg := range regs {
+		r.Register(reg)
+	}
+	return r
+}
 
 // Register adds a backend. A scheme that two backends serve without a
 // Claims predicate is a programming error and panics, as database/sql does.

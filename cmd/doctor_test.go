@@ -90,7 +90,7 @@ func TestRunDoctor(t *testing.T) {
 func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 	io, _, out, _ := TestIO()
 	env := map[string]string{"DLQCTL_APPROVAL_KEY": "from-env", "DLQCTL_ALLOWED_SIGNERS": "env_signers"}
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	var got *doctorOptions
 	execSub(t, f, newDoctorCmd(f, func(_ context.Context, o *doctorOptions) error { got = o; return nil }),
 		"doctor", "-o", "ndjson", "--key-file", "k.txt", "--effects", "sqlite:inbox.db", "--effects-query", "q")

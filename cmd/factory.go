@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
@@ -40,8 +39,8 @@ type Deps struct {
 	// of a redrive with the step's type, to simulate a crash there.
 	CrashHook func(step string)
 
-	// Backends are the backends this build knows; nil means every one
-	// (backends/all). Tests may pass their own.
+	// Backends are the backends this build knows (main gives
+	// backends/all's); required. Tests give the ones they need.
 	Backends *backend.Registry
 	// Effects opens the effects stores this build knows (--effects); the
 	// zero value opens every kind but Redis's, which main plugs in.
@@ -103,7 +102,7 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		f.format = format
 	}
 	f.jsonErrors = f.format == report.FormatJSON || f.format == report.FormatNDJSON
-	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.backends().ProfileKeys())
+	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.Backends.ProfileKeys())
 	if err != nil {
 		return err
 	}
@@ -198,14 +197,6 @@ func (f *Factory) classifier() (*envelope.Classifier, error) {
 		}
 	}
 	return envelope.NewClassifier(envelope.DefaultRules()), nil
-}
-
-// backends is the registry of the backends in this build.
-func (f *Factory) backends() *backend.Registry {
-	if f.Backends == nil {
-		f.Backends = all.Registry()
-	}
-	return f.Backends
 }
 
 // openOptions is what the backends may read from this invocation.

@@ -23,7 +23,7 @@ import (
 // tests that build one command with a runF capturing its options.
 func optionsFactory(env map[string]string) (*Factory, *IOStreams) {
 	io, _, _, _ := TestIO()
-	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
+	return &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
 }
 
 // TestListOptionsFromTheCommandLine: list's flags and settings reach its
@@ -231,7 +231,7 @@ func TestPendingRefusesANonRedisSource(t *testing.T) {
 	opened := false
 	err := runPending(context.Background(), &pendingOptions{IO: io, Source: "dir:/tmp/q", stream: "s", group: "g", limit: 1,
 		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") },
-		Lookup:     all.Registry().Lookup})
+		Lookup:     testBackends().Lookup})
 	if err == nil || !strings.Contains(err.Error(), "reads through consumer groups") || !strings.Contains(err.Error(), "a directory queue has none") || opened {
 		t.Errorf("err %v, opened %v", err, opened)
 	}
@@ -706,7 +706,7 @@ func TestDLQInitRunRefusals(t *testing.T) {
 		"nats://127.0.0.1:1?stream=ORDERS&bogus=1": "unknown query parameter",
 	} {
 		io, _, out, _ := TestIO()
-		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.backends()})
+		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.Backends})
 		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), want) || out.Len() > 0 {
 			t.Errorf("%q: %v (exit %d), want one saying %q", url, err, exitCode(err), want)
 		}
@@ -803,3 +803,7 @@ func (s *startedRuns) startedAlready(_ *redrive.Plan, _ string, e *redrive.Start
 	s.journal = e.Journal
 	return usageErrorf("started")
 }
+
+// testBackends are the backends a test's Factory is given: every one, as
+// the dlqctl binary has them (main.go).
+func testBackends() *backend.Registry { return all.Registry() }

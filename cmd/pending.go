@@ -53,7 +53,7 @@ the stream, which need not be the DLQ.`,
 				f.source = source
 				return f.openSource(ctx)
 			}
-			opts.Lookup = f.backends().Lookup
+			opts.Lookup = f.Backends.Lookup
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}

@@ -42,7 +42,7 @@ type sourceOpener struct {
 
 // sources is the Factory's sourceOpener.
 func (f *Factory) sources() sourceOpener {
-	return sourceOpener{backends: f.backends(), opts: f.openOptions(), getenv: f.Getenv}
+	return sourceOpener{backends: f.Backends, opts: f.openOptions(), getenv: f.Getenv}
 }
 
 // OpenSource opens the DLQ at url.
