@@ -102,6 +102,10 @@ type Fixture struct {
 	// Alias is another source URL of the same DLQ (another spelling of
 	// its host, path, topic or bookkeeping).
 	Alias string
+
+	// worker is the reference worker built with this backend's mode alone
+	// (set by Suite.Run).
+	worker workertest.Build
 }
 
 // Run runs the suite's backend through every case, on the server that
@@ -110,6 +114,12 @@ type Fixture struct {
 func (s Suite) Run(t *testing.T, start func(t *testing.T) *Target) {
 	srv := start(t)
 	srv.name, srv.caps, srv.backends = s.reg.Name, s.reg.Capabilities, s.backends()
+	fresh, worker := srv.Fresh, workertest.Only(s.reg.Name)
+	srv.Fresh = func(t *testing.T) Fixture {
+		fx := fresh(t)
+		fx.worker = worker
+		return fx
+	}
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *Target)
@@ -286,7 +296,7 @@ func dlqLen(t *testing.T, fx Fixture) int {
 // and returns its inbox.
 func consumeAll(t *testing.T, fx Fixture, inbox string) map[string]workertest.Row {
 	t.Helper()
-	w := workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
+	w := fx.worker.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
 	if err := w.Wait(); err != nil {
 		t.Fatalf("worker: %v\n%s", err, w.Output())
 	}
@@ -328,7 +338,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *Target) {
 	fps := seed(t, fx, 30, "timeout calling payments", 1)
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
-	workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
+	fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
 	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
@@ -372,7 +382,7 @@ func caseGates(t *testing.T, srv *Target) {
 			seed(t, fx, 20, "timeout", 1)
 			dir := t.TempDir()
 			inbox := filepath.Join(dir, "inbox.db")
-			workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
+			fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
 			code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
