@@ -19,6 +19,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/effects/effectstest"
 )
 
 // rds is the real server every test shares; each test keeps its hashes
@@ -197,13 +198,13 @@ func TestUnreachableOrRefused(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 	_, err = stores.Open(testCtx(t), "redis://:"+wrong+"@"+closed+"/0?attempts=a&effects=b", effects.Options{Timeout: 5 * time.Second})
-	assertPlainError(t, err, wrong, "refused")
+	effectstest.PlainError(t, err, wrong, "refused")
 
 	rs := redistest.Start(t, "--requirepass", right)
 	_, err = stores.Open(testCtx(t), "redis://:"+wrong+"@"+rs.Addr()+"/0?attempts=a&effects=b", effects.Options{})
-	assertPlainError(t, err, wrong, "authentication failed")
+	effectstest.PlainError(t, err, wrong, "authentication failed")
 	_, err = stores.Open(testCtx(t), "redis://"+rs.Addr()+"/0?attempts=a&effects=b", effects.Options{Password: wrong})
-	assertPlainError(t, err, wrong, "authentication failed")
+	effectstest.PlainError(t, err, wrong, "authentication failed")
 	p := open(t, "redis://"+rs.Addr()+"/0?attempts=a&effects=b", effects.Options{Password: right})
 	if _, err := p.Records(testCtx(t), []string{"E1"}); err != nil {
 		t.Errorf("with the right password: %v", err)
@@ -211,23 +212,6 @@ func TestUnreachableOrRefused(t *testing.T) {
 	p = open(t, "redis://:"+right+"@"+rs.Addr()+"/0?attempts=a&effects=b", effects.Options{})
 	if want := "redis://:xxxxx@" + rs.Addr() + "/0?attempts=a&effects=b"; p.String() != want {
 		t.Errorf("String() = %q, want %q", p.String(), want)
-	}
-}
-
-func assertPlainError(t *testing.T, err error, pw, want string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("no error")
-	}
-	var ce *backend.ConfigError
-	if errors.As(err, &ce) {
-		t.Errorf("err = %v is a ConfigError; a store that cannot be reached is no mistake in the URL", err)
-	}
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("err = %q, want it to say %q", err, want)
-	}
-	if strings.Contains(err.Error(), pw) {
-		t.Errorf("err = %q carries the password", err)
 	}
 }
 
