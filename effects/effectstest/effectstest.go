@@ -30,3 +30,19 @@ func PlainError(t testing.TB, err error, secret, want string) {
 		t.Errorf("err = %q carries the password", err)
 	}
 }
+
+// ConfigError checks err is what a URL or option wrong as written gives:
+// a *backend.ConfigError saying want, that does not carry the secret.
+func ConfigError(t testing.TB, err error, secret, want string) {
+	t.Helper()
+	var ce *backend.ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("err = %v (%T), want a *backend.ConfigError", err, err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to say %q", err, want)
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("err = %q carries the password", err)
+	}
+}

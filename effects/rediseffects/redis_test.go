@@ -173,16 +173,7 @@ func TestConfigErrors(t *testing.T) {
 				p.Close()
 				t.Fatalf("Open(%q) succeeded", c.url)
 			}
-			var ce *backend.ConfigError
-			if !errors.As(err, &ce) {
-				t.Errorf("err = %v (%T), want a *backend.ConfigError", err, err)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %q, want it to say %q", err, c.want)
-			}
-			if strings.Contains(err.Error(), pw) {
-				t.Errorf("err = %q carries the password", err)
-			}
+			effectstest.ConfigError(t, err, pw, c.want)
 		})
 	}
 }
