@@ -178,7 +178,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 }
 
 func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
-	return effects.Open(ctx, url, effects.Options{Query: query, Password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")})
+	return f.effectsStores().OpenEffects(ctx, url, query)
 }
 
 // printPlan shows what a plan will do.

@@ -31,7 +31,7 @@ type postgresProbe struct {
 func openPostgres(ctx context.Context, raw string, opts Options) (*postgresProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), URLError(err))
 	}
 	display := redactURL(u)
 	query := opts.Query
@@ -126,8 +126,8 @@ func (p *postgresProbe) queryErr(err error) error {
 
 // Records runs the query once for the whole batch, $1 = the event IDs.
 func (p *postgresProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+	ids := Batch(eventIDs)
+	res := NewResults(ids)
 	if len(ids) == 0 {
 		return res.got, nil
 	}
@@ -145,7 +145,7 @@ func (p *postgresProbe) Records(ctx context.Context, eventIDs []string) (map[str
 	return res.got, nil
 }
 
-func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, res *results) error {
+func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, res *Results) error {
 	rows, err := conn.Query(ctx, p.query, ids)
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, 
 			return errors.New("a row has a NULL event_id")
 		}
 		rec := Record{EventID: *id, Attempts: deref(attempts), Effects: deref(eff), Fingerprint: deref(fp), Status: deref(status)}
-		if err := res.add(rec); err != nil {
+		if err := res.Add(rec); err != nil {
 			return err
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build !no_kafka
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !no_nats
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !no_pulsar
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !no_rabbitmq
+
 package main
 
 import (

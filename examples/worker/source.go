@@ -75,10 +75,19 @@ type mode struct {
 	create func(ctx context.Context, opts Options, stdout io.Writer) error
 }
 
-// modes are the worker's modes, in the order --help names them. A
-// backend's mode is its own file and one entry here.
+// modes are the worker's modes in this build, in the order --help names
+// them. A backend's mode is its own file, NAME.go, built unless the tag
+// no_NAME is set (NAME_off.go then gives an empty mode, left out here),
+// and one entry here: a test builds the worker with the mode it needs
+// alone (internal/workertest), as backends/all builds dlqctl.
 func modes() []mode {
-	return []mode{redisMode(), kafkaMode(), pulsarMode(), sqsMode(), rabbitMode(), natsMode(), dirMode()}
+	var in []mode
+	for _, m := range []mode{redisMode(), kafkaMode(), pulsarMode(), sqsMode(), rabbitMode(), natsMode(), dirMode()} {
+		if m.open != nil {
+			in = append(in, m)
+		}
+	}
+	return in
 }
 
 // modeOf returns the mode that takes the --source URL raw.

@@ -1,3 +1,5 @@
+//go:build !no_sqs
+
 package main
 
 import (

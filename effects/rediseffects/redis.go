@@ -1,4 +1,8 @@
-package effects
+// Package rediseffects is the Redis effects store: a consumer's hashes of
+// event_id → attempts, effects and fingerprint. It is a package of its own
+// so that only a program that plugs it in (effects.Stores.Redis) links a
+// Redis client.
+package rediseffects
 
 import (
 	"context"
@@ -18,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/effects"
 )
 
 // Effects URLs on Redis:
@@ -37,16 +42,26 @@ type redisProbe struct {
 	password string // only to scrub error messages
 }
 
-func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, error) {
+// Store opens Redis effects stores (effects.Stores.Redis).
+type Store struct{}
+
+// Open connects to the store at raw and checks that the named keys are
+// hashes (or absent). effects.Stores.Open calls it, with opts.Timeout set,
+// and scrubs its errors of the password.
+func (Store) Open(ctx context.Context, raw string, opts effects.Options) (effects.Probe, error) {
+	return openRedis(ctx, raw, opts)
+}
+
+func openRedis(ctx context.Context, raw string, opts effects.Options) (*redisProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), effects.URLError(err))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, backend.Configf("effects %s: bad query string: %v", backend.RedactUserinfo(raw[:len(raw)-len(u.RawQuery)]), err)
 	}
-	display := redactURL(u)
+	display := backend.RedactURL(u.String())
 	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}
 	for k, vs := range q {
 		if !slices.Contains(redisParams, k) {
@@ -113,7 +128,7 @@ func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, erro
 	p := &redisProbe{rdb: redis.NewClient(ro), display: display, hashes: hashes, timeout: opts.Timeout, password: ro.Password}
 	if err := p.check(ctx); err != nil {
 		_ = p.rdb.Close()
-		return nil, scrub(err, p.password)
+		return nil, backend.Scrub(err, p.password)
 	}
 	return p, nil
 }
@@ -179,11 +194,11 @@ func (p *redisProbe) check(ctx context.Context) error {
 }
 
 // Records sends one HMGET per hash, all in one pipeline.
-func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string]effects.Record, error) {
+	ids := effects.Batch(eventIDs)
+	res := effects.NewResults(ids)
 	if len(ids) == 0 {
-		return res.got, nil
+		return res.Records(), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -196,7 +211,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, scrub(fmt.Errorf("%s: HMGET: %w", p, err), p.password)
+		return nil, backend.Scrub(fmt.Errorf("%s: HMGET: %w", p, err), p.password)
 	}
 	values := make([][]any, len(cmds))
 	for i, c := range cmds {
@@ -206,7 +221,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 		}
 	}
 	for j, id := range ids {
-		rec, present := Record{EventID: id}, false
+		rec, present := effects.Record{EventID: id}, false
 		for i, h := range p.hashes {
 			v, ok := values[i][j].(string)
 			if !ok {
@@ -219,7 +234,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 			}
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s[%s] = %q: want an integer", p, h, id, truncate(v, 40))
+				return nil, fmt.Errorf("%s: %s[%s] = %q: want an integer", p, h, id, effects.Truncate(v, 40))
 			}
 			if i == 0 {
 				rec.Attempts = n
@@ -228,12 +243,12 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 			}
 		}
 		if present {
-			if err := res.add(rec); err != nil {
+			if err := res.Add(rec); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return res.got, nil
+	return res.Records(), nil
 }
 
 func (p *redisProbe) String() string { return p.display }
