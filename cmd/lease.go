@@ -17,11 +17,7 @@ import (
 
 // holder describes this process as the holder of a lock or lease.
 func (f *Factory) holder(runID string) backend.LeaseHolder {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return backend.LeaseHolder{RunID: runID, PID: os.Getpid(), Host: host, Since: f.Now().UTC()}
+	return backend.ThisProcess(runID, f.Now().UTC())
 }
 
 // lockJournal takes the journal's exclusive lock; call the returned
