@@ -88,21 +88,21 @@ func parseURL(raw string) (sourceURL, error) {
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.RedactURL(raw), reason)
+		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.URLForError(raw), reason)
 	}
 	if strings.Contains(raw, "#") {
 		// url.Parse would drop it, and the display form is the URL as given.
-		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", withoutQuery(raw))
+		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", backend.URLForError(raw))
 	}
 	if pu.User != nil {
-		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.RedactURL(raw))
+		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.URLForError(raw))
 	}
 	// A piece quoted in an error may hold a password's end when the URL
 	// has an '@' its user info does not account for.
 	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
 	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	switch pu.Scheme {
 	case "sqs":
@@ -113,7 +113,7 @@ func parseURL(raw string) (sourceURL, error) {
 		err = fmt.Errorf("unknown scheme %s (want sqs:// or an https:// SQS queue URL)", quote(pu.Scheme))
 	}
 	if err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	q.Int("receivers", 1, maxReceivers, &u.receivers)
 	if q.Has("lease_settle") {
@@ -124,7 +124,7 @@ func parseURL(raw string) (sourceURL, error) {
 		u.leaseSettle = d
 	}
 	if err := q.Err(); err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	u.raw = raw
 	return u, nil
@@ -148,13 +148,15 @@ func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery, quote func(string)
 	if e := q.Get("endpoint"); e != "" {
 		eu, err := url.Parse(e)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
-			return fmt.Errorf("endpoint=%s: want http://HOST:PORT or https://HOST (no user info)", backend.RedactURL(e))
+			q.Fail("endpoint", "http://HOST:PORT or https://HOST (no user info)")
+			return q.Err()
 		}
 		u.endpoint = strings.TrimRight(e, "/")
 	}
 	if a := q.Get("account"); a != "" {
 		if !accountID.MatchString(a) {
-			return fmt.Errorf("account=%q: want a 12-digit AWS account ID", a)
+			q.Fail("account", "a 12-digit AWS account ID")
+			return q.Err()
 		}
 		u.account = a
 	}
@@ -181,12 +183,6 @@ func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery, quote func(st
 	}
 	u.queueURL = "https://" + pu.Host + "/" + u.account + "/" + u.queue
 	return nil
-}
-
-// withoutQuery drops the query from a URL for an error message.
-func withoutQuery(raw string) string {
-	s, _, _ := strings.Cut(backend.RedactURL(raw), "?")
-	return s
 }
 
 func (u sourceURL) String() string { return fmt.Sprintf("sqs queue %s", u.queue) }
