@@ -78,7 +78,7 @@ var queryBase = map[string]string{
 func FuzzURLParsersNeverEchoAQueryValue(f *testing.F) {
 	keys := []string{"bogus", "passwrod", "sasl_password", "stream", "group", "cluster", "topic", "subscription", "admin", "timeout",
 		"sasl", "state_topic", "region", "endpoint", "account", "receivers", "lease_settle", "queue", "heartbeat", "advisories",
-		"consumer", "creds", "lease_bucket", "tls_ca", "tls_insecure", "tls_server_name", "tls_hostname_verification"}
+		"consumer", "creds", "lease_bucket", "tls_ca", "tls_insecure", "tls_server_name", "tls_hostname_verification", "max_message_size"}
 	for _, k := range keys {
 		for _, v := range []string{"SECRET7", "a b/c?d", "%zz", "x@y", "-1", "1;2", "http://u:pw@h:1", "", "99999999999999999999"} {
 			f.Add(k, v)

@@ -83,8 +83,8 @@ type Queue struct {
 	// held are the DLQ messages a Publish received and kept invisible for
 	// the Remove that follows, by MessageId.
 	held map[string]received
-	// destMax caches each destination's MaximumMessageSize, by queue URL.
-	destMax map[string]int
+	// destMax caches each destination's size limit, by queue URL.
+	destMax map[string]limit
 	// sentIDs maps a FIFO destination URL and a MessageId SQS answered a
 	// send with to that send's MessageDeduplicationId: a later answer with
 	// the same MessageId for another deduplication ID was deduplicated.
@@ -122,7 +122,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		src: src, names: names, from: from, c: opts.Client, now: opts.Now,
-		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{}, destMax: map[string]int{},
+		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{}, destMax: map[string]limit{},
 	}
 	if q.now == nil {
 		q.now = time.Now

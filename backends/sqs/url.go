@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // Source URLs:
 //
-//	sqs://QUEUE[?region=R][&endpoint=URL][&account=ID][&receivers=N][&lease_settle=DUR]
+//	sqs://QUEUE[?region=R][&endpoint=URL][&account=ID][&receivers=N][&lease_settle=DUR][&max_message_size=N]
 //	https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[?same options but region/endpoint]
 //
 // QUEUE is the DLQ's name (FIFO names end in .fifo). region defaults to
@@ -23,11 +24,15 @@ import (
 // than the credentials'. receivers is how many receive calls run in
 // parallel during a scan (default 4, 1-32). lease_settle is how long a
 // run waits after writing the lease tag before reading it back (default
-// 2s). Credentials never go in the URL: they come from the standard AWS
+// 2s). max_message_size is the message and batch size limit, in bytes
+// (or NKiB, NMiB), of destination queues that report no
+// MaximumMessageSize (SQS-compatible servers such as ElasticMQ, which
+// takes 1MiB); without it such a destination refuses what is too long
+// itself. Credentials never go in the URL: they come from the standard AWS
 // chain (environment, shared config and profiles, SSO, instance and task
 // roles).
 
-var knownParams = []string{"account", "endpoint", "lease_settle", "receivers", "region"}
+var knownParams = []string{"account", "endpoint", "lease_settle", "max_message_size", "receivers", "region"}
 
 const (
 	defaultReceivers   = 4
@@ -45,6 +50,8 @@ type sourceURL struct {
 	queueURL    string // set when the URL is the queue URL itself
 	receivers   int
 	leaseSettle time.Duration
+	// maxMessageSize is max_message_size=, 0 when not given.
+	maxMessageSize int
 }
 
 func (u sourceURL) display() string { return u.raw }
@@ -123,6 +130,11 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		u.leaseSettle = d
 	}
+	if q.Has("max_message_size") {
+		if u.maxMessageSize = parseBytes(q.Get("max_message_size")); u.maxMessageSize < 1024 || u.maxMessageSize > 1024*1024 {
+			q.Fail("max_message_size", "a size from 1024 to 1048576 bytes (or 1KiB to 1MiB), SQS's range of MaximumMessageSize")
+		}
+	}
 	if err := q.Err(); err != nil {
 		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
@@ -186,3 +198,19 @@ func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery, quote func(st
 }
 
 func (u sourceURL) String() string { return fmt.Sprintf("sqs queue %s", u.queue) }
+
+// parseBytes reads N, NKiB or NMiB; 0 for anything else.
+func parseBytes(v string) int {
+	mult := 1
+	switch {
+	case strings.HasSuffix(v, "KiB"):
+		v, mult = strings.TrimSuffix(v, "KiB"), 1024
+	case strings.HasSuffix(v, "MiB"):
+		v, mult = strings.TrimSuffix(v, "MiB"), 1024*1024
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 1<<30/mult {
+		return 0
+	}
+	return n * mult
+}
