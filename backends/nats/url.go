@@ -214,10 +214,6 @@ func (u sourceURL) display() string {
 	return out
 }
 
-// quote quotes a piece of the URL for an error, or hides it when a
-// password may have run into it.
-func (u sourceURL) quote(v string) string { return backend.QuoteURLPiece(u.raw, u.hasInfo, v) }
-
 // secrets are the strings that must never be printed.
 func (u sourceURL) secrets() []string {
 	var out []string

@@ -31,12 +31,9 @@ type lossyTransport struct {
 }
 
 func (l *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("X-Amz-Target") != "AmazonSQS.ReceiveMessage" {
-		return http.DefaultTransport.RoundTrip(r)
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, err
+	body, ok, err := callBody(r, "ReceiveMessage")
+	if !ok || err != nil {
+		return passOn(r, body, err)
 	}
 	l.mu.Lock()
 	next := l.served + 1
@@ -49,9 +46,7 @@ func (l *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		in["VisibilityTimeout"] = l.vis
 		body, _ = json.Marshal(in)
 	}
-	r = r.Clone(r.Context())
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	resp, err := http.DefaultTransport.RoundTrip(r)
+	resp, err := passOn(r, body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +68,29 @@ func (l *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	return resp, nil
+}
+
+// callBody reads the body of r, a call to the server, when it is of the
+// SQS action; ok is false (and nothing read) for any other call.
+func callBody(r *http.Request, action string) (body []byte, ok bool, err error) {
+	if r.Header.Get("X-Amz-Target") != "AmazonSQS."+action {
+		return nil, false, nil
+	}
+	body, err = io.ReadAll(r.Body)
+	return body, true, err
+}
+
+// passOn sends r to the server, with body (read by callBody) when not
+// nil, unless err.
+func passOn(r *http.Request, body []byte, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		r = r.Clone(r.Context())
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // openLossy opens the pair's DLQ through a lossyTransport, its scans

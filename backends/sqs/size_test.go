@@ -57,29 +57,16 @@ func batchRecorder(t testing.TB) (*sqs.Client, func() []int) {
 }
 
 // TestSizeLimits: a message the run markers would push over a 256 KiB
-// limit (the destination's, here given by max_message_size=) moves without them (redrive_count still raised); one that
-// redrive_count alone pushes over is a named per-entry failure and stays
-// in the DLQ; batches are sized by bytes, so big messages do not make a
-// batch over the limit and small ones still move.
+// limit (the destination's, here given by max_message_size=) moves
+// without them (redrive_count still raised); one that redrive_count alone
+// pushes over is a named per-entry failure and stays in the DLQ; batches
+// are sized by bytes, so big messages do not make a batch over the limit
+// and small ones still move.
 func TestSizeLimits(t *testing.T) {
-	server := sqsServer(t)
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 1)
-	c := server.Client()
 	const limit = 256 * 1024
-	attrs := func(id string) map[string]types.MessageAttributeValue {
-		return map[string]types.MessageAttributeValue{
-			"event_id":      {DataType: aws.String("String"), StringValue: aws.String(id)},
-			"origin_stream": {DataType: aws.String("String"), StringValue: aws.String(p.srcName)},
-		}
-	}
-	put := func(id string, size int) {
-		a := attrs(id)
-		body := strings.Repeat("b", size-sqsSize("", a))
-		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.dlq), MessageBody: aws.String(body), MessageAttributes: a}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(id string, size int) { putSized(t, p, id, size) }
 	put("near", limit-40)    // fits with redrive_count, not with the markers
 	put("at-limit", limit-5) // redrive_count alone pushes it over
 	for i := range 3 {
@@ -149,25 +136,25 @@ func TestSizeLimits(t *testing.T) {
 // small ones, PREFIXsmall0, …
 func bigDeadLetters(t *testing.T, p pair, prefix string, n int, sizes ...int) {
 	t.Helper()
-	ctx := testCtx(t)
-	c := sqsServer(t).Client()
-	attrs := func(id string) map[string]types.MessageAttributeValue {
-		return map[string]types.MessageAttributeValue{
-			"event_id":      {DataType: aws.String("String"), StringValue: aws.String(id)},
-			"origin_stream": {DataType: aws.String("String"), StringValue: aws.String(p.srcName)},
-		}
-	}
-	put := func(id string, size int) {
-		a := attrs(id)
-		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p.dlq), MessageBody: aws.String(strings.Repeat("b", size-sqsSize("", a))), MessageAttributes: a}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i, size := range sizes {
-		put(fmt.Sprintf("%sbig%d", prefix, i), size)
+		putSized(t, p, fmt.Sprintf("%sbig%d", prefix, i), size)
 	}
 	for i := range n {
-		put(fmt.Sprintf("%ssmall%d", prefix, i), 200)
+		putSized(t, p, fmt.Sprintf("%ssmall%d", prefix, i), 200)
+	}
+}
+
+// putSized sends the pair's DLQ a message of size bytes as SQS counts
+// them, with event ID id and the source as its origin_stream.
+func putSized(t *testing.T, p pair, id string, size int) {
+	t.Helper()
+	a := map[string]types.MessageAttributeValue{
+		"event_id":      {DataType: aws.String("String"), StringValue: aws.String(id)},
+		"origin_stream": {DataType: aws.String("String"), StringValue: aws.String(p.srcName)},
+	}
+	body := strings.Repeat("b", size-sqsSize("", a))
+	if _, err := sqsServer(t).Client().SendMessage(testCtx(t), &sqs.SendMessageInput{QueueUrl: aws.String(p.dlq), MessageBody: aws.String(body), MessageAttributes: a}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -263,12 +250,9 @@ type sizeCapped struct {
 }
 
 func (s *sizeCapped) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("X-Amz-Target") != "AmazonSQS.SendMessageBatch" {
-		return http.DefaultTransport.RoundTrip(r)
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, err
+	body, ok, err := callBody(r, "SendMessageBatch")
+	if !ok || err != nil {
+		return passOn(r, body, err)
 	}
 	var in struct {
 		Entries []types.SendMessageBatchRequestEntry
@@ -295,9 +279,7 @@ func (s *sizeCapped) RoundTrip(r *http.Request) (*http.Response, error) {
 	case total > s.batch:
 		return refuse("BatchRequestTooLong", fmt.Sprintf("Batch requests cannot be longer than %d bytes. You have sent %d bytes.", s.batch, total))
 	}
-	r = r.Clone(r.Context())
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	return http.DefaultTransport.RoundTrip(r)
+	return passOn(r, body, nil)
 }
 
 // TestSizeLimitFromRefusals: a destination that takes less than the
