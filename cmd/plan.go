@@ -305,6 +305,9 @@ func runPlan(ctx context.Context, o *planOptions) error {
 	if err != nil {
 		return err
 	}
+	if u, ok := s.src.(backend.UnseenCounter); ok && u.Unseen() > 0 {
+		fmt.Fprintf(o.IO.ErrOut, "dlqctl: warning: %d messages in the DLQ were in flight and not seen by the scan, so this plan cannot hold them: plan again once they are visible (dlqctl stats says not_seen)\n", u.Unseen())
+	}
 	if err := redrive.WritePlan(p.out, plan); err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}

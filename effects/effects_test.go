@@ -340,6 +340,33 @@ func TestStringHidesPasswords(t *testing.T) {
 	}
 }
 
+// TestURLErrorsShowNoQueryValue: an effects URL refused for its query,
+// or one whose probe cannot connect, is refused with an error that names
+// the key and shows none of the query's values: a value under a mistyped
+// key (passwrod=) may be a secret. pgx's own parse errors quote the URL
+// and the value they refuse.
+func TestURLErrorsShowNoQueryValue(t *testing.T) {
+	const mark = "Q7xZsecret"
+	for _, raw := range []string{
+		"postgres://u@127.0.0.1:1/db?connect_timeout=" + mark,
+		"postgres://u@127.0.0.1:1/db?target_session_attrs=" + mark,
+		"postgres://u@127.0.0.1:1/db?sslmode=" + mark,
+		"postgres://u@127.0.0.1:1/db?min_protocol_version=" + mark,
+		"postgres://u@127.0.0.1:1/db?passwrod=" + mark,
+		"http://127.0.0.1:1/effects?api_kee=" + mark,
+	} {
+		p, err := Stores{}.Open(testCtx(t), raw, Options{Timeout: 5 * time.Second})
+		if err == nil {
+			// An http probe connects on its first batch.
+			_, err = p.Records(testCtx(t), []string{"E1"})
+			p.Close()
+		}
+		if err == nil || strings.Contains(err.Error(), mark) {
+			t.Errorf("%s: %v; want an error without %s", raw, err, mark)
+		}
+	}
+}
+
 func TestSQLiteIsReadOnly(t *testing.T) {
 	raw := loadSQLite(t, "inbox", consumerState)
 	p := open(t, raw, Options{})

@@ -37,7 +37,7 @@ func openHTTP(raw string, opts Options) (*httpProbe, error) {
 	if err != nil {
 		return nil, backend.Configf("effects %s: not a valid URL: %v", backend.RedactUserinfo(raw), URLError(err))
 	}
-	display := redactURL(u)
+	display := maskQuery(u, func(string) bool { return true })
 	if u.Host == "" {
 		return nil, backend.Configf("effects %s: no host (want %s://host[:port]/path)", display, u.Scheme)
 	}

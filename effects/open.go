@@ -257,3 +257,24 @@ func scrub(err error, secrets ...string) error { return backend.Scrub(err, secre
 // redactURL shows u with its password and any secret-named query value
 // replaced (backend.RedactURL, the one redactor).
 func redactURL(u *url.URL) string { return backend.RedactURL(u.String()) }
+
+// maskQuery shows an effects URL with its password and the values of the
+// query keys that mask says may be secrets masked: an http(s) endpoint's
+// parameters are the consumer's own, and a postgres URL's keys that the
+// driver does not know go to the server, so dlqctl cannot tell which are
+// secrets (api_kee=, passwrod=).
+func maskQuery(u *url.URL, mask func(key string) bool) string {
+	c := *u
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k, vs := range q {
+			if mask(k) {
+				for i := range vs {
+					vs[i] = redacted
+				}
+			}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return redactURL(&c)
+}

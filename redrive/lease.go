@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -13,16 +12,6 @@ import (
 // One run at a time holds a journal (LockJournal), and one run at a time
 // holds a DLQ (LeaseDLQ). Both refuse at once with a *backend.BusyError
 // naming the holder, before anything is changed.
-
-// Holder describes this process as the holder of a lock or lease for the
-// run runID, since now.
-func Holder(runID string, now time.Time) backend.LeaseHolder {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return backend.LeaseHolder{RunID: runID, PID: os.Getpid(), Host: host, Since: now.UTC()}
-}
 
 // LeaseDLQ takes the DLQ lease for h with the backend's own primitive.
 // The returned context ends when the lease is lost (it could not be

@@ -158,7 +158,7 @@ func (e *StaleError) Error() string {
 func (r Runner) Apply(ctx context.Context, q ApplyRequest) (*Ran, error) {
 	plan := q.Plan
 	runID := NewRunID(q.Started, randomSuffix())
-	lock, err := LockJournal(q.JournalPath, Holder(runID, r.Now()))
+	lock, err := LockJournal(q.JournalPath, backend.ThisProcess(runID, r.Now().UTC()))
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (r Runner) LockExistingJournal(path string) (unlock func(), err error) {
 	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil
 	}
-	l, err := LockJournal(path, Holder("", r.Now()))
+	l, err := LockJournal(path, backend.ThisProcess("", r.Now().UTC()))
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (r Runner) openRunSource(ctx context.Context, url, want, wanted string) (ba
 // lease is lost, and gives the lease back after it, however it ends: what
 // failed in that is said after fn's error, or kept in Ran.Release.
 func (r Runner) leased(ctx context.Context, src backend.Source, runID string, fn func(context.Context) (*Ran, error)) (ran *Ran, err error) {
-	lctx, release, err := LeaseDLQ(ctx, src, Holder(runID, r.Now()), r.notes())
+	lctx, release, err := LeaseDLQ(ctx, src, backend.ThisProcess(runID, r.Now().UTC()), r.notes())
 	if err != nil {
 		return nil, err
 	}

@@ -196,7 +196,7 @@ func TestApplyRefusesBeforeMoving(t *testing.T) {
 		t.Errorf("stale plan: %v", err)
 	}
 
-	lock, err := redrive.LockJournal(journal, redrive.Holder("other-run", time.Now()))
+	lock, err := redrive.LockJournal(journal, backend.ThisProcess("other-run", time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,10 @@ package rediseffects
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,20 +53,24 @@ func openRedis(ctx context.Context, raw string, opts effects.Options) (*redisPro
 	if err != nil {
 		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), effects.URLError(err))
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	// The query's errors show no value (backend.ParseURLQuery), and
+	// the URL before them none either: a value under a mistyped key may
+	// be a secret.
+	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}
+	q, err := backend.ParseURLQuery(u.RawQuery, redisParams, backend.StrayAt(raw, u.User != nil))
 	if err != nil {
-		return nil, backend.Configf("effects %s: bad query string: %v", backend.RedactUserinfo(raw[:len(raw)-len(u.RawQuery)]), err)
+		return nil, backend.Configf("effects %s: %v", backend.URLForError(raw), err)
+	}
+	for _, k := range redisParams {
+		if q.Has(k) && q.Get(k) == "" {
+			return nil, backend.Configf("effects %s: query parameter %q is empty", backend.URLForError(raw), k)
+		}
+	}
+	tlsOpts := q.TLS(u.Scheme == "rediss", "rediss")
+	if err := q.Err(); err != nil {
+		return nil, backend.Configf("effects %s: %v", backend.URLForError(raw), err)
 	}
 	display := backend.RedactURL(u.String())
-	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}
-	for k, vs := range q {
-		if !slices.Contains(redisParams, k) {
-			return nil, backend.Configf("effects %s: unknown query parameter %q (known: %s)", display, k, strings.Join(redisParams, ", "))
-		}
-		if len(vs) > 1 || vs[0] == "" {
-			return nil, backend.Configf("effects %s: query parameter %q: want it once, not empty", display, k)
-		}
-	}
 	if u.Opaque != "" {
 		return nil, backend.Configf("effects %s: want %s://host:port/db?attempts=HASH&effects=HASH", display, u.Scheme)
 	}
@@ -115,14 +115,8 @@ func openRedis(ctx context.Context, raw string, opts effects.Options) (*redisPro
 		ro.Password = opts.Password
 	}
 	if u.Scheme == "rediss" {
-		if ro.TLSConfig, err = redisTLS(q, host, display); err != nil {
-			return nil, err
-		}
-	} else {
-		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
-			if q.Has(k) {
-				return nil, backend.Configf("effects %s: %s needs rediss:// (TLS)", display, k)
-			}
+		if ro.TLSConfig, err = tlsOpts.Config(host); err != nil {
+			return nil, backend.Configf("effects %s: %v", display, err)
 		}
 	}
 	p := &redisProbe{rdb: redis.NewClient(ro), display: display, hashes: hashes, timeout: opts.Timeout, password: ro.Password}
@@ -131,32 +125,6 @@ func openRedis(ctx context.Context, raw string, opts effects.Options) (*redisPro
 		return nil, backend.Scrub(err, p.password)
 	}
 	return p, nil
-}
-
-func redisTLS(q url.Values, host, display string) (*tls.Config, error) {
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
-	if n := q.Get("tls_server_name"); n != "" {
-		conf.ServerName = n
-	}
-	if v := q.Get("tls_insecure"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, backend.Configf("effects %s: tls_insecure=%q: want true or false", display, v)
-		}
-		conf.InsecureSkipVerify = b //nolint:gosec // only when the URL asks for it
-	}
-	if ca := q.Get("tls_ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, backend.Configf("effects %s: tls_ca: %v", display, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("effects %s: tls_ca %s: no PEM certificate in it", display, ca)
-		}
-		conf.RootCAs = pool
-	}
-	return conf, nil
 }
 
 // check pings the server and checks that every named key is a hash or

@@ -272,3 +272,22 @@ func commandCalls(t *testing.T, name string) int {
 	}
 	return 0
 }
+
+// TestURLErrorsShowNoQueryValue: a Redis effects URL refused for its
+// query is refused with an error that names the key and shows none of the
+// query's values: a value under a mistyped key (passwrod=) may be a secret.
+func TestURLErrorsShowNoQueryValue(t *testing.T) {
+	const mark = "Q7xZsecret"
+	for _, raw := range []string{
+		"redis://127.0.0.1:1/0?attempts=a&effects=b&passwrod=" + mark,
+		"redis://127.0.0.1:1/0?attempts=a&effects=b&passwrod=" + mark + "%zz",
+		"redis://127.0.0.1:1/0?attempts=a&effects=b&bogus=x@" + mark,
+		"redis://127.0.0.1:1/0?attempts=a&effects=b&attempts=" + mark,
+		"rediss://127.0.0.1:1/0?attempts=a&effects=b&tls_insecure=" + mark,
+	} {
+		_, err := stores.Open(testCtx(t), raw, effects.Options{Timeout: 5 * time.Second})
+		if err == nil || strings.Contains(err.Error(), mark) {
+			t.Errorf("%s: %v; want an error without %s", raw, err, mark)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -139,10 +140,30 @@ func joinList(items []string, last string) string {
 	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
 }
 
+// sourceQuery reads the query of a --source URL, raw, with the keys a
+// mode knows; hasUser says its parse found user info. Its errors read as
+// dlqctl's: they name a key, and show neither a value (one typed under a
+// mistyped key may be a secret) nor the URL's user info or query
+// (sourceURL).
+func sourceQuery(raw, rawQuery string, hasUser bool, known ...string) (*backend.URLQuery, error) {
+	q, err := backend.ParseURLQuery(rawQuery, known, backend.StrayAt(raw, hasUser))
+	if err != nil {
+		return nil, usagef("--source %s: %v", sourceURL(raw), err)
+	}
+	return q, nil
+}
+
+// masked stands for a --source query value in an error.
+const masked = backend.Redacted
+
+// sourceURL is the --source URL as an error shows it: no user info, no
+// query.
+func sourceURL(raw string) string { return backend.URLForError(raw) }
+
 func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
 	m, ok := modeOf(opts.Source)
 	if !ok {
-		return nil, usagef("--source %q: want %s", opts.Source, sourceForms(func(m mode) string { return m.usage }))
+		return nil, usagef("--source %s: want %s", sourceURL(opts.Source), sourceForms(func(m mode) string { return m.usage }))
 	}
 	return m.open(ctx, opts, stderr)
 }
