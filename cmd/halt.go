@@ -100,8 +100,8 @@ func (f *Factory) replanCommand(st *redrive.State, ids []string) string {
 
 // startedAlready is apply's answer when the plan's journal exists: a run
 // with nothing left was already applied; any other is resumed.
-func (f *Factory) startedAlready(plan *redrive.Plan, planPath, journal string, hint hintFlags) error {
-	st, _, err := redrive.ReplayFile(journal, nil, plan)
+func (f *Factory) startedAlready(plan *redrive.Plan, planPath string, started *redrive.StartedError, hint hintFlags) error {
+	st, err, journal := started.State, started.Err, started.Journal
 	if err != nil || !nothingLeft(st) {
 		hint.pastGate = err == nil && st.Status == redrive.StatusHalted
 		return usageErrorf("journal %s exists: this plan's run has started already; resume it:\n  %s", journal, f.resumeCommand(plan.Kind, journal, hint))

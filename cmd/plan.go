@@ -178,7 +178,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 }
 
 func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
-	return effects.Open(ctx, url, effects.Options{Query: query, Password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")})
+	return f.effectsStores().OpenEffects(ctx, url, query)
 }
 
 // printPlan shows what a plan will do.
@@ -304,6 +304,9 @@ func runPlan(ctx context.Context, o *planOptions) error {
 	plan, err := o.MakePlan(ctx, s, p)
 	if err != nil {
 		return err
+	}
+	if u, ok := s.src.(backend.UnseenCounter); ok && u.Unseen() > 0 {
+		fmt.Fprintf(o.IO.ErrOut, "dlqctl: warning: %d messages in the DLQ were in flight and not seen by the scan, so this plan cannot hold them: plan again once they are visible (dlqctl stats says not_seen)\n", u.Unseen())
 	}
 	if err := redrive.WritePlan(p.out, plan); err != nil {
 		return fmt.Errorf("write plan: %w", err)

@@ -22,6 +22,10 @@ func TestTyposGetSuggestions(t *testing.T) {
 	if err := os.WriteFile(good, []byte("profiles:\n  production:\n    source: "+src+"\n  staging:\n    source: "+src+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("policy:\n  requre_approval: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rules := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte("mode: extend\nrules:\n  - name: psp\n    mach: psp\n    disposition: redrive\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -35,7 +39,8 @@ func TestTyposGetSuggestions(t *testing.T) {
 		{[]string{"--source", src, "list", "--disposition", "redriv"}, []string{`--disposition "redriv": no such disposition; did you mean "redrive"?`}},
 		{[]string{"--source", src, "redrive", "plan", "--allow-disposition", "fix-then-redriv", "--reason", "r", "--out", "p.json"}, []string{`did you mean "fix-then-redrive"?`}},
 		{[]string{"--config", good, "--profile", "prodution", "list"}, []string{`profile "prodution": not in ` + good + `; did you mean "production"? (its profiles: production, staging)`}},
-		{[]string{"--config", config, "--profile", "production", "list"}, []string{`line 4: unknown key "outptu"; did you mean "output"? (known here: source, fields, event_id_from`}},
+		{[]string{"--config", config, "--profile", "production", "list"}, []string{`profile "production": unknown key "outptu"; did you mean "output"? (a profile takes source, fields, event_id_from`}},
+		{[]string{"--config", policy, "list"}, []string{`line 2: unknown key "requre_approval"; did you mean "require_approval"?`}},
 		{[]string{"--source", src, "--rules", rules, "list"}, []string{`line 4: unknown key "mach"; did you mean "match"?`}},
 		{[]string{"--source", src, "list", "--older-than", "3days"}, []string{`--older-than: invalid duration "3days" (e.g. 90s, 15m, 2h, 3d); did you mean 3d?`}},
 		{[]string{"--source", src, "check", "--max-age", "2 hours"}, []string{`invalid duration "2 hours"`, "did you mean 2h?"}},

@@ -1,3 +1,5 @@
+//go:build !no_nats
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,13 +83,11 @@ type natsURL struct {
 func parseNATSURL(raw string, forCreate bool) (natsURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return natsURL{}, usagef("--source %q: want nats://HOST:PORT?stream=ORIGIN&consumer=C", raw)
+		return natsURL{}, usagef("--source %s: want nats://HOST:PORT?stream=ORIGIN&consumer=C", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"stream", "consumer", "subject", "deadletter"}, k) {
-			return natsURL{}, usagef("--source: unknown parameter %q (known: stream, consumer, subject, deadletter)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "stream", "consumer", "subject", "deadletter")
+	if err != nil {
+		return natsURL{}, err
 	}
 	n := natsURL{server: u.Scheme + "://" + u.Host, user: u.User, stream: q.Get("stream"), consumer: q.Get("consumer"),
 		subject: q.Get("subject"), mode: q.Get("deadletter")}
@@ -100,7 +99,7 @@ func parseNATSURL(raw string, forCreate bool) (natsURL, error) {
 		n.mode = "copy"
 	case "copy", "nak", "term":
 	default:
-		return n, usagef("--source: deadletter=%q: want copy, nak or term", n.mode)
+		return n, usagef("--source: deadletter=%s: want copy, nak or term", masked)
 	}
 	return n, nil
 }

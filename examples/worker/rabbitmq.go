@@ -1,3 +1,5 @@
+//go:build !no_rabbitmq
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -56,22 +57,18 @@ type rabbitURL struct {
 func parseRabbitURL(raw string) (rabbitURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return rabbitURL{}, usagef("--source %q: want amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]", raw)
+		return rabbitURL{}, usagef("--source %s: want amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"queue", "requeue"}, k) {
-			return rabbitURL{}, usagef("--source: unknown parameter %q (known: queue, requeue)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "queue", "requeue")
+	if err != nil {
+		return rabbitURL{}, err
 	}
 	r := rabbitURL{queue: q.Get("queue")}
 	if r.queue == "" {
 		return r, usagef("--source: queue= is required")
 	}
-	if v := q.Get("requeue"); v != "" {
-		if r.requeue, err = strconv.ParseBool(v); err != nil {
-			return r, usagef("--source: requeue=%q: want 0 or 1", v)
-		}
+	if q.Bool("requeue", &r.requeue); q.Err() != nil {
+		return r, usagef("--source: %v", q.Err())
 	}
 	u.RawQuery = ""
 	r.dial = u.String()
