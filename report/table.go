@@ -345,7 +345,11 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 		}
 	}
 	if tableWidth(widths) <= width {
-		return cols, headers, rows, wrapCells(cols, widths, rows)
+		fitted := make([][]string, len(rows))
+		for i, r := range rows {
+			fitted[i] = cutCells(cols, widths, r) // wraps what wraps; cuts nothing
+		}
+		return cols, headers, fitted, true
 	}
 	if width < narrowWidth {
 		cols, headers, rows, widths = dropOptional(cols, headers, rows, widths, width)
@@ -363,19 +367,6 @@ func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]
 		fitted[i] = cutCells(cols, widths, r)
 	}
 	return cols, cutCells(cols, widths, headers), fitted, usable
-}
-
-// wrapCells wraps the cells of wrapping columns to their widths in place
-// (a table that fits as it is); it returns true for fitColumns.
-func wrapCells(cols []Column, widths []int, rows [][]string) bool {
-	for _, r := range rows {
-		for j, c := range r {
-			if cols[j].wraps() {
-				r[j] = strings.Join(capLines(breakWords(c, widths[j]), cols[j].WrapLines, widths[j]), "\n")
-			}
-		}
-	}
-	return true
 }
 
 // measureColumns is each column's natural width: its widest cell or header.
