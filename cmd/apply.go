@@ -33,6 +33,9 @@ type applyOptions struct {
 	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
 	// ApplyPlan checks the approved plan against the DLQ and runs it.
 	ApplyPlan func(context.Context, approvedRun) error
+	// PlanSource makes the plan's own source (as it recorded it) the one
+	// the run opens, when none was given.
+	PlanSource func(recorded string)
 
 	journal     string
 	skipMissing bool
@@ -70,6 +73,11 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
 			o.ApplyPlan = f.planRunner().apply
+			o.PlanSource = func(recorded string) {
+				if f.source == "" {
+					f.source = recorded
+				}
+			}
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -92,6 +100,12 @@ func runApply(ctx context.Context, o *applyOptions) error {
 	plan, err := o.ReadPlan(path, o.Kind)
 	if err != nil {
 		return err
+	}
+	if err := refuseEmpty(plan, path, "apply"); err != nil {
+		return err
+	}
+	if o.PlanSource != nil {
+		o.PlanSource(plan.Source)
 	}
 	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
@@ -157,7 +171,7 @@ func (p planRunner) apply(ctx context.Context, r approvedRun) (err error) {
 		// The run started: whatever left the DLQ since was most likely
 		// moved by it, and only the journal knows. Checked before the plan
 		// is compared with the DLQ, which would call it stale.
-		return steps.StartedAlready(plan, r.planPath, journalPath, r.hint)
+		return steps.StartedAlready(ctx, plan, r.planPath, journalPath, r.hint)
 	}
 	s, err := p.OpenSession(ctx)
 	if err != nil {
@@ -307,31 +321,32 @@ func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redriv
 	runErr := eng.Run(ctx, st)
 	hint.pastGate = st.Status == redrive.StatusHalted
 	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
-	resume := cmdline + secretsNote(st.Plan)
 	doc := f.liveRunDoc(st, journalPath)
 	if doc.Resume != "" {
 		doc.Resume = cmdline
 	}
+	doc.Needs = f.secretNotes(st.Plan)
 	if err := f.printRun(doc); err != nil {
 		return err
 	}
+	resume := "\n" + shellLines(f.secretNotes(st.Plan), cmdline)
 	switch {
 	case errors.Is(runErr, redrive.ErrDeadline):
-		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with:%s", resume))
 	case errors.Is(runErr, redrive.ErrInterrupted):
-		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with:%s", resume))
 	case runErr != nil:
-		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
+		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with:%s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return f.haltError(st, doc, runPlanPath(st, ""), journalPath, hint)
+		return f.halted(ctx, eng.Source, st, doc, runPlanPath(st, ""), journalPath, hint)
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {
-			retry = "; try the failed ones again with: " + resume + " --retry-failed"
+			retry = "; try the failed ones again with:\n" + shellLines(f.secretNotes(st.Plan), cmdline+" --retry-failed")
 		}
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
 	}
-	if advice := f.cameBackAdvice(st, journalPath); advice != "" {
+	if advice := f.cameBackAdvice(ctx, eng.Source, st, runPlanPath(st, ""), journalPath); advice != "" {
 		// The gates let them pass (--max-failed-ratio), but they are in
 		// the DLQ again.
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))

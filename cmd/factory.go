@@ -225,5 +225,11 @@ func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
 	if reg, err := f.backends().Lookup(f.source); err == nil {
 		paceCollector(reg, f.Getenv)
 	}
-	return f.backends().Open(ctx, f.source, f.openOptions())
+	// A source recorded by a plan or a journal hides its password; the
+	// backend's variable gives it.
+	raw, err := withHiddenPassword(f.source, f.backends().PasswordEnv(f.source), "source", f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return f.backends().Open(ctx, raw, f.openOptions())
 }

@@ -432,3 +432,30 @@ func TestWideIsBorderlessOnATerminal(t *testing.T) {
 		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
 	}
 }
+
+// TestResumeRowWholeAtEightyColumns: the summary's resume command, with a
+// journal path too long for an 80-column terminal, is one line that is
+// never wrapped: pasted, it runs.
+func TestResumeRowWholeAtEightyColumns(t *testing.T) {
+	root := smallDLQ(t, 4)
+	plans := filepath.Join(root, "plans-of-the-incident-with-a-long-name", "payments-psp-outage-2026-11-29")
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(600*time.Millisecond, func() {
+		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+		if len(moved) > 0 {
+			b, _ := os.ReadFile(moved[0])
+			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
+		}
+	})
+	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(plans, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	journal := filepath.Join(plans, "p.journal")
+	if !regexp.MustCompile(`(?m)^resume\r?\n` + regexp.QuoteMeta("dlqctl redrive resume "+journal+" --past-gate --yes") + `\r?$`).MatchString(screen) {
+		t.Errorf("the resume row is not the whole command on a line of its own:\n%s", screen)
+	}
+}

@@ -265,7 +265,7 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 				return err
 			}
 		}
-		return fmt.Errorf("run %s was %w", st.RunID, steps.HaltError(st, doc, runPlanPath(st, o.plan), path, hint))
+		return fmt.Errorf("run %s was %w", st.RunID, steps.HaltError(ctx, st, doc, runPlanPath(st, o.plan), path, hint))
 	}
 	if err := approveGoingOn(ctx, tr, o); err != nil {
 		return err

@@ -17,7 +17,7 @@ type runSteps struct {
 	LockJournal func(path, runID string) (func(), error)
 	// StartedAlready is the error for a plan whose journal exists: resume
 	// it, or it was applied already.
-	StartedAlready func(plan *redrive.Plan, planPath, journal string, hint hintFlags) error
+	StartedAlready func(ctx context.Context, plan *redrive.Plan, planPath, journal string, hint hintFlags) error
 	// LockExistingJournal locks a journal that is there (a missing one is
 	// left for the journal reader to report).
 	LockExistingJournal func(path string) (func(), error)
@@ -35,7 +35,7 @@ type runSteps struct {
 	// PrintRun writes a run document in the output format.
 	PrintRun func(RunDoc) error
 	// HaltError is the error of a run a gate halted, with what to do.
-	HaltError func(st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error
+	HaltError func(ctx context.Context, st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error
 }
 
 // runSteps are the Factory's own run steps.
