@@ -194,6 +194,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newDocsCmd(f, root, nil, nil),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	registerCompletions(f, root)
 	addExamples(root)
 	usageArgs(root)
