@@ -378,15 +378,7 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 // wrapped mid-word and its verdicts are whole.
 func TestTrippedGateOnEightyColumns(t *testing.T) {
 	root := smallDLQ(t, 4)
-	time.AfterFunc(600*time.Millisecond, func() {
-		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
-		if len(moved) > 0 {
-			b, _ := os.ReadFile(moved[0])
-			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
-		}
-	})
-	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
-		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json"))
+	screen, code := trippedOnEighty(t, root, filepath.Join(root, "p.json"))
 	if code != ExitGate {
 		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
 	}
@@ -395,6 +387,23 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
 		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
 	}
+}
+
+// trippedOnEighty runs the one-step redrive of the transients of
+// smallDLQ root on an 80-column terminal in batches of 2, its plan at
+// plan, and puts the first moved entry back into the DLQ while the batch
+// settles: the re-dead-lettered gate trips in batch 1.
+func trippedOnEighty(t *testing.T, root, plan string) (string, int) {
+	t.Helper()
+	time.AfterFunc(600*time.Millisecond, func() {
+		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+		if len(moved) > 0 {
+			b, _ := os.ReadFile(moved[0])
+			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
+		}
+	})
+	return onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", plan)
 }
 
 // batchTableFits checks the batch table on a screen: from its header to
@@ -442,15 +451,7 @@ func TestResumeRowWholeAtEightyColumns(t *testing.T) {
 	if err := os.MkdirAll(plans, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(600*time.Millisecond, func() {
-		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
-		if len(moved) > 0 {
-			b, _ := os.ReadFile(moved[0])
-			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
-		}
-	})
-	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
-		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(plans, "p.json"))
+	screen, code := trippedOnEighty(t, root, filepath.Join(plans, "p.json"))
 	if code != ExitGate {
 		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
 	}
