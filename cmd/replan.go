@@ -136,6 +136,12 @@ func (f *Factory) runSession(ctx context.Context, src backend.Source, recorded s
 	if err != nil {
 		return nil, nil, err
 	}
+	if s.src.String() != recorded {
+		// The source in effect (DLQCTL_SOURCE, say) is another DLQ: what
+		// came back is not there.
+		s.src.Close()
+		return nil, nil, fmt.Errorf("the source in effect is %s, not the run's %s", s.src, recorded)
+	}
 	return s, func() { s.src.Close() }, nil
 }
 
