@@ -48,6 +48,20 @@ type Importer interface {
 	Has(ctx context.Context, id string) (bool, error)
 }
 
+// MissingReporter is a source that can say its DLQ did not exist when it
+// was opened (a Redis stream that is not there, a queue folder opened with
+// AllowMissing). Such a source reads as empty. MissingDLQ is "" when the
+// DLQ exists, else a phrase naming what does not exist after the source's
+// redacted URL ("redis://h:6379/0?stream=dlq: stream "dlq" does not exist").
+type MissingReporter interface {
+	MissingDLQ() string
+}
+
+// UnseenCounter is a source whose scan can miss entries that are in the
+// DLQ all the same (SQS: messages in flight, held by another reader or by
+// a killed scan); Unseen is how many the last scan could not see.
+type UnseenCounter interface{ Unseen() int64 }
+
 // Extras is implemented by backends that have more to say in `stats`
 // (Redis consumer groups, Pulsar subscription backlog). The value is
 // encoded under "backend" in dlqctl.stats/v1.

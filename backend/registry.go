@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -148,6 +149,21 @@ type Registration struct {
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
+	// Setup, when set, prepares the process for the backend, once, before
+	// a command runs (Registry.Setup): Redis silences go-redis's global
+	// logger, whose dial retries reach the user as returned errors anyway.
+	Setup func()
+	// GroupsSource, when set, is the source URL that pending opens to
+	// inspect a stream's consumer groups, made from the source in effect
+	// (Redis: stream=STREAM added to a URL that names no stream, since a
+	// Redis source must name one). nil: the source in effect as it is.
+	GroupsSource func(raw, stream string) string
+	// ProfileKeys are keys of a config profile, besides those every
+	// profile has, that hold this backend's secrets ("redis_password"):
+	// the first backends read theirs there, later ones from the profile's
+	// secrets map ("kafka_password"), which takes any key. Both reach
+	// Open through OpenOptions.ProfileSecret.
+	ProfileKeys []string
 }
 
 // Registry maps URL schemes to backends. Commands get one from the
@@ -160,8 +176,15 @@ type Registry struct {
 	order    []*Registration
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byScheme: map[string][]*Registration{}} }
+// NewRegistry returns a registry holding regs, in their order (a test's
+// one backend, say); none gives an empty one.
+func NewRegistry(regs ...Registration) *Registry {
+	r := &Registry{byScheme: map[string][]*Registration{}}
+	for _, reg := range regs {
+		r.Register(reg)
+	}
+	return r
+}
 
 // Register adds a backend. A scheme that two backends serve without a
 // Claims predicate is a programming error and panics, as database/sql does.
@@ -271,6 +294,27 @@ func (r *Registry) Schemes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Setup runs every backend's Setup (Registration.Setup). The process
+// calls it once, before a command runs.
+func (r *Registry) Setup() {
+	for _, reg := range r.All() {
+		if reg.Setup != nil {
+			reg.Setup()
+		}
+	}
+}
+
+// ProfileKeys lists the profile keys the backends declare
+// (Registration.ProfileKeys), sorted.
+func (r *Registry) ProfileKeys() []string {
+	var keys []string
+	for _, reg := range r.All() {
+		keys = append(keys, reg.ProfileKeys...)
+	}
+	sort.Strings(keys)
+	return slices.Compact(keys)
 }
 
 // SchemeOf returns the scheme of a source URL: the text before "://" or,

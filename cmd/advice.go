@@ -41,7 +41,7 @@ func shellLines(notes []string, commands ...string) string {
 func (f *Factory) secretNotes(p *redrive.Plan) []string {
 	var notes []string
 	if backend.HidesPassword(p.Source) {
-		if name := f.backends().PasswordEnv(p.Source); name != "" {
+		if name := f.Backends.PasswordEnv(p.Source); name != "" {
 			notes = append(notes, fmt.Sprintf("set %s to the source's password first: plans and journals do not keep it", name))
 		} else {
 			notes = append(notes, "set DLQCTL_SOURCE to the source URL with its password first: plans and journals do not keep it")
@@ -62,7 +62,7 @@ func (f *Factory) sourceArg(recorded string) string {
 	switch {
 	case !strings.Contains(recorded, backend.Redacted):
 		return recorded
-	case backend.HidesPassword(recorded) && f.backends().PasswordEnv(recorded) != "":
+	case backend.HidesPassword(recorded) && f.Backends.PasswordEnv(recorded) != "":
 		return backend.WithoutPassword(recorded)
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -79,11 +80,6 @@ type CheckDoc struct {
 	NotSeen int64 `json:"not_seen"`
 }
 
-// unseenCounter is a source whose scan can miss entries that are in the
-// DLQ all the same (SQS: messages in flight, held by another reader or by
-// a killed scan).
-type unseenCounter interface{ Unseen() int64 }
-
 type categoryLimit struct {
 	name  string
 	limit int
@@ -131,7 +127,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		return err
 	}
 	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total}
-	if u, ok := s.src.(unseenCounter); ok {
+	if u, ok := s.src.(backend.UnseenCounter); ok {
 		doc.NotSeen = u.Unseen()
 	}
 	if n := int64(sum.Total) + doc.NotSeen; opts.maxTotal >= 0 && n > int64(opts.maxTotal) {

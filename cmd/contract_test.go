@@ -24,7 +24,7 @@ var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	io, _, out, errOut := TestIO()
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	code = Execute(context.Background(), f, args)
 	return out.String(), errOut.String(), code
 }

@@ -114,7 +114,7 @@ func TestCtrlCSummaryCountsUnreconciledMoves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(1500*time.Millisecond, cancel)
-	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	code := Execute(ctx, f, []string{"--source", "dir:" + root, "redrive", "--category", "transient", "--ramp", "2",
 		"--unverified-ok", "--rate", "0", "--settle", "1m", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json")})
 	if code != ExitInterrupted {

@@ -53,7 +53,7 @@ reported with created=false. --dry-run says what it would create.`,
 			if len(args) == 1 {
 				o.URL = args[0]
 			}
-			o.IO, o.Report, o.Backends, o.Open = f.IO, f.reportOptions(), f.backends(), f.openOptions()
+			o.IO, o.Report, o.Backends, o.Open = f.IO, f.reportOptions(), f.Backends, f.openOptions()
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

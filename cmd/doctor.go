@@ -26,6 +26,9 @@ type doctorOptions struct {
 	Report report.Options
 	// ConfigPath is the config file in effect ("" when none).
 	ConfigPath string
+	// SourceForm is how a source of the source's backend is written (its
+	// usage), for the fixes that ask to correct it.
+	SourceForm string
 	// Policy and Keys are the approval policy and where keys and signers
 	// come from (--key-file and --allowed-signers over the environment).
 	Policy trust.Policy
@@ -65,7 +68,7 @@ when every check passes, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Policy = f.IO, f.reportOptions(), f.config.Policy
-			o.ConfigPath = f.config.path
+			o.ConfigPath, o.SourceForm = f.config.path, sourceForm(f.Backends, f.source)
 			o.Keys = f.trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
 			o.Rules = func() error { _, err := f.classifier(); return err }
 			o.OpenSource, o.OpenProbe = f.openSource, f.openProbe
@@ -152,7 +155,7 @@ func runDoctor(ctx context.Context, o *doctorOptions) error {
 func sourceChecks(ctx context.Context, o *doctorOptions) []Check {
 	src, err := o.OpenSource(ctx)
 	if err != nil {
-		return []Check{{Name: "source", Detail: err.Error(), Fix: sourceFix(err)}}
+		return []Check{{Name: "source", Detail: err.Error(), Fix: sourceFix(err, o.SourceForm)}}
 	}
 	defer src.Close()
 	n, err := src.Len(ctx)
@@ -161,7 +164,7 @@ func sourceChecks(ctx context.Context, o *doctorOptions) []Check {
 	}
 	checks := []Check{{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)}}
 	if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
-		checks = append(checks, Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
+		checks = append(checks, Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (" + o.SourceForm + ")"})
 	} else {
 		checks = append(checks, Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
 	}
@@ -230,10 +233,19 @@ func checkResult(c Check) string {
 	return "pass"
 }
 
-func sourceFix(err error) string {
+// sourceForm is how a source is written: the usage of the backend that
+// serves source, else a pointer to every backend's.
+func sourceForm(backends *backend.Registry, source string) string {
+	if reg, err := backends.Lookup(source); err == nil {
+		return reg.Usage
+	}
+	return "dlqctl docs backends lists the form of each backend"
+}
+
+func sourceFix(err error, form string) string {
 	var ce *backend.ConfigError
 	if errors.As(err, &ce) {
-		return "correct --source (dir:PATH, redis://HOST:PORT/DB?stream=KEY, pulsar://HOST:PORT?topic=T), DLQCTL_SOURCE or the profile"
+		return "correct --source (" + form + "), DLQCTL_SOURCE or the profile"
 	}
 	return "check that the server runs and answers at that address, and the credentials"
 }

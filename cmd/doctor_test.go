@@ -52,7 +52,7 @@ func TestRunDoctor(t *testing.T) {
 			io, _, out, _ := TestIO()
 			err := runDoctor(context.Background(), &doctorOptions{
 				IO: io, Report: report.Options{Format: report.FormatJSON},
-				Policy: tc.policy, Keys: tc.keys,
+				Policy: tc.policy, Keys: tc.keys, SourceForm: "nope://HOST?dlq=NAME",
 				Rules:      func() error { return tc.rules },
 				OpenSource: refused, OpenProbe: noProbe,
 			})
@@ -82,6 +82,9 @@ func TestRunDoctor(t *testing.T) {
 					t.Errorf("%s fails without a fix", name)
 				}
 			}
+			if fix := got["source"].Fix; !strings.Contains(fix, "correct --source (nope://HOST?dlq=NAME)") {
+				t.Errorf("source fix %q: want it to show how the source's backend is written", fix)
+			}
 		})
 	}
 }
@@ -91,7 +94,7 @@ func TestRunDoctor(t *testing.T) {
 func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 	io, _, out, _ := TestIO()
 	env := map[string]string{"DLQCTL_APPROVAL_KEY": "from-env", "DLQCTL_ALLOWED_SIGNERS": "env_signers"}
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	var got *doctorOptions
 	execSub(t, f, newDoctorCmd(f, func(_ context.Context, o *doctorOptions) error { got = o; return nil }),
 		"doctor", "-o", "ndjson", "--key-file", "k.txt", "--effects", "sqlite:inbox.db", "--effects-query", "q")
@@ -104,6 +107,8 @@ func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("effects %q, query %q", got.effects, got.effectsQuery)
 	case got.Report.Format != report.FormatNDJSON || got.IO != io || got.ConfigPath != "":
 		t.Errorf("settings: format %q, config %q", got.Report.Format, got.ConfigPath)
+	case !strings.Contains(got.SourceForm, "dlqctl docs backends"):
+		t.Errorf("source form %q without a source", got.SourceForm)
 	case got.OpenSource == nil || got.OpenProbe == nil || got.Rules == nil:
 		t.Error("a dependency is missing")
 	}

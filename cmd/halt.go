@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -31,18 +30,13 @@ func runPlanPath(st *redrive.State, given string) string {
 	return firstNonEmpty(given, st.Start.PlanPath)
 }
 
-// haltError is what resume says of a run that a gate halted (see halted).
+// haltError is what apply and resume say when a gate stopped the run: how
+// to go on when entries remain, and, when the gate tripped in the plan's
+// last batch, that nothing is left to resume and what to do with the
+// events that came back instead. Each command to run is on a line of its
+// own, what to know first in "#" lines above it, so that it can be copied
+// whole.
 func (f *Factory) haltError(ctx context.Context, st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error {
-	return f.halted(ctx, nil, st, doc, planPath, journal, hint)
-}
-
-// halted is what apply and resume say when a gate stopped the run: how to
-// go on when entries remain, and, when the gate tripped in the plan's last
-// batch, that nothing is left to resume and what to do with the events
-// that came back instead. Each command to run is on a line of its own,
-// what to know first in "#" lines above it, so that it can be copied
-// whole. src is the run's DLQ when it is open (nil: opened to look).
-func (f *Factory) halted(ctx context.Context, src backend.Source, st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error {
 	hint.pastGate = true
 	var b strings.Builder
 	fmt.Fprintf(&b, "stopped by the %s gate", st.HaltedBy)
@@ -57,7 +51,7 @@ func (f *Factory) halted(ctx context.Context, src backend.Source, st *redrive.St
 		return withCode(ExitGate, fmt.Errorf("%s", b.String()))
 	}
 	fmt.Fprintf(&b, ".\nThe gate tripped in the plan's last batch: nothing is left to resume (journal %s).", journal)
-	b.WriteString(f.cameBackAdvice(ctx, src, st, planPath, journal))
+	b.WriteString(f.cameBackAdvice(ctx, st, planPath, journal))
 	return withCode(ExitGate, fmt.Errorf("%s", b.String()))
 }
 
@@ -68,9 +62,9 @@ func (f *Factory) resumeLines(plan *redrive.Plan, journal string, hint hintFlags
 }
 
 // cameBackAdvice names the events that came back to the DLQ and the
-// command that plans them again ("" when none came back). src is the
-// run's DLQ when it is open (nil: opened to look).
-func (f *Factory) cameBackAdvice(ctx context.Context, src backend.Source, st *redrive.State, planPath, journal string) string {
+// command that plans them again ("" when none came back). It reads the
+// run's DLQ to see how they came back.
+func (f *Factory) cameBackAdvice(ctx context.Context, st *redrive.State, planPath, journal string) string {
 	ids := cameBack(st)
 	if len(ids) == 0 {
 		if st.HaltedBy == redrive.GatePending {
@@ -85,7 +79,7 @@ func (f *Factory) cameBackAdvice(ctx context.Context, src backend.Source, st *re
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s came back to the DLQ: %s.", plural(len(ids), "event"), strings.Join(ids, ", "))
-	r := f.planReplan(ctx, src, st, runPlanPath(st, planPath), ids)
+	r := f.planReplan(ctx, st, runPlanPath(st, planPath), ids)
 	for _, s := range r.said {
 		b.WriteString("\n" + s)
 	}
@@ -102,8 +96,8 @@ func (f *Factory) cameBackAdvice(ctx context.Context, src backend.Source, st *re
 
 // startedAlready is apply's answer when the plan's journal exists: a run
 // with nothing left was already applied; any other is resumed.
-func (f *Factory) startedAlready(ctx context.Context, plan *redrive.Plan, planPath, journal string, hint hintFlags) error {
-	st, _, err := redrive.ReplayFile(journal, nil, plan)
+func (f *Factory) startedAlready(ctx context.Context, plan *redrive.Plan, planPath string, started *redrive.StartedError, hint hintFlags) error {
+	st, err, journal := started.State, started.Err, started.Journal
 	if err != nil || !nothingLeft(st) {
 		hint.pastGate = err == nil && st.Status == redrive.StatusHalted
 		return usageErrorf("journal %s exists: this plan's run has started already; resume it:\n%s", journal, f.resumeLines(plan, journal, hint))
@@ -112,7 +106,7 @@ func (f *Factory) startedAlready(ctx context.Context, plan *redrive.Plan, planPa
 	if st.Status == redrive.StatusHalted {
 		outcome = "moved every entry, then was stopped by the " + st.HaltedBy + " gate in its last batch"
 	}
-	return usageErrorf("%s was already applied (journal %s): run %s %s; nothing is left to apply.%s", planPath, journal, st.RunID, outcome, f.cameBackAdvice(ctx, nil, st, planPath, journal))
+	return usageErrorf("%s was already applied (journal %s): run %s %s; nothing is left to apply.%s", planPath, journal, st.RunID, outcome, f.cameBackAdvice(ctx, st, planPath, journal))
 }
 
 // nextAfterApproval is what to run after approving the plan at path: apply
@@ -132,7 +126,7 @@ func (f *Factory) nextAfterApproval(ctx context.Context, plan *redrive.Plan, pat
 		return fmt.Sprintf("its run has started (journal %s); next:\n%s", journal, f.resumeLines(plan, journal, hintFlags{keys: keys}))
 	}
 	if nothingLeft(st) {
-		return fmt.Sprintf("but nothing is left to apply or resume: run %s moved every entry (journal %s).%s", st.RunID, journal, f.cameBackAdvice(ctx, nil, st, path, journal))
+		return fmt.Sprintf("but nothing is left to apply or resume: run %s moved every entry (journal %s).%s", st.RunID, journal, f.cameBackAdvice(ctx, st, path, journal))
 	}
 	hint := hintFlags{keys: keys, pastGate: st.Status == redrive.StatusHalted}
 	return fmt.Sprintf("its run has started (journal %s); next:\n%s", journal, f.resumeLines(plan, journal, hint))

@@ -6,23 +6,13 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 )
 
-// missingReporter is a source that can say its DLQ did not exist when it
-// was opened (a Redis stream that is not there, a queue folder opened with
-// AllowMissing). Such a source reads as empty. MissingDLQ is "" when the
-// DLQ exists, else a phrase naming what does not exist after the source's
-// redacted URL ("redis://h:6379/0?stream=dlq: stream "dlq" does not exist").
-type missingReporter interface {
-	MissingDLQ() string
-}
-
 // refuseMissing: a read of a DLQ that does not exist would show it empty
 // (a check or stats green forever: a typo in a CI URL hides a full DLQ),
 // so it is a usage error naming the DLQ unless --allow-missing says empty
-// is meant.
-// offered says that the command takes --allow-missing, which the error
-// then points at.
+// is meant. offered says that the command takes --allow-missing, which the
+// error then points at.
 func refuseMissing(src backend.Source, allow, offered bool) error {
-	m, ok := src.(missingReporter)
+	m, ok := src.(backend.MissingReporter)
 	if !ok || allow {
 		return nil
 	}

@@ -56,8 +56,8 @@ type oneStepOptions struct {
 	Confirm func(ctx context.Context, yes bool, prompt string) error
 	// ApprovalKey is the HMAC approval key in effect (nil: none).
 	ApprovalKey func(keyFile string) ([]byte, error)
-	// ApplyPlan checks the plan against the DLQ and runs it.
-	ApplyPlan func(context.Context, approvedRun) error
+	// Runner checks the plan against the DLQ and runs it.
+	Runner planRunner
 
 	plan    planFlags
 	yes     bool
@@ -118,5 +118,5 @@ func runOneStep(ctx context.Context, o *oneStepOptions) error {
 		return err
 	}
 	// The effects URL as typed: the plan keeps it with its password hidden.
-	return o.ApplyPlan(ctx, approvedRun{plan: plan, planPath: planPath, journalPath: journal, key: key, effectsURL: o.plan.effects, hint: hintFlags{yes: len(key) == 0}})
+	return o.Runner.apply(ctx, approvedRun{plan: plan, planPath: planPath, journalPath: journal, key: key, effectsURL: o.plan.effects, hint: hintFlags{yes: len(key) == 0}})
 }

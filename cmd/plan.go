@@ -180,11 +180,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 // openProbe opens the effects store at url. A URL recorded by a plan
 // hides its password; DLQCTL_EFFECTS_PASSWORD gives it.
 func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
-	url, err := withHiddenPassword(url, effectsPasswordEnv, "effects", f.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	return effects.Open(ctx, url, effects.Options{Query: query, Password: f.Getenv(effectsPasswordEnv)})
+	return f.effectsStores().OpenEffects(ctx, url, query)
 }
 
 // printPlan shows what a plan will do.
@@ -313,6 +309,9 @@ func runPlan(ctx context.Context, o *planOptions) error {
 	plan, err := o.MakePlan(ctx, s, p)
 	if err != nil {
 		return err
+	}
+	if u, ok := s.src.(backend.UnseenCounter); ok && u.Unseen() > 0 {
+		fmt.Fprintf(o.IO.ErrOut, "dlqctl: warning: %d messages in the DLQ were in flight and not seen by the scan, so this plan cannot hold them: plan again once they are visible (dlqctl stats says not_seen)\n", u.Unseen())
 	}
 	if plan.Entries.Len() == 0 {
 		// Nothing to approve or apply: say so, and why, instead of a

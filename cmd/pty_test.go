@@ -54,7 +54,7 @@ func onScreenAt(t *testing.T, cols, rows int, now func() time.Time, env map[stri
 		close(done)
 	}()
 	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
-	f := &Factory{Deps: Deps{IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
 	select {
@@ -350,7 +350,7 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(900*time.Millisecond, cancel)
-	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	code := Execute(ctx, f, []string{"--source", "dir:" + root, "redrive", "--category", "transient", "--ramp", "8",
 		"--rate", "4", "--burst", "1", "--settle", "0s", "--reason", "r", "--yes", "--out", plan})
 	if code != ExitInterrupted {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/redrive"
@@ -46,9 +45,8 @@ type cameBackNow struct {
 }
 
 // planReplan builds the re-plan of the events ids that came back in the
-// run st of the plan at planPath. src is the run's DLQ when it is open
-// (nil: the run's recorded source is opened to look).
-func (f *Factory) planReplan(ctx context.Context, src backend.Source, st *redrive.State, planPath string, ids []string) replan {
+// run st of the plan at planPath, reading the run's DLQ.
+func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath string, ids []string) replan {
 	p := st.Plan
 	flags := planFlagsOf(p)
 	flags.sel.eventIDs, flags.sel.limit, flags.max = ids, 0, 0
@@ -59,7 +57,7 @@ func (f *Factory) planReplan(ctx context.Context, src backend.Source, st *redriv
 		r.unread, r.look = err.Error(), f.listCommand(p, ids)
 		return r
 	}
-	s, closeSession, err := f.runSession(ctx, src, p.Source)
+	s, closeSession, err := f.runSession(ctx, p.Source)
 	if err != nil {
 		return unread(err)
 	}
@@ -119,16 +117,10 @@ func (f *Factory) planReplan(ctx context.Context, src backend.Source, st *redriv
 	return r
 }
 
-// runSession is a session on the run's DLQ: src when it is open, else the
-// recorded source opened for the look (closed by the returned func).
-func (f *Factory) runSession(ctx context.Context, src backend.Source, recorded string) (*session, func(), error) {
-	if src != nil {
-		cl, err := f.classifier()
-		if err != nil {
-			return nil, nil, err
-		}
-		return &session{src: src, walker: inspect.Walker{Source: src, Classifier: cl, Now: f.now()}}, func() {}, nil
-	}
+// runSession is a session on the run's DLQ, recorded as recorded: the
+// source in effect when it is that one, else the recorded one (closed by
+// the returned func).
+func (f *Factory) runSession(ctx context.Context, recorded string) (*session, func(), error) {
 	if f.source == "" {
 		f.source = recorded
 	}

@@ -36,9 +36,10 @@ type resumeOptions struct {
 	Confirm func(ctx context.Context, yes bool, prompt string) error
 	// Identity is who runs this (the OS user for "").
 	Identity func(flag string) string
-	// OpenSession opens source with the category rules in effect.
-	OpenSession func(ctx context.Context, source string) (*session, error)
-	Steps       runSteps
+	// Runner goes on with the run (redrive.Runner.Resume); Out says how it
+	// went.
+	Runner redrive.Runner
+	Out    runOutput
 
 	pastGate    bool
 	retryFailed bool
@@ -78,11 +79,8 @@ once more.`,
 			}
 			o.IO, o.Journal, o.Source, o.Now, o.Getenv = f.IO, args[0], f.source, f.Now, f.Getenv
 			o.Policy, o.Config = f.config.Policy, f.config.String()
-			o.ApprovalPolicy, o.Confirm, o.Identity, o.Steps = f.approvalPolicy, f.confirm, f.identity, f.runSteps()
-			o.OpenSession = func(ctx context.Context, source string) (*session, error) {
-				f.source = source
-				return f.openSession(ctx)
-			}
+			o.ApprovalPolicy, o.Confirm, o.Identity = f.approvalPolicy, f.confirm, f.identity
+			o.Runner, o.Out = f.runner(), f
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -239,10 +237,10 @@ func givenApprovals(tr *trustedRun, planFlag, planPath string) ([]redrive.Approv
 // runResume checks that the journal may be believed and the run may go
 // on, then goes on with it where it stopped.
 func runResume(ctx context.Context, o *resumeOptions) (err error) {
-	path, steps := o.Journal, o.Steps
-	unlock, err := steps.LockExistingJournal(path)
+	path := o.Journal
+	unlock, err := o.Runner.LockExistingJournal(path)
 	if err != nil {
-		return err
+		return busyOr(err)
 	}
 	defer unlock()
 	tr, err := trustRun(o)
@@ -254,18 +252,18 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 	switch {
 	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
 		fmt.Fprintf(o.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
-		return steps.PrintRun(runDoc(st, path))
+		return o.Out.printRun(runDoc(st, path))
 	case st.Status == redrive.StatusHalted && (!o.pastGate || nothingLeft(st)):
 		// Past the gate there is nothing to go on with when it tripped in
 		// the last batch: say so, and what came back, instead of a run
 		// that "completes" without moving anything.
 		doc := journalRunDoc(st, path)
 		if nothingLeft(st) {
-			if err := steps.PrintRun(doc); err != nil {
+			if err := o.Out.printRun(doc); err != nil {
 				return err
 			}
 		}
-		return fmt.Errorf("run %s was %w", st.RunID, steps.HaltError(ctx, st, doc, runPlanPath(st, o.plan), path, hint))
+		return fmt.Errorf("run %s was %w", st.RunID, o.Out.haltError(ctx, st, doc, runPlanPath(st, o.plan), path, hint))
 	}
 	if err := approveGoingOn(ctx, tr, o); err != nil {
 		return err
@@ -273,56 +271,22 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 	return goOn(ctx, tr, o, hint)
 }
 
-// goOn opens the run's source, leases its DLQ and runs the rest of the
-// plan, journaled in the run's journal.
+// goOn goes on with the run on its source (redrive.Runner.Resume):
+// the one given, else the one the journal records.
 func goOn(ctx context.Context, tr *trustedRun, o *resumeOptions, hint hintFlags) (err error) {
-	st, path, steps := tr.st, o.Journal, o.Steps
+	st, path := tr.st, o.Journal
 	source := o.Source
 	if source == "" {
 		if source, err = journalSource(st.Start.Source); err != nil {
 			return err
 		}
 	}
-	s, err := o.OpenSession(ctx, source)
+	ran, err := o.Runner.Resume(ctx, redrive.ResumeRequest{State: st, JournalPath: path, Source: source, Key: tr.key, Verified: tr.v,
+		ResumedBy: o.Identity(""), Fresh: tr.fresh, RetryFailed: o.retryFailed, EffectsURL: o.effects})
 	if err != nil {
-		return err
+		return busyOr(err)
 	}
-	defer s.src.Close()
-	if s.src.String() != st.Plan.Source {
-		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
-	}
-	ctx, release, err := steps.LeaseDLQ(ctx, s.src, st.RunID)
-	if err != nil {
-		return err
-	}
-	defer func() { err = steps.ReleaseAfter(err, release) }()
-	eng, closeEng, err := steps.Engine(ctx, s.src, st.Plan, o.effects)
-	if err != nil {
-		return err
-	}
-	defer closeEng()
-	var j *redrive.Journal
-	if tr.key != nil {
-		j, err = redrive.OpenVerifiedJournal(path, o.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
-	} else {
-		j, err = redrive.OpenJournal(path, o.Now)
-	}
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	eng.Journal = j
-	if err := eng.Resume(st, o.Identity(""), tr.fresh); err != nil {
-		return err
-	}
-	if o.retryFailed {
-		if n := st.RetryFailed(); n > 0 {
-			fmt.Fprintf(o.IO.ErrOut, "trying %s that failed once more\n", entries(n))
-		}
-	}
-	noteWeakMoves(o.IO.ErrOut, s.src, st.Plan)
-	fmt.Fprintf(o.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
-	return steps.FinishRun(ctx, eng, st, path, hint)
+	return o.Out.finishRun(ctx, ran, path, hint)
 }
 
 // nothingLeft says that every entry of the run's plan was moved or left

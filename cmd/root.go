@@ -13,9 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/internal/tuning"
@@ -29,27 +27,11 @@ type BuildInfo struct {
 	Date    string
 }
 
-// Main runs dlqctl with the process's arguments and streams and returns
-// the exit code.
-func Main(build BuildInfo) int {
-	return MainWith(&Factory{Deps: Deps{
-		IO:     SystemIO(),
-		Now:    time.Now,
-		Getenv: os.Getenv,
-		Build:  build,
-	}})
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 // MainWith runs the process's arguments against f, stopping the command's
 // context on Ctrl-C or SIGTERM. A second Ctrl-C kills the process at once.
 func MainWith(f *Factory) int {
-	// go-redis logs dial retries on its own global logger; every failure
-	// reaches the user as a returned error, so the log is only noise.
-	redis.SetLogger(quietLogger{})
+	needBackends(f)
+	f.Backends.Setup()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -136,13 +118,22 @@ func fillBuildInfo(b BuildInfo) BuildInfo {
 	return b
 }
 
+// needBackends panics on a Factory without backends: a program that runs
+// commands must say which backends it was built with (main.go).
+func needBackends(f *Factory) {
+	if f.Backends == nil {
+		panic("cmd: Deps.Backends is nil: give the registry of the backends this build holds")
+	}
+}
+
 // NewRootCmd builds the command tree.
 func NewRootCmd(f *Factory) *cobra.Command {
+	needBackends(f)
 	root := &cobra.Command{
 		Use:   "dlqctl",
 		Short: "Inspect and safely redrive dead-letter queues",
 		Long: strings.Join(report.TUIWrap("dlqctl lists, categorizes and samples dead-letter queue envelopes on "+
-			f.backends().Titles()+", and redrives them in small rate-limited batches, reconciling delivery "+
+			f.Backends.Titles()+", and redrives them in small rate-limited batches, reconciling delivery "+
 			"attempts against effects.", 76), "\n") + `
 
 Start with:  dlqctl --source dir:testdata/incident categorize`,
@@ -166,9 +157,9 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.JQ, "jq", "", "filter the JSON output with a jq expression, e.g. '.items[].id' (implies -o json)")
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
-	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.backends().EventIDFromHelp())
+	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.Backends.EventIDFromHelp())
 	keyFromHelp := "where the order key is: no backend of this build takes it"
-	if h := f.backends().KeyFromHelp(); h != "" {
+	if h := f.Backends.KeyFromHelp(); h != "" {
 		keyFromHelp = "where the order key is, " + h + "; other backends refuse it"
 	}
 	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)

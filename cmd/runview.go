@@ -40,12 +40,20 @@ type runView struct {
 	seen, of    int
 }
 
-func (f *Factory) runObserver(plan *redrive.Plan) redrive.Observer {
-	v := &runView{f: f, kind: plan.Kind, out: f.IO.Out, bar: f.IO.ErrTTY, nextBatch: 1}
+func (f *Factory) runObserver() *runView {
+	v := &runView{f: f, out: f.IO.Out, bar: f.IO.ErrTTY, nextBatch: 1}
 	if f.format.IsJSON() {
 		v.out = f.IO.ErrOut
 	}
 	return v
+}
+
+// Begin is shown the run before the engine takes it up (a
+// redrive.RunWatcher): where it stands, and the engine to watch.
+func (v *runView) Begin(st *redrive.State, eng *redrive.Engine) {
+	v.kind = st.Plan.Kind
+	v.begin(st)
+	v.watch(eng, time.Duration(st.Plan.Params.Settle))
 }
 
 // begin records where the run stands before the engine takes it up.

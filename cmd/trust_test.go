@@ -41,7 +41,7 @@ func newCLI(t *testing.T, env map[string]string) *cli {
 func (c *cli) factory(io *IOStreams, crash func(string)) *Factory {
 	c.now = c.now.Add(time.Minute)
 	now := c.now
-	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return c.env[k] }, CrashHook: crash}}
+	return &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return c.env[k] }, CrashHook: crash}}
 }
 
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {

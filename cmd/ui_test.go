@@ -140,7 +140,7 @@ func startUICancel(t *testing.T, cols, rows uint16, env map[string]string, args 
 	t.Cleanup(func() { s.mu.Lock(); s.vt.Close(); s.mu.Unlock() })
 	go s.read()
 	io := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: int(cols)}
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := make(chan int, 1)

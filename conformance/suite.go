@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -24,21 +24,49 @@ import (
 // crash cases can kill a real process at a journal step.
 const asDLQCTL = "DLQCTL_CONFORMANCE_AS_DLQCTL"
 
-// init makes a test binary that imports this package act as the dlqctl
-// command when the suite starts it as a child (asDLQCTL set), before the
-// binary's own TestMain could start servers: the crash cases kill a real
-// process at a journal step.
-func init() {
+// Suite is the conformance suite for one backend. A backend's
+// conformance_test.go makes it in a package-level variable with For and
+// calls its Run from TestConformance:
+//
+//	var suite = conformance.For(kafkadlq.Registration())
+//
+//	func TestConformance(t *testing.T) {
+//		suite.Run(t, func(t *testing.T) *conformance.Target { … })
+//	}
+type Suite struct {
+	reg backend.Registration
+}
+
+// For is the suite for the backend reg. It also makes the test binary act
+// as the dlqctl command when the suite starts it as a child (RunCommand,
+// with the DLQCTL_TEST_CRASH hook): made in a package-level variable, it
+// runs before the binary's TestMain could start servers, and the child
+// holds the same backends as the suite. It does not return then.
+func For(reg backend.Registration) Suite {
+	s := Suite{reg: reg}
 	if os.Getenv(asDLQCTL) == "1" {
 		os.Exit(cmd.MainWith(&cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
-			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
+			Build: cmd.BuildInfo{Version: "test"}, Backends: s.backends(), CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
 	}
+	return s
+}
+
+// backends is the registry the suite's dlqctl holds: the backend under
+// test and the directory queue, which holds the sample incident that the
+// read-back case imports.
+func (s Suite) backends() *backend.Registry {
+	if s.reg.Name == "dir" {
+		return backend.NewRegistry(s.reg)
+	}
+	return backend.NewRegistry(dirqueue.Registration(), s.reg)
 }
 
 // Target is one backend's real server, as the suite drives it.
 type Target struct {
 	name string
 	caps backend.Capabilities
+	// backends are what the suite's dlqctl holds (Suite.backends).
+	backends *backend.Registry
 	// Fresh makes a new, empty DLQ.
 	Fresh func(t *testing.T) Fixture
 	// Down and Up, when set, take the server down and bring it back.
@@ -74,30 +102,24 @@ type Fixture struct {
 	// Alias is another source URL of the same DLQ (another spelling of
 	// its host, path, topic or bookkeeping).
 	Alias string
+
+	// worker is the reference worker built with this backend's mode alone
+	// (set by Suite.Run).
+	worker workertest.Build
 }
 
-// Run runs the backend registered as name through every case, on the
-// server that start brings up (or reuses) for it. A backend's own
-// conformance_test.go calls it:
-//
-//	func TestConformance(t *testing.T) {
-//		conformance.Run(t, "kafka", func(t *testing.T) *conformance.Target { … })
-//	}
-//
-// start may skip the test (a Java server under -short) and must fail it
-// loudly when its server is missing.
-func Run(t *testing.T, name string, start func(t *testing.T) *Target) {
-	var reg backend.Registration
-	for _, r := range all.Registry().All() {
-		if r.Name == name {
-			reg = r
-		}
-	}
-	if reg.Name == "" {
-		t.Fatalf("conformance: no backend named %q is registered in this build", name)
-	}
+// Run runs the suite's backend through every case, on the server that
+// start brings up (or reuses) for it. start may skip the test (a Java
+// server under -short) and must fail it loudly when its server is missing.
+func (s Suite) Run(t *testing.T, start func(t *testing.T) *Target) {
 	srv := start(t)
-	srv.name, srv.caps = reg.Name, reg.Capabilities
+	srv.name, srv.caps, srv.backends = s.reg.Name, s.reg.Capabilities, s.backends()
+	fresh, worker := srv.Fresh, workertest.Only(s.reg.Name)
+	srv.Fresh = func(t *testing.T) Fixture {
+		fx := fresh(t)
+		fx.worker = worker
+		return fx
+	}
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *Target)
@@ -188,9 +210,9 @@ func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventO
 // RunCommand runs dlqctl as its own process in dir, with stdin and the
 // extra environment env, and returns its exit code and combined output; a
 // process killed by a signal (a crash hook's SIGKILL) returns 137. The
-// process is this test binary, which the package's init makes the dlqctl
-// command (with the DLQCTL_TEST_CRASH hook), so a backend's own crash
-// tests use it too: importing this package is all they need.
+// process is this test binary, which the backend's suite variable (For)
+// makes the dlqctl command (with the DLQCTL_TEST_CRASH hook), so a
+// backend's own crash tests use it too.
 func RunCommand(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
 	t.Helper()
 	c := exec.Command(os.Args[0], args...)
@@ -274,7 +296,7 @@ func dlqLen(t *testing.T, fx Fixture) int {
 // and returns its inbox.
 func consumeAll(t *testing.T, fx Fixture, inbox string) map[string]workertest.Row {
 	t.Helper()
-	w := workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
+	w := fx.worker.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
 	if err := w.Wait(); err != nil {
 		t.Fatalf("worker: %v\n%s", err, w.Output())
 	}
@@ -316,7 +338,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *Target) {
 	fps := seed(t, fx, 30, "timeout calling payments", 1)
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
-	workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
+	fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
 	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
@@ -360,7 +382,7 @@ func caseGates(t *testing.T, srv *Target) {
 			seed(t, fx, 20, "timeout", 1)
 			dir := t.TempDir()
 			inbox := filepath.Join(dir, "inbox.db")
-			workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
+			fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
 			code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")

@@ -6,13 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	dirqueue "github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/conformance"
 )
+
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(dirqueue.Registration())
 
 // TestConformance runs the shared conformance suite on the directory queue, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "dir", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		return &conformance.Target{Fresh: func(t *testing.T) conformance.Fixture {
 			root := filepath.Join(t.TempDir(), "q")
 			return conformance.Fixture{Source: "dir:" + root, Origin: "orders", Consume: []string{"--source", "dir:" + root},

@@ -9,14 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	kafkadlq "github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(kafkadlq.Registration())
+
 // TestConformance runs the shared conformance suite on Kafka, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "kafka", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		b := kafkatest.Start(t)
 		n := 0
 		return &conformance.Target{Down: b.Down, Up: b.Up, Outage: "&timeout=1s", Refuse: func(t *testing.T, _ conformance.Fixture, dest, _ string) {

@@ -14,10 +14,14 @@ import (
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(natsdlq.Registration())
+
 // TestConformance runs the shared conformance suite on NATS JetStream, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "nats", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		srv := natstest.Start(t)
 		_, js := srv.JetStream(t)
 		n := 0

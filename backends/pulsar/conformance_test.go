@@ -9,14 +9,19 @@ import (
 	"testing"
 	"time"
 
+	pulsardlq "github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/backends/pulsar/pulsartest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(pulsardlq.Registration())
+
 // TestConformance runs the shared conformance suite on Pulsar, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "pulsar", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		b := pulsartest.Start(t)
 		n := 0
 		return &conformance.Target{Down: b.Down, Up: b.Up, Outage: "&timeout=1s", Refuse: func(t *testing.T, _ conformance.Fixture, dest, _ string) {

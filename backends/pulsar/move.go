@@ -386,7 +386,7 @@ var _ backend.DestinationGuard = (*Topic)(nil)
 func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
 	dt, err := parseTopic(dest)
 	if err != nil {
-		return fmt.Errorf("not a topic a redrive can send to: %v", err)
+		return fmt.Errorf("%q is not a topic a redrive can send to: %v", dest, err)
 	}
 	whole := wholeTopic(dt)
 	if whole == wholeTopic(t.topic) {

@@ -7,14 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backends/rabbitmq"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(rabbitmq.Registration())
+
 // TestConformance runs the shared conformance suite on RabbitMQ, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "rabbitmq", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		b := rabbitmqtest.Start(t)
 		n := 0
 		plain := func(queue string) string { return strings.TrimSuffix(b.URL(), "/") + "/?queue=" + queue }

@@ -50,11 +50,11 @@ var knownParams = []string{"admin", "heartbeat", "queue", "timeout", "tls_ca", "
 func parseURL(raw string) (sourceURL, error) {
 	s := sourceURL{heartbeat: defaultHeartbeat, timeout: defaultTimeout}
 	bad := func(format string, args ...any) error {
-		return backend.Configf("amqp source %s: "+format, append([]any{backend.RedactURL(raw)}, args...)...)
+		return backend.Configf("amqp source %s: "+format, append([]any{backend.URLForError(raw)}, args...)...)
 	}
 	p, ok, err := backend.SplitSourceURL(raw, []string{"amqp", "amqps"}, true)
 	if !ok {
-		return s, backend.Configf("amqp source %q: want amqp://host:port/VHOST?queue=DLQ or amqps://", backend.RedactURL(raw))
+		return s, backend.Configf("amqp source %q: want amqp://host:port/VHOST?queue=DLQ or amqps://", backend.URLForError(raw))
 	}
 	if strings.Contains(p.RawQuery, "#") {
 		return s, bad("a fragment (#) is not allowed")
@@ -92,7 +92,7 @@ func parseURL(raw string) (sourceURL, error) {
 	if a := q.Get("admin"); a != "" {
 		u, err := url.Parse(a)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			q.Failf("admin=%q: want the management API's base URL, http://host:15672", backend.RedactURL(a))
+			q.Fail("admin", "the management API's base URL, http://host:15672")
 		}
 		s.admin = strings.TrimSuffix(a, "/")
 	}

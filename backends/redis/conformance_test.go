@@ -9,14 +9,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	redisstream "github.com/dlqctl/dlqctl/backends/redis"
 	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(redisstream.Registration())
+
 // TestConformance runs the shared conformance suite on Redis Streams, against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "redis", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 		n := 0
 		return &conformance.Target{Down: srv.Down, Up: srv.Up, Refuse: func(t *testing.T, fx conformance.Fixture, dest, _ string) {

@@ -50,29 +50,33 @@ return 0`)
 )
 
 type leaseToken struct {
-	RunID string    `json:"run_id"`
-	PID   int       `json:"pid"`
-	Host  string    `json:"host"`
+	RunID string `json:"run_id"`
+	PID   int    `json:"pid"`
+	Host  string `json:"host"`
+	// Boot and PIDNS place the PID (backend.SamePIDSpace); absent from
+	// leases written before they were recorded.
+	Boot  string    `json:"boot_id,omitempty"`
+	PIDNS string    `json:"pid_ns,omitempty"`
 	Since time.Time `json:"since"`
 }
 
 func (t leaseToken) holder() backend.LeaseHolder {
-	return backend.LeaseHolder{RunID: t.RunID, PID: t.PID, Host: t.Host, Since: t.Since}
+	return backend.LeaseHolder{RunID: t.RunID, PID: t.PID, Host: t.Host, BootID: t.Boot, PIDNamespace: t.PIDNS, Since: t.Since}
 }
 
 func (s *Stream) leaseKey() string { return "dlqctl:lease:{" + s.key + "}" }
 
 // Lease takes the DLQ for h.RunID with SET NX PX (in a script). A lease
 // left by the same run ID is taken over when its process is gone: on
-// another host that cannot be checked and the run ID is trusted; on this
-// host the PID must be dead, so that two live processes resuming copies of
-// one journal are still refused.
+// another host (or in another PID namespace) that cannot be checked and
+// the run ID is trusted; in this PID space the PID must be dead, so that
+// two live processes resuming copies of one journal are still refused.
 func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	ttl := s.leaseTTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	tok, _ := json.Marshal(leaseToken{RunID: h.RunID, PID: h.PID, Host: h.Host, Since: h.Since.UTC()})
+	tok, _ := json.Marshal(leaseToken{RunID: h.RunID, PID: h.PID, Host: h.Host, Boot: h.BootID, PIDNS: h.PIDNamespace, Since: h.Since.UTC()})
 	token := string(tok)
 	prev := ""
 	for attempt := 0; attempt < 2; attempt++ {
@@ -97,9 +101,10 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 }
 
 // holderGone says whether the process behind a lease of our run ID has
-// ended (or cannot be checked, being on another host).
+// ended (or cannot be checked, being on another host or in another PID
+// namespace).
 func holderGone(cur leaseToken, me backend.LeaseHolder) bool {
-	if cur.Host != me.Host {
+	if !backend.SamePIDSpace(cur.holder(), me) {
 		return true
 	}
 	if cur.PID == me.PID {

@@ -11,14 +11,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	sqsdlq "github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
+// suite is the shared conformance suite on this backend; in the child
+// processes the suite starts, it makes this test binary dlqctl.
+var suite = conformance.For(sqsdlq.Registration())
+
 // TestConformance runs the shared conformance suite on SQS (ElasticMQ), against
 // its real server.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, "sqs", func(t *testing.T) *conformance.Target {
+	suite.Run(t, func(t *testing.T) *conformance.Target {
 		srv := sqstest.Start(t)
 		for _, kv := range sqstest.Env() {
 			k, v, _ := strings.Cut(kv, "=")

@@ -165,7 +165,7 @@ func pendingCount(t *testing.T, rdb *redis.Client, stream, group string) int64 {
 func records(t *testing.T, effectsURL string, ids ...string) map[string]effects.Record {
 	t.Helper()
 	ctx := context.Background()
-	p, err := effects.Open(ctx, effectsURL, effects.Options{})
+	p, err := effects.Stores{}.Open(ctx, effectsURL, effects.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

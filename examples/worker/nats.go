@@ -1,3 +1,5 @@
+//go:build !no_nats
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,13 +68,11 @@ type natsSource struct {
 func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, usagef("--source %q: want nats://HOST:PORT?stream=ORIGIN&consumer=C", raw)
+		return nil, usagef("--source %s: want nats://HOST:PORT?stream=ORIGIN&consumer=C", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"stream", "consumer", "subject", "deadletter"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: stream, consumer, subject, deadletter)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "stream", "consumer", "subject", "deadletter")
+	if err != nil {
+		return nil, err
 	}
 	s := &natsSource{stream: q.Get("stream"), group: q.Get("consumer"), dlq: dlq, mode: q.Get("deadletter"),
 		delay: delay, names: envelope.DefaultFieldNames()}
@@ -85,7 +84,7 @@ func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, del
 		s.mode = "copy"
 	case "copy", "nak", "term":
 	default:
-		return nil, usagef("--source: deadletter=%q: want copy, nak or term", s.mode)
+		return nil, usagef("--source: deadletter=%s: want copy, nak or term", masked)
 	}
 	if s.mode == "copy" && s.dlq == "" {
 		s.dlq = s.stream + "_DLQ"

@@ -1,3 +1,5 @@
+//go:build !no_rabbitmq
+
 package main
 
 import (
@@ -5,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -45,22 +46,18 @@ type rabbitSource struct {
 func openRabbitSource(raw string) (*rabbitSource, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, usagef("--source %q: want amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]", raw)
+		return nil, usagef("--source %s: want amqp://user:pass@host:port/VHOST?queue=Q[&requeue=1]", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"queue", "requeue"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: queue, requeue)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "queue", "requeue")
+	if err != nil {
+		return nil, err
 	}
 	s := &rabbitSource{queue: q.Get("queue")}
 	if s.queue == "" {
 		return nil, usagef("--source: queue= is required")
 	}
-	if v := q.Get("requeue"); v != "" {
-		if s.requeue, err = strconv.ParseBool(v); err != nil {
-			return nil, usagef("--source: requeue=%q: want 0 or 1", v)
-		}
+	if q.Bool("requeue", &s.requeue); q.Err() != nil {
+		return nil, usagef("--source: %v", q.Err())
 	}
 	u.RawQuery = ""
 	if s.conn, err = amqp.Dial(u.String()); err != nil {
