@@ -16,15 +16,18 @@ const connDropBound = 60 * time.Second
 
 // caseConnDrop: the connection to the broker drops while publishes await
 // their confirmation. The run is stopped right after it journaled a
-// chunk's intents; the broker is frozen, the run sends its publishes,
-// and once they have reached the broker it is the run's turn to be
-// frozen while the broker answers; then both ends of every connection
-// between them are cut, with the answers unread. The run ends within a
-// bound (no hang), journals no entry as refused (its outcome is unknown,
-// not failed), and, resumed, puts every event on the origin once — or
-// more only where the journal records a resend of unknown outcome.
+// chunk's intents; from there the run and the broker take turns, one
+// exchange at a time — the run sends while the broker is frozen, the
+// broker answers while the run is frozen — until the origin has taken a
+// publish of that chunk: its answer then sits unread in the run's socket.
+// It is taken away there and both ends of every connection between them
+// are cut. The run ends
+// within a bound (no hang), journals no entry as refused (its outcome is
+// unknown, not failed), and, resumed, puts every event on the origin once
+// — or more only where the journal records a resend of unknown outcome.
 func caseConnDrop(t *testing.T, srv *Target) {
 	need(t, srv, "PID", srv.PID != nil)
+	need(t, srv, "Published", srv.Published != nil)
 	const n = 30
 	fx := srv.Fresh(t)
 	fps := seed(t, fx, n, "timeout", 1)
@@ -42,51 +45,19 @@ func caseConnDrop(t *testing.T, srv *Target) {
 		}
 		return testproc.ProcState(pid) == 'T'
 	})
-	broker := srv.PID()
-	if err := testproc.Freeze(broker); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			if err := testproc.Thaw(broker); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	cutOncePublished(t, srv, fx, pid)
 	if err := testproc.Thaw(pid); err != nil {
 		t.Fatal(err)
 	}
-	sent := waitConns(t, pid, broker, func(_, server testproc.TCPConn) bool { return server.RxQueue > 0 })
-	if !sent {
-		thaw()
-		t.Fatalf("the run sent nothing to the broker within 10 s of journaling its intents")
-	}
-	if err := testproc.Freeze(pid); err != nil {
-		t.Fatal(err)
-	}
-	thaw()
-	if !waitConns(t, pid, broker, func(client, _ testproc.TCPConn) bool { return client.RxQueue > 0 }) {
-		t.Logf("the broker's answer had not reached the run within 10 s: the connections are cut with the publishes unanswered")
-	}
-	ends, _, err := testproc.Between(pid, broker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testproc.Cut(ends); err != nil {
-		t.Fatal(err)
-	}
-	if err := testproc.Thaw(pid); err != nil {
-		t.Fatal(err)
-	}
+	cpu := testproc.CPUTime(pid)
 	code, out, ended := run.wait(connDropBound)
 	if !ended {
+		spent := testproc.CPUTime(pid) - cpu
 		run.kill()
-		t.Fatalf("the run did not end within %s of losing its connection to the broker (a hang)\n%s", connDropBound, tail(out))
+		t.Fatalf("the run did not end within %s of losing its connection to the broker (a hang, %s of processor time spent meanwhile)\n%s",
+			connDropBound, spent, tail(out))
 	}
-	t.Logf("after the cut the run ended with exit %d", code)
+	t.Logf("after the cut the run ended with exit %d\n%s", code, tail(out))
 	steps := journalSteps(t, filepath.Join(dir, "p.journal"))
 	for id := range eventsWith(entries, steps, "failed") {
 		t.Errorf("%s journaled as failed (a refusal by the broker) after a lost connection: its outcome is unknown", id)
@@ -110,19 +81,90 @@ func caseConnDrop(t *testing.T, srv *Target) {
 	checkOnceOutsideAmbiguous(t, fx, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")), ambiguous)
 }
 
-// waitConns waits up to 10 s until some connection between client and
-// server satisfies cond (given the client's end and the server's).
-func waitConns(t *testing.T, client, server int, cond func(c, s testproc.TCPConn) bool) bool {
+// cutOncePublished steps the stopped run (pid) and the broker in turns
+// until the origin has taken a publish, then takes the broker's answers
+// out of the run's sockets and cuts every connection between them; the
+// run is left stopped, the broker running.
+func cutOncePublished(t *testing.T, srv *Target, fx Fixture, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	before := srv.Published(t, fx)
+	broker := srv.PID()
+	frozen := false
+	freeze := func(p int) {
+		if err := testproc.Freeze(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thaw := func(p int) {
+		if err := testproc.Thaw(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if frozen {
+			testproc.Thaw(broker)
+		}
+	})
+	freeze(broker)
+	frozen = true
+	for round := 1; ; round++ {
+		if round > 30 {
+			t.Fatalf("no publish reached the origin in 30 exchanges between the run and the broker")
+		}
+		thaw(pid)
+		if !unreadSettles(t, pid, broker, 10*time.Second, func(_, server testproc.TCPConn) int { return server.RxQueue }) {
+			t.Fatalf("exchange %d: the run sent nothing more to the broker within 10 s", round)
+		}
+		freeze(pid)
+		thaw(broker)
+		frozen = false
+		unreadSettles(t, pid, broker, 3*time.Second, func(client, _ testproc.TCPConn) int { return client.RxQueue })
+		published := srv.Published(t, fx) > before
+		freeze(broker)
+		frozen = true
+		if published {
+			break
+		}
+	}
+	ends, _, err := testproc.Between(pid, broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answers wait in the run's sockets: taken away and the
+	// connections cut, they never reach it.
+	lost, err := testproc.Drain(pid, ends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testproc.Cut(ends); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a publish reached the origin; the run's connections are cut with %d bytes of answers unread", lost)
+	thaw(broker)
+	frozen = false
+}
+
+// unreadSettles waits up to bound until the bytes unread at one end
+// (unread gives them for a connection between client and server) of
+// the connections between client and server are more than none and have
+// stopped growing.
+func unreadSettles(t *testing.T, client, server int, bound time.Duration, unread func(c, s testproc.TCPConn) int) bool {
+	t.Helper()
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		cs, ss, err := testproc.Between(client, server)
 		if err != nil {
 			t.Fatal(err)
 		}
+		total := 0
 		for i := range cs {
-			if cond(cs[i], ss[i]) {
-				return true
-			}
+			total += unread(cs[i], ss[i])
+		}
+		if total != last {
+			last, since = total, time.Now()
+		}
+		if total > 0 && time.Since(since) >= 150*time.Millisecond {
+			return true
 		}
 	}
 	return false

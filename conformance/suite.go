@@ -67,6 +67,10 @@ type Target struct {
 	Kill func() error
 	// PID is the server's process ID now (it changes over a restart).
 	PID func() int
+	// Published counts what fx's origin has taken in so far (a stream's
+	// or topic's messages, a queue's depth); asked while the run is
+	// frozen, it tells that a publish has reached the broker.
+	Published func(t *testing.T, fx Fixture) int
 	// Held counts the dead letters the broker itself would still hand
 	// out from fx's DLQ, whatever dlqctl's own records say (a RabbitMQ
 	// queue's messages, a Pulsar subscription's backlog, a stream's

@@ -79,6 +79,17 @@ func TestConformance(t *testing.T) {
 			// SIGKILL loses nothing the page cache holds.
 			Kill: b.Kill,
 			PID:  b.PID,
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				// The end offsets: records of an open transaction count.
+				_, adm := client(t)
+				ends, err := adm.ListEndOffsets(context.Background(), fx.Origin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
+				return n
+			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				recreate(t, client, fx.Self)
 			},

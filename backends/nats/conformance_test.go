@@ -73,6 +73,18 @@ func TestConformance(t *testing.T) {
 				}
 				return int(info.State.Msgs)
 			},
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				// The origin stream of Fresh: BASE_ORDERS, for BASE.orders.
+				s, err := connect(t).Stream(context.Background(), strings.TrimSuffix(fx.Origin, ".orders")+"_ORDERS")
+				if err != nil {
+					t.Fatal(err)
+				}
+				info, err := s.Info(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return int(info.State.Msgs)
+			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				js, ctx := connect(t), context.Background()
 				name := streamName(fx)

@@ -65,6 +65,19 @@ func TestConformance(t *testing.T) {
 		},
 			Kill: b.Kill,
 			PID:  b.PID,
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				out, err := b.Admin(ctx, http.MethodGet, adminPath(fx.Origin)+"/stats", nil)
+				if err != nil {
+					return 0 // not made yet: nothing published to it
+				}
+				var st struct {
+					MsgInCounter int `json:"msgInCounter"`
+				}
+				if err := json.Unmarshal(out, &st); err != nil {
+					t.Fatal(err)
+				}
+				return st.MsgInCounter
+			},
 			Held: func(t *testing.T, fx conformance.Fixture) int {
 				st := topicStats(t, admin, fx.Self)
 				return int(st.Subscriptions["dlqctl"].MsgBacklog)

@@ -67,11 +67,10 @@ func TestConformance(t *testing.T) {
 			},
 			PID: pid,
 			Held: func(t *testing.T, fx conformance.Fixture) int {
-				q, err := b.Channel(t).QueueDeclarePassive(fx.Self, true, false, false, false, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return q.Messages
+				return depth(t, b, fx.Self)
+			},
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				return depth(t, b, fx.Origin)
 			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				ch := b.Channel(t)
@@ -138,6 +137,15 @@ func TestConformance(t *testing.T) {
 			},
 		}
 	})
+}
+
+// depth is the queue's ready messages.
+func depth(t *testing.T, b *rabbitmqtest.Server, queue string) int {
+	q, err := b.Channel(t).QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
 }
 
 // snapshot reads the queue's messages in order (basic.get, never acked)

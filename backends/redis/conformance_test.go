@@ -73,6 +73,13 @@ func TestConformance(t *testing.T) {
 				}
 				return int(n)
 			},
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				n, err := client(t, fx).XLen(context.Background(), fx.Origin).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return int(n)
+			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				// A stream exists while it holds entries or groups: DEL is
 				// its deletion, and the next XADD makes it again.

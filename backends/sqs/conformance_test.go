@@ -74,6 +74,21 @@ func TestConformance(t *testing.T) {
 			}
 			return aws.ToString(out.QueueUrl)
 		}
+		// count is a queue's messages: visible, in flight and delayed.
+		count := func(t *testing.T, name string) int {
+			attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL(t, name)),
+				AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+					types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := 0
+			for _, v := range attrs.Attributes {
+				n, _ := strconv.Atoi(v)
+				held += n
+			}
+			return held
+		}
 		return &conformance.Target{Down: srv.Kill, Up: srv.Resume, Unordered: true, Refuse: func(*testing.T, conformance.Fixture, string, string) {
 			// Nothing to do: the destination queue was never created,
 			// and SQS refuses a send to a queue that does not exist.
@@ -92,18 +107,10 @@ func TestConformance(t *testing.T) {
 			},
 			PID: srv.PID,
 			Held: func(t *testing.T, fx conformance.Fixture) int {
-				attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL(t, fx.Self)),
-					AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-						types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				held := 0
-				for _, v := range attrs.Attributes {
-					n, _ := strconv.Atoi(v)
-					held += n
-				}
-				return held
+				return count(t, fx.Self)
+			},
+			Published: func(t *testing.T, fx conformance.Fixture) int {
+				return count(t, fx.Origin)
 			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				u := queueURL(t, fx.Self)

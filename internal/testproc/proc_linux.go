@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The conformance suite's broker faults: a broker killed as a crash kills
@@ -33,6 +35,29 @@ func ProcState(pid int) byte {
 		return 0
 	}
 	return s[i+2]
+}
+
+// CPUTime is the processor time pid has used so far (user and system),
+// from /proc/PID/stat; 0 when there is no such process.
+func CPUTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	// After the name: state ppid pgrp session tty tpgid flags minflt
+	// cminflt majflt cmajflt utime stime (clock ticks, 100 a second).
+	fs := strings.Fields(s[i+1:])
+	if len(fs) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 // group is pid and, when pid leads a process group of its own (a server
@@ -124,6 +149,7 @@ func Thaw(pid int) error {
 type TCPConn struct {
 	LocalPort, RemotePort int
 	RxQueue               int
+	inode                 string
 }
 
 // Conns lists the established TCP connections that pid (with its own
@@ -160,7 +186,7 @@ func Conns(pid int) ([]TCPConn, error) {
 				continue
 			}
 			_, rx, _ := strings.Cut(fs[4], ":")
-			c := TCPConn{LocalPort: hexPort(fs[1]), RemotePort: hexPort(fs[2])}
+			c := TCPConn{LocalPort: hexPort(fs[1]), RemotePort: hexPort(fs[2]), inode: fs[9]}
 			n, _ := strconv.ParseInt(rx, 16, 64)
 			c.RxQueue = int(n)
 			conns = append(conns, c)
@@ -220,6 +246,50 @@ func Cut(clientEnds []TCPConn) error {
 		}
 	}
 	return nil
+}
+
+// Drain reads and throws away, through a copy of its file descriptors
+// (pidfd_getfd), what the process pid has received on the client ends
+// ends and not read yet: answers it will now never see. It returns how
+// many bytes it took. It needs the right to trace pid (root, or the
+// same user under a permissive ptrace scope).
+func Drain(pid int, ends []TCPConn) (int, error) {
+	want := map[string]bool{}
+	for _, c := range ends {
+		want[c.inode] = true
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	buf := make([]byte, 64<<10)
+	for _, fd := range fds {
+		l, err := os.Readlink(filepath.Join(dir, fd.Name()))
+		if err != nil || !want[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] {
+			continue
+		}
+		target, _ := strconv.Atoi(fd.Name())
+		local, err := unix.PidfdGetfd(pidfd, target, 0)
+		if err != nil {
+			return total, fmt.Errorf("pidfd_getfd %d of pid %d: %w", target, pid, err)
+		}
+		for {
+			n, _, err := unix.Recvfrom(local, buf, unix.MSG_DONTWAIT)
+			if n <= 0 || err != nil {
+				break
+			}
+			total += n
+		}
+		unix.Close(local)
+	}
+	return total, nil
 }
 
 // PIDNamespace is the start of a command line that runs a command in a

@@ -2,7 +2,10 @@
 
 package testproc
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // The broker faults of proc_linux.go read /proc and cut sockets through
 // the kernel's SOCK_DESTROY: elsewhere they say so.
@@ -11,6 +14,9 @@ var errLinuxOnly = errors.New("needs Linux (/proc, ss -K, unshare)")
 
 // ProcState is always 0 here.
 func ProcState(int) byte { return 0 }
+
+// CPUTime is always 0 here.
+func CPUTime(int) time.Duration { return 0 }
 
 // KillProcess needs Linux here.
 func KillProcess(int) error { return errLinuxOnly }
@@ -26,6 +32,9 @@ type TCPConn struct {
 	LocalPort, RemotePort int
 	RxQueue               int
 }
+
+// Drain needs Linux here.
+func Drain(int, []TCPConn) (int, error) { return 0, errLinuxOnly }
 
 // Conns needs Linux here.
 func Conns(int) ([]TCPConn, error) { return nil, errLinuxOnly }
