@@ -49,7 +49,9 @@ func caseBrokerCrash(t *testing.T, srv *Target) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	code, out, ended := run.wait(90 * time.Second)
+	took := time.Since(killed).Round(100 * time.Millisecond)
 	if !ended {
 		t.Errorf("the run in the middle did not end within 90 s of the broker's crash (a hang)\n%s", out)
 		run.kill()
@@ -57,7 +59,7 @@ func caseBrokerCrash(t *testing.T, srv *Target) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the run in the middle ended with exit %d", code)
+	t.Logf("the run in the middle ended with exit %d, %s after the crash", code, took)
 	checkGone(t, srv, "the completed run's", done)
 	if code == 0 {
 		t.Errorf("the run in the middle completed before the broker's crash: nothing was asked of a crash mid-run")

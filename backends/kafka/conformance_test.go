@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,6 +92,9 @@ func TestConformance(t *testing.T) {
 				ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
 				return n
 			},
+			Churn: func(t *testing.T, fx conformance.Fixture) {
+				compact(t, client, filepath.Join(b.DataDir(), "logs"), fx.Self+".dlqctl-state")
+			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				recreate(t, client, fx.Self)
 			},
@@ -154,6 +159,50 @@ func recreate(t *testing.T, client clientFunc, topic string) {
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || time.Now().After(deadline) {
 			t.Fatalf("make %s again: %v", topic, err)
+		}
+	}
+}
+
+// compact has the broker compact topic now, as its log cleaner does in
+// time (once a segment rolls, when enough of it is superseded): segments
+// roll at once and are all cleanable, tombstones and transaction markers
+// go at once; one record (a tombstone of a key dlqctl never writes) rolls
+// the segment. It waits until the cleaner's checkpoint (in the broker's
+// log folder, logs) has passed everything before that record.
+func compact(t *testing.T, client clientFunc, logs, topic string) {
+	ctx := context.Background()
+	cl, adm := client(t)
+	zero, one := "0", "1"
+	ratio := "0.0001"
+	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "segment.ms", Value: &one}, {Op: kadm.SetConfig, Name: "min.cleanable.dirty.ratio", Value: &ratio},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero}, {Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: &zero},
+	}, topic)
+	if err == nil {
+		_, err = resp.On(topic, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // past segment.ms: the next append rolls
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("conformance-roll")})
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	roll, start := res[0].Record.Offset, time.Now()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		raw, _ := os.ReadFile(filepath.Join(logs, "cleaner-offset-checkpoint"))
+		for _, line := range strings.Split(string(raw), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 3 && f[0] == topic && f[1] == "0" {
+				if off, _ := strconv.ParseInt(f[2], 10, 64); off >= roll {
+					t.Logf("the broker compacted %s up to offset %d in %s", topic, off, time.Since(start).Round(time.Millisecond))
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker's cleaner did not reach offset %d of %s within 30 s:\n%s", roll, topic, raw)
 		}
 	}
 }
