@@ -243,6 +243,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// completes runs `redrive CMD…` (apply p.json, resume p.journal) on fx in
+// dir and reports, as what, an exit other than 0, a run that did not
+// complete or halted, and another count moved than moved (-1: any). It
+// says whether the run completed.
+func completes(t *testing.T, dir string, fx Fixture, what string, moved int, cmd ...string) bool {
+	t.Helper()
+	code, out := RunCommand(t, dir, nil, nil, append([]string{"--source", fx.Source, "-o", "json", "redrive"}, cmd...)...)
+	if code != 0 {
+		t.Errorf("%s: exit %d, want 0\n%s", what, code, tail(out))
+		return false
+	}
+	d := parseRun(t, out)
+	if d.Status != "completed" || d.HaltedBy != "" || moved >= 0 && d.Moved != moved {
+		t.Errorf("%s: %s, moved %d, halted by %q; want completed (moved %d; -1: any)", what, d.Status, d.Moved, d.HaltedBy, moved)
+		return false
+	}
+	return true
+}
+
+// Fields writes m as " key=value" pairs in key order: the fields of a
+// message in a Snapshot line.
+func Fields[V any](m map[string]V) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(&b, " %s=%v", k, m[k])
+	}
+	return b.String()
+}
+
 // statsDoc is stats -o json: the total, and the backend's section as is.
 type statsDoc struct {
 	Total   int             `json:"total"`

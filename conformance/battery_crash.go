@@ -39,12 +39,8 @@ func caseBrokerCrash(t *testing.T, srv *Target) {
 	midEntries := planEntries(t, filepath.Join(midDir, "p.json"))
 	run := startRun(t, midDir, nil, "--source", mid.Source, "redrive", "apply", "p.json")
 	waitFor(t, "the run to journal its first removals", func() bool { return countSteps(filepath.Join(midDir, "p.journal"), "removed") >= 3 })
-	code, out := RunCommand(t, doneDir, nil, nil, "--source", done.Source, "-o", "json", "redrive", "apply", "p.json")
-	if code != 0 {
-		t.Fatalf("the run before the crash: exit %d\n%s", code, out)
-	}
-	if d := parseRun(t, out); d.Status != "completed" || d.Moved != len(fpsDone) {
-		t.Fatalf("the run before the crash: %s, moved %d; want completed, %d", d.Status, d.Moved, len(fpsDone))
+	if !completes(t, doneDir, done, "the run before the crash", len(fpsDone), "apply", "p.json") {
+		t.FailNow()
 	}
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
@@ -64,12 +60,7 @@ func caseBrokerCrash(t *testing.T, srv *Target) {
 	if code == 0 {
 		t.Errorf("the run in the middle completed before the broker's crash: nothing was asked of a crash mid-run")
 	} else {
-		code, out = RunCommand(t, midDir, nil, nil, "--source", mid.Source, "-o", "json", "redrive", "resume", "p.journal")
-		if code != 0 {
-			t.Errorf("resume after the broker's crash: exit %d, want 0\n%s", code, out)
-		} else if d := parseRun(t, out); d.Status != "completed" {
-			t.Errorf("resume after the broker's crash: %s, want completed\n%s", d.Status, out)
-		}
+		completes(t, midDir, mid, "resume after the broker's crash", -1, "resume", "p.journal")
 	}
 	checkGone(t, srv, "the resumed run's", mid)
 	if srv.Churn != nil {

@@ -50,12 +50,8 @@ func caseRecreatedDLQ(t *testing.T, srv *Target) {
 	if n := len(planAll(t, second, fx)); n != 1 {
 		t.Fatalf("the second plan takes %d entries, want the dead letter of the new DLQ: what was removed from the old one hides it", n)
 	}
-	code, out := RunCommand(t, second, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
-	if code != 0 {
-		t.Fatalf("the second redrive: exit %d\n%s", code, out)
-	}
-	if d := parseRun(t, out); d.Status != "completed" || d.Moved != 1 {
-		t.Errorf("the second redrive: %s, moved %d; want completed, 1", d.Status, d.Moved)
+	if !completes(t, second, fx, "the second redrive", 1, "apply", "p.json") {
+		t.FailNow()
 	}
 	if n := dlqLen(t, fx); n != 0 {
 		t.Errorf("%d entries left in the new DLQ", n)
@@ -97,13 +93,8 @@ func caseIdenticalCopies(t *testing.T, srv *Target) {
 	if n := len(planAll(t, dir, fx, "--ramp", "1", "--burst", "1")); n != 3 {
 		t.Fatalf("the plan takes %d of the 3 identical entries", n)
 	}
-	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
-	if code != 0 {
-		t.Fatalf("apply of 3 identical entries: exit %d\n%s", code, out)
-	}
-	d := parseRun(t, out)
-	if d.Status != "completed" || d.Moved != 3 || d.HaltedBy != "" {
-		t.Errorf("apply of 3 identical entries: %s, moved %d, halted by %q; want completed, 3, no halt", d.Status, d.Moved, d.HaltedBy)
+	if !completes(t, dir, fx, "apply of 3 identical entries", 3, "apply", "p.json") {
+		t.FailNow()
 	}
 	steps := journalSteps(t, filepath.Join(dir, "p.journal"))
 	for seq := 1; seq <= 3; seq++ {
@@ -152,12 +143,8 @@ func caseTwoPointers(t *testing.T, srv *Target) {
 	if len(entries) != 2 {
 		t.Fatalf("the plan takes %d of the 2 entries: %+v", len(entries), entries)
 	}
-	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
-	if code != 0 {
-		t.Fatalf("apply: exit %d\n%s", code, out)
-	}
-	if d := parseRun(t, out); d.Status != "completed" || d.HaltedBy != "" {
-		t.Errorf("apply: %s, halted by %q; want completed", d.Status, d.HaltedBy)
+	if !completes(t, dir, fx, "apply", -1, "apply", "p.json") {
+		t.FailNow()
 	}
 	if n := dlqLen(t, fx); n != 0 {
 		t.Errorf("%d entries left in the DLQ, want 0", n)

@@ -66,12 +66,8 @@ func caseConnDrop(t *testing.T, srv *Target) {
 		if !strings.Contains(out, "resume") {
 			t.Errorf("apply that lost its connection: exit %d without the resume command\n%s", code, tail(out))
 		}
-		code, out = RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "resume", "p.journal")
-		if code != 0 {
-			t.Fatalf("resume after the lost connection: exit %d\n%s", code, out)
-		}
-		if d := parseRun(t, out); d.Status != "completed" || d.Moved != n {
-			t.Errorf("resume after the lost connection: %s, moved %d; want completed, %d", d.Status, d.Moved, n)
+		if !completes(t, dir, fx, "resume after the lost connection", n, "resume", "p.journal") {
+			t.FailNow()
 		}
 	}
 	if l := dlqLen(t, fx); l != 0 {
@@ -229,10 +225,7 @@ func casePIDNamespace(t *testing.T, srv *Target) {
 	default:
 		run.kill()
 	}
-	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "resume", "p.journal")
-	if code != 0 {
-		t.Errorf("resume of the first run: exit %d\n%s", code, tail(out))
-	}
+	completes(t, dir, fx, "resume of the first run", -1, "resume", "p.journal")
 	entries := planEntries(t, filepath.Join(dir, "p.json"))
 	ambiguous := map[string]bool{}
 	for _, j := range []string{filepath.Join(dir, "p.journal"), filepath.Join(copied, "p.journal")} {
@@ -278,9 +271,8 @@ func caseForgedRecord(t *testing.T, srv *Target) {
 	if got := len(planAll(t, dir, fx)); got != n {
 		t.Errorf("the plan takes %d entries after a forged record of removing %s (E003), want %d", got, victim, n)
 	}
-	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
-	if code != 0 {
-		t.Fatalf("apply: exit %d\n%s", code, out)
+	if !completes(t, dir, fx, "apply", -1, "apply", "p.json") {
+		t.FailNow()
 	}
 	if l := dlqLen(t, fx); l != 0 {
 		// What the plan left out is moved by a run of its own: the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,18 +165,13 @@ func snapshot(t *testing.T, s jetstream.Stream, name string) []string {
 			lines = append(lines, fmt.Sprintf("%d: %v", seq, err))
 			continue
 		}
-		ks := make([]string, 0, len(m.Header))
-		for k := range m.Header {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		var b strings.Builder
-		for _, k := range ks {
+		h := map[string]string{}
+		for k, vs := range m.Header {
 			if k != "Nats-Time-Stamp" { // when the twin stored it
-				fmt.Fprintf(&b, " %s=%s", k, strings.Join(m.Header.Values(k), ","))
+				h[k] = strings.Join(vs, ",")
 			}
 		}
-		lines = append(lines, fmt.Sprintf("%d %s%s %s", seq, m.Subject, b.String(), m.Data))
+		lines = append(lines, fmt.Sprintf("%d %s%s %s", seq, m.Subject, conformance.Fields(h), m.Data))
 	}
 	// Durable consumers only: an ephemeral one is a reader's own (dlqctl
 	// reads through them) and the server deletes it once idle.

@@ -187,17 +187,7 @@ func snapshot(t *testing.T, c pulsar.Client, admin func(*testing.T, string, stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		props := m.Properties()
-		ks := make([]string, 0, len(props))
-		for k := range props {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		var b strings.Builder
-		for _, k := range ks {
-			fmt.Fprintf(&b, " %s=%s", k, props[k])
-		}
-		lines = append(lines, fmt.Sprintf("%d key=%s%s %s", len(lines)+1, m.Key(), b.String(), m.Payload()))
+		lines = append(lines, fmt.Sprintf("%d key=%s%s %s", len(lines)+1, m.Key(), conformance.Fields(m.Properties()), m.Payload()))
 	}
 	// dlqctl's own subscription is made at the earliest message by its
 	// first read: until something is acknowledged there, it is as if

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,20 +170,14 @@ func snapshot(t *testing.T, b *rabbitmqtest.Server, queue string) []string {
 		if !ok {
 			break
 		}
-		ks := make([]string, 0, len(d.Headers))
-		for k := range d.Headers {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		var h strings.Builder
-		for _, k := range ks {
+		h := map[string]any{}
+		for k, v := range d.Headers {
 			if k == "x-delivery-count" {
-				fmt.Fprintf(&h, " deliveries=%v", d.Headers[k])
-			} else {
-				fmt.Fprintf(&h, " %s=%v", k, d.Headers[k])
+				k = "deliveries"
 			}
+			h[k] = v
 		}
-		lines = append(lines, fmt.Sprintf("%d message_id=%s type=%s%s %s", i, d.MessageId, d.ContentType, h.String(), d.Body))
+		lines = append(lines, fmt.Sprintf("%d message_id=%s type=%s%s %s", i, d.MessageId, d.ContentType, conformance.Fields(h), d.Body))
 	}
 	return lines
 }

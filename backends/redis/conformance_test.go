@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,16 +125,7 @@ func snapshot(t *testing.T, c *redis.Client, key string) []string {
 	var lines []string
 	for i, m := range msgs {
 		place[m.ID] = i + 1
-		ks := make([]string, 0, len(m.Values))
-		for k := range m.Values {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		var b strings.Builder
-		for _, k := range ks {
-			fmt.Fprintf(&b, " %s=%v", k, m.Values[k])
-		}
-		lines = append(lines, strconv.Itoa(i+1)+b.String())
+		lines = append(lines, strconv.Itoa(i+1)+conformance.Fields(m.Values))
 	}
 	groups, err := c.XInfoGroups(ctx, key).Result()
 	if err != nil {

@@ -195,19 +195,14 @@ func snapshot(t *testing.T, c *sqs.Client, queueURL string) []string {
 		}
 		for _, m := range out.Messages {
 			handles = append(handles, aws.ToString(m.ReceiptHandle))
-			ks := make([]string, 0, len(m.MessageAttributes))
-			for k := range m.MessageAttributes {
-				ks = append(ks, k)
-			}
-			sort.Strings(ks)
-			var b strings.Builder
-			for _, k := range ks {
-				fmt.Fprintf(&b, " %s=%s", k, aws.ToString(m.MessageAttributes[k].StringValue))
+			attrs := map[string]string{}
+			for k, v := range m.MessageAttributes {
+				attrs[k] = aws.ToString(v.StringValue)
 			}
 			sent, _ := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64)
 			ev := aws.ToString(m.MessageAttributes["event_id"].StringValue)
 			msgs = append(msgs, held{sent: sent, event: ev, line: fmt.Sprintf("deliveries=%s%s %s",
-				m.Attributes["ApproximateReceiveCount"], b.String(), aws.ToString(m.Body))})
+				m.Attributes["ApproximateReceiveCount"], conformance.Fields(attrs), aws.ToString(m.Body))})
 		}
 	}
 	for _, h := range handles {
