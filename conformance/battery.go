@@ -47,6 +47,7 @@ func batteryCases() []batteryCase {
 		{"conn-drop", caseConnDrop},
 		{"pid-namespace", casePIDNamespace},
 		{"forged-record", caseForgedRecord},
+		{"bookkeeping-destination", caseBookkeepingDestination},
 	}
 }
 
@@ -75,6 +76,10 @@ func mayNotApply() map[string]map[string]string {
 			"pulsar":   "an entry is a message holding its dead letter whole",
 			"sqs":      "an entry is the message itself, moved by SQS",
 			"rabbitmq": "an entry is a dead-lettered copy holding the message whole",
+		},
+		"bookkeeping-destination": {
+			"dir": "nothing of dlqctl's is a destination: its lease is a file beside the DLQ folder, and a destination is a folder",
+			"sqs": "nothing of dlqctl's is a destination: its lease is a tag on the DLQ",
 		},
 		"forged-record": {
 			"dir":   "no record of removals: a move takes the file itself out",

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,6 +244,69 @@ func casePIDNamespace(t *testing.T, srv *Target) {
 		}
 	}
 	checkOnceOutsideAmbiguous(t, fx, fps, consumeAll(t, fx, filepath.Join(dir, "inbox.db")), ambiguous)
+}
+
+// caseBookkeepingDestination: nothing dlqctl keeps in the broker is a
+// redrive's destination: named with --to, the plan is refused (exit 2);
+// named as the origin by a dead letter (anyone who can dead-letter can
+// name one), the entry is left out of the plan as refused, and the rest
+// is planned.
+func caseBookkeepingDestination(t *testing.T, srv *Target) {
+	need(t, srv, "Bookkeeping", srv.Bookkeeping != nil)
+	fx := srv.Fresh(t)
+	seed(t, fx, 2, "timeout", 1)
+	// A run first: the records it keeps exist from then on.
+	first := t.TempDir()
+	planAll(t, first, fx)
+	if !completes(t, first, fx, "a first redrive", 2, "apply", "p.json") {
+		t.FailNow()
+	}
+	names := srv.Bookkeeping(fx)
+	seed(t, fx, 1, "timeout", 10)
+	for i, name := range names {
+		hostile := fx
+		hostile.Origin = name
+		seed(t, hostile, 1, "timeout", 20+i)
+		dir := t.TempDir()
+		code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "redrive", "plan", "--reason", "x", "--out", "to.json", "--to", name)
+		if code != 2 {
+			t.Errorf("plan --to %s (dlqctl's own): exit %d, want 2 (refused)\n%s", name, code, tail(out))
+		}
+	}
+	dir := t.TempDir()
+	args := append([]string{"--source", fx.Source, "redrive", "plan", "--reason", "conformance", "--out", "p.json"}, fastPlan...)
+	if code, out := RunCommand(t, dir, nil, nil, args...); code != 0 {
+		t.Fatalf("redrive plan: exit %d\n%s", code, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Entries []struct {
+			EventID string `json:"event_id"`
+			Dest    string `json:"dest"`
+		} `json:"entries"`
+		Excluded []struct {
+			EventID string `json:"event_id"`
+			Why     string `json:"why"`
+		} `json:"excluded"`
+	}
+	mustJSON(t, raw, &plan)
+	for _, e := range plan.Entries {
+		if e.EventID != "E010" {
+			t.Errorf("%s is planned to %s, which is dlqctl's own", e.EventID, e.Dest)
+		}
+	}
+	refused := map[string]bool{}
+	for _, x := range plan.Excluded {
+		refused[x.EventID] = strings.Contains(x.Why, "refused")
+	}
+	for i, name := range names {
+		if id := fmt.Sprintf("E%03d", 20+i); !refused[id] {
+			t.Errorf("%s, dead-lettered from %s (dlqctl's own), is not left out of the plan as refused", id, name)
+		}
+	}
 }
 
 // caseForgedRecord: a record of removals that dlqctl did not write (any

@@ -14,11 +14,12 @@ import (
 // declaration nobody reviewed.
 func TestNotApplicableList(t *testing.T) {
 	want := map[string]string{
-		"broker-crash":      "dir",
-		"conn-drop":         "dir",
-		"read-only-limited": "dir kafka nats pulsar redis",
-		"two-pointers":      "dir pulsar rabbitmq redis sqs",
-		"forged-record":     "dir nats redis sqs",
+		"broker-crash":            "dir",
+		"conn-drop":               "dir",
+		"read-only-limited":       "dir kafka nats pulsar redis",
+		"two-pointers":            "dir pulsar rabbitmq redis sqs",
+		"forged-record":           "dir nats redis sqs",
+		"bookkeeping-destination": "dir sqs",
 	}
 	got := map[string]string{}
 	for c, backends := range mayNotApply() {

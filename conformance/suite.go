@@ -124,6 +124,10 @@ type Target struct {
 	// dlqctl's bookkeeping in the broker saying that fx's entry entryID
 	// was removed.
 	Forge func(t *testing.T, fx Fixture, entryID string)
+	// Bookkeeping names, as a redrive's destination would name them,
+	// what dlqctl keeps in the broker for fx's DLQ: a state topic, a
+	// record topic or queue, a lease key, queue or subject.
+	Bookkeeping func(fx Fixture) []string
 	// NotApplicable names battery cases that cannot arise on this
 	// backend, each with the reason.
 	NotApplicable map[string]string

@@ -124,6 +124,7 @@ func TestConformance(t *testing.T) {
 				fx, _ := fresh(t)
 				return shareGroupDeadLetters(t, client, fx), "E901"
 			},
+			Bookkeeping: func(fx conformance.Fixture) []string { return []string{fx.Self + ".dlqctl-state"} },
 			Forge: func(t *testing.T, fx conformance.Fixture, entryID string) {
 				forgeState(t, client, fx.Self, entryID)
 			},

@@ -118,6 +118,8 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			},
+			// The lease: a key of the dlqctl_leases bucket, a subject.
+			Bookkeeping: func(fx conformance.Fixture) []string { return []string{"$KV.dlqctl_leases." + streamName(fx)} },
 			TwoPointers: func(t *testing.T) (conformance.Fixture, string) {
 				return twoAdvisories(t, connect(t), srv.URL())
 			},

@@ -134,6 +134,7 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			},
+			Bookkeeping: func(fx conformance.Fixture) []string { return []string{fx.Self + "-dlqctl-removed"} },
 			Forge: func(t *testing.T, fx conformance.Fixture, entryID string) {
 				// Anyone who may produce to the namespace can write the
 				// record: the entry's locator, as dlqctl writes it.

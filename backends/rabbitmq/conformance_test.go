@@ -131,6 +131,9 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			},
+			Bookkeeping: func(fx conformance.Fixture) []string {
+				return []string{"dlqctl.lease." + fx.Self, "dlqctl.lease." + fx.Self + ".holder", "dlqctl.reads." + fx.Self}
+			},
 			NotApplicable: map[string]string{
 				"two-pointers": "an entry is a dead-lettered copy holding the message whole",
 			},

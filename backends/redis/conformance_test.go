@@ -103,6 +103,7 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			},
+			Bookkeeping: func(fx conformance.Fixture) []string { return []string{"dlqctl:lease:{" + fx.Self + "}"} },
 			NotApplicable: map[string]string{
 				"read-only-limited": "a read is XRANGE: no delivery count, no limit",
 				"two-pointers":      "an entry is a stream entry holding its dead letter whole",
