@@ -152,12 +152,13 @@ type TCPConn struct {
 	inode                 string
 }
 
-// Conns lists the established TCP connections that pid (with its own
+// socketInodes are the inodes of the sockets that pid (with its own
 // process group, as Freeze) holds open.
-func Conns(pid int) ([]TCPConn, error) {
+func socketInodes(pid int) (map[string]bool, error) {
 	inodes := map[string]bool{}
 	for _, p := range group(pid) {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+		dir := fmt.Sprintf("/proc/%d/fd", p)
+		fds, err := os.ReadDir(dir)
 		if err != nil {
 			if p == pid {
 				return nil, fmt.Errorf("the sockets of pid %d: %w", pid, err)
@@ -165,13 +166,25 @@ func Conns(pid int) ([]TCPConn, error) {
 			continue
 		}
 		for _, fd := range fds {
-			l, err := os.Readlink(filepath.Join(fmt.Sprintf("/proc/%d/fd", p), fd.Name()))
+			l, err := os.Readlink(filepath.Join(dir, fd.Name()))
 			if err == nil && strings.HasPrefix(l, "socket:[") {
 				inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 			}
 		}
 	}
-	var conns []TCPConn
+	return inodes, nil
+}
+
+// tcpLine is one socket of /proc/net/tcp{,6}.
+type tcpLine struct {
+	TCPConn
+	state string // "01" established, "0A" listening
+}
+
+// tcpTable reads the TCP sockets of pid's network namespace. A socket
+// that no process has accepted yet has inode 0.
+func tcpTable(pid int) []tcpLine {
+	var lines []tcpLine
 	for _, table := range []string{"tcp", "tcp6"} {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
 		if err != nil {
@@ -180,18 +193,33 @@ func Conns(pid int) ([]TCPConn, error) {
 		sc := bufio.NewScanner(f)
 		sc.Scan() // the header
 		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
 			// sl local remote st tx:rx tr:when retrnsmt uid timeout inode
-			if len(fs) < 10 || fs[3] != "01" || !inodes[fs[9]] {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 10 {
 				continue
 			}
 			_, rx, _ := strings.Cut(fs[4], ":")
-			c := TCPConn{LocalPort: hexPort(fs[1]), RemotePort: hexPort(fs[2]), inode: fs[9]}
 			n, _ := strconv.ParseInt(rx, 16, 64)
-			c.RxQueue = int(n)
-			conns = append(conns, c)
+			lines = append(lines, tcpLine{state: fs[3],
+				TCPConn: TCPConn{LocalPort: hexPort(fs[1]), RemotePort: hexPort(fs[2]), RxQueue: int(n), inode: fs[9]}})
 		}
 		f.Close()
+	}
+	return lines
+}
+
+// Conns lists the established TCP connections that pid (with its own
+// process group, as Freeze) holds open.
+func Conns(pid int) ([]TCPConn, error) {
+	inodes, err := socketInodes(pid)
+	if err != nil {
+		return nil, err
+	}
+	var conns []TCPConn
+	for _, l := range tcpTable(pid) {
+		if l.state == "01" && inodes[l.inode] {
+			conns = append(conns, l.TCPConn)
+		}
 	}
 	return conns, nil
 }
@@ -202,25 +230,37 @@ func hexPort(addr string) int {
 	return int(n)
 }
 
-// Between is the connections of client whose other end belongs to
-// server, as seen from each side (client's ends, then server's), matched
-// by port on the loopback interface.
+// Between is the connections from client to a port server listens on,
+// as seen from each side (client's ends, then server's), matched by port
+// on the loopback interface. A server end may not be the server's yet (a
+// connection in its accept queue, made while it was frozen): it counts
+// all the same.
 func Between(client, server int) (clientEnds, serverEnds []TCPConn, err error) {
-	cs, err := Conns(client)
+	cinodes, err := socketInodes(client)
 	if err != nil {
 		return nil, nil, err
 	}
-	ss, err := Conns(server)
+	sinodes, err := socketInodes(server)
 	if err != nil {
 		return nil, nil, err
 	}
-	serverSide := map[[2]int]TCPConn{}
-	for _, s := range ss {
-		serverSide[[2]int{s.RemotePort, s.LocalPort}] = s
+	table := tcpTable(server)
+	listening := map[int]bool{}
+	byPorts := map[[2]int]TCPConn{}
+	for _, l := range table {
+		switch {
+		case l.state == "0A" && sinodes[l.inode]:
+			listening[l.LocalPort] = true
+		case l.state == "01":
+			byPorts[[2]int{l.LocalPort, l.RemotePort}] = l.TCPConn
+		}
 	}
-	for _, c := range cs {
-		if s, ok := serverSide[[2]int{c.LocalPort, c.RemotePort}]; ok {
-			clientEnds = append(clientEnds, c)
+	for _, l := range table {
+		if l.state != "01" || !cinodes[l.inode] || !listening[l.RemotePort] {
+			continue
+		}
+		if s, ok := byPorts[[2]int{l.RemotePort, l.LocalPort}]; ok {
+			clientEnds = append(clientEnds, l.TCPConn)
 			serverEnds = append(serverEnds, s)
 		}
 	}
