@@ -58,7 +58,7 @@ func caseConnDrop(t *testing.T, srv *Target) {
 		t.Fatalf("the run did not end within %s of losing its connection to the broker (a hang, %s of processor time spent meanwhile)\n%s",
 			connDropBound, spent, tail(out))
 	}
-	t.Logf("after the cut the run ended with exit %d\n%s", code, tail(out))
+	t.Logf("after the cut the run ended with exit %d", code)
 	steps := journalSteps(t, filepath.Join(dir, "p.journal"))
 	for id := range eventsWith(entries, steps, "failed") {
 		t.Errorf("%s journaled as failed (a refusal by the broker) after a lost connection: its outcome is unknown", id)
