@@ -178,10 +178,15 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 }
 
 // holderGone says whether the process behind a lease of our run ID has
-// ended (or cannot be checked, being on another host or in another PID
-// namespace).
+// provably ended. Only a process in this PID space (same host, boot and
+// PID namespace) can be looked for; a holder elsewhere is judged by its
+// lease's expiry, so that two live resumes of copies of one journal are
+// refused wherever they run.
 func holderGone(cur, me backend.LeaseHolder) bool {
-	if !backend.SamePIDSpace(cur, me) || cur.PID == me.PID || cur.PID <= 0 {
+	if !backend.SamePIDSpace(cur, me) {
+		return false
+	}
+	if cur.PID == me.PID || cur.PID <= 0 {
 		return true
 	}
 	return !backend.ProcessAlive(cur.PID)
