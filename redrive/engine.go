@@ -67,6 +67,9 @@ type Engine struct {
 	// tailKnown: the next batch's watermark.
 	tail      string
 	tailKnown bool
+	// named says which DLQ entry IDs the plan names, for the
+	// reconciler (see Reconciler.Named).
+	named *namedIDs
 }
 
 // NewRunID names a run: time plus randomness, sortable.

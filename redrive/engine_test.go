@@ -640,3 +640,64 @@ func TestCrashBeforeTheHeldWriteThenResume(t *testing.T) {
 		})
 	}
 }
+
+// untailed is the fake queue without its Tail, as SQS and RabbitMQ are:
+// the reconciler reads the whole DLQ to find events that came back.
+type untailed struct {
+	backend.Source
+	backend.Mover
+}
+
+// TestIdenticalCopiesWithoutATailAreNotBack: three entries of one event
+// (identical dead letters), moved one a batch from a DLQ with no Tail.
+// The copies still waiting for their batch are in the plan: not back, no
+// halt. An unplanned copy of the event and a copy that really comes back
+// are, and halt the run.
+func TestIdenticalCopiesWithoutATailAreNotBack(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		setup     func(q *fakeQueue, p *Plan)
+		wantGate  string
+		published int
+	}{
+		{"all planned", func(*fakeQueue, *Plan) {}, "", 3},
+		{"one left out of the plan", func(q *fakeQueue, p *Plan) {
+			p.Excluded = append(p.Excluded, Excluded{ID: q.dlq[3].ID, EventID: "E777", Why: "held back"})
+		}, "", 3},
+		{"a copy not in the plan", func(q *fakeQueue, _ *Plan) { q.add("E777") }, GateReDeadLettered, 1},
+		{"dead-lettered again", func(q *fakeQueue, _ *Plan) { q.redead["E777"] = true }, GateReDeadLettered, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newFakeQueue(0, false)
+			for range 3 {
+				q.add("E777")
+			}
+			p := q.planFor(t, []int{1})
+			if tc.name == "one left out of the plan" {
+				q.add("E777")
+			}
+			tc.setup(q, p)
+			if err := p.Seal(); err != nil {
+				t.Fatal(err)
+			}
+			eng, rec := newEngine(t, q, filepath.Join(t.TempDir(), "j"))
+			eng.Source, eng.Mover = untailed{q, q}, untailed{q, q}
+			st, err := eng.Start("run1", p, "p", "fake", "t", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := eng.Run(context.Background(), st); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantGate == "" && st.Status != StatusCompleted {
+				t.Fatalf("status %s, halted by %q after %d batches: copies of the event still in the DLQ before their move were taken for re-dead-letters", st.Status, st.HaltedBy, len(rec.batches))
+			}
+			if tc.wantGate != "" && (st.Status != StatusHalted || st.HaltedBy != tc.wantGate) {
+				t.Fatalf("status %s halted by %q, want halted by %s", st.Status, st.HaltedBy, tc.wantGate)
+			}
+			if q.published["E777"] != tc.published {
+				t.Errorf("E777 published %d times, want %d", q.published["E777"], tc.published)
+			}
+		})
+	}
+}

@@ -23,7 +23,10 @@ func (e *Engine) reconcile(ctx context.Context, st *State, seqs []int64, waterma
 			}
 		}
 	}
-	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery}
+	if e.named == nil || e.named.plan != st.Plan {
+		e.named = &namedIDs{plan: st.Plan, seen: map[string]bool{}}
+	}
+	c := Reconciler{Source: e.Source, Probe: e.Probe, Now: e.Now, Sleep: e.Sleep, PollEvery: e.PollEvery, Named: e.named.named}
 	settle := time.Duration(st.Plan.Params.Settle)
 	if e.Probe == nil && !st.workLeft() {
 		// Without effects no event ever settles, so the wait only watches
@@ -71,6 +74,12 @@ type Reconciler struct {
 	Now       func() time.Time
 	Sleep     func(ctx context.Context, d time.Duration) error
 	PollEvery time.Duration
+	// Named, when set, says which of these DLQ entry IDs the plan names
+	// (taken or left out). Each of those was in the DLQ when the plan
+	// was made, so it is not back, whatever its event: a copy of the
+	// event still waiting for its own batch, one a move gave back, or
+	// one a broker crash brought back. A re-dead-letter is a new entry.
+	Named func(ids []string) map[string]bool
 }
 
 // Batch polls until every event settled or settle ran out, and fills rep.
@@ -96,7 +105,7 @@ func (c Reconciler) Batch(ctx context.Context, moved Moved, watermark string, se
 		poll = 250 * time.Millisecond
 	}
 	for {
-		back, err := backInDLQ(ctx, c.Source, watermark, index)
+		back, err := backInDLQ(ctx, c.Source, watermark, index, c.Named)
 		if err != nil {
 			return err
 		}
@@ -152,8 +161,9 @@ func (c Reconciler) sleep(ctx context.Context, d time.Duration) error {
 
 // backInDLQ reads the DLQ entries that arrived after the batch started and
 // says which of the event IDs in want are among them. Without a Tailer (no
-// arrival order to go by) it reads the whole DLQ.
-func backInDLQ(ctx context.Context, src backend.Source, watermark string, want map[string]int) (map[string]bool, error) {
+// arrival order to go by) it reads the whole DLQ. An entry whose ID named
+// reports (the plan's own) does not count: it was there before the move.
+func backInDLQ(ctx context.Context, src backend.Source, watermark string, want map[string]int, named func([]string) map[string]bool) (map[string]bool, error) {
 	back := map[string]bool{}
 	if src == nil || len(want) == 0 {
 		return back, nil
@@ -161,11 +171,72 @@ func backInDLQ(ctx context.Context, src backend.Source, watermark string, want m
 	if _, ok := src.(backend.Tailer); !ok {
 		watermark = ""
 	}
+	// The entries of the batch's events, by event: few (an event's
+	// identical copies, or its re-dead-letters), so the plan is asked
+	// about them once the scan is over.
+	found := map[string][]string{}
+	var ids []string
 	err := src.Scan(ctx, watermark, func(env envelope.Envelope) error {
 		if _, ok := want[env.EventID]; ok {
-			back[env.EventID] = true
+			found[env.EventID] = append(found[env.EventID], env.ID)
+			ids = append(ids, env.ID)
 		}
 		return nil
 	})
-	return back, err
+	if err != nil || len(ids) == 0 {
+		return back, err
+	}
+	var planned map[string]bool
+	if named != nil {
+		planned = named(ids)
+	}
+	for ev, list := range found {
+		for _, id := range list {
+			if !planned[id] {
+				back[ev] = true
+				break
+			}
+		}
+	}
+	return back, nil
+}
+
+// namedIDs answers which DLQ entry IDs a plan names, among its entries
+// and its exclusions, and remembers each answer. It is asked only about
+// the entries of a batch's events found in the DLQ, which are few: a
+// walk of the plan for those costs less than a map of every ID of a
+// million-entry plan.
+type namedIDs struct {
+	plan *Plan
+	seen map[string]bool
+}
+
+func (n *namedIDs) named(ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	ask := map[string]bool{}
+	for _, id := range ids {
+		if v, ok := n.seen[id]; ok {
+			out[id] = v
+		} else {
+			ask[id] = false
+		}
+	}
+	if len(ask) == 0 {
+		return out
+	}
+	es := &n.plan.Entries
+	for i := range es.Len() {
+		if _, ok := ask[es.ID(i)]; ok {
+			ask[es.ID(i)] = true
+		}
+	}
+	for _, x := range n.plan.Excluded {
+		if _, ok := ask[x.ID]; ok {
+			ask[x.ID] = true
+		}
+	}
+	for id, v := range ask {
+		n.seen[id], out[id] = v, v
+	}
+	return out
 }
