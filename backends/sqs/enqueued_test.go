@@ -1,10 +1,15 @@
 package sqsdlq
 
 import (
+	"io"
+	"net"
+	"net/url"
+	"syscall"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 )
 
 // TestEnqueued: an answer without a MessageId, or (FIFO) with the
@@ -34,5 +39,28 @@ func TestEnqueued(t *testing.T) {
 	std := types.SendMessageBatchRequestEntry{}
 	if err := q.enqueued("http://sqs/q", std, "X"); err != nil {
 		t.Fatalf("standard queue: %v", err)
+	}
+}
+
+// TestNotEnqueued: a move's send is retried by the SDK only when the
+// server cannot have enqueued it — no connection was made, or the server
+// refused it as throttled — never after a connection lost mid-call or a
+// server error, whose request may have been enqueued.
+func TestNotEnqueued(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"no connection", &url.Error{Op: "Post", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, true},
+		{"throttled", &smithy.GenericAPIError{Code: "RequestThrottled"}, true},
+		{"throttled, ElasticMQ's form", &smithy.GenericAPIError{Code: "com.amazonaws.sqs#ThrottlingException"}, true},
+		{"connection reset", &url.Error{Op: "Post", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}, false},
+		{"answer lost", io.ErrUnexpectedEOF, false},
+		{"server error", &smithy.GenericAPIError{Code: "InternalError"}, false},
+	} {
+		if got := notEnqueued(tc.err) == aws.TrueTernary; got != tc.retry {
+			t.Errorf("%s: retried %v, want %v", tc.name, got, tc.retry)
+		}
 	}
 }

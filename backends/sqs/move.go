@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -340,7 +343,7 @@ func (q *Queue) sendBatch(ctx context.Context, dest string, part []pendingSend, 
 		entries[k] = p.entry
 		byID[aws.ToString(p.entry.Id)] = p.entry
 	}
-	out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
+	out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries}, sendOnce)
 	if tl := asTooLong(err); tl != nil {
 		return nil, tl
 	}
@@ -384,6 +387,42 @@ func (q *Queue) sendBatch(ctx context.Context, dest string, part []pendingSend, 
 		}
 	}
 	return refused, nil
+}
+
+// sendOnce is the option of a move's SendMessageBatch: the SDK sends it
+// again only when the server cannot have enqueued anything, never after a
+// lost answer. A send whose answer was lost (a connection dropped, a
+// timeout) may have been enqueued: it fails Publish, so the run records
+// its entries' outcome as unknown and a resume resends them journaled
+// ambiguous (a FIFO destination with the same deduplication IDs). The
+// SDK's own retry would send them a second time with no record of it.
+// Reads, releases and deletes keep the client's retries.
+func sendOnce(o *sqs.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(notEnqueued)}
+	})
+}
+
+// notEnqueued says which failed sends to retry: those that certainly
+// enqueued nothing — a connection that could not be made (the request
+// never left), or the server's throttling refusal.
+func notEnqueued(err error) aws.Ternary {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return aws.TrueTernary
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code := ae.ErrorCode()
+		if i := strings.LastIndexByte(code, '#'); i >= 0 {
+			code = code[i+1:]
+		}
+		switch code {
+		case "RequestThrottled", "ThrottlingException", "Throttling", "KmsThrottled":
+			return aws.TrueTernary
+		}
+	}
+	return aws.FalseTernary
 }
 
 // releaseFailed gives back what failed: it is no longer held for a Remove.
