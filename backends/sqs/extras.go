@@ -50,8 +50,20 @@ type SQSExtras struct {
 	// those of a receive whose answer was lost and that did not come back
 	// while the scan waited for them; in a FIFO queue, messages behind
 	// others of their group).
-	NotSeen  int64    `json:"not_seen"`
-	Warnings []string `json:"warnings,omitempty"`
+	NotSeen int64 `json:"not_seen"`
+	// OwnRedrivePolicy is the DLQ's own redrive policy, when it has one
+	// (a DLQ whose DLQ is another queue): reading it then costs receives
+	// that SQS counts toward moving its messages on.
+	OwnRedrivePolicy *RedrivePolicy `json:"own_redrive_policy,omitempty"`
+	// HighestReceiveCount (with OwnRedrivePolicy) is the highest receive
+	// count a message of the DLQ may have, as far as dlqctl knows, after
+	// this command's reads.
+	HighestReceiveCount *int `json:"highest_receive_count,omitempty"`
+	// ReadsLeft (with OwnRedrivePolicy) is how many more reads dlqctl
+	// makes before it refuses: it keeps every message one receive short
+	// of the policy's maxReceiveCount.
+	ReadsLeft *int     `json:"reads_left,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 // Extras reports the approximate visible, in-flight and delayed counts,
@@ -82,6 +94,14 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 		x.Warnings = append(x.Warnings, "source queues: "+err.Error())
 	}
 	x.Sources = append(x.Sources, sources...)
+	cost, err := q.Cost(ctx)
+	switch {
+	case err != nil:
+		x.Warnings = append(x.Warnings, "what reading costs: "+err.Error())
+	case cost.Policy != nil:
+		x.OwnRedrivePolicy, x.HighestReceiveCount, x.ReadsLeft = cost.Policy, &cost.Highest, &cost.ReadsLeft
+		x.Warnings = append(x.Warnings, q.costNote(cost))
+	}
 	rows := [][2]string{
 		{"queue", x.Queue + fifoNote(x.FIFO)},
 		{"messages", fmt.Sprintf("%d visible, %d in flight, %d delayed (approximate)", c.Visible, c.InFlight, c.Delayed)},
@@ -96,6 +116,10 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	}
 	for _, s := range x.Sources {
 		rows = append(rows, [2]string{"source queue", fmt.Sprintf("%s (maxReceiveCount %d)", s.Name, s.RedrivePolicy.MaxReceiveCount)})
+	}
+	if p := x.OwnRedrivePolicy; p != nil {
+		rows = append(rows, [2]string{"own redrive policy", fmt.Sprintf("maxReceiveCount %d, to %s: %d reads left (a message received up to %d times)",
+			p.MaxReceiveCount, arnQueue(p.DeadLetterTargetArn), *x.ReadsLeft, *x.HighestReceiveCount)})
 	}
 	for _, w := range x.Warnings {
 		rows = append(rows, [2]string{"warning", w})
@@ -187,14 +211,22 @@ func (q *Queue) policyAt(ctx context.Context, queueURL string) (RedrivePolicy, b
 	if raw == "" {
 		return RedrivePolicy{}, false, nil
 	}
-	// maxReceiveCount comes as a number or as a string, depending on who
-	// wrote the policy.
+	pol, err := parsePolicy(raw)
+	if err != nil {
+		return RedrivePolicy{}, false, fmt.Errorf("%s: the redrive policy of %s: %v", q, queueURL, err)
+	}
+	return pol, true, nil
+}
+
+// parsePolicy reads a RedrivePolicy attribute. maxReceiveCount comes as a
+// number or as a string, depending on who wrote the policy.
+func parsePolicy(raw string) (RedrivePolicy, error) {
 	var p struct {
 		Target string          `json:"deadLetterTargetArn"`
 		Max    json.RawMessage `json:"maxReceiveCount"`
 	}
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
-		return RedrivePolicy{}, false, fmt.Errorf("%s: the redrive policy of %s is not JSON: %v", q, queueURL, err)
+		return RedrivePolicy{}, fmt.Errorf("not JSON: %v", err)
 	}
 	var n int
 	if err := json.Unmarshal(p.Max, &n); err != nil {
@@ -203,5 +235,5 @@ func (q *Queue) policyAt(ctx context.Context, queueURL string) (RedrivePolicy, b
 			n, _ = strconv.Atoi(s)
 		}
 	}
-	return RedrivePolicy{DeadLetterTargetArn: p.Target, MaxReceiveCount: n}, true, nil
+	return RedrivePolicy{DeadLetterTargetArn: p.Target, MaxReceiveCount: n}, nil
 }

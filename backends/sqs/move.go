@@ -73,7 +73,7 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 	deadline := q.now().Add(max(moveVisibility, q.scanVis) + receiptMargin)
 	taken := 0 // received by this call, in flight now but not in q.held yet
 	for {
-		msgs, err := q.receiveAll(ctx, moveVisibility, nil, func(seen map[string]received) bool {
+		msgs, err := q.receiveAll(ctx, "a redrive's receive", moveVisibility, nil, func(seen map[string]received) bool {
 			for id := range want {
 				if _, ok := seen[id]; !ok {
 					return false
@@ -140,8 +140,10 @@ func (q *Queue) take(ctx context.Context, ids []string) (map[string]received, er
 //
 // Per item, nothing is sent and Err is set when: the message is not in the
 // DLQ (ErrNotFound); its fingerprint is not the planned one (ErrChanged);
-// it has no destination; or the destination refused it, or an earlier item
-// for the same destination (so that later entries never overtake it). A
+// it has no destination; the destination refused it, or an earlier item
+// for the same destination (so that later entries never overtake it); or
+// receiving the planned messages would cost more than the DLQ's own
+// redrive policy leaves (readcost.go). A
 // failed call (connection lost, server error after the SDK's retries)
 // returns an error: the outcome of every item is then unknown.
 func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
@@ -151,6 +153,15 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 		ids[i] = it.ID
 	}
 	got, err := q.take(ctx, ids)
+	var costly *readCostError
+	if errors.As(err, &costly) {
+		// Receiving them would cost more than is safe (readcost.go):
+		// refused before anything was sent, each entry stays in the DLQ.
+		for i := range results {
+			results[i].Err = fmt.Errorf("move %s: not sent: %w", items[i].ID, err)
+		}
+		return results, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,9 @@
 // visible again (ChangeMessageVisibility 0, in batches of 10). It never
 // deletes. What that costs is in docs/sqs.md: while a scan runs the
 // messages are invisible to every other reader of the DLQ, and each scan
-// raises every message's receive count on the DLQ by one.
+// raises every message's receive count on the DLQ by one, which a DLQ
+// with a redrive policy of its own acts on (readcost.go keeps every
+// message one receive short of it).
 //
 // Order: SQS records no dead-letter time. A message keeps its
 // SentTimestamp when SQS dead-letters it, so entries are ordered by that
@@ -37,12 +39,13 @@ import (
 )
 
 var (
-	_ backend.Source       = (*Queue)(nil)
-	_ backend.Importer     = (*Queue)(nil)
-	_ backend.Mover        = (*Queue)(nil)
-	_ backend.Extras       = (*Queue)(nil)
-	_ backend.Leaser       = (*Queue)(nil)
-	_ backend.LeaseChecker = (*Queue)(nil)
+	_ backend.Source        = (*Queue)(nil)
+	_ backend.Importer      = (*Queue)(nil)
+	_ backend.Mover         = (*Queue)(nil)
+	_ backend.Extras        = (*Queue)(nil)
+	_ backend.Leaser        = (*Queue)(nil)
+	_ backend.LeaseChecker  = (*Queue)(nil)
+	_ backend.DoctorChecker = (*Queue)(nil)
 )
 
 // Options are what Open takes besides the URL.
@@ -102,6 +105,17 @@ type Queue struct {
 	// sourceIDs holds the dlqctl_source_id and MessageId of every message,
 	// read by one scan on first need (import).
 	sourceIDs map[string]bool
+
+	// own is the DLQ's own redrive policy (none: MaxReceiveCount 0); with
+	// one, every receive costs (readcost.go).
+	own RedrivePolicy
+	// reads is the highest receive count this process's receive passes
+	// left on the DLQ's messages (with a policy of its own).
+	reads int
+	// arrival is the highest maxReceiveCount of the queues that
+	// dead-letter into the DLQ, when arrivalKnown.
+	arrival      int
+	arrivalKnown bool
 }
 
 // Open parses rawURL, builds a client from the AWS chain (or takes
@@ -221,8 +235,9 @@ func (q *Queue) find(ctx context.Context) error {
 		q.url = aws.ToString(out.QueueUrl)
 	}
 	out, err := q.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(q.url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameFifoQueue, types.QueueAttributeNameMessageRetentionPeriod},
+		QueueUrl: aws.String(q.url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameFifoQueue, types.QueueAttributeNameMessageRetentionPeriod,
+			types.QueueAttributeNameRedrivePolicy},
 	})
 	if err != nil {
 		if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue") {
@@ -234,6 +249,11 @@ func (q *Queue) find(ctx context.Context) error {
 	q.fifo = out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true" || strings.HasSuffix(q.src.queue, ".fifo")
 	if s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)]); err == nil {
 		q.retention = time.Duration(s) * time.Second
+	}
+	if raw := out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]; raw != "" {
+		if q.own, err = parsePolicy(raw); err != nil {
+			return fmt.Errorf("%s: the DLQ's own redrive policy: %v", q, err)
+		}
 	}
 	return nil
 }
@@ -297,18 +317,25 @@ func keyOf(m types.Message) sortKey {
 // ext, when not nil, is given every batch received, to keep it invisible
 // while the caller holds it; on an error receiveAll stops it before
 // releasing what it took.
-func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender, want func(map[string]received) bool) ([]received, error) {
+func (q *Queue) receiveAll(ctx context.Context, what string, vis time.Duration, ext *extender, want func(map[string]received) bool) ([]received, error) {
+	g, err := q.guardRead(ctx, what)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]received{}
-	_, _, err := q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
+	_, _, err = q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
 		ext.add(msgs, at, vis)
 		for _, m := range msgs {
 			seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
 		}
-		return want != nil && want(seen)
+		return g.note(msgs) || want != nil && want(seen)
 	}, func() int { return len(seen) })
 	all := make([]received, 0, len(seen))
 	for _, r := range seen {
 		all = append(all, r)
+	}
+	if gerr := g.done(ctx, what, false); err == nil {
+		err = gerr
 	}
 	if err != nil {
 		// Give back what was taken before failing.
@@ -635,18 +662,27 @@ func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err er
 			err = q.wrap(ctx, "make the scanned messages visible again", rerr)
 		}
 	}()
+	g, err := q.guardRead(ctx, "a scan")
+	if err != nil {
+		return err
+	}
 	start, end, err := q.receiveInto(ctx, q.scanVis, func(msgs []types.Message, at time.Time) bool {
 		i, j := st.add(msgs)
 		ext.addRange(i, j, at, q.scanVis)
-		return false
+		return g.note(msgs)
 	}, st.count)
+	if err == nil {
+		q.noteUnseen(start, end, st.count())
+	}
+	if gerr := g.done(ctx, "a scan", err == nil && q.Unseen() == 0); err == nil {
+		err = gerr
+	}
 	if err != nil {
 		return err
 	}
 	if err := st.seal(q.fifo); err != nil {
 		return err
 	}
-	q.noteUnseen(start, end, st.count())
 	return fn(st)
 }
 
@@ -756,7 +792,7 @@ func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 		return envelope.Envelope{}, fmt.Errorf("%s: %s: %w", q, id, backend.ErrNotFound)
 	}
 	ext := q.startExtender()
-	msgs, err := q.receiveAll(ctx, q.scanVis, ext, func(seen map[string]received) bool { _, ok := seen[id]; return ok })
+	msgs, err := q.receiveAll(ctx, "show", q.scanVis, ext, func(seen map[string]received) bool { _, ok := seen[id]; return ok })
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
