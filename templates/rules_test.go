@@ -6,13 +6,15 @@ import (
 	"testing"
 )
 
-// TestSuggestedRulesSeparateTheCorpus: over the whole corpus, the first
+// TestSuggestedRulesSeparateTheCorpus: over each whole corpus, the first
 // suggested rule (in the order Suggest gives) that matches a message is the
 // rule of the group the miner put it in.
 func TestSuggestedRulesSeparateTheCorpus(t *testing.T) {
-	_, msgs := readLabelled(t, filepath.Join("testdata", "errors.tsv"))
-	if wrong := ruleMisses(t, msgs, true); wrong > 0 {
-		t.Errorf("%d of %d messages matched another group's rule first", wrong, len(msgs))
+	for _, f := range []string{"errors.tsv", "dlqerrors.tsv"} {
+		_, msgs := readLabelled(t, filepath.Join("testdata", f))
+		if wrong := ruleMisses(t, msgs, true); wrong > 0 {
+			t.Errorf("%s: %d of %d messages matched another group's rule first", f, wrong, len(msgs))
+		}
 	}
 }
 
