@@ -95,3 +95,19 @@ func TestPatternCut(t *testing.T) {
 		t.Errorf("the pattern of a cut group does not match its message")
 	}
 }
+
+// TestPatternSpansLines: a variable that spans whitespace spans newlines
+// too, so the rule of a multi-line error matches it.
+func TestPatternSpansLines(t *testing.T) {
+	m := New(Default())
+	msgs := []string{"gift message \"blue\ngift wrap\" contains blocked words", "job 7\n8 9 failed"}
+	for _, s := range msgs {
+		m.Add(s)
+	}
+	gs := m.Groups()
+	for i, s := range msgs {
+		if p := gs[i].Pattern(); !regexp.MustCompile(p).MatchString(s) {
+			t.Errorf("%s does not match %q", p, s)
+		}
+	}
+}
