@@ -85,10 +85,14 @@ func TestCorpusAccuracy(t *testing.T) {
 		file      string
 		threshold float64
 	}{
-		{"errors.tsv", 0.95}, // 0.983
+		// Its labels make a variable of every word the generator varied,
+		// a state or a reason among three included, where the miner keeps
+		// a word that takes at most FewValues values as part of the
+		// template: 0.919 (0.983 before it did).
+		{"errors.tsv", 0.90},
 		// Labelled as the product defines a template (its generator says
-		// how): 0.882.
-		{"dlqerrors.tsv", 0.87},
+		// how): 0.984 (0.882 before).
+		{"dlqerrors.tsv", 0.97},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			truth, msgs := readLabelled(t, filepath.Join("testdata", c.file))

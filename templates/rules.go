@@ -27,14 +27,17 @@ func (g Group) Pattern() string {
 			b.WriteString(regexp.QuoteMeta(t.text))
 			continue
 		}
-		pre, suf, _ := strings.Cut(t.text, Wildcard)
-		b.WriteString(regexp.QuoteMeta(pre))
-		if t.spans {
-			b.WriteString(`(?s:.*?)`) // newlines too: a stack trace
-		} else {
-			b.WriteString(`\S*?`)
+		// A token may hold several variables ("ready=<*>,policy=<*>").
+		for j, lit := range strings.Split(t.text, Wildcard) {
+			if j > 0 {
+				if t.spans {
+					b.WriteString(`(?s:.*?)`) // newlines too: a stack trace
+				} else {
+					b.WriteString(`\S*?`)
+				}
+			}
+			b.WriteString(regexp.QuoteMeta(lit))
 		}
-		b.WriteString(regexp.QuoteMeta(suf))
 	}
 	if !g.Cut {
 		b.WriteString(`\s*$`)
