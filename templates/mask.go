@@ -353,5 +353,31 @@ func isVariable(s string) bool {
 	if at := strings.IndexByte(s, '@'); at > 0 && at < len(s)-1 {
 		return true
 	}
-	return false
+	return isHostName(s)
+}
+
+// topDomains are the last labels that make a dotted lower-case name a
+// host ("ns1.example.com", "hooks.partner.io") rather than a package, a
+// class or a field path ("com.acme.shop", "order.id").
+var topDomains = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range strings.Fields("com net org edu gov mil int io info biz co uk de fr jp cn hk tw kr ru br nl au ca eu local internal lan") {
+		m[d] = true
+	}
+	return m
+}()
+
+// isHostName: s is lower-case labels joined by dots, the last a top
+// domain.
+func isHostName(s string) bool {
+	dot := strings.LastIndexByte(s, '.')
+	if dot <= 0 || !topDomains[s[dot+1:]] {
+		return false
+	}
+	for i := 0; i < dot; i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -29,6 +29,8 @@ func TestPrepareMasks(t *testing.T) {
 		"session opened for user news by LOGIN(uid=0)":                          "session opened for user news by LOGIN(uid=<*>)",
 		"ready=1,policy=3,wakefulness=1":                                        "ready=<*>,policy=<*>,wakefulness=<*>",
 		"close, 1190 bytes (1.16 KB) sent, 0 bytes received, lifetime <1 sec":   "close, <*> sent, <*> received, lifetime <<*>",
+		"reverse mapping for ns.marryaldkfaczcz.com failed":                     "reverse mapping for <*> failed",
+		"class com.acme.shop.Order field order.id is missing":                   "class com.acme.shop.Order field order.id is missing",
 		"invoice overdue by 3 days, reminder sent":                              "invoice overdue by <*>, reminder sent",
 		"Killed process 12 (python3) total-vm:10kB":                             "Killed process <*> (<*>) total-vm:<*>",
 		"connection from 1.2.3.4 () at noon":                                    "connection from <*> (<*>) at noon",
