@@ -11,7 +11,7 @@ import (
 )
 
 // readLabelled reads a corpus: one message a line, "<true template id>\t<message>".
-func readLabelled(t *testing.T, path string) (truth, msgs []string) {
+func readLabelled(t testing.TB, path string) (truth, msgs []string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

@@ -126,11 +126,15 @@ func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\
 // ("(\"abc", "name='x", "Pool(host='x'"), never inside a word
 // ("customer's").
 func openQuote(f string) (rune, int, bool) {
-	i := strings.IndexAny(f, "\"'`")
-	if i < 0 || i > 0 && strings.IndexByte("([{<=:,", f[i-1]) < 0 {
-		return 0, 0, false
+	for i := 0; i < len(f); i++ {
+		if c := f[i]; c == '"' || c == '\'' || c == '`' {
+			if i > 0 && strings.IndexByte("([{<=:,", f[i-1]) < 0 {
+				return 0, 0, false
+			}
+			return rune(c), i, true
+		}
 	}
-	return rune(f[i]), i, true
+	return 0, 0, false
 }
 
 func isWordByte(b byte) bool {
