@@ -185,13 +185,7 @@ func fold(ts []token) []token {
 }
 
 // units are the words of sizes and durations that follow a number.
-var units = func() map[string]bool {
-	m := map[string]bool{}
-	for _, u := range strings.Fields("B KB MB GB TB kB KiB MiB GiB TiB kb mb gb byte bytes ns us µs ms s sec secs second seconds min mins minute minutes h hr hrs hour hours day days") {
-		m[u] = true
-	}
-	return m
-}()
+var units = wordSet("B KB MB GB TB kB KiB MiB GiB TiB kb mb gb byte bytes ns us µs ms s sec secs second seconds min mins minute minutes h hr hrs hour hours day days")
 
 // unitPunct may close a unit ("KB)", "seconds,").
 const unitPunct = ")]},;:."
@@ -316,13 +310,16 @@ func isKey(s string) bool {
 }
 
 // calendarWords are the month and weekday names of timestamps.
-var calendarWords = func() map[string]bool {
+var calendarWords = wordSet("Jan Feb Mar Apr May Jun Jul Aug Sep Sept Oct Nov Dec January February March April June July August September October November December Mon Tue Wed Thu Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday Sunday")
+
+// wordSet is a set of the space-separated words.
+func wordSet(words string) map[string]bool {
 	m := map[string]bool{}
-	for _, w := range strings.Fields("Jan Feb Mar Apr May Jun Jul Aug Sep Sept Oct Nov Dec January February March April June July August September October November December Mon Tue Wed Thu Fri Sat Sun Monday Tuesday Wednesday Thursday Friday Saturday Sunday") {
+	for _, w := range strings.Fields(words) {
 		m[w] = true
 	}
 	return m
-}()
+}
 
 // isVariable says whether a token (without surrounding punctuation) is
 // obviously variable: it holds a digit (numbers, hex, UUIDs, IPs,
@@ -363,13 +360,7 @@ func isVariable(s string) bool {
 // topDomains are the last labels that make a dotted lower-case name a
 // host ("ns1.example.com", "hooks.partner.io") rather than a package, a
 // class or a field path ("com.acme.shop", "order.id").
-var topDomains = func() map[string]bool {
-	m := map[string]bool{}
-	for _, d := range strings.Fields("com net org edu gov mil int io info biz co uk de fr jp cn hk tw kr ru br nl au ca eu local internal lan") {
-		m[d] = true
-	}
-	return m
-}()
+var topDomains = wordSet("com net org edu gov mil int io info biz co uk de fr jp cn hk tw kr ru br nl au ca eu local internal lan")
 
 // isHostName: s is lower-case labels joined by dots, the last a top
 // domain.
