@@ -62,7 +62,7 @@ type Cluster struct {
 
 // varWord stands, in a cluster's words, for a token the masker made
 // variable: whatever its punctuation, it is one value.
-const varWord = "\x01"
+const varWord = "\x00"
 
 // Template is the template of the cluster's template (before Groups splits
 // it by the words that took few values), tokens joined by single spaces.
@@ -80,12 +80,12 @@ func (c *Cluster) IsOverflow() bool { return c.overflow }
 // length whose tokens mostly repeat, generalised in place.
 type template struct {
 	tokens []token
-	// variants finds the cluster of a message by its words at the
-	// positions that are not wide.
-	variants map[string]*Cluster
+	// variants finds the cluster of a message by the hash of its words
+	// at the positions that are not wide.
+	variants map[uint64][]*Cluster
 	clusters []*Cluster
 	// wide marks positions seen with more than FewValues words: a
-	// variable for good, left out of the variants' keys.
+	// variable for good, left out of the variants' hashes.
 	wide      []bool
 	nextCheck int
 	// rest takes new messages once the template holds MaxVariants
@@ -162,7 +162,7 @@ func (m *Miner) AddPrepared(p Prepared) *Cluster {
 		m.overflow.Count++
 		return m.overflow
 	}
-	t := &template{tokens: append([]token(nil), p.tokens...), variants: map[string]*Cluster{},
+	t := &template{tokens: append([]token(nil), p.tokens...), variants: map[uint64][]*Cluster{},
 		wide: make([]bool, len(p.tokens)), nextCheck: m.cfg.FewValues + 1}
 	m.templates = append(m.templates, t)
 	leaf.templates = append(leaf.templates, t)
@@ -174,9 +174,8 @@ func (m *Miner) AddPrepared(p Prepared) *Cluster {
 func (m *Miner) join(t *template, p Prepared) *Cluster {
 	c := t.rest
 	if c == nil {
-		key := variantKey(t, p.tokens)
-		if c = t.variants[key]; c == nil {
-			c = m.newVariant(t, p.tokens, key)
+		if c = t.find(p.tokens); c == nil {
+			c = m.newVariant(t, p.tokens)
 		}
 	}
 	c.Count++
@@ -184,14 +183,24 @@ func (m *Miner) join(t *template, p Prepared) *Cluster {
 	return c
 }
 
-// newVariant makes t's cluster for the words of ts (key is variantKey's),
-// or its rest cluster once t holds MaxVariants clusters or the miner
-// maxClustersPerTemplate per template it may hold.
-func (m *Miner) newVariant(t *template, ts []token, key string) *Cluster {
+// find is t's cluster that holds the words of ts at the positions that
+// are not wide, or nil.
+func (t *template) find(ts []token) *Cluster {
+	for _, c := range t.variants[t.hash(func(i int) string { return wordOf(ts[i]) })] {
+		if t.sameWords(c.words, ts) {
+			return c
+		}
+	}
+	return nil
+}
+
+// newVariant makes t's cluster for the words of ts, or its rest cluster
+// once t holds MaxVariants clusters or the miner maxClustersPerTemplate
+// per template it may hold.
+func (m *Miner) newVariant(t *template, ts []token) *Cluster {
 	if len(t.clusters) >= t.nextCheck {
 		m.widen(t)
-		key = variantKey(t, ts)
-		if c := t.variants[key]; c != nil {
+		if c := t.find(ts); c != nil {
 			return c
 		}
 	}
@@ -199,18 +208,36 @@ func (m *Miner) newVariant(t *template, ts []token, key string) *Cluster {
 	if len(t.clusters) >= m.cfg.MaxVariants || len(m.clusters) >= maxClustersPerTemplate*m.cfg.MaxTemplates {
 		t.rest = c
 	} else {
-		// The key is a string of its own: its words do not hold on to the
-		// message they came from.
-		c.words = strings.Split(key, "\x00")[:len(ts)]
-		t.variants[key] = c
+		c.words = ownWords(ts)
+		t.index(c)
 	}
 	m.clusters = append(m.clusters, c)
 	t.clusters = append(t.clusters, c)
 	return c
 }
 
+// ownWords is the words of ts in one string of their own, so that they do
+// not hold on to the message they came from.
+func ownWords(ts []token) []string {
+	n := 0
+	for _, tk := range ts {
+		n += len(wordOf(tk))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, tk := range ts {
+		b.WriteString(wordOf(tk))
+	}
+	all, words := b.String(), make([]string, len(ts))
+	for i, tk := range ts {
+		w := len(wordOf(tk))
+		words[i], all = all[:w], all[w:]
+	}
+	return words
+}
+
 // widen marks the positions of t whose clusters hold more than FewValues
-// words, and keys its clusters again without them, so that a template
+// words, and indexes its clusters again without them, so that a template
 // with a variable that is not masked does not make a cluster per value.
 func (m *Miner) widen(t *template) {
 	seen := map[string]bool{}
@@ -229,10 +256,40 @@ func (m *Miner) widen(t *template) {
 	clear(t.variants)
 	for _, c := range t.clusters {
 		if c.words != nil {
-			t.variants[wordsKey(t, c.words)] = c
+			t.index(c)
 		}
 	}
 	t.nextCheck = 2 * len(t.clusters)
+}
+
+// index files c under the hash of its words.
+func (t *template) index(c *Cluster) {
+	h := t.hash(func(i int) string { return c.words[i] })
+	t.variants[h] = append(t.variants[h], c)
+}
+
+// hash hashes the words of a message of t, word(i) being the one at i,
+// leaving out the wide positions.
+func (t *template) hash(word func(int) string) uint64 {
+	h := uint64(fnvOffset)
+	for i, wide := range t.wide {
+		if !wide {
+			h = hashToken(h, word(i))
+		}
+		h = hashToken(h, "")
+	}
+	return h
+}
+
+// sameWords: words are the words of ts at every position of t that is
+// not wide.
+func (t *template) sameWords(words []string, ts []token) bool {
+	for i, wide := range t.wide {
+		if !wide && words[i] != wordOf(ts[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // wordOf is a token's word in a cluster's words: a variable is one word
@@ -241,9 +298,6 @@ func (m *Miner) widen(t *template) {
 func wordOf(tk token) string {
 	if tk.variable || !hasAlnum(tk.text) {
 		return varWord
-	}
-	if strings.IndexByte(tk.text, 0) >= 0 {
-		return strings.ReplaceAll(tk.text, "\x00", "\uFFFD") // 0 separates the words of a key
 	}
 	return tk.text
 }
@@ -256,30 +310,6 @@ func hasAlnum(s string) bool {
 		}
 	}
 	return false
-}
-
-// variantKey is the key of a message's cluster in t: its words at the
-// positions that are not wide.
-func variantKey(t *template, ts []token) string {
-	return keyOf(t, len(ts), func(i int) string { return wordOf(ts[i]) })
-}
-
-// wordsKey is variantKey for a cluster's words.
-func wordsKey(t *template, words []string) string {
-	return keyOf(t, len(words), func(i int) string { return words[i] })
-}
-
-// keyOf joins the n words, leaving out those at t's wide positions, each
-// followed by a 0 byte.
-func keyOf(t *template, n int, word func(int) string) string {
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		if !t.wide[i] {
-			b.WriteString(word(i))
-		}
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 // Clusters returns every cluster in order of creation (the overflow group
