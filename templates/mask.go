@@ -217,16 +217,21 @@ func splitPunct(s string) (string, string) {
 // trailing punctuation that is kept outside a variable.
 const trailPunct = ")]}>,;:.!?\"'`"
 
+// cutTrailPunct splits the trailing punctuation off s, keeping at least
+// keep bytes.
+func cutTrailPunct(s string, keep int) (string, string) {
+	i := len(s)
+	for i > keep && strings.IndexByte(trailPunct, s[i-1]) >= 0 {
+		i--
+	}
+	return s[:i], s[i:]
+}
+
 // maskToken masks one whitespace-free token.
 func maskToken(f string) token {
 	// key=value: the key stays, the value is variable.
 	if k := strings.IndexByte(f, '='); k > 0 && k < len(f)-1 && !strings.Contains(f[k+1:], "=") && isKey(f[:k]) {
-		v := f[k+1:]
-		suf := ""
-		for len(v) > 1 && strings.IndexByte(trailPunct, v[len(v)-1]) >= 0 {
-			suf = v[len(v)-1:] + suf
-			v = v[:len(v)-1]
-		}
+		v, suf := cutTrailPunct(f[k+1:], 1)
 		// A word stays (user=root): it may be one of a few, which Groups
 		// decides; a dotted one is a host or a file name.
 		if isVariable(v) || strings.Contains(v, ".") {
@@ -238,11 +243,7 @@ func maskToken(f string) token {
 		return token{text: f[:1] + Wildcard + f[1:], variable: true} // an empty value
 	}
 	pre, core := splitPunct(f)
-	suf := ""
-	for len(core) > 0 && strings.IndexByte(trailPunct, core[len(core)-1]) >= 0 {
-		suf = core[len(core)-1:] + suf
-		core = core[:len(core)-1]
-	}
+	core, suf := cutTrailPunct(core, 0)
 	// name:value (onExtend:1514038530000, localhost:5432): the name stays.
 	if k := strings.IndexByte(core, ':'); k > 0 && k < len(core)-1 && isWord(core[:k]) && !strings.HasPrefix(core[k+1:], "/") && isVariable(core[k+1:]) {
 		return token{text: pre + core[:k+1] + Wildcard + suf, variable: true}
@@ -327,7 +328,7 @@ func wordSet(words string) map[string]bool {
 // e-mail address, a path or a URL, a month or weekday name, or holds bytes
 // that were not UTF-8.
 func isVariable(s string) bool {
-	if s == Wildcard || calendarWords[s] {
+	if s == Wildcard || s != "" && s[0] >= 'A' && s[0] <= 'Z' && calendarWords[s] {
 		return true
 	}
 	hex := len(s) >= 8

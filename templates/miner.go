@@ -112,6 +112,8 @@ type Miner struct {
 	// without being masked again. Bounded by seenBytes.
 	seen      map[string]*Cluster
 	seenBytes int
+	// words is join's buffer for a message's words.
+	words []string
 }
 
 // maxClustersPerTemplate bounds the clusters of the miner: so many times
@@ -174,8 +176,12 @@ func (m *Miner) AddPrepared(p Prepared) *Cluster {
 func (m *Miner) join(t *template, p Prepared) *Cluster {
 	c := t.rest
 	if c == nil {
-		if c = t.find(p.tokens); c == nil {
-			c = m.newVariant(t, p.tokens)
+		m.words = m.words[:0]
+		for _, tk := range p.tokens {
+			m.words = append(m.words, wordOf(tk))
+		}
+		if c = t.find(m.words); c == nil {
+			c = m.newVariant(t, m.words)
 		}
 	}
 	c.Count++
@@ -183,24 +189,24 @@ func (m *Miner) join(t *template, p Prepared) *Cluster {
 	return c
 }
 
-// find is t's cluster that holds the words of ts at the positions that
-// are not wide, or nil.
-func (t *template) find(ts []token) *Cluster {
-	for _, c := range t.variants[t.hash(func(i int) string { return wordOf(ts[i]) })] {
-		if t.sameWords(c.words, ts) {
+// find is t's cluster that holds words at the positions that are not
+// wide, or nil.
+func (t *template) find(words []string) *Cluster {
+	for _, c := range t.variants[t.hash(words)] {
+		if t.same(c.words, words) {
 			return c
 		}
 	}
 	return nil
 }
 
-// newVariant makes t's cluster for the words of ts, or its rest cluster
-// once t holds MaxVariants clusters or the miner maxClustersPerTemplate
-// per template it may hold.
-func (m *Miner) newVariant(t *template, ts []token) *Cluster {
+// newVariant makes t's cluster for a message's words, or its rest
+// cluster once t holds MaxVariants clusters or the miner
+// maxClustersPerTemplate per template it may hold.
+func (m *Miner) newVariant(t *template, words []string) *Cluster {
 	if len(t.clusters) >= t.nextCheck {
 		m.widen(t)
-		if c := t.find(ts); c != nil {
+		if c := t.find(words); c != nil {
 			return c
 		}
 	}
@@ -208,7 +214,7 @@ func (m *Miner) newVariant(t *template, ts []token) *Cluster {
 	if len(t.clusters) >= m.cfg.MaxVariants || len(m.clusters) >= maxClustersPerTemplate*m.cfg.MaxTemplates {
 		t.rest = c
 	} else {
-		c.words = ownWords(ts)
+		c.words = ownWords(words)
 		t.index(c)
 	}
 	m.clusters = append(m.clusters, c)
@@ -216,24 +222,14 @@ func (m *Miner) newVariant(t *template, ts []token) *Cluster {
 	return c
 }
 
-// ownWords is the words of ts in one string of their own, so that they do
-// not hold on to the message they came from.
-func ownWords(ts []token) []string {
-	n := 0
-	for _, tk := range ts {
-		n += len(wordOf(tk))
+// ownWords copies words into one string of their own, so that they do not
+// hold on to the message they came from.
+func ownWords(words []string) []string {
+	all, own := strings.Join(words, ""), make([]string, len(words))
+	for i, w := range words {
+		own[i], all = all[:len(w)], all[len(w):]
 	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, tk := range ts {
-		b.WriteString(wordOf(tk))
-	}
-	all, words := b.String(), make([]string, len(ts))
-	for i, tk := range ts {
-		w := len(wordOf(tk))
-		words[i], all = all[:w], all[w:]
-	}
-	return words
+	return own
 }
 
 // widen marks the positions of t whose clusters hold more than FewValues
@@ -264,28 +260,27 @@ func (m *Miner) widen(t *template) {
 
 // index files c under the hash of its words.
 func (t *template) index(c *Cluster) {
-	h := t.hash(func(i int) string { return c.words[i] })
+	h := t.hash(c.words)
 	t.variants[h] = append(t.variants[h], c)
 }
 
-// hash hashes the words of a message of t, word(i) being the one at i,
-// leaving out the wide positions.
-func (t *template) hash(word func(int) string) uint64 {
+// hash hashes a message's words, leaving out the wide positions.
+func (t *template) hash(words []string) uint64 {
 	h := uint64(fnvOffset)
 	for i, wide := range t.wide {
 		if !wide {
-			h = hashToken(h, word(i))
+			h = hashToken(h, words[i])
 		}
 		h = hashToken(h, "")
 	}
 	return h
 }
 
-// sameWords: words are the words of ts at every position of t that is
-// not wide.
-func (t *template) sameWords(words []string, ts []token) bool {
+// same: a and b are the same words at every position of t that is not
+// wide.
+func (t *template) same(a, b []string) bool {
 	for i, wide := range t.wide {
-		if !wide && words[i] != wordOf(ts[i]) {
+		if !wide && a[i] != b[i] {
 			return false
 		}
 	}
