@@ -7,8 +7,8 @@ same file.
 
     python3 templates/testdata/generate_dlq.py > templates/testdata/dlqerrors.tsv
 
-How the kinds were written, before any miner ran on them: two errors are one
-kind when an operator would handle them as one failure. The variable parts
+How the kinds are written: two errors are one kind when an operator would
+handle them as one failure. The variable parts
 are what the product masks by definition: IDs, numbers (status codes, error
 numbers and counts included), hosts, addresses, URLs, paths, times and
 durations, quoted values; and words that name data from an open set (user,
