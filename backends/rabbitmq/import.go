@@ -73,13 +73,13 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	found := false
-	err := q.pass(ctx, 0, func(got string, d *amqp.Delivery) error {
+	err := q.each(ctx, passOpts{}, func(got string, d *amqp.Delivery) error {
 		if got == id || d.Headers[envelope.ImportedFromProperty] == id {
 			found = true
 			return backend.ErrStop
 		}
 		return nil
-	}, nil)
+	})
 	return found, err
 }
 

@@ -40,6 +40,8 @@ var (
 	_ backend.DestinationGuard   = (*Queue)(nil)
 	_ backend.Noticer            = (*Queue)(nil)
 	_ backend.FingerprintScanner = (*Queue)(nil)
+	_ backend.Tailer             = (*Queue)(nil)
+	_ backend.LenTailer          = (*Queue)(nil)
 )
 
 // Options are what Open takes besides the URL.
@@ -76,11 +78,24 @@ type Queue struct {
 	shape *queueShape
 	// limits caches origin queues' delivery limits (quorum origins).
 	limits map[string]int
-	// held is the consume channel a Publish left open with the planned
-	// deliveries unacked, for the Remove that follows (see move.go).
+	// held is what a Publish read, for the Remove that follows: on a
+	// classic or quorum DLQ the consume channel left open with the planned
+	// deliveries unacked (see move.go).
 	held *holding
 	// pub is the publish channel moves reuse (see publisher).
 	pub *publisher
+	// runID is the run holding the DLQ's lease through this Queue: the
+	// removal record names it, and its redriven messages carry it.
+	runID string
+
+	// rec is the removal record as read and written (record.go).
+	rec record
+	// What the last pass that read the whole DLQ learnt: messages other
+	// consumers held (unseen), those the record hid, and how many copies
+	// of each content with more than one (dups; nil: no such pass yet).
+	unseen     int64
+	hiddenSeen int64
+	dups       map[base]int64
 }
 
 // Open parses rawURL, connects and checks that the DLQ queue exists (a
@@ -312,9 +327,7 @@ func (q *Queue) Close() error {
 	c, h, p := q.conn, q.held, q.pub
 	q.conn, q.held, q.pub = nil, nil, nil
 	q.mu.Unlock()
-	if h != nil {
-		h.ch.Close()
-	}
+	h.close()
 	if p != nil {
 		p.ch.Close()
 	}
@@ -324,19 +337,32 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Len is the number of messages ready in the DLQ, from a passive
-// declare: exact when no consumer holds any (the management API's counts
-// would add those, but lag by seconds — a redrive's batch report read them
-// as the DLQ's size after a chunk that had emptied it).
+// Len is the number of entries in the DLQ. On a classic or quorum DLQ:
+// the messages ready, from a passive declare, less those the removal
+// record hid in the last whole read (the management API's counts would
+// add messages consumers hold, but lag by seconds — a redrive's batch
+// report read them as the DLQ's size after a chunk that had emptied it).
+// On a stream DLQ: its offsets less those the record holds.
 func (q *Queue) Len(ctx context.Context) (int64, error) {
 	if q.missing {
 		return 0, nil
+	}
+	stream, err := q.streamShaped(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if stream {
+		n, _, err := q.streamLen(ctx)
+		return n, err
 	}
 	st, err := q.inspect(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return int64(st.Messages), nil
+	q.mu.Lock()
+	hidden := q.hiddenSeen
+	q.mu.Unlock()
+	return max(int64(st.Messages)-hidden, 0), nil
 }
 
 // wrap names the queue and the step in an error; when ctx has ended, the

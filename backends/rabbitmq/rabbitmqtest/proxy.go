@@ -23,10 +23,42 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	armed bool
-	cut   chan struct{} // closed once a connection was cut
-	conns []net.Conn
+	mu      sync.Mutex
+	armed   bool
+	cut     chan struct{} // closed once a connection was cut
+	conns   []net.Conn
+	watches []watch
+}
+
+// watch is a method a client may send, and what to close when one does.
+type watch struct {
+	class, method uint16
+	seen          chan struct{}
+}
+
+// Watch returns a channel closed once a client sends a method frame of
+// class and method (basic.ack: 60, 80) through the proxy.
+func (p *Proxy) Watch(class, method uint16) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := watch{class: class, method: method, seen: make(chan struct{})}
+	p.watches = append(p.watches, w)
+	return w.seen
+}
+
+// sawMethod closes the watches of class and method.
+func (p *Proxy) sawMethod(class, method uint16) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.watches[:0]
+	for _, w := range p.watches {
+		if w.class == class && w.method == method {
+			close(w.seen)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	p.watches = kept
 }
 
 // NewProxy listens on a free loopback port and forwards to target
@@ -120,7 +152,7 @@ func (p *Proxy) pipe(c, b net.Conn) {
 		}
 	}()
 	// Client to broker, watching for the first basic.publish.
-	err := forwardFrames(c, b, func() bool {
+	err := forwardFrames(c, b, p.sawMethod, func() bool {
 		p.mu.Lock()
 		armed := p.armed
 		if armed {
@@ -136,9 +168,9 @@ func (p *Proxy) pipe(c, b net.Conn) {
 				// reach the broker, short enough to leave confirms
 				// pending.
 				time.Sleep(300 * time.Millisecond)
+				close(p.cut)
 				c.Close()
 				b.Close()
-				close(p.cut)
 			}()
 		}
 		return armed
@@ -149,10 +181,10 @@ func (p *Proxy) pipe(c, b net.Conn) {
 	}
 }
 
-// forwardFrames copies AMQP 0-9-1 traffic from src to dst frame by frame
-// and calls onPublish at the first basic.publish method frame (class 60,
-// method 40) until it returns true.
-func forwardFrames(src, dst net.Conn, onPublish func() bool) error {
+// forwardFrames copies AMQP 0-9-1 traffic from src to dst frame by frame,
+// tells saw of each method frame, and calls onPublish at the first
+// basic.publish method frame (class 60, method 40) until it returns true.
+func forwardFrames(src, dst net.Conn, saw func(class, method uint16), onPublish func() bool) error {
 	header := make([]byte, 8) // "AMQP" 0 0 9 1
 	if _, err := io.ReadFull(src, header); err != nil {
 		return err
@@ -171,8 +203,10 @@ func forwardFrames(src, dst net.Conn, onPublish func() bool) error {
 		if _, err := io.ReadFull(src, body); err != nil {
 			return err
 		}
-		if watching && fh[0] == 1 && size >= 4 && binary.BigEndian.Uint16(body[0:]) == 60 && binary.BigEndian.Uint16(body[2:]) == 40 {
-			if onPublish() {
+		if fh[0] == 1 && size >= 4 {
+			class, method := binary.BigEndian.Uint16(body[0:]), binary.BigEndian.Uint16(body[2:])
+			saw(class, method)
+			if watching && class == 60 && method == 40 && onPublish() {
 				watching = false
 			}
 		}

@@ -1,0 +1,209 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
+)
+
+// depth is the number of messages ready in queue.
+func depth(t *testing.T, srv *rabbitmqtest.Server, queue string) int {
+	t.Helper()
+	st, err := srv.Channel(t).QueueDeclarePassive(queue, false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Messages
+}
+
+// recoveredDepth is queue's depth once a restarted broker has recovered
+// it: the broker answers before every queue has read its index back, and
+// a quorum queue replays its log, so the depth is read until it has not
+// changed for two seconds.
+func recoveredDepth(t *testing.T, srv *rabbitmqtest.Server, queue string) int {
+	t.Helper()
+	last, since := -1, time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		n := depth(t, srv, queue)
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= 2*time.Second {
+			return n
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return last
+}
+
+// planApproved plans a redrive of every entry of source, unthrottled and
+// unverified, in one batch, and approves it; it returns the plan's path.
+func planApproved(t *testing.T, dir, source string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"--source", source, "redrive", "plan", "--reason", "crash test", "--out", "p.json",
+		"--allow-disposition", "investigate", "--rate", "0", "--unverified-ok", "--settle", "0s", "--ramp", "1000"}, extra...)
+	if code, out := run(t, dir, args...); code != 0 {
+		t.Fatalf("plan: %d\n%s", code, out)
+	}
+	if code, out := run(t, dir, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: %d\n%s", code, out)
+	}
+	return filepath.Join(dir, "p.json")
+}
+
+// planned is how many entries a new plan of every entry of source takes.
+func planned(t *testing.T, dir, source string) int {
+	t.Helper()
+	os.Remove(filepath.Join(dir, "again.json"))
+	code, out := run(t, dir, "--source", source, "redrive", "plan", "--reason", "again", "--out", "again.json",
+		"--allow-disposition", "investigate", "--rate", "0", "--unverified-ok")
+	if code != 0 {
+		t.Fatalf("plan: %d\n%s", code, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "again.json"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Entries []json.RawMessage `json:"entries"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return len(p.Entries)
+}
+
+// viaProxy is a proxy to srv and source rewritten to go through it.
+func viaProxy(t *testing.T, srv *rabbitmqtest.Server, source string) (*rabbitmqtest.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := rabbitmqtest.NewProxy(t, u.Host)
+	return proxy, proxy.Via(source)
+}
+
+// applyAndCrash applies p.json in dir (its source going through proxy)
+// and SIGKILLs the broker a moment after the apply's first basic.ack
+// reached it (a classic queue writes acks to disk once idle, within a
+// fifth of a second), then starts it again.
+func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, proxy *rabbitmqtest.Proxy, dir, source string) (int, string) {
+	t.Helper()
+	acked := proxy.Watch(60, 80) // basic.ack
+	type result struct {
+		code int
+		out  string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out := run(t, dir, "--source", source, "redrive", "apply", "p.json")
+		done <- result{code, out}
+	}()
+	select {
+	case <-acked:
+	case r := <-done:
+		t.Fatalf("apply ended (exit %d) before it acked anything\n%s", r.code, r.out)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("apply acked nothing within 2 minutes")
+	}
+	time.Sleep(30 * time.Millisecond) // the rest of the acks and the close
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	return r.code, r.out
+}
+
+// statsDoc is the part of dlqctl.stats/v1 these tests read.
+type statsDoc struct {
+	Total   int `json:"total"`
+	Backend struct {
+		CameBack      int64 `json:"came_back"`
+		NotSeen       int64 `json:"not_seen"`
+		RecordEntries int   `json:"record_entries"`
+		Type          string
+	} `json:"backend"`
+}
+
+func stats(t *testing.T, dir, source string) statsDoc {
+	t.Helper()
+	code, out := run(t, dir, "--source", source, "-o", "json", "stats")
+	if code != 0 {
+		t.Fatalf("stats: %d\n%s", code, out)
+	}
+	var doc statsDoc
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):strings.LastIndex(out, "}")+1]), &doc); err != nil {
+		t.Fatalf("stats: %v\n%s", err, out)
+	}
+	return doc
+}
+
+// TestRemovalsSurviveABrokerCrash: a redrive completes, and the broker is
+// SIGKILLed right after: a classic queue has not written the acks yet, a
+// quorum queue writes them much later still, and the redriven dead
+// letters are back in the DLQ when it restarts. They must stay removed:
+// stats says total 0 and how many came back, a new plan takes nothing,
+// and check --max-total 0 passes; the origin holds each event once.
+func TestRemovalsSurviveABrokerCrash(t *testing.T) {
+	srv := rabbitmqtest.Start(t) // its own: it is killed
+	for _, c := range []struct {
+		name   string
+		quorum bool
+	}{{"classic", false}, {"quorum", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			base := uniq(t)
+			ctx := context.Background()
+			if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", c.quorum, 0); err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for i := range 100 {
+				ids = append(ids, fmt.Sprintf("E%03d", i))
+			}
+			deadLetter(t, srv, base+"-orders", base+"-dlq", ids...)
+			// The dead letters themselves reach the disk once the queue is
+			// idle: a crash right after dead-lettering loses them, not
+			// the acks.
+			time.Sleep(time.Second)
+			dir := t.TempDir()
+			proxy, source := viaProxy(t, srv, srv.Source(base+"-dlq"))
+			planApproved(t, dir, source)
+			applyAndCrash(t, srv, proxy, dir, source)
+			back := recoveredDepth(t, srv, base+"-dlq")
+			if back == 0 {
+				t.Fatal("the broker wrote every ack before the SIGKILL: nothing came back, so this run tests nothing (a loaded machine?)")
+			}
+			t.Logf("%d of 100 acked dead letters came back after the crash", back)
+			doc := stats(t, dir, source)
+			if doc.Total != 0 || doc.Backend.CameBack != int64(back) {
+				_, out := run(t, dir, "--source", source, "stats")
+				t.Log(out)
+				t.Errorf("stats after the crash: total %d, came back %d; want 0 and %d", doc.Total, doc.Backend.CameBack, back)
+			}
+			if code, out := run(t, dir, "--source", source, "check", "--max-total", "0"); code != 0 {
+				t.Errorf("check --max-total 0: %d\n%s", code, out)
+			}
+			if n := planned(t, dir, source); n != 0 {
+				t.Errorf("a new plan after the crash takes %d entries, want none", n)
+			}
+			if n := depth(t, srv, base+"-orders"); n != 100 {
+				t.Errorf("the origin holds %d messages, want the 100 redriven", n)
+			}
+		})
+	}
+}

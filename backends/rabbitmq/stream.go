@@ -1,0 +1,184 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/dlqctl/dlqctl/backend"
+)
+
+// Reading a stream queue. A stream keeps its messages: a consumer names
+// the offset it starts from (x-stream-offset: first, last, next, an
+// offset), each delivery carries its offset (x-stream-offset header), an
+// ack only gives the consumer credit for more, and nothing counts
+// deliveries. What AMQP 0-9-1 does not say is where a stream ends: a
+// consumer that has read everything just waits, and the queue's
+// declare-ok count comes from statistics that lag by seconds. So a read
+// first asks for the stream's last chunk (x-stream-offset: last), whose
+// first message's offset it learns at once, then reads from where it
+// starts until it has passed that offset and the rest of that chunk —
+// which the broker sends in the same burst — has come (tailIdle).
+
+const (
+	// streamPrefetch is a stream read's credit: a stream consumer must
+	// have one, and credit goes back with each ack.
+	streamPrefetch = 2000
+	// tailIdle is how long a read waits, once past the last chunk's first
+	// offset, for the rest of that chunk.
+	tailIdle = 150 * time.Millisecond
+	// ackEvery acks (multiple) after this many deliveries, well inside
+	// the credit.
+	ackEvery = streamPrefetch / 4
+)
+
+// hStreamOffset is the header a stream delivery carries its offset in.
+const hStreamOffset = "x-stream-offset"
+
+// streamOffset is d's offset in its stream; false when it has none.
+func streamOffset(d *amqp.Delivery) (int64, bool) {
+	return toInt(d.Headers[hStreamOffset])
+}
+
+// streamStart is where a stream read begins: an offset, or the first
+// message the stream still holds.
+type streamStart struct {
+	first  bool
+	offset int64
+}
+
+func fromFirst() streamStart         { return streamStart{first: true} }
+func fromOffset(o int64) streamStart { return streamStart{offset: max(o, 0)} }
+
+func (s streamStart) arg() any {
+	if s.first {
+		return "first"
+	}
+	return s.offset
+}
+
+// lastChunk is the offset of the first message of the stream's last
+// chunk: every message the stream holds is at an offset below it or in
+// that chunk. ok is false for an empty stream: nothing came within wait
+// (a message, when there is one, comes within milliseconds).
+func (q *Queue) lastChunk(ctx context.Context, ch *amqp.Channel, name string, wait time.Duration) (int64, bool, error) {
+	return q.probeChunk(ctx, ch, name, "last", wait)
+}
+
+// probeChunk is the offset of the first message a consumer of name
+// starting at spec ("first", "last") gets; ok is false when none came
+// within wait.
+func (q *Queue) probeChunk(ctx context.Context, ch *amqp.Channel, name, spec string, wait time.Duration) (off int64, ok bool, err error) {
+	tag := "dlqctl-" + spec + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := ch.Qos(1, 0, false); err != nil {
+		return 0, false, q.wrap(ctx, "set QoS on "+name, err)
+	}
+	ds, err := ch.Consume(name, tag, false, false, false, false, amqp.Table{hStreamOffset: spec})
+	if err != nil {
+		return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, err)
+	}
+	defer cancelConsumer(ch, tag, ds)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case d, open := <-ds:
+		if !open {
+			return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, amqp.ErrClosed)
+		}
+		o, ok := streamOffset(&d)
+		if !ok {
+			return 0, false, fmt.Errorf("%s: %s: a delivery without %s: is it a stream?", q, name, hStreamOffset)
+		}
+		return o, true, nil
+	case <-timer.C:
+		return 0, false, nil
+	case <-ctx.Done():
+		return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, ctx.Err())
+	}
+}
+
+// cancelConsumer cancels tag and drains what it had received, so that the
+// channel can carry another consumer.
+func cancelConsumer(ch *amqp.Channel, tag string, ds <-chan amqp.Delivery) {
+	if ch.Cancel(tag, false) != nil {
+		return
+	}
+	for range ds {
+	}
+}
+
+// readStream reads the stream queue name from start to its end as it was
+// when the read began, calling fn with each message's offset; fn may
+// return backend.ErrStop. It returns the offset of the last message the
+// stream held (-1 for an empty one). emptyWait is how long the stream's
+// end is waited for before the stream reads as empty.
+func (q *Queue) readStream(ctx context.Context, name string, start streamStart, emptyWait time.Duration, fn func(off int64, d *amqp.Delivery) error) (int64, error) {
+	ch, err := q.channel(ctx)
+	if err != nil {
+		return -1, err
+	}
+	defer ch.Close()
+	last, ok, err := q.lastChunk(ctx, ch, name, emptyWait)
+	if err != nil || !ok {
+		return -1, err
+	}
+	if err := ch.Qos(streamPrefetch, 0, false); err != nil {
+		return -1, q.wrap(ctx, "set QoS on "+name, err)
+	}
+	tag := "dlqctl-read-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ds, err := ch.Consume(name, tag, false, false, false, false, amqp.Table{hStreamOffset: start.arg()})
+	if err != nil {
+		return -1, q.wrap(ctx, "read the stream "+name, err)
+	}
+	end := last
+	// Started past the last chunk's first message: only the rest of that
+	// chunk can come.
+	passed := !start.first && start.offset > last
+	wait := func() time.Duration {
+		if passed {
+			return tailIdle
+		}
+		return q.src.timeout
+	}
+	timer := time.NewTimer(wait())
+	defer timer.Stop()
+	unacked := 0
+	for {
+		select {
+		case d, open := <-ds:
+			if !open {
+				return -1, q.wrap(ctx, "read the stream "+name, amqp.ErrClosed)
+			}
+			off, ok := streamOffset(&d)
+			if !ok {
+				return -1, fmt.Errorf("%s: %s: a delivery without %s: is it a stream?", q, name, hStreamOffset)
+			}
+			if unacked++; unacked >= ackEvery {
+				if err := d.Ack(true); err != nil {
+					return -1, q.wrap(ctx, "read the stream "+name, err)
+				}
+				unacked = 0
+			}
+			end = max(end, off)
+			if err := fn(off, &d); err != nil {
+				if errors.Is(err, backend.ErrStop) {
+					return end, nil
+				}
+				return -1, err
+			}
+			passed = passed || off >= last
+			restart(timer, wait())
+		case <-timer.C:
+			if passed {
+				return end, nil
+			}
+			return -1, fmt.Errorf("%s: read the stream %s: nothing came for %s before offset %d (its last chunk's start)", q, name, q.src.timeout, last)
+		case <-ctx.Done():
+			return -1, q.wrap(ctx, "read the stream "+name, ctx.Err())
+		}
+	}
+}
