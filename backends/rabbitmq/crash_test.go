@@ -96,12 +96,11 @@ func viaProxy(t *testing.T, srv *rabbitmqtest.Server, source string) (*rabbitmqt
 }
 
 // applyAndCrash applies p.json in dir (its source going through proxy)
-// and SIGKILLs the broker a moment after the apply's first basic.ack
-// reached it (a classic queue writes acks to disk once idle, within a
-// fifth of a second), then starts it again.
-func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, proxy *rabbitmqtest.Proxy, dir, source string) (int, string) {
+// and SIGKILLs the broker once trigger is closed, then starts it again:
+// the acks dlqctl sent are not on disk yet (a classic queue writes them
+// once idle, within a fifth of a second).
+func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, dir, source string, trigger <-chan struct{}) (int, string) {
 	t.Helper()
-	acked := proxy.Watch(60, 80) // basic.ack
 	type result struct {
 		code int
 		out  string
@@ -112,13 +111,12 @@ func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, proxy *rabbitmqtest.P
 		done <- result{code, out}
 	}()
 	select {
-	case <-acked:
+	case <-trigger:
 	case r := <-done:
 		t.Fatalf("apply ended (exit %d) before it acked anything\n%s", r.code, r.out)
 	case <-time.After(2 * time.Minute):
 		t.Fatal("apply acked nothing within 2 minutes")
 	}
-	time.Sleep(30 * time.Millisecond) // the rest of the acks and the close
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +125,32 @@ func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, proxy *rabbitmqtest.P
 		t.Fatal(err)
 	}
 	return r.code, r.out
+}
+
+// afterAcks is closed a moment after the proxy saw the first basic.ack.
+func afterAcks(proxy *rabbitmqtest.Proxy) <-chan struct{} {
+	acked := proxy.Watch(60, 80)
+	out := make(chan struct{})
+	go func() {
+		<-acked
+		time.Sleep(30 * time.Millisecond) // the rest of the acks and the close
+		close(out)
+	}()
+	return out
+}
+
+// journaled is closed once the journal at path holds mark.
+func journaled(path, mark string) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if raw, _ := os.ReadFile(path); strings.Contains(string(raw), mark) {
+				break
+			}
+		}
+		close(out)
+	}()
+	return out
 }
 
 // statsDoc is the part of dlqctl.stats/v1 these tests read.
@@ -161,6 +185,7 @@ func stats(t *testing.T, dir, source string) statsDoc {
 // and check --max-total 0 passes; the origin holds each event once.
 func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 	srv := rabbitmqtest.Start(t) // its own: it is killed
+	t.Run("mid-apply", func(t *testing.T) { crashMidApply(t, srv) })
 	for _, c := range []struct {
 		name   string
 		quorum bool
@@ -183,7 +208,7 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 			dir := t.TempDir()
 			proxy, source := viaProxy(t, srv, srv.Source(base+"-dlq"))
 			planApproved(t, dir, source)
-			applyAndCrash(t, srv, proxy, dir, source)
+			applyAndCrash(t, srv, dir, source, afterAcks(proxy))
 			back := recoveredDepth(t, srv, base+"-dlq")
 			if back == 0 {
 				t.Fatal("the broker wrote every ack before the SIGKILL: nothing came back, so this run tests nothing (a loaded machine?)")
@@ -205,5 +230,56 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 				t.Errorf("the origin holds %d messages, want the 100 redriven", n)
 			}
 		})
+	}
+}
+
+// crashMidApply: the broker is SIGKILLed right after a redrive journaled
+// its first batch's removals. The run stops; the acked dead letters come
+// back with the restart. The resume must not take them for events that came back (a
+// halt), must not publish them again, and must end with the DLQ empty and
+// each event on the origin exactly once.
+func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 60 {
+		ids = append(ids, fmt.Sprintf("E%03d", i))
+	}
+	deadLetter(t, srv, base+"-orders", base+"-dlq", ids...)
+	time.Sleep(time.Second) // on disk (see above)
+	dir := t.TempDir()
+	source := srv.Source(base + "-dlq")
+	planApproved(t, dir, source, "--ramp", "10")
+	// Killed once the first batch's removals are journaled: the resume
+	// takes them as done, and reads the DLQ for events that came back.
+	if code, out := applyAndCrash(t, srv, dir, source, journaled(filepath.Join(dir, "p.journal"), `"type":"removed"`)); code == 0 {
+		t.Fatalf("apply went on through a broker crash\n%s", out)
+	}
+	code, out := run(t, dir, "--source", source, "-o", "json", "redrive", "resume", "p.journal")
+	if code != 0 || !strings.Contains(out, `"status": "completed"`) {
+		t.Fatalf("resume after the crash: exit %d\n%s", code, out)
+	}
+	if n := recoveredDepth(t, srv, base+"-dlq"); n != 0 {
+		t.Errorf("the DLQ holds %d messages after the resume, want 0", n)
+	}
+	got := map[string]int{}
+	ch := srv.Channel(t)
+	for {
+		d, ok, err := ch.Get(base+"-orders", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got[d.MessageId]++
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("%s is on the origin %d times, want once", id, got[id])
+		}
 	}
 }

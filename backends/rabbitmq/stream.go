@@ -44,19 +44,24 @@ func streamOffset(d *amqp.Delivery) (int64, bool) {
 	return toInt(d.Headers[hStreamOffset])
 }
 
-// streamStart is where a stream read begins: an offset, or the first
-// message the stream still holds.
+// streamStart is where a stream read begins: an offset, the first
+// message the stream still holds, or the first chunk written at or after
+// a time.
 type streamStart struct {
 	first  bool
 	offset int64
+	at     time.Time
 }
 
 func fromFirst() streamStart         { return streamStart{first: true} }
 func fromOffset(o int64) streamStart { return streamStart{offset: max(o, 0)} }
 
 func (s streamStart) arg() any {
-	if s.first {
+	switch {
+	case s.first:
 		return "first"
+	case !s.at.IsZero():
+		return s.at
 	}
 	return s.offset
 }
@@ -135,9 +140,10 @@ func (q *Queue) readStream(ctx context.Context, name string, start streamStart, 
 		return -1, q.wrap(ctx, "read the stream "+name, err)
 	}
 	end := last
-	// Started past the last chunk's first message: only the rest of that
-	// chunk can come.
-	passed := !start.first && start.offset > last
+	// Started past the last chunk's first message, only the rest of that
+	// chunk can come. From a time, what comes comes at once, if anything
+	// (a read that ends early only finds less).
+	passed := !start.at.IsZero() || (!start.first && start.offset > last)
 	wait := func() time.Duration {
 		if passed {
 			return tailIdle

@@ -25,6 +25,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	armed   bool
+	armKey  string // "" any routing key
 	cut     chan struct{} // closed once a connection was cut
 	conns   []net.Conn
 	watches []watch
@@ -86,9 +87,13 @@ func (p *Proxy) Via(amqpURL string) string {
 }
 
 // CutOnPublish arms the proxy (see Proxy).
-func (p *Proxy) CutOnPublish() {
+func (p *Proxy) CutOnPublish() { p.CutOnPublishTo("") }
+
+// CutOnPublishTo arms the proxy for a publish with this routing key (a
+// queue's name, through the default exchange).
+func (p *Proxy) CutOnPublishTo(routingKey string) {
 	p.mu.Lock()
-	p.armed = true
+	p.armed, p.armKey = true, routingKey
 	p.mu.Unlock()
 }
 
@@ -152,9 +157,9 @@ func (p *Proxy) pipe(c, b net.Conn) {
 		}
 	}()
 	// Client to broker, watching for the first basic.publish.
-	err := forwardFrames(c, b, p.sawMethod, func() bool {
+	err := forwardFrames(c, b, p.sawMethod, func(key string) bool {
 		p.mu.Lock()
-		armed := p.armed
+		armed := p.armed && (p.armKey == "" || p.armKey == key)
 		if armed {
 			p.armed = false
 		}
@@ -182,9 +187,10 @@ func (p *Proxy) pipe(c, b net.Conn) {
 }
 
 // forwardFrames copies AMQP 0-9-1 traffic from src to dst frame by frame,
-// tells saw of each method frame, and calls onPublish at the first
-// basic.publish method frame (class 60, method 40) until it returns true.
-func forwardFrames(src, dst net.Conn, saw func(class, method uint16), onPublish func() bool) error {
+// tells saw of each method frame, and calls onPublish with the routing key
+// of each basic.publish method frame (class 60, method 40) until it
+// returns true.
+func forwardFrames(src, dst net.Conn, saw func(class, method uint16), onPublish func(routingKey string) bool) error {
 	header := make([]byte, 8) // "AMQP" 0 0 9 1
 	if _, err := io.ReadFull(src, header); err != nil {
 		return err
@@ -206,7 +212,7 @@ func forwardFrames(src, dst net.Conn, saw func(class, method uint16), onPublish 
 		if fh[0] == 1 && size >= 4 {
 			class, method := binary.BigEndian.Uint16(body[0:]), binary.BigEndian.Uint16(body[2:])
 			saw(class, method)
-			if watching && class == 60 && method == 40 && onPublish() {
+			if watching && class == 60 && method == 40 && onPublish(routingKey(body[4:size])) {
 				watching = false
 			}
 		}
@@ -214,4 +220,23 @@ func forwardFrames(src, dst net.Conn, saw func(class, method uint16), onPublish 
 			return err
 		}
 	}
+}
+
+// routingKey reads basic.publish's routing key from its arguments:
+// reserved short, exchange shortstr, routing-key shortstr.
+func routingKey(args []byte) string {
+	if len(args) < 3 {
+		return ""
+	}
+	ex := int(args[2])
+	rest := args[3:]
+	if len(rest) < ex+1 {
+		return ""
+	}
+	rest = rest[ex:]
+	n := int(rest[0])
+	if len(rest) < n+1 {
+		return ""
+	}
+	return string(rest[1 : n+1])
 }
