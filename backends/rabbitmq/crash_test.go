@@ -112,8 +112,6 @@ func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, dir, source string, t
 	}()
 	select {
 	case <-trigger:
-	case r := <-done:
-		t.Fatalf("apply ended (exit %d) before it acked anything\n%s", r.code, r.out)
 	case <-time.After(2 * time.Minute):
 		t.Fatal("apply acked nothing within 2 minutes")
 	}
@@ -143,7 +141,7 @@ func afterAcks(proxy *rabbitmqtest.Proxy) <-chan struct{} {
 func journaled(path, mark string) <-chan struct{} {
 	out := make(chan struct{})
 	go func() {
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			if raw, _ := os.ReadFile(path); strings.Contains(string(raw), mark) {
 				break
 			}

@@ -25,7 +25,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	armed   bool
-	armKey  string // "" any routing key
+	armKey  string        // "" any routing key
 	cut     chan struct{} // closed once a connection was cut
 	conns   []net.Conn
 	watches []watch
