@@ -519,7 +519,7 @@ func (q *Queue) removalEntries(items []backend.MoveItem, h *holding) ([]removal,
 	for _, c := range h.hidden {
 		rank := int64(1)
 		if set != nil && set.bases[c.b] != nil {
-			rank = hiddenRank(set.bases[c.b])
+			rank = hiddenRank(set.bases[c.b], set.epoch)
 		}
 		n := copies(c.b)
 		es = append(es, removal{b: c.b, n: n, rank: rank})

@@ -105,6 +105,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	if keys := src.initOnly(); keys != "" {
+		return nil, backend.Configf("amqp source %s: %s: only dlqctl dlq init takes these (queue= then names the origin whose dead letters to keep)", src.display(), keys)
+	}
 	names, err := opts.Fields.Complete()
 	if err != nil {
 		return nil, backend.Configf("amqp source %s: %v", src.display(), err)

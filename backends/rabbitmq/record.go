@@ -220,6 +220,9 @@ func decodeEntries(shape string, b []byte) ([]removal, error) {
 // removedSet is what a record says was removed.
 type removedSet struct {
 	shape string
+	// epoch is the broker's current epoch ("" none: every entry was
+	// written before a restart).
+	epoch string
 	// bases: queue shape, by content.
 	bases map[base]*baseRemovals
 	// offsets: stream shape, the content at each removed offset.
@@ -297,14 +300,21 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // copyRanks gives the copies of one content their ids as a read meets
-// them, in queue order, and says which are hidden: removed by dlqctl, yet
-// back in the queue.
+// them, in queue order, and says which are hidden: removed by dlqctl
+// before the broker's last restart, yet back in the queue (the restart
+// lost the ack).
 type copyRanks struct {
 	set  *removedSet
 	seen map[base]int64
 }
 
-// next is the id of the next copy of b, or hidden.
+// next is the id of the next copy of b, or hidden. Copies keep their
+// ranks as others leave: the first ones take the ranks not removed, in
+// order (total less the removed copies are expected); copies beyond come
+// back from before a restart (hidden, as many as entries crossed one), or
+// are there still or again (an ack that failed within this epoch, the
+// same content dead-lettered anew) and take the removed ranks, then
+// ranks past total.
 func (c *copyRanks) next(b base) (id string, hidden bool) {
 	c.seen[b]++
 	k := c.seen[b]
@@ -315,15 +325,25 @@ func (c *copyRanks) next(b base) (id string, hidden bool) {
 	if br == nil {
 		return rankedID(b, k), false
 	}
-	removed := int64(len(br.ranks))
-	expected := max(br.total-removed, 0)
-	switch {
-	case k <= expected:
+	removed := sortedRanks(br)
+	expected := max(br.total-int64(len(removed)), 0)
+	if k <= expected {
 		return rankedID(b, freeRank(br, k)), false
-	case k <= expected+removed:
-		return rankedID(b, k-expected), true
 	}
-	return rankedID(b, max(br.total, removed)+k-expected-removed), false
+	j := k - expected
+	crossed := int64(0)
+	for _, ep := range br.ranks {
+		if ep != c.set.epoch || ep == "" {
+			crossed++
+		}
+	}
+	if j <= crossed {
+		return rankedID(b, removed[j-1]), true
+	}
+	if j -= crossed; j <= int64(len(removed)) {
+		return rankedID(b, removed[j-1]), false
+	}
+	return rankedID(b, max(br.total, int64(len(removed)))+j-int64(len(removed))), false
 }
 
 // freeRank is the kth rank (1-based) of 1… that br has not removed.
@@ -337,18 +357,25 @@ func freeRank(br *baseRemovals, k int64) int64 {
 	}
 }
 
-// hiddenRank is a rank br removed, for the entry that records a copy
-// removed again (a re-ack).
-func hiddenRank(br *baseRemovals) int64 {
-	var rs []int64
+// sortedRanks are the ranks br removed, ascending.
+func sortedRanks(br *baseRemovals) []int64 {
+	rs := make([]int64, 0, len(br.ranks))
 	for r := range br.ranks {
 		rs = append(rs, r)
 	}
 	slices.Sort(rs)
-	if len(rs) == 0 {
-		return 1
+	return rs
+}
+
+// hiddenRank is a rank br removed before the epoch, for the entry that
+// records a copy that came back removed again (a re-ack).
+func hiddenRank(br *baseRemovals, epoch string) int64 {
+	for _, r := range sortedRanks(br) {
+		if ep := br.ranks[r]; ep != epoch || ep == "" {
+			return r
+		}
 	}
-	return rs[0]
+	return 1
 }
 
 // String is a short account, for errors.

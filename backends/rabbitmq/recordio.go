@@ -228,6 +228,11 @@ func (q *Queue) removedView(ctx context.Context) (*removedSet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if shape == shapeQueue && set.size() > 0 {
+		if set.epoch, err = q.readEpoch(ctx); err != nil {
+			return nil, err
+		}
+	}
 	q.rec.set, q.rec.forged, q.rec.loaded = set, forged, true
 	return set, nil
 }
@@ -350,6 +355,7 @@ func (q *Queue) startWriter(ctx context.Context, conn *amqp.Connection) (*record
 	if err != nil {
 		return nil, err
 	}
+	set.epoch = w.epoch
 	dropped, err := q.dropGone(ctx, set, w.epoch)
 	if err != nil {
 		return nil, err

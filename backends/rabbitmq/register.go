@@ -37,6 +37,7 @@ func Registration() backend.Registration {
 			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom, KeyFrom: o.KeyFrom})
 		},
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		InitDLQ: initStreamDLQ,
 	}
 }
 

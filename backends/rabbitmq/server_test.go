@@ -54,10 +54,7 @@ func deadLetter(t *testing.T, srv *rabbitmqtest.Server, origin, dlq string, ids 
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if err := ch.PublishWithContext(context.Background(), "", origin, true, false, amqp.Publishing{
-			MessageId: id, ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			Body: []byte(`{"id":"` + id + `"}`), Headers: amqp.Table{"tenant": "acme"},
-		}); err != nil {
+		if err := ch.PublishWithContext(context.Background(), "", origin, true, false, publishing(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,6 +71,14 @@ func deadLetter(t *testing.T, srv *rabbitmqtest.Server, origin, dlq string, ids 
 		}
 	}
 	waitDepth(t, srv, dlq, len(ids))
+}
+
+// publishing is the message the tests dead-letter for event id.
+func publishing(id string) amqp.Publishing {
+	return amqp.Publishing{
+		MessageId: id, ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Body: []byte(`{"id":"` + id + `"}`), Headers: amqp.Table{"tenant": "acme"},
+	}
 }
 
 func waitDepth(t *testing.T, srv *rabbitmqtest.Server, queue string, n int) {

@@ -323,3 +323,21 @@ func DeclareDLX(ctx context.Context, ch *amqp.Channel, origin, dlq string, quoru
 	_, err := ch.QueueDeclare(origin, true, false, false, false, oargs)
 	return err
 }
+
+// DeclareStreamDLX declares, on ch, a dead-letter setup whose DLQ is a
+// stream: a fanout exchange dlq.dlx, the stream dlq bound to it, and the
+// classic origin queue whose dead letters go through it.
+func DeclareStreamDLX(ctx context.Context, ch *amqp.Channel, origin, dlq string) error {
+	dlx := dlq + ".dlx"
+	if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclare(dlq, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(dlq, "", dlx, false, nil); err != nil {
+		return err
+	}
+	_, err := ch.QueueDeclare(origin, true, false, false, false, amqp.Table{"x-dead-letter-exchange": dlx})
+	return err
+}
