@@ -123,6 +123,31 @@ func (a *adminClient) get(ctx context.Context, path string, out any) error {
 	return nil
 }
 
+// put sends body (as JSON) to path; a refusal is an error with the
+// broker's reason.
+func (a *adminClient) put(ctx context.Context, path string, body any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.base+path, strings.NewReader(string(raw)))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(a.user, a.pass)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return backend.Scrub(fmt.Errorf("management API %s: %w", backend.RedactURL(a.base), err), a.secrets...)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("management API %s: PUT %s: %s %s", backend.RedactURL(a.base), path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
 func (a *adminClient) queue(ctx context.Context, vhost, name string) (queueInfo, error) {
 	var info queueInfo
 	err := a.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &info)

@@ -2,6 +2,8 @@ package rabbitmq
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -31,6 +33,16 @@ import (
 // (the default exchange) routes by name: the stream then takes the
 // dead-letter routing key's name. It changes nothing on the origin, and
 // leaves any queue already bound to the exchange (the old DLQ) bound.
+//
+// Not every broker dead-letters into a stream: RabbitMQ 3.10 drops a
+// dead letter routed to one, silently (measured on 3.10.8; its stream
+// queue ignores the broker's own, "stateless", deliveries). dlq init
+// therefore tries it first on a throwaway exchange, stream and queue.
+// Where dead letters do not arrive, it binds a classic queue,
+// NAME.staging, to the exchange instead and has the broker's shovel
+// (plugin rabbitmq_shovel) move what lands there into the stream, acking
+// each message only once the stream has confirmed it (ack-mode
+// on-confirm): it needs the management API to declare the shovel.
 
 // initOpts are dlq init's URL keys.
 type initOpts struct {
@@ -76,7 +88,10 @@ func initStreamDLQ(ctx context.Context, raw string, opts backend.OpenOptions, dr
 	if err != nil {
 		return res, err
 	}
-	res.Subjects, res.Created = plan.subjects(), plan.createStream || plan.createExchange || plan.bind
+	if err := q.planShovel(ctx, &plan); err != nil {
+		return res, err
+	}
+	res.Subjects, res.Created = plan.subjects(), plan.createStream || plan.createExchange || plan.bind || plan.createShovel
 	if dryRun {
 		return res, nil
 	}
@@ -153,6 +168,10 @@ type streamPlan struct {
 	// byOrigin: bound with the origin's name for want of a dead-letter
 	// routing key (direct, or a type the management API did not give).
 	byOrigin bool
+	// staging, when set, is the classic queue bound in the stream's place
+	// (see planShovel); createShovel says its shovel is missing.
+	staging      string
+	createShovel bool
 }
 
 func (p streamPlan) subjects() []string {
@@ -165,10 +184,16 @@ func (p streamPlan) subjects() []string {
 		if p.byOrigin {
 			s += " (only dead letters routed with this key: those published to the origin through the default exchange)"
 		}
+		if p.staging != "" {
+			s += " → queue " + p.staging + " → shovel " + shovelName(p.name) + " → stream " + p.name
+		}
 		out = append(out, s)
 	}
 	return out
 }
+
+// shovelName names the shovel that feeds the stream name.
+func shovelName(name string) string { return "dlqctl-" + name }
 
 // streamPlan reads what exists: the stream (which must be a stream if it
 // does), the exchange and its type, and the binding keys it needs.
@@ -257,8 +282,104 @@ func (a *adminClient) bound(ctx context.Context, vhost, exchange, queue string, 
 	return true
 }
 
+// planShovel decides, when this broker drops dead letters routed to a
+// stream, to bind a staging queue and shovel it into the stream; it needs
+// the management API, and a dead-letter exchange other than the default
+// one (which routes to the stream by name).
+func (q *Queue) planShovel(ctx context.Context, p *streamPlan) error {
+	ok, err := q.deadLettersReachStreams(ctx)
+	if err != nil || ok {
+		return err
+	}
+	lead := fmt.Sprintf("%s: dlq init: this broker (RabbitMQ %s) drops messages dead-lettered into a stream (dlq init routed one to a test stream: it never arrived)", q, q.server)
+	switch {
+	case p.exchange == "":
+		return fmt.Errorf("%s, and %q dead-letters by name through the default exchange: keep a classic DLQ (docs/rabbitmq.md), or give it a dead-letter exchange", lead, q.src.queue)
+	case q.admin == nil:
+		return backend.Configf("%s: a shovel from a classic staging queue can feed the stream, which dlq init declares through the management API: add admin=http://HOST:15672", lead)
+	}
+	p.staging = p.name + ".staging"
+	typ, err := q.probeType(ctx, p.staging)
+	switch {
+	case errors.Is(err, errNoQueue):
+	case err != nil:
+		return err
+	case typ != "classic":
+		return backend.Configf("%s: dlq init: %q exists and is a %s queue: dlq init stages dead letters for the stream in a classic queue of that name", q, p.staging, typ)
+	}
+	if p.bind = true; !p.createStream {
+		p.bind = !q.admin.bound(ctx, q.src.vhost, p.exchange, p.staging, p.keys)
+	}
+	var param map[string]any
+	err = q.admin.get(ctx, "/api/parameters/shovel/"+url.PathEscape(q.src.vhost)+"/"+url.PathEscape(shovelName(p.name)), &param)
+	p.createShovel = err != nil
+	return nil
+}
+
+// deadLettersReachStreams tries on this broker whether a dead letter
+// routed to a stream arrives: a throwaway fanout exchange, stream and
+// exclusive queue, one message rejected into them. All three are gone
+// afterwards.
+func (q *Queue) deadLettersReachStreams(ctx context.Context) (bool, error) {
+	c, err := q.dial(ctx, q.cfg)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		return false, q.wrap(ctx, "open a channel", err)
+	}
+	raw := make([]byte, 6)
+	if _, err := rand.Read(raw); err != nil {
+		return false, err
+	}
+	name := "dlqctl.probe-" + hex.EncodeToString(raw)
+	fail := func(what string, err error) (bool, error) {
+		return false, q.wrap(ctx, "dlq init: try dead-lettering into a stream: "+what, err)
+	}
+	if err := ch.ExchangeDeclare(name, "fanout", false, true, false, false, nil); err != nil {
+		return fail("declare an exchange", err)
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		return fail("declare a stream", err)
+	}
+	defer func() {
+		if dch, err := c.Channel(); err == nil {
+			dch.QueueDelete(name, false, false, false)
+		}
+	}()
+	if err := ch.QueueBind(name, "", name, false, nil); err != nil {
+		return fail("bind", err)
+	}
+	src := name + ".src"
+	if _, err := ch.QueueDeclare(src, false, false, true, false, amqp.Table{"x-dead-letter-exchange": name}); err != nil {
+		return fail("declare a queue", err)
+	}
+	if err := ch.PublishWithContext(ctx, "", src, false, false, amqp.Publishing{Body: []byte("dlqctl dlq init probe")}); err != nil {
+		return fail("publish", err)
+	}
+	var d amqp.Delivery
+	for ok := false; !ok; {
+		if d, ok, err = ch.Get(src, false); err != nil {
+			return fail("get", err)
+		}
+	}
+	if err := d.Nack(false, false); err != nil {
+		return fail("reject", err)
+	}
+	rch, err := c.Channel()
+	if err != nil {
+		return fail("open a channel", err)
+	}
+	_, ok, err := q.probeChunk(ctx, rch, name, "first")
+	return ok, err
+}
+
 // applyStreamPlan declares what p says is missing: the stream, the
-// exchange, the bindings (declaring and binding again are no-ops).
+// exchange, the bindings (declaring and binding again are no-ops), and,
+// where the broker cannot dead-letter into a stream, the staging queue
+// and its shovel.
 func (q *Queue) applyStreamPlan(ctx context.Context, p streamPlan) error {
 	ch, err := q.channel(ctx)
 	if err != nil {
@@ -276,10 +397,31 @@ func (q *Queue) applyStreamPlan(ctx context.Context, p streamPlan) error {
 			return q.wrap(ctx, "declare the dead-letter exchange "+p.exchange, err)
 		}
 	}
-	for _, k := range p.keys {
-		if err := ch.QueueBind(p.name, k, p.exchange, false, nil); err != nil {
-			return q.wrap(ctx, fmt.Sprintf("bind %s to %s with %q", p.name, p.exchange, k), err)
+	target := p.name
+	if p.staging != "" {
+		if _, err := ch.QueueDeclare(p.staging, true, false, false, false, nil); err != nil {
+			return q.wrap(ctx, "declare the staging queue "+p.staging, err)
 		}
+		target = p.staging
+	}
+	for _, k := range p.keys {
+		if err := ch.QueueBind(target, k, p.exchange, false, nil); err != nil {
+			return q.wrap(ctx, fmt.Sprintf("bind %s to %s with %q", target, p.exchange, k), err)
+		}
+	}
+	if p.staging == "" || !p.createShovel {
+		return nil
+	}
+	local := "amqp:///" + url.PathEscape(q.src.vhost)
+	err = q.admin.put(ctx, "/api/parameters/shovel/"+url.PathEscape(q.src.vhost)+"/"+url.PathEscape(shovelName(p.name)), map[string]any{
+		"value": map[string]any{
+			"src-protocol": "amqp091", "src-uri": local, "src-queue": p.staging,
+			"dest-protocol": "amqp091", "dest-uri": local, "dest-queue": p.name,
+			"ack-mode": "on-confirm", "src-delete-after": "never",
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%s: dlq init: declare the shovel %s (is the rabbitmq_shovel plugin enabled? rabbitmq-plugins enable rabbitmq_shovel): %w", q, shovelName(p.name), err)
 	}
 	return nil
 }

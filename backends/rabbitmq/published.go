@@ -75,7 +75,7 @@ func (q *Queue) publishedIn(ctx context.Context, name, run string, since time.Ti
 		return found, q.peekQueue(ctx, name, note)
 	case "stream":
 		start := streamStart{first: since.IsZero(), at: since}
-		_, err := q.readStream(ctx, name, start, idleWait, func(_ int64, d *amqp.Delivery) error {
+		_, err := q.readStream(ctx, name, start, func(_ int64, d *amqp.Delivery) error {
 			note(d)
 			return nil
 		})

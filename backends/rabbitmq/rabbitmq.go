@@ -96,6 +96,9 @@ type Queue struct {
 	unseen     int64
 	hiddenSeen int64
 	dups       map[base]int64
+	// present are the entry ids and dlqctl_source_ids Has read (nil: not
+	// yet), with what this Queue imported since.
+	present map[string]bool
 }
 
 // Open parses rawURL, connects and checks that the DLQ queue exists (a

@@ -34,6 +34,10 @@ const (
 	// ackEvery acks (multiple) after this many deliveries, well inside
 	// the credit.
 	ackEvery = streamPrefetch / 4
+	// emptyProbe is how long a probe of a stream's first or last chunk
+	// waits before it asks the broker whether the stream holds anything:
+	// a message, when there is one, comes within milliseconds.
+	emptyProbe = 300 * time.Millisecond
 )
 
 // hStreamOffset is the header a stream delivery carries its offset in.
@@ -68,16 +72,17 @@ func (s streamStart) arg() any {
 
 // lastChunk is the offset of the first message of the stream's last
 // chunk: every message the stream holds is at an offset below it or in
-// that chunk. ok is false for an empty stream: nothing came within wait
-// (a message, when there is one, comes within milliseconds).
-func (q *Queue) lastChunk(ctx context.Context, ch *amqp.Channel, name string, wait time.Duration) (int64, bool, error) {
-	return q.probeChunk(ctx, ch, name, "last", wait)
+// that chunk. ok is false for an empty stream.
+func (q *Queue) lastChunk(ctx context.Context, ch *amqp.Channel, name string) (int64, bool, error) {
+	return q.probeChunk(ctx, ch, name, "last")
 }
 
 // probeChunk is the offset of the first message a consumer of name
-// starting at spec ("first", "last") gets; ok is false when none came
-// within wait.
-func (q *Queue) probeChunk(ctx context.Context, ch *amqp.Channel, name, spec string, wait time.Duration) (off int64, ok bool, err error) {
+// starting at spec ("first", "last") gets; ok is false when the stream is
+// empty: nothing came within emptyProbe and the broker counts no message
+// (its count lags by seconds, so while it says there are some, the probe
+// waits on, up to the timeout).
+func (q *Queue) probeChunk(ctx context.Context, ch *amqp.Channel, name, spec string) (off int64, ok bool, err error) {
 	tag := "dlqctl-" + spec + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := ch.Qos(1, 0, false); err != nil {
 		return 0, false, q.wrap(ctx, "set QoS on "+name, err)
@@ -87,22 +92,35 @@ func (q *Queue) probeChunk(ctx context.Context, ch *amqp.Channel, name, spec str
 		return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, err)
 	}
 	defer cancelConsumer(ch, tag, ds)
-	timer := time.NewTimer(wait)
+	timer := time.NewTimer(emptyProbe)
 	defer timer.Stop()
-	select {
-	case d, open := <-ds:
-		if !open {
-			return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, amqp.ErrClosed)
+	deadline := time.Now().Add(q.src.timeout)
+	for {
+		select {
+		case d, open := <-ds:
+			if !open {
+				return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, amqp.ErrClosed)
+			}
+			o, ok := streamOffset(&d)
+			if !ok {
+				return 0, false, fmt.Errorf("%s: %s: a delivery without %s: is it a stream?", q, name, hStreamOffset)
+			}
+			return o, true, nil
+		case <-timer.C:
+			st, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			if err != nil {
+				return 0, false, q.wrap(ctx, "declare "+name+" passively", err)
+			}
+			if st.Messages == 0 {
+				return 0, false, nil
+			}
+			if time.Now().After(deadline) {
+				return 0, false, fmt.Errorf("%s: the stream %s counts %d messages, but none came to a reader within %s", q, name, st.Messages, q.src.timeout)
+			}
+			timer.Reset(emptyProbe)
+		case <-ctx.Done():
+			return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, ctx.Err())
 		}
-		o, ok := streamOffset(&d)
-		if !ok {
-			return 0, false, fmt.Errorf("%s: %s: a delivery without %s: is it a stream?", q, name, hStreamOffset)
-		}
-		return o, true, nil
-	case <-timer.C:
-		return 0, false, nil
-	case <-ctx.Done():
-		return 0, false, q.wrap(ctx, "read the "+spec+" offset of the stream "+name, ctx.Err())
 	}
 }
 
@@ -119,15 +137,14 @@ func cancelConsumer(ch *amqp.Channel, tag string, ds <-chan amqp.Delivery) {
 // readStream reads the stream queue name from start to its end as it was
 // when the read began, calling fn with each message's offset; fn may
 // return backend.ErrStop. It returns the offset of the last message the
-// stream held (-1 for an empty one). emptyWait is how long the stream's
-// end is waited for before the stream reads as empty.
-func (q *Queue) readStream(ctx context.Context, name string, start streamStart, emptyWait time.Duration, fn func(off int64, d *amqp.Delivery) error) (int64, error) {
+// stream held (-1 for an empty one).
+func (q *Queue) readStream(ctx context.Context, name string, start streamStart, fn func(off int64, d *amqp.Delivery) error) (int64, error) {
 	ch, err := q.channel(ctx)
 	if err != nil {
 		return -1, err
 	}
 	defer ch.Close()
-	last, ok, err := q.lastChunk(ctx, ch, name, emptyWait)
+	last, ok, err := q.lastChunk(ctx, ch, name)
 	if err != nil || !ok {
 		return -1, err
 	}

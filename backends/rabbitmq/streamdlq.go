@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"context"
 	"strconv"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -25,7 +24,7 @@ func (q *Queue) streamPass(ctx context.Context, o passOpts, fn func(id string, d
 		return err
 	}
 	hidden, full := int64(0), true
-	_, err = q.readStream(ctx, q.src.queue, fromOffset(o.from), idleWait, func(off int64, d *amqp.Delivery) error {
+	_, err = q.readStream(ctx, q.src.queue, fromOffset(o.from), func(off int64, d *amqp.Delivery) error {
 		if b, gone := view.offsets[off]; gone && b == contentOf(q, d) {
 			hidden++
 			return nil
@@ -51,9 +50,9 @@ func (q *Queue) probeOffset(ctx context.Context, spec string) (int64, bool, erro
 	}
 	defer ch.Close()
 	if spec == "last" {
-		return q.lastChunk(ctx, ch, q.src.queue, idleWait)
+		return q.lastChunk(ctx, ch, q.src.queue)
 	}
-	return q.firstChunk(ctx, ch, q.src.queue, idleWait)
+	return q.probeChunk(ctx, ch, q.src.queue, "first")
 }
 
 // firstOffset is the offset of the first message the DLQ stream still
@@ -74,7 +73,7 @@ func (q *Queue) streamBounds(ctx context.Context) (first, last int64, ok bool, e
 	}
 	// The last chunk may hold more than its first message: read it.
 	end := last
-	if _, err := q.readStream(ctx, q.src.queue, fromOffset(last), idleWait, func(off int64, _ *amqp.Delivery) error {
+	if _, err := q.readStream(ctx, q.src.queue, fromOffset(last), func(off int64, _ *amqp.Delivery) error {
 		end = max(end, off)
 		return nil
 	}); err != nil {
@@ -103,7 +102,3 @@ func (q *Queue) streamLen(ctx context.Context) (n int64, last int64, err error) 
 	return max(n, 0), last, nil
 }
 
-// firstChunk is lastChunk's twin for the stream's first message.
-func (q *Queue) firstChunk(ctx context.Context, ch *amqp.Channel, name string, wait time.Duration) (int64, bool, error) {
-	return q.probeChunk(ctx, ch, name, "first", wait)
-}

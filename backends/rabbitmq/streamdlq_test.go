@@ -14,7 +14,7 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// streamDepth is how many messages the stream dlq holds, read by offset.
+// streamIDs are the entries of the stream DLQ dlq, as id=event.
 func streamIDs(t *testing.T, srv *rabbitmqtest.Server, dlq string) []string {
 	t.Helper()
 	var ids []string
@@ -33,9 +33,7 @@ func TestStreamDLQ(t *testing.T) {
 	srv := broker.Get(t)
 	base := uniq(t)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareStreamDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq"); err != nil {
-		t.Fatal(err)
-	}
+	streamDLQ(t, srv, base+"-orders", base+"-dlq")
 	deadLetterTo(t, srv, base+"-orders", "E1", "E2", "E3", "E4", "E5")
 	var first []string
 	deadline := time.Now().Add(20 * time.Second)
@@ -88,6 +86,18 @@ func TestStreamDLQ(t *testing.T) {
 	}
 	if st := fresh.CheckDLQ(ctx); !st.OK || !strings.Contains(st.Detail, "a stream DLQ") {
 		t.Errorf("doctor: %+v", st)
+	}
+}
+
+// streamDLQ declares origin and has dlq init make dlq, a stream DLQ fed
+// by its dead-letter exchange.
+func streamDLQ(t *testing.T, srv *rabbitmqtest.Server, origin, dlq string) {
+	t.Helper()
+	if err := rabbitmqtest.DeclareOrigin(context.Background(), srv.Channel(t), origin, origin+".dlx"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, t.TempDir(), "dlq", "init", srv.Source(origin)+"&dlq="+dlq); code != 0 {
+		t.Fatalf("dlq init: %d\n%s", code, out)
 	}
 }
 

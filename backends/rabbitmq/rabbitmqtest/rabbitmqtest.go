@@ -324,18 +324,11 @@ func DeclareDLX(ctx context.Context, ch *amqp.Channel, origin, dlq string, quoru
 	return err
 }
 
-// DeclareStreamDLX declares, on ch, a dead-letter setup whose DLQ is a
-// stream: a fanout exchange dlq.dlx, the stream dlq bound to it, and the
-// classic origin queue whose dead letters go through it.
-func DeclareStreamDLX(ctx context.Context, ch *amqp.Channel, origin, dlq string) error {
-	dlx := dlq + ".dlx"
+// DeclareOrigin declares, on ch, a classic origin queue whose dead
+// letters go to the fanout exchange dlx (declared too), and no DLQ: dlqctl
+// dlq init makes one.
+func DeclareOrigin(ctx context.Context, ch *amqp.Channel, origin, dlx string) error {
 	if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(dlq, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
-		return err
-	}
-	if err := ch.QueueBind(dlq, "", dlx, false, nil); err != nil {
 		return err
 	}
 	_, err := ch.QueueDeclare(origin, true, false, false, false, amqp.Table{"x-dead-letter-exchange": dlx})
