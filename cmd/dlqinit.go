@@ -30,11 +30,11 @@ type dlqInitOptions struct {
 // runDLQInit.
 func newDLQCmd(f *Factory, runF func(context.Context, *dlqInitOptions) error) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "dlq",
-		Short:   "Create what holds dead letters where the broker keeps none",
+		Use:   "dlq",
+		Short: "Create what holds dead letters where the broker keeps none",
 		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers'
   dlqctl dlq init 'amqp://user@127.0.0.1:5672/?queue=orders&admin=http://127.0.0.1:15672'`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 	}
 	o := &dlqInitOptions{}
 	initCmd := &cobra.Command{

@@ -101,4 +101,3 @@ func (q *Queue) streamLen(ctx context.Context) (n int64, last int64, err error) 
 	}
 	return max(n, 0), last, nil
 }
-
