@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 )
 
@@ -158,6 +162,7 @@ type statsDoc struct {
 		CameBack      int64 `json:"came_back"`
 		NotSeen       int64 `json:"not_seen"`
 		RecordEntries int   `json:"record_entries"`
+		RecordIgnored int   `json:"record_ignored"`
 		Type          string
 	} `json:"backend"`
 }
@@ -279,5 +284,64 @@ func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
 		if got[id] != 1 {
 			t.Errorf("%s is on the origin %d times, want once", id, got[id])
 		}
+	}
+}
+
+// TestForgedRecordCountsForNothing: a message published to dlqctl's record
+// of removals (by mistake or not) that names a DLQ entry, in a broker
+// epoch of its choosing, hides nothing: it has no valid MAC under the
+// record's key. Nor can the key be replaced by publishing: its queue
+// takes one message and refuses any other.
+func TestForgedRecordCountsForNothing(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3")
+	q := open(t, srv, base+"-dlq", true)
+	es := scanAll(t, q)
+	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
+	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	raw, err := hex.DecodeString(es[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append(raw, 1, 1) // content E2, one copy, rank 1
+	ch := srv.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	forged := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, Headers: amqp.Table{
+		"dlqctl-record": "entries", "dlqctl-run": "r", "dlqctl-epoch": "before-a-restart", "dlqctl-shape": "queue",
+		"dlqctl-mac": strings.Repeat("00", 16)}}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", "dlqctl.removed."+base+"-dlq", true, false, forged)
+	if err != nil || !dc.Wait() {
+		t.Fatalf("publish the forged page: %v", err)
+	}
+	dc, err = ch.PublishWithDeferredConfirmWithContext(ctx, "", "dlqctl.removed."+base+"-dlq.key", true, false, amqp.Publishing{Body: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.Wait() {
+		t.Error("the record's key queue took a second key")
+	}
+	dir := t.TempDir()
+	doc := stats(t, dir, srv.Source(base+"-dlq"))
+	if doc.Total != 2 || doc.Backend.CameBack != 0 || doc.Backend.RecordIgnored != 1 {
+		t.Errorf("stats with a forged record page: total %d, came back %d, ignored %d; want 2, 0 and 1", doc.Total, doc.Backend.CameBack, doc.Backend.RecordIgnored)
+	}
+	var ids []string
+	for _, e := range scanAll(t, open(t, srv, base+"-dlq", false)) {
+		ids = append(ids, e.EventID)
+	}
+	if strings.Join(ids, ",") != "E2,E3" {
+		t.Errorf("the DLQ reads as %v, want E2,E3", ids)
 	}
 }
