@@ -15,7 +15,7 @@ func Registration() backend.Registration {
 		EventIDFrom: "property:message_id, header:NAME or json:PATH",
 		KeyFrom:     "header:NAME",
 		Usage:       "amqp://[user:pass@]host:port/VHOST?queue=DLQ[&admin=HTTPURL] (amqps:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
-		Summary:     "a RabbitMQ queue fed by a dead-letter exchange (x-death decoded): a stream (dlq init makes one), read by offset for free; or a classic or quorum queue, read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached; removals are recorded in streams of dlqctl's so that a broker crash cannot bring them back",
+		Summary:     "a RabbitMQ queue fed by a dead-letter exchange (x-death decoded): a stream (dlq init makes one), read by offset for free; or a classic or quorum queue, read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached; removals are recorded in queues of dlqctl's so that a broker crash cannot bring them back",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)"},
 		},
