@@ -67,6 +67,15 @@ func (d dest) String() string {
 	return "exchange " + d.exchange + " (routing key " + d.key + ")"
 }
 
+var _ backend.ChunkSizer = (*Queue)(nil)
+
+// UnlimitedChunk: an unthrottled redrive moves 2,048 entries per call. A
+// chunk costs a read from the DLQ's head (a channel, a consumer, a window),
+// a record page and its confirm, a channel close for the acks and the
+// journal's syncs, whatever its size; the publishes and their confirms
+// are pipelined. 2,048 entries fill one record page.
+func (q *Queue) UnlimitedChunk() int { return pageEntries }
+
 // Atomic is false: the publish to the origin and the ack on the DLQ are
 // two steps; the journal covers the gap.
 func (q *Queue) Atomic() bool { return false }
