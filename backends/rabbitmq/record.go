@@ -55,8 +55,9 @@ import (
 // most copies dlqctl saw in the DLQ before removing one (total) and the
 // ranks it removed. A read gives the copies it finds the ranks not
 // removed, in order; copies beyond total minus the removed ones came
-// back (a lost or failed ack) and are hidden, up to the number removed.
-// Ids so stay what they were while copies leave one by one. An entry of a
+// back after a restart (a lost ack) and are hidden, up to the number of
+// entries written before it (see copyRanks). Ids so stay what they were
+// while copies leave one by one. An entry of a
 // stream DLQ is an offset, with the content's identity so that a stream
 // deleted and re-created (offsets start again at 0) is not hidden.
 //
