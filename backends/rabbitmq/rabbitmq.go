@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,21 +291,38 @@ func (q *Queue) inspect(ctx context.Context) (amqp.Queue, error) {
 	return q.inspectQueue(ctx, q.src.queue)
 }
 
+// A queue that exists but whose replica is not running yet — a stream or
+// quorum queue for some seconds after the broker started — answers a
+// declare with NOT_FOUND "… is down or inaccessible": it is waited for
+// (up to recoverWait), never read as missing.
+const recoverWait = 30 * time.Second
+
 func (q *Queue) inspectQueue(ctx context.Context, name string) (amqp.Queue, error) {
-	ch, err := q.channel(ctx)
-	if err != nil {
-		return amqp.Queue{}, err
-	}
-	st, err := ch.QueueDeclarePassive(name, false, false, false, false, nil)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return amqp.Queue{}, fmt.Errorf("%s: the queue %q %w", q, name, errNoQueue)
+	deadline := time.Now().Add(recoverWait)
+	for {
+		ch, err := q.channel(ctx)
+		if err != nil {
+			return amqp.Queue{}, err
 		}
-		return amqp.Queue{}, q.wrap(ctx, "declare "+name+" passively", err)
+		st, err := ch.QueueDeclarePassive(name, false, false, false, false, nil)
+		if err == nil {
+			ch.Close()
+			return st, nil
+		}
+		var ae *amqp.Error
+		switch {
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "down or inaccessible") && time.Now().Before(deadline):
+			if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+				return amqp.Queue{}, q.wrap(ctx, "wait for the queue "+name+" to come up", err)
+			}
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "down or inaccessible"):
+			return amqp.Queue{}, fmt.Errorf("%s: the queue %q exists, but the broker has not brought it up within %s: %w", q, name, recoverWait, err)
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+			return amqp.Queue{}, fmt.Errorf("%s: the queue %q %w", q, name, errNoQueue)
+		default:
+			return amqp.Queue{}, q.wrap(ctx, "declare "+name+" passively", err)
+		}
 	}
-	ch.Close()
-	return st, nil
 }
 
 // MissingDLQ names the DLQ queue and its vhost when the queue did not exist
