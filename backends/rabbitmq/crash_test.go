@@ -16,6 +16,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
+	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // depth is the number of messages ready in queue.
@@ -364,5 +365,46 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "E2,E3" {
 		t.Errorf("the DLQ reads as %v, want E2,E3", ids)
+	}
+}
+
+// TestKeyQueueLeftEmpty: a run stopped (the broker went down) between
+// declaring the record's key queue and writing the key leaves it empty,
+// with no page written: reads go on, and the next removal writes the key.
+// A key queue purged while the record holds pages stops reads, loudly.
+func TestKeyQueueLeftEmpty(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2")
+	ch := srv.Channel(t)
+	keyQueue := "dlqctl.removed." + base + "-dlq.key"
+	if _, err := ch.QueueDeclare(keyQueue, true, false, false, false, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	q := open(t, srv, base+"-dlq", false)
+	es := scanAll(t, q)
+	if len(es) != 2 {
+		t.Fatalf("read with an empty key queue: %d entries", len(es))
+	}
+	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
+	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	if n := len(scanAll(t, open(t, srv, base+"-dlq", false))); n != 1 {
+		t.Errorf("after the move the DLQ reads %d entries, want 1", n)
+	}
+	if _, err := ch.QueuePurge(keyQueue, false); err != nil {
+		t.Fatal(err)
+	}
+	err := open(t, srv, base+"-dlq", false).Scan(ctx, "", func(envelope.Envelope) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "holds no key") {
+		t.Errorf("a read with the key purged and pages left: %v, want a refusal", err)
 	}
 }

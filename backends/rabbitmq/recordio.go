@@ -159,27 +159,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readKey is the record's key, nil when dlqctl never wrote one (the key
-// queue does not exist). A key queue that holds no key is an error: a
-// record that cannot be checked must not read as empty.
-func (q *Queue) readKey(ctx context.Context) ([]byte, error) {
-	var key []byte
-	_, err := q.readBook(ctx, q.keyQueue(), false, func(d *amqp.Delivery) {
+// readKey is the record's key, nil when there is none: the key queue
+// does not exist (dlqctl never wrote one), or it is empty (a run stopped
+// between declaring it and writing the key; or it was purged, which
+// readRecord refuses when there are pages the key should check).
+func (q *Queue) readKey(ctx context.Context) (key []byte, exists bool, err error) {
+	_, err = q.readBook(ctx, q.keyQueue(), false, func(d *amqp.Delivery) {
 		if key == nil && len(d.Body) == keyLen {
 			key = append([]byte(nil), d.Body...)
 		}
 	})
 	if errors.Is(err, errNoQueue) {
-		return nil, nil
+		return nil, false, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	if key == nil {
-		return nil, fmt.Errorf("%s: %s holds no key: dlqctl cannot tell its record of removals from messages anyone published, so it does not read the DLQ "+
-			"(was the queue purged? delete it and %s to start the record afresh: removed entries a broker crash brings back may then be read again)", q, q.keyQueue(), q.recordQueue())
-	}
-	return key, nil
+	return key, err == nil, err
 }
 
 // readRecord reads the record: what counts as removed for a DLQ of the
@@ -187,7 +180,7 @@ func (q *Queue) readKey(ctx context.Context) ([]byte, error) {
 // many messages it holds.
 func (q *Queue) readRecord(ctx context.Context, shape string) (set *removedSet, forged, pages int, err error) {
 	set = newRemovedSet(shape)
-	key, err := q.readKey(ctx)
+	key, keyQueue, err := q.readKey(ctx)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -207,6 +200,11 @@ func (q *Queue) readRecord(ctx context.Context, shape string) (set *removedSet, 
 	}
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%s: read dlqctl's record of removals (%s): %w", q, q.recordQueue(), err)
+	}
+	if key == nil && keyQueue && pages > 0 {
+		// Pages are written only once the key is in: it was purged.
+		return nil, 0, 0, fmt.Errorf("%s: %s holds no key, but %s holds %d pages: dlqctl cannot tell its record of removals from messages anyone published, so it does not read the DLQ "+
+			"(delete both queues to start the record afresh: removed entries that a broker crash brought back would then read as entries again)", q, q.keyQueue(), q.recordQueue(), pages)
 	}
 	return set, forged, pages, nil
 }
@@ -431,6 +429,12 @@ func (q *Queue) ensureKey(ctx context.Context, ch *amqp.Channel) ([]byte, error)
 	if key != nil {
 		return key, nil
 	}
+	// Pages without a key: it was purged (pages are written only once it
+	// is in); a new key would make them count for nothing, silently.
+	if st, err := q.inspectQueue(ctx, q.recordQueue()); err == nil && st.Messages > 0 {
+		return nil, fmt.Errorf("%s: %s holds no key, but %s holds %d pages: dlqctl does not write a new key over them "+
+			"(delete both queues to start the record afresh: removed entries that a broker crash brought back would then read as entries again)", q, name, q.recordQueue(), st.Messages)
+	}
 	key = make([]byte, keyLen)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
@@ -438,7 +442,7 @@ func (q *Queue) ensureKey(ctx context.Context, ch *amqp.Channel) ([]byte, error)
 	if err := q.publishConfirmed(ctx, ch, name, amqp.Publishing{Body: key, DeliveryMode: amqp.Persistent}); err != nil {
 		return nil, fmt.Errorf("%s: write the record's key to %s (does another message fill it? delete the queue): %w", q, name, err)
 	}
-	back, err := q.readKey(ctx)
+	back, _, err := q.readKey(ctx)
 	if err != nil {
 		return nil, err
 	}
