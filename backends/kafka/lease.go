@@ -135,7 +135,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	}
 	var over *int64
 	if cur := replayLease(m.leases); cur != nil && cur.RunID == h.RunID {
-		if !holderGone(cur.holder(), h) {
+		if !backend.HolderGone(cur.holder(), h) {
 			return nil, &backend.BusyError{What: t.leaseWhat(), Holder: cur.holder().String() + ", which is still running"}
 		}
 		e := cur.epoch
@@ -175,21 +175,6 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	l := &lease{t: t, h: h, epoch: epoch, ctx: context.WithoutCancel(ctx), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renew()
 	return l, nil
-}
-
-// holderGone says whether the process behind a lease of our run ID has
-// provably ended. Only a process in this PID space (same host, boot and
-// PID namespace) can be looked for; a holder elsewhere is judged by its
-// lease's expiry, so that two live resumes of copies of one journal are
-// refused wherever they run.
-func holderGone(cur, me backend.LeaseHolder) bool {
-	if !backend.SamePIDSpace(cur, me) {
-		return false
-	}
-	if cur.PID == me.PID || cur.PID <= 0 {
-		return true
-	}
-	return !backend.ProcessAlive(cur.PID)
 }
 
 // writeLease writes a lease record and returns its offset.

@@ -146,15 +146,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// depth is the queue's ready messages.
-func depth(t *testing.T, b *rabbitmqtest.Server, queue string) int {
-	q, err := b.Channel(t).QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q.Messages
-}
-
 // snapshot reads the queue's messages in order (basic.get, never acked)
 // with their properties, headers (x-delivery-count among them on a quorum
 // queue) and bodies, then closes the channel: they all go back, and a

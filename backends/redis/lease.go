@@ -95,24 +95,12 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 		if json.Unmarshal([]byte(found), &cur) != nil {
 			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "an unreadable lease " + s.leaseKey()}
 		}
-		if cur.RunID != h.RunID || !holderGone(cur, h) || prev != "" {
+		if cur.RunID != h.RunID || !backend.HolderGone(cur.holder(), h) || prev != "" {
 			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: cur.holder().String()}
 		}
 		prev = found // our own run's lease, left by a crash: take it over
 	}
 	return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "a run that took the lease meanwhile"}
-}
-
-// holderGone says whether the process behind a lease of our run ID has
-// provably ended: only a process in this PID space can be looked for.
-func holderGone(cur leaseToken, me backend.LeaseHolder) bool {
-	if !backend.SamePIDSpace(cur.holder(), me) {
-		return false
-	}
-	if cur.PID == me.PID {
-		return true
-	}
-	return !backend.ProcessAlive(cur.PID)
 }
 
 type redisLease struct {
