@@ -48,6 +48,10 @@ type readGuard struct {
 	mu   sync.Mutex
 	seen int  // the highest count the pass received
 	edge bool // a message came back at the limit
+	// blind: a receive call of the pass failed or was made again by the
+	// SDK, so messages may have been handed out (their counts raised)
+	// in an answer that never arrived.
+	blind bool
 }
 
 // guardRead is called before a receive pass: it refuses one that could
@@ -97,16 +101,34 @@ func (g *readGuard) note(msgs []types.Message) bool {
 	return g.edge
 }
 
+// unanswered notes a receive call whose answer may be lost: what it
+// handed out was received without dlqctl seeing the counts.
+func (g *readGuard) unanswered() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.blind = true
+	g.mu.Unlock()
+}
+
 // done records what the pass left: the highest count it saw when it saw
 // the whole DLQ (whole), else the higher of that and what was known
-// before. It returns the refusal when the pass stopped at a message at
-// the limit.
+// before — or, when a receive's answer may have been lost, the count
+// written ahead, since a message handed out in that answer has been
+// received once more, unseen. It returns the refusal when the pass
+// stopped at a message at the limit.
 func (g *readGuard) done(ctx context.Context, what string, whole bool) error {
 	if g == nil {
 		return nil
 	}
-	left := g.seen
-	if !whole || g.edge {
+	g.mu.Lock()
+	left, blind := g.seen, g.blind
+	g.mu.Unlock()
+	switch {
+	case blind && !whole:
+		left = max(left, g.prior+1)
+	case !whole || g.edge:
 		left = max(left, g.prior)
 	}
 	g.q.mu.Lock()

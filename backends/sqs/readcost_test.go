@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -175,4 +176,39 @@ func deref(n *int) string {
 		return "none"
 	}
 	return fmt.Sprint(*n)
+}
+
+// TestLostReceiveCounts: a receive pass whose answer was lost (the SDK
+// asked again) raised the counts of what it handed out without dlqctl
+// seeing them: what it wrote ahead stands. Here show's first receive
+// hands out all five messages of a DLQ read twice (to 2 of its limit 4)
+// and the answer is lost, so each is at 3 — one receive short of the
+// limit, no read left. The pass saw nothing, and recorded 2 (a read left,
+// which would bring every message to the limit) before.
+func TestLostReceiveCounts(t *testing.T) {
+	ctx := testCtx(t)
+	const limit, n = 4, 5
+	p, last := limitedDLQ(t, ctx, limit, n)
+	for range 2 {
+		if err := open(t, ctx, p).Scan(ctx, "", func(envelope.Envelope) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &lossyTransport{n: 1, vis: 120}
+	if _, err := openLossy(t, p, l, 2*time.Second).Get(ctx, "no-such-id"); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("show of a missing ID: %v", err)
+	}
+	if l.lost != n {
+		t.Fatalf("the lost answer held %d messages, want all %d", l.lost, n)
+	}
+	c, err := open(t, ctx, p).Cost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Highest != limit-1 || c.ReadsLeft != 0 {
+		t.Errorf("after a show whose receive answer was lost: highest %d, %d reads left; want %d and 0 (every message received %d times)", c.Highest, c.ReadsLeft, limit-1, limit-1)
+	}
+	if v, f := counts(t, ctx, last); v+f != 0 {
+		t.Fatalf("the DLQ's DLQ holds %d messages", v+f)
+	}
 }

@@ -28,11 +28,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -323,7 +325,7 @@ func (q *Queue) receiveAll(ctx context.Context, what string, vis time.Duration, 
 		return nil, err
 	}
 	seen := map[string]received{}
-	_, _, err = q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
+	_, _, err = q.receiveInto(ctx, vis, g, func(msgs []types.Message, at time.Time) bool {
 		ext.add(msgs, at, vis)
 		for _, m := range msgs {
 			seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
@@ -354,9 +356,9 @@ func (q *Queue) receiveAll(ctx context.Context, what string, vis time.Duration, 
 // lock. It returns the queue's counts from before the first receive and,
 // when it ended with fewer messages in hand than those counts hold, from
 // its end (else nil).
-func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]types.Message, time.Time) bool, have func() int) (start Counts, end *Counts, err error) {
+func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, g *readGuard, add func([]types.Message, time.Time) bool, have func() int) (start Counts, end *Counts, err error) {
 	rs := &receivers{
-		q: q, ctx: ctx, vis: vis, add: add, have: have,
+		q: q, ctx: ctx, vis: vis, g: g, add: add, have: have,
 		// Receivers stop between calls and a call in flight is never
 		// cancelled: messages it was handed would otherwise stay invisible with
 		// nobody holding their receipt handles.
@@ -438,10 +440,13 @@ func (q *Queue) lostInFlight(start, end Counts, have int64) bool {
 
 // receivers are the parallel receivers of one receiveInto round.
 type receivers struct {
-	q      *Queue
-	ctx    context.Context
-	rctx   context.Context // ctx without its cancellation, for the calls
-	vis    time.Duration
+	q    *Queue
+	ctx  context.Context
+	rctx context.Context // ctx without its cancellation, for the calls
+	vis  time.Duration
+	// g is told of every receive call that may have raised counts it
+	// never returned (see readGuard.unanswered).
+	g      *readGuard
 	add    func([]types.Message, time.Time) bool
 	have   func() int
 	expect int64 // messages visible or in flight before the first receive
@@ -482,6 +487,9 @@ func (rs *receivers) receive() {
 			return
 		}
 		out, err := rs.receiveOnce(wait)
+		if err != nil || retried(out.ResultMetadata) {
+			rs.g.unanswered()
+		}
 		rs.mu.Lock()
 		rs.inflight--
 		if err != nil {
@@ -533,6 +541,13 @@ func (rs *receivers) receiveOnce(wait int32) (*sqs.ReceiveMessageOutput, error) 
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	})
+}
+
+// retried says whether the SDK made a call more than once: the answer to
+// an attempt before the last was lost, and may have handed out messages.
+func retried(md middleware.Metadata) bool {
+	r, ok := retry.GetAttemptResults(md)
+	return ok && len(r.Results) > 1
 }
 
 // maxReceiveRounds bounds how often a scan's receivers go round again
@@ -666,7 +681,7 @@ func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err er
 	if err != nil {
 		return err
 	}
-	start, end, err := q.receiveInto(ctx, q.scanVis, func(msgs []types.Message, at time.Time) bool {
+	start, end, err := q.receiveInto(ctx, q.scanVis, g, func(msgs []types.Message, at time.Time) bool {
 		i, j := st.add(msgs)
 		ext.addRange(i, j, at, q.scanVis)
 		return g.note(msgs)
