@@ -43,7 +43,8 @@ const ReadsTag = "dlqctl-reads"
 type readGuard struct {
 	q     *Queue
 	limit int
-	prior int // the highest count before the pass, as far as dlqctl knows
+	prior int    // the highest count before the pass, as far as dlqctl knows
+	ahead string // the tag's value the pass wrote before it received
 
 	mu   sync.Mutex
 	seen int  // the highest count the pass received
@@ -71,7 +72,7 @@ func (q *Queue) guardRead(ctx context.Context, what string) (*readGuard, error) 
 		return nil, q.costRefusal(what, prior)
 	}
 	// Written ahead: a pass killed half-way has raised counts all the same.
-	if err := q.writeReads(ctx, prior+1); err != nil {
+	if g.ahead, err = q.writeReads(ctx, prior+1); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -116,8 +117,11 @@ func (g *readGuard) unanswered() {
 // the whole DLQ (whole), else the higher of that and what was known
 // before — or, when a receive's answer may have been lost, the count
 // written ahead, since a message handed out in that answer has been
-// received once more, unseen. It returns the refusal when the pass
-// stopped at a message at the limit.
+// received once more, unseen. A tag rewritten since the pass wrote it
+// ahead means another process read at the same time (and may have
+// received a message after this pass gave it back): what it wrote is
+// kept when higher. It returns the refusal when the pass stopped at a
+// message at the limit.
 func (g *readGuard) done(ctx context.Context, what string, whole bool) error {
 	if g == nil {
 		return nil
@@ -131,10 +135,17 @@ func (g *readGuard) done(ctx context.Context, what string, whole bool) error {
 	case !whole || g.edge:
 		left = max(left, g.prior)
 	}
+	// Failing to read the tag, the pass leaves what it wrote ahead.
+	raw, err := g.q.readTag(ctx)
+	if err == nil {
+		if raw != g.ahead {
+			left = max(left, parseReads(raw))
+		}
+		_, err = g.q.writeReads(ctx, left)
+	}
 	g.q.mu.Lock()
 	g.q.reads = left
 	g.q.mu.Unlock()
-	err := g.q.writeReads(ctx, left)
 	if g.edge {
 		return g.q.edgeRefusal(what, g.seen)
 	}
@@ -185,23 +196,38 @@ func (q *Queue) arrivalCount(ctx context.Context) (int, error) {
 // readReads reads ReadsTag: the count and when it was written; 0 when
 // there is none.
 func (q *Queue) readReads(ctx context.Context) (int, time.Time, error) {
-	out, err := q.c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(q.url)})
+	raw, err := q.readTag(ctx)
 	if err != nil {
-		return 0, time.Time{}, q.wrap(ctx, "read the "+ReadsTag+" tag (what reading this DLQ has cost so far)", err)
+		return 0, time.Time{}, err
 	}
-	raw := out.Tags[ReadsTag]
-	count, at, _ := strings.Cut(raw, "|")
-	n, _ := strconv.Atoi(count)
+	_, at, _ := strings.Cut(raw, "|")
 	when, _ := time.Parse(time.RFC3339, at)
-	return max(n, 0), when, nil
+	return parseReads(raw), when, nil
 }
 
-func (q *Queue) writeReads(ctx context.Context, n int) error {
+// readTag is ReadsTag's raw value, COUNT|TIME ("" when there is none).
+func (q *Queue) readTag(ctx context.Context) (string, error) {
+	out, err := q.c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(q.url)})
+	if err != nil {
+		return "", q.wrap(ctx, "read the "+ReadsTag+" tag (what reading this DLQ has cost so far)", err)
+	}
+	return out.Tags[ReadsTag], nil
+}
+
+// parseReads is the count of a ReadsTag value; 0 when there is none.
+func parseReads(raw string) int {
+	count, _, _ := strings.Cut(raw, "|")
+	n, _ := strconv.Atoi(count)
+	return max(n, 0)
+}
+
+// writeReads records n in ReadsTag and returns the value written.
+func (q *Queue) writeReads(ctx context.Context, n int) (string, error) {
 	v := strconv.Itoa(n) + "|" + q.now().UTC().Format(time.RFC3339)
 	if _, err := q.c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(q.url), Tags: map[string]string{ReadsTag: v}}); err != nil {
-		return q.wrap(ctx, "record what reading this DLQ costs (the "+ReadsTag+" tag; TagQueue is needed to read a DLQ with a redrive policy of its own)", err)
+		return "", q.wrap(ctx, "record what reading this DLQ costs (the "+ReadsTag+" tag; TagQueue is needed to read a DLQ with a redrive policy of its own)", err)
 	}
-	return nil
+	return v, nil
 }
 
 // readCostError is a receive pass refused for what it would cost.

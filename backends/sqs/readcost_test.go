@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,6 +209,59 @@ func TestLostReceiveCounts(t *testing.T) {
 	}
 	if c.Highest != limit-1 || c.ReadsLeft != 0 {
 		t.Errorf("after a show whose receive answer was lost: highest %d, %d reads left; want %d and 0 (every message received %d times)", c.Highest, c.ReadsLeft, limit-1, limit-1)
+	}
+	if v, f := counts(t, ctx, last); v+f != 0 {
+		t.Fatalf("the DLQ's DLQ holds %d messages", v+f)
+	}
+}
+
+// concurrentReader is a fake around the real server: before the first
+// ReceiveMessage call of a pass it lets another process's pass run to its
+// end, by writing the reads tag as that pass leaves it.
+type concurrentReader struct {
+	once  sync.Once
+	write func()
+}
+
+func (c *concurrentReader) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, ok, err := callBody(r, "ReceiveMessage")
+	if ok && err == nil {
+		c.once.Do(c.write)
+	}
+	return passOn(r, body, err)
+}
+
+// TestConcurrentReadKeepsTheHigherCount: while a scan runs, another
+// process's pass records a higher count (it received the messages once
+// more, after this scan gave them back); the scan, which saw every
+// message once, keeps that count rather than writing its own lower one
+// over it. It wrote its own, and the next reads went on past the
+// other's, before.
+func TestConcurrentReadKeepsTheHigherCount(t *testing.T) {
+	ctx := testCtx(t)
+	const limit, n = 5, 4
+	p, last := limitedDLQ(t, ctx, limit, n)
+	c := sqsServer(t).Client()
+	other := &concurrentReader{write: func() {
+		if _, err := c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(p.dlq),
+			Tags: map[string]string{sqsdlq.ReadsTag: "3|2026-12-07T00:00:00Z"}}); err != nil {
+			t.Error(err)
+		}
+	}}
+	q, err := sqsdlq.Open(ctx, p.sourceURL("receivers=1"), sqsdlq.Options{Client: sqsServer(t).ClientVia(other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	if err := q.Scan(ctx, "", func(envelope.Envelope) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	cost, err := open(t, ctx, p).Cost(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cost.Highest != 3 || cost.ReadsLeft != limit-1-3 {
+		t.Errorf("after a scan overlapping another pass that left 3: highest %d, %d reads left; want 3 and %d", cost.Highest, cost.ReadsLeft, limit-1-3)
 	}
 	if v, f := counts(t, ctx, last); v+f != 0 {
 		t.Fatalf("the DLQ's DLQ holds %d messages", v+f)
