@@ -181,6 +181,9 @@ func parseRun(t *testing.T, out string) runDoc {
 // against the worker's inbox while the worker (now healthy) consumes: one
 // effect per event, same event IDs and fingerprints.
 func TestE2ERedriveFromRealDeadLetters(t *testing.T) {
+	// In parallel with the other tests that mostly wait (settle, a
+	// visibility timeout): a queue pair each; none stops the server.
+	t.Parallel()
 	ctx := testCtx(t)
 	p := newPair(t, ctx, false, 2)
 	dir := t.TempDir()
@@ -256,9 +259,13 @@ func TestE2ERedriveFromRealDeadLetters(t *testing.T) {
 // leaves the messages received by the dead process; the resume waits for
 // their visibility to run out and deletes them).
 func TestE2ECrashMatrix(t *testing.T) {
+	// In parallel with the other tests that mostly wait out a visibility
+	// timeout (a queue pair each; none stops the server).
+	t.Parallel()
 	const n = 12
 	for _, step := range []string{"intent:1", "published:1", "published:2", "batch-end:1"} {
 		t.Run(step, func(t *testing.T) {
+			t.Parallel()
 			ctx := testCtx(t)
 			p := newPair(t, ctx, false, 2)
 			var evs []event
