@@ -2,10 +2,12 @@ package kafkadlq
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,10 +156,19 @@ func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []o
 	return settled, again, nil
 }
 
-// hangingOutcome decides how a hanging state transaction ended: by the
-// origin records its state records name, read at read_committed once the
-// origin's partitions are settled past them.
+// hangingOutcome decides how a hanging state transaction ended. It must
+// be dlqctl's own (ownTxn). Its state records name the origin records
+// written in the same transaction, and on each origin partition the
+// transaction's own marker says how it ended: the first control record
+// of its producer after those records. A named record that the log
+// cleaner removed since (a compacted origin keeps only the newest record
+// of a key, and drops aborted ones) is decided by that marker too, never
+// by its absence; where no such marker is left, the outcome is unknown and
+// nothing is settled.
 func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why string, err error) {
+	if err := t.ownTxn(ctx, o); err != nil {
+		return false, "", err
+	}
 	named, err := t.hangingRecords(ctx, o)
 	if err != nil {
 		return false, "", err
@@ -165,33 +176,76 @@ func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why
 	if len(named) == 0 {
 		return false, "", errors.New("none of its records names an origin record")
 	}
-	committed, aborted := 0, 0
-	spansOf := map[string][]span{} // each origin topic's offsets, asked once
+	type topicPart struct {
+		topic     string
+		partition int32
+	}
+	byPart := map[topicPart][]originRecord{}
+	var parts []topicPart
 	for _, n := range named {
-		ok, err := t.committedAt(ctx, spansOf, n.topic, n.partition, n.offset)
+		tp := topicPart{n.topic, n.partition}
+		if _, ok := byPart[tp]; !ok {
+			parts = append(parts, tp)
+		}
+		byPart[tp] = append(byPart[tp], n)
+	}
+	committed, aborted, removed := 0, 0, 0
+	for _, tp := range parts {
+		c, gone, err := t.originOutcome(ctx, o, tp.topic, tp.partition, byPart[tp])
 		if err != nil {
 			return false, "", err
 		}
-		if ok {
-			committed++
+		if c {
+			committed += len(byPart[tp])
 		} else {
-			aborted++
+			aborted += len(byPart[tp])
 		}
+		removed += gone
+	}
+	cleaned := ""
+	if removed > 0 {
+		cleaned = fmt.Sprintf(" (%d of them removed by the log cleaner since)", removed)
 	}
 	switch {
 	case aborted == 0:
-		return true, fmt.Sprintf("the %d origin records its state records name are committed", committed), nil
+		return true, fmt.Sprintf("the markers of the %d origin records its state records name say committed%s", committed, cleaned), nil
 	case committed == 0:
-		return false, fmt.Sprintf("the %d origin records its state records name were aborted", aborted), nil
+		return false, fmt.Sprintf("the markers of the %d origin records its state records name say aborted%s", aborted, cleaned), nil
 	}
-	return false, "", fmt.Errorf("of the origin records its state records name, %d are committed and %d aborted", committed, aborted)
+	return false, "", fmt.Errorf("of the origin records its state records name, the markers say %d committed and %d aborted", committed, aborted)
 }
 
-// originRecord is where a state record says its entry went.
+// ownTxn refuses a hanging transaction that is not dlqctl's: its producer
+// ID must be the one the broker gave the DLT's transactional ID, which
+// this lease holder's producer holds now, at an epoch no later than this
+// holder's (taking the lease fenced the transactional ID, so a crashed
+// run's epoch is lower). Another producer's transaction on the state
+// topic is never ended by dlqctl, whatever its records say.
+func (t *Topic) ownTxn(ctx context.Context, o openTxn) error {
+	cl, err := t.txnClient(ctx)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	pid, epoch, err := cl.ProducerID(rctx)
+	if err != nil {
+		return t.connErr(ctx, "the producer ID of "+TransactionalID(t.src.topic), err)
+	}
+	if o.producerID != pid || o.epoch > epoch {
+		return fmt.Errorf("it is not dlqctl's: the transactional ID %s has producer ID %d, at epoch %d now", TransactionalID(t.src.topic), pid, epoch)
+	}
+	return nil
+}
+
+// originRecord is where a state record of a hanging transaction says its
+// entry went, and the run markers the record there must carry.
 type originRecord struct {
 	topic     string
 	partition int32
 	offset    int64
+	runID     string
+	seq       int64
 }
 
 // hangingRecords reads the hanging transaction's state records (read
@@ -220,27 +274,28 @@ func (t *Topic) hangingRecords(ctx context.Context, o openTxn) ([]originRecord, 
 			return fmt.Errorf("its record %d:%d is not a dlqctl state record", r.Partition, r.Offset)
 		}
 		p, off, ok := ParseKafkaID(sr.DestID)
-		if sr.Dest == "" || !ok {
-			return fmt.Errorf("its record %d:%d (entry %s) names no origin record", r.Partition, r.Offset, r.Key)
+		if sr.Dest == "" || !ok || sr.RunID == "" {
+			return fmt.Errorf("its record %d:%d (entry %s) names no origin record and run", r.Partition, r.Offset, r.Key)
 		}
-		named = append(named, originRecord{topic: sr.Dest, partition: p, offset: off})
+		named = append(named, originRecord{topic: sr.Dest, partition: p, offset: off, runID: sr.RunID, seq: sr.Seq})
 		return nil
 	})
 	return named, err
 }
 
-// committedAt says whether the record at topic/partition/offset is
-// committed: a read_committed fetch from its offset returns it first,
-// where an aborted one is skipped. The partition must be settled past it.
-// spansOf caches each topic's offsets across the calls of one outcome.
-func (t *Topic) committedAt(ctx context.Context, spansOf map[string][]span, topic string, partition int32, offset int64) (bool, error) {
-	spans, known := spansOf[topic]
-	if !known {
-		var err error
-		if spans, _, err = t.spans(ctx, topic); err != nil {
-			return false, err
-		}
-		spansOf[topic] = spans
+// originOutcome says how the hanging transaction o ended on one origin
+// partition, where recs (its records there) went: the partition is read
+// uncommitted, markers included, from the first of them to the first
+// marker of o's producer — o's own, since a producer's next transaction on
+// a partition starts only after its marker there. Each named record still
+// there must be o's (its producer and epoch) and carry its run's markers
+// (dlqctl_run_id, dlqctl_seq); removed says how many the cleaner removed.
+// A record of o's producer at a later epoch before any marker means o's
+// marker is gone too: the outcome is unknown.
+func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, partition int32, recs []originRecord) (commit bool, removed int, err error) {
+	spans, _, err := t.spans(ctx, topic)
+	if err != nil {
+		return false, 0, err
 	}
 	var s *span
 	for i := range spans {
@@ -248,18 +303,97 @@ func (t *Topic) committedAt(ctx context.Context, spansOf map[string][]span, topi
 			s = &spans[i]
 		}
 	}
-	if s == nil || offset < s.start {
-		return false, fmt.Errorf("origin record %s/%s is gone (deleted or past retention)", topic, KafkaID(partition, offset))
+	want := make(map[int64]originRecord, len(recs))
+	first, last := recs[0].offset, recs[0].offset
+	for _, n := range recs {
+		want[n.offset] = n
+		first, last = min(first, n.offset), max(last, n.offset)
 	}
-	if offset >= s.end {
-		return false, fmt.Errorf("origin record %s/%s is in a transaction still open there too", topic, KafkaID(partition, offset))
+	where := fmt.Sprintf("%s partition %d", topic, partition)
+	if s == nil || last >= s.hwm {
+		return false, 0, fmt.Errorf("origin record %s/%s is not there (past the partition's end)", topic, KafkaID(partition, last))
 	}
-	first := int64(-1)
-	err := t.readRange(ctx, topic, map[int32][2]int64{partition: {offset, s.end}}, func(r *kgo.Record) error {
-		first = r.Offset
+	seen, decided := 0, false
+	marker := int64(-1)
+	err = t.readRecords(ctx, topic, map[int32][2]int64{partition: {max(first, s.start), s.hwm}}, kgo.ReadUncommitted(), true, func(r *kgo.Record) error {
+		if n, ok := want[r.Offset]; ok && !r.Attrs.IsControl() {
+			if err := n.check(r, o); err != nil {
+				return err
+			}
+			seen++
+		}
+		if r.ProducerID != o.producerID {
+			return nil
+		}
+		if !r.Attrs.IsControl() {
+			if r.ProducerEpoch != o.epoch {
+				return fmt.Errorf("on %s, a later transaction of producer %d (epoch %d) comes before any marker of this one: its marker is gone, and its outcome unknown", where, o.producerID, r.ProducerEpoch)
+			}
+			return nil
+		}
+		// A transaction's markers carry its epoch, or the next one where
+		// the coordinator bumps the epoch as it ends the transaction
+		// (transaction version 2, Kafka 4.0 and later).
+		if r.ProducerEpoch != o.epoch && r.ProducerEpoch != o.epoch+1 {
+			return fmt.Errorf("on %s, the first marker of producer %d after the transaction's records is of epoch %d, not this transaction's (%d): its own marker is gone, and its outcome unknown", where, o.producerID, r.ProducerEpoch, o.epoch)
+		}
+		c, ok := controlCommit(r.Key)
+		if !ok {
+			return fmt.Errorf("on %s, the control record at offset %d is no transaction marker", where, r.Offset)
+		}
+		commit, decided, marker = c, true, r.Offset
 		return backend.ErrStop
 	})
-	return first == offset, err
+	switch {
+	case err != nil:
+		return false, 0, err
+	case !decided:
+		return false, 0, fmt.Errorf("on %s, no marker of producer %d follows offset %d (the log cleaner removed it, or it is not written yet): the outcome is unknown", where, o.producerID, first)
+	case last > marker:
+		return false, 0, fmt.Errorf("origin record %s/%s comes after the transaction's marker there: it is not the transaction's", topic, KafkaID(partition, last))
+	}
+	return commit, len(recs) - seen, nil
+}
+
+// check says whether r, found where n says its entry went, is the record
+// the hanging transaction o wrote there for n's run.
+func (n originRecord) check(r *kgo.Record, o openTxn) error {
+	at := n.topic + "/" + KafkaID(n.partition, n.offset)
+	if r.ProducerID != o.producerID || r.ProducerEpoch != o.epoch || !r.Attrs.IsTransactional() {
+		return fmt.Errorf("origin record %s is not this transaction's (producer %d, epoch %d)", at, r.ProducerID, r.ProducerEpoch)
+	}
+	run, _ := recordHeader(r, backend.MarkerRunID)
+	seq, _ := recordHeader(r, backend.MarkerSeq)
+	if run != n.runID || seq != strconv.FormatInt(n.seq, 10) {
+		return fmt.Errorf("origin record %s does not carry the markers of run %s, seq %d (%s=%q, %s=%q)", at, n.runID, n.seq, backend.MarkerRunID, run, backend.MarkerSeq, seq)
+	}
+	return nil
+}
+
+// recordHeader is the value of r's last header named k.
+func recordHeader(r *kgo.Record, k string) (string, bool) {
+	v, ok := "", false
+	for _, h := range r.Headers {
+		if h.Key == k {
+			v, ok = string(h.Value), true
+		}
+	}
+	return v, ok
+}
+
+// controlCommit reads a control record's key (version, then type, both
+// int16): type 1 is a commit marker, 0 an abort marker.
+func controlCommit(key []byte) (commit, ok bool) {
+	if len(key) < 4 {
+		return false, false
+	}
+	switch binary.BigEndian.Uint16(key[2:4]) {
+	case 0:
+		return false, true
+	case 1:
+		return true, true
+	}
+	return false, false
 }
 
 // writeMarker ends a hanging transaction on its state topic partition

@@ -145,6 +145,12 @@ func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2
 
 // readRangeIso is readRange at the isolation level given.
 func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, fn func(*kgo.Record) error) error {
+	return t.readRecords(ctx, topic, ranges, iso, false, fn)
+}
+
+// readRecords is readRangeIso that also hands fn the control records
+// (transaction markers) when controls is set.
+func (t *Topic) readRecords(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, controls bool, fn func(*kgo.Record) error) error {
 	from := map[int32]int64{}
 	for p, r := range ranges {
 		if r[0] < r[1] {
@@ -188,7 +194,7 @@ func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32
 				left--
 				return
 			}
-			if !r.Attrs.IsControl() {
+			if controls || !r.Attrs.IsControl() {
 				if err := fn(r); err != nil {
 					stop = err
 					return

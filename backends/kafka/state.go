@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backend"
 )
 
 // errOpenTxn: a transaction on the state topic stayed open past any time
@@ -355,7 +357,12 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+			what := "wait for an open transaction on " + t.src.stateTopic
+			if unsettled != nil {
+				// Why the wait went on so long.
+				return nil, false, backend.Scrub(fmt.Errorf("%s: %s: %w; settling it failed: %v", t, what, ctx.Err(), unsettled), t.password)
+			}
+			return nil, false, t.connErr(ctx, what, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, stableWaitInterval)
