@@ -116,23 +116,27 @@ func TestHangingTransactionOfAnotherProducer(t *testing.T) {
 	}
 }
 
-// TestHangingTransactionUnknownOutcome: when the log cleaner has removed
-// both the origin record a hanging state transaction names and that
-// transaction's marker, nothing says how it ended: dlqctl settles nothing,
-// and the wait's error says the outcome is unknown.
+// TestHangingTransactionUnknownOutcome: when the origin record a hanging
+// state transaction names and that transaction's marker are both gone
+// (retention, or the log cleaner that removes a marker once its
+// transaction's records are gone), nothing says how it ended: dlqctl
+// settles nothing, and the wait's error says the outcome is unknown.
 func TestHangingTransactionUnknownOutcome(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, dlt, src, entries := seedRedrive(t, ctx)
 	if _, err := src.Remove(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	dest := origin + "-compacted"
-	cfg := compactedConfig()
-	cfg["delete.retention.ms"] = kadm.StringPtr("0") // markers go with their data
-	createTopic(t, ctx, dest, 1, cfg)
 	state := dlt + ".dlqctl-state"
-	off := crashedChunk(t, ctx, kafkadlq.TransactionalID(dlt), state, dest, entries[0].ID, true)
-	supersede(t, ctx, dest, off+1) // the record, then its marker
+	off := crashedChunk(t, ctx, kafkadlq.TransactionalID(dlt), state, origin, entries[0].ID, true)
+	// The record at off, its marker at off+1, a later record; the first
+	// two are deleted.
+	produceManual(t, ctx, &kgo.Record{Topic: origin, Partition: 0, Key: []byte("k"), Value: []byte("later")})
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: origin, Partition: 0, At: off + 2})
+	if _, err := kadm.NewClient(rawClient(t)).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	holder := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 2 * time.Second, Stderr: &stderr})
 	l, err := holder.Lease(ctx, backend.LeaseHolder{RunID: "resume", PID: 1, Host: "h"})
