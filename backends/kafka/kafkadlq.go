@@ -137,6 +137,15 @@ type Topic struct {
 	mismatches int
 	metaMu     sync.Mutex            // held by readMeta
 	metas      map[string]*metaCache // per state topic read (meta.go)
+	// meta writes the lease, claim and format records; metaID is its
+	// transactional ID once named (provenance.go).
+	meta   metaProducer
+	metaID string
+	// runID is the run that took the lease through this Topic.
+	runID string
+	// guarded is, per redrive destination asked about, why it holds dlqctl
+	// bookkeeping ("" when it does not) (guard.go).
+	guarded map[string]string
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -297,7 +306,6 @@ func (t *Topic) StateTopic() string { return t.src.stateTopic }
 // no client.
 func (t *Topic) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.txn != nil {
 		t.txn.Close()
 		t.txn = nil
@@ -306,6 +314,10 @@ func (t *Topic) Close() error {
 		t.cl.Close()
 		t.closed = true
 	}
+	t.mu.Unlock()
+	// Not under mu: a meta write holds the meta producer's lock and then
+	// takes mu.
+	t.closeMeta()
 	return nil
 }
 

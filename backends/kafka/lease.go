@@ -68,7 +68,14 @@ type heldLease struct {
 	expires     time.Time // by the broker's clock
 }
 
-func (r leaseRecord) expiry() time.Time { return r.ts.Add(time.Duration(r.TTLms) * time.Millisecond) }
+// maxLeaseTTL bounds the TTL a lease record is held to: dlqctl's own
+// last 30 s, and no record, whoever wrote it, holds the DLQ for longer
+// than this without a renewal.
+const maxLeaseTTL = 10 * time.Minute
+
+func (r leaseRecord) expiry() time.Time {
+	return r.ts.Add(min(time.Duration(r.TTLms)*time.Millisecond, maxLeaseTTL))
+}
 
 // replayLease returns the lease the records leave held (expired or not),
 // or nil. Compaction may have removed the first records: a renew that is
@@ -124,6 +131,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if h.RunID == "" {
 		return nil, fmt.Errorf("kafka: a lease needs a run ID")
 	}
+	t.setMetaRun(h.RunID)
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
@@ -190,14 +198,11 @@ func (t *Topic) writeLease(ctx context.Context, r leaseRecord, h backend.LeaseHo
 	v, _ := json.Marshal(r)
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	res, err := t.produceState(rctx, []*kgo.Record{{Key: []byte(leaseKey), Value: v}})
-	if err == nil {
-		err = res.FirstErr()
-	}
-	if err != nil {
+	rec := &kgo.Record{Topic: t.src.stateTopic, Key: []byte(leaseKey), Value: v}
+	if err := t.writeMeta(rctx, rec); err != nil {
 		return 0, t.connErr(ctx, r.Op+" the DLQ lease", err)
 	}
-	return res[0].Record.Offset, nil
+	return rec.Offset, nil
 }
 
 // leaseHeld checks, before a chunk moves, that the lease this Topic took
