@@ -269,7 +269,8 @@ func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results [
 		en := part[i]
 		switch {
 		case errors.Is(res.Err, backend.ErrNotFound):
-			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published"))
+			// The backend's word says who took it, where it knows.
+			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published ("+res.Err.Error()+")"))
 		case errors.Is(res.Err, backend.ErrChanged):
 			recs = append(recs, e.entryRec(RecSkipped, st, en, res.Err.Error()))
 		case res.Err != nil:

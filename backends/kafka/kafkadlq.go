@@ -126,8 +126,10 @@ type Topic struct {
 	// read.
 	claimed string
 	// held is the epoch of the DLQ lease taken through this Topic
-	// (lease.go), noEpoch when none, lostEpoch once lost.
+	// (lease.go), noEpoch when none, lostEpoch once lost; lostTo names the
+	// run it was lost to, once known.
 	held   int64
+	lostTo string
 	stderr io.Writer // Options.Stderr
 	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
 	topicID string

@@ -216,7 +216,7 @@ func (t *Topic) leaseHeld(ctx context.Context) error {
 	case noEpoch:
 		return nil
 	case lostEpoch:
-		return t.lostErr(nil)
+		return t.lostErr(t.leaseNow(ctx))
 	}
 	m, err := t.readMeta(ctx, t.src.stateTopic)
 	if err != nil {
@@ -228,26 +228,44 @@ func (t *Topic) leaseHeld(ctx context.Context) error {
 	return nil
 }
 
-// lostErr is the refusal of a run whose lease another run took.
+// lostErr is the refusal of a run whose lease another run took; cur is
+// the lease as the records leave it (nil: nobody's, or they could not be
+// read), and the holder it names is remembered for later refusals.
 func (t *Topic) lostErr(cur *heldLease) error {
 	t.mu.Lock()
+	held := t.held
 	t.held = lostEpoch
+	if cur != nil && cur.epoch != held {
+		t.lostTo = cur.holder().String()
+	}
+	holder := t.lostTo
 	t.mu.Unlock()
-	holder := "nobody (this run's lease expired)"
-	if cur != nil {
-		holder = cur.holder().String()
+	if holder == "" {
+		holder = "nobody (this run's lease expired)"
 	}
 	return &backend.BusyError{What: t.leaseWhat(), Holder: holder + "; this run lost its lease and stopped"}
+}
+
+// leaseNow is the lease as the records leave it now, nil when none holds
+// it or they cannot be read: what a refusal names.
+func (t *Topic) leaseNow(ctx context.Context) *heldLease {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	defer cancel()
+	m, err := t.readMeta(rctx, t.src.stateTopic)
+	if err != nil {
+		return nil
+	}
+	return replayLease(m.leases)
 }
 
 // lostEpoch marks a Topic whose lease was lost: it moves nothing more.
 const lostEpoch = -2
 
 // fencedErr turns the broker's fencing of this run's producer into the
-// lease refusal it means.
-func (t *Topic) fencedErr(err error) error {
+// lease refusal it means, naming the run that holds the lease now.
+func (t *Topic) fencedErr(ctx context.Context, err error) error {
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return fmt.Errorf("%w (%v)", t.lostErr(nil), err)
+		return fmt.Errorf("%w (%v)", t.lostErr(t.leaseNow(ctx)), err)
 	}
 	return err
 }

@@ -120,7 +120,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	cl, err := t.txnClient(ctx)
 	if err != nil {
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	results, recs, states, err := t.prepare(ctx, items, m)
 	if err != nil {
@@ -132,7 +132,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	refused, err := t.commitRefusing(ctx, cl, recs, states)
 	if err != nil {
 		t.dropTxn(cl)
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	for _, s := range states {
 		if e, ok := refused[s.record]; ok {
@@ -171,9 +171,9 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	counts := map[string]int{}
 	for i, it := range items {
-		r, ok := found[it.ID]
-		if !ok || t.doneWith(st, it.ID, r) {
-			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+		r := found[it.ID]
+		if err := t.goneErr(st, it.ID, r); err != nil {
+			results[i].Err = err
 			continue
 		}
 		env := t.decode(r)
@@ -467,9 +467,9 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	runID := t.runID
 	t.mu.Unlock()
 	for i, it := range items {
-		r, ok := found[it.ID]
-		if !ok || t.doneWith(st, it.ID, r) {
-			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+		r := found[it.ID]
+		if err := t.goneErr(st, it.ID, r); err != nil {
+			results[i].Err = err
 			continue
 		}
 		v, _ := json.Marshal(stateRecord{Status: StatusResolved, RunID: runID, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC(),
@@ -485,11 +485,11 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	// one a crash left open.
 	cl, err := t.txnClient(ctx)
 	if err != nil {
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	if err := t.commitRecords(ctx, cl, recs); err != nil {
 		t.dropTxn(cl)
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	for _, i := range idx {
 		results[i].Removed = true
