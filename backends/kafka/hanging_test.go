@@ -54,14 +54,7 @@ func TestHangingStateTransactionIsSettled(t *testing.T) {
 				supersede(t, ctx, dest, off)
 			}
 
-			var stderr bytes.Buffer
-			holder := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 2 * time.Second, Stderr: &stderr})
-			l, err := holder.Lease(ctx, backend.LeaseHolder{RunID: "resume", PID: 1, Host: "h"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Release(ctx)
-			n, err := holder.Len(ctx)
+			n, stderr, err := holderLen(t, ctx, dlt, time.Minute)
 			if err != nil {
 				t.Fatalf("Len with a hanging transaction on the state topic: %v", err)
 			}
@@ -72,11 +65,11 @@ func TestHangingStateTransactionIsSettled(t *testing.T) {
 			if n != want {
 				t.Errorf("Len = %d, want %d (the state record %s)", n, want, verb)
 			}
-			if !strings.Contains(stderr.String(), "no coordinator held open") || !strings.Contains(stderr.String(), "it is "+verb+" now") {
-				t.Errorf("stderr does not say the hanging transaction was %s:\n%s", verb, stderr.String())
+			if !strings.Contains(stderr, "no coordinator held open") || !strings.Contains(stderr, "it is "+verb+" now") {
+				t.Errorf("stderr does not say the hanging transaction was %s:\n%s", verb, stderr)
 			}
-			if c.compacted && !strings.Contains(stderr.String(), "removed by the log cleaner") {
-				t.Errorf("stderr does not say the origin record was compacted away:\n%s", stderr.String())
+			if c.compacted && !strings.Contains(stderr, "removed by the log cleaner") {
+				t.Errorf("stderr does not say the origin record was compacted away:\n%s", stderr)
 			}
 		})
 	}
@@ -94,22 +87,12 @@ func TestHangingTransactionOfAnotherProducer(t *testing.T) {
 	}
 	state := dlt + ".dlqctl-state"
 	crashedChunk(t, ctx, "intruder-"+dlt, state, origin, entries[0].ID, true)
-	var stderr bytes.Buffer
-	holder := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 2 * time.Second, Stderr: &stderr})
-	l, err := holder.Lease(ctx, backend.LeaseHolder{RunID: "resume", PID: 1, Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	// Two hang checks, five seconds apart, and the settling they lead to.
-	wctx, cancel := context.WithTimeout(ctx, 16*time.Second)
-	defer cancel()
-	_, err = holder.Len(wctx)
+	_, stderr, err := holderLen(t, ctx, dlt, settleWait)
 	if err == nil || !strings.Contains(err.Error(), "not dlqctl's") {
 		t.Fatalf("Len with another producer's hanging transaction: %v, want an error saying it is not dlqctl's", err)
 	}
-	if strings.Contains(stderr.String(), " now\n") {
-		t.Fatalf("dlqctl ended another producer's transaction:\n%s", stderr.String())
+	if strings.Contains(stderr, " now\n") {
+		t.Fatalf("dlqctl ended another producer's transaction:\n%s", stderr)
 	}
 	if !openOn(t, ctx, state) {
 		t.Fatal("the other producer's transaction is no longer open")
@@ -137,21 +120,12 @@ func TestHangingTransactionUnknownOutcome(t *testing.T) {
 	if _, err := kadm.NewClient(rawClient(t)).DeleteRecords(ctx, del); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	holder := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 2 * time.Second, Stderr: &stderr})
-	l, err := holder.Lease(ctx, backend.LeaseHolder{RunID: "resume", PID: 1, Host: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Release(ctx)
-	wctx, cancel := context.WithTimeout(ctx, 16*time.Second)
-	defer cancel()
-	_, err = holder.Len(wctx)
+	_, stderr, err := holderLen(t, ctx, dlt, settleWait)
 	if err == nil || !strings.Contains(err.Error(), "outcome is unknown") {
 		t.Fatalf("Len with a hanging transaction whose origin record and marker are gone: %v, want an error saying the outcome is unknown", err)
 	}
-	if strings.Contains(stderr.String(), " now\n") || !openOn(t, ctx, state) {
-		t.Fatalf("dlqctl settled a transaction of unknown outcome:\n%s", stderr.String())
+	if strings.Contains(stderr, " now\n") || !openOn(t, ctx, state) {
+		t.Fatalf("dlqctl settled a transaction of unknown outcome:\n%s", stderr)
 	}
 }
 
@@ -170,6 +144,27 @@ func TestHangingTransactionNamedToReaders(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "hanging transaction") || !strings.Contains(err.Error(), "a resume of the run settles it") {
 		t.Fatalf("Len by a reader with a hanging transaction: err = %v, want one naming the hanging transaction", err)
 	}
+}
+
+// settleWait is long enough for two hang checks, five seconds apart, and
+// the settling they lead to.
+const settleWait = 16 * time.Second
+
+// holderLen is Len, within wait, of dlt opened by the run that takes its
+// lease (a resume), and what it said on stderr.
+func holderLen(t *testing.T, ctx context.Context, dlt string, wait time.Duration) (int64, string, error) {
+	t.Helper()
+	var stderr bytes.Buffer
+	holder := openTopic(t, ctx, dlt, kafkadlq.Options{TransactionTimeout: 2 * time.Second, Stderr: &stderr})
+	l, err := holder.Lease(ctx, backend.LeaseHolder{RunID: "resume", PID: 1, Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	n, err := holder.Len(wctx)
+	return n, stderr.String(), err
 }
 
 // compactedConfig makes a compacted topic that the log cleaner cleans

@@ -8,10 +8,11 @@
 // offset as it was when the read began.
 //
 // Kafka cannot delete one record, so what dlqctl redrove or resolved is
-// recorded in a compacted state topic (default <DLQ>.dlqctl-state, one
-// partition, created on first write), keyed by the DLQ entry's locator
-// "partition:offset". Every read loads it first and leaves those entries
-// out. A redrive writes its records to the origin and its state records
+// recorded in a state topic that keeps every record (default
+// <DLQ>.dlqctl-state, one partition, created on first write), keyed by
+// the DLQ entry's locator "partition:offset"; only the records dlqctl
+// wrote count (provenance.go). Every read loads it first and leaves those
+// entries out. A redrive writes its records to the origin and its state records
 // in one Kafka transaction, so an entry is either back on its origin and
 // gone from the DLQ, or neither.
 //
@@ -300,7 +301,7 @@ func (t *Topic) String() string { return t.src.display() }
 // TopicName is the DLQ topic.
 func (t *Topic) TopicName() string { return t.src.topic }
 
-// StateTopic is the compacted topic recording redriven and resolved entries.
+// StateTopic is the topic recording redriven and resolved entries.
 func (t *Topic) StateTopic() string { return t.src.stateTopic }
 
 // Close closes the clients. t.cl stays set, closed: a lease renewal still
