@@ -149,6 +149,9 @@ type Topic struct {
 	// guarded is, per redrive destination asked about, why it holds dlqctl
 	// bookkeeping ("" when it does not) (guard.go).
 	guarded map[string]string
+	// made holds the state topics this Topic made or set up: they exist,
+	// whatever a broker that has not heard of them yet says (spans).
+	made map[string]bool
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL

@@ -51,7 +51,7 @@ type metaCache struct {
 func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 	spans, ok, err := t.spans(ctx, topic)
 	if err != nil || !ok {
-		return meta{}, err
+		return meta{prov: newProvenance()}, err
 	}
 	var s *span
 	for i := range spans {
@@ -60,7 +60,7 @@ func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 		}
 	}
 	if s == nil {
-		return meta{}, nil
+		return meta{prov: newProvenance()}, nil
 	}
 	t.metaMu.Lock()
 	defer t.metaMu.Unlock()

@@ -46,10 +46,15 @@ func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
 	wait := 50 * time.Millisecond
 	for start := time.Now(); ; {
 		out, ok, err := t.spansOnce(ctx, topic)
-		if err == nil || ctx.Err() != nil || time.Since(start) > leaderWait || !leaderless(err) {
+		// A topic this Topic made (or set up) exists: not found means
+		// the brokers do not know of it yet, a moment after its creation.
+		unseen := err == nil && !ok && t.isMade(topic)
+		if (err == nil && !unseen) || ctx.Err() != nil || time.Since(start) > leaderWait || (err != nil && !leaderless(err)) {
 			return out, ok, err
 		}
-		if done == nil {
+		if unseen {
+			t.cl.PurgeTopicsFromClient(topic)
+		} else if done == nil {
 			done = t.slow(fmt.Sprintf("waiting for the broker to elect the leaders of %s (it restarted?)", topic))
 		}
 		select {

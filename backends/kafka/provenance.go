@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -109,6 +110,11 @@ type metaProducer struct {
 	id string
 }
 
+// metaTxnTimeout is how long the broker keeps a meta write's transaction
+// open when its process dies inside it (a few milliseconds' window): reads
+// of the state topic wait for it, and no other run's fencing ends it.
+const metaTxnTimeout = 10 * time.Second
+
 // metaTxnID names the meta producer of the Topic: dlqctl-meta-<DLT>-<run
 // ID>, or a random suffix before any run ID is known.
 func (t *Topic) metaTxnID() string {
@@ -153,7 +159,7 @@ func (t *Topic) writeMeta(ctx context.Context, recs ...*kgo.Record) error {
 			return err
 		}
 		t.meta.id = t.metaTxnID()
-		o = append(o, kgo.TransactionalID(t.meta.id), kgo.TransactionTimeout(t.txnTTL),
+		o = append(o, kgo.TransactionalID(t.meta.id), kgo.TransactionTimeout(min(t.txnTTL, metaTxnTimeout)),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 		if t.meta.cl, err = kgo.NewClient(o...); err != nil {
 			return err

@@ -460,5 +460,18 @@ func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
 	// The client caches metadata: a read before the creation would still
 	// find the topic missing.
 	t.cl.PurgeTopicsFromClient(topic)
+	t.mu.Lock()
+	if t.made == nil {
+		t.made = map[string]bool{}
+	}
+	t.made[topic] = true
+	t.mu.Unlock()
 	return t.ensureFormat(ctx, topic)
+}
+
+// isMade says whether createStateTopic made or set up topic.
+func (t *Topic) isMade(topic string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.made[topic]
 }
