@@ -20,9 +20,11 @@ import (
 // only by how: dlqctl writes every record of a state topic in a Kafka
 // transaction (a chunk's state records with the DLT's transactional
 // producer, lease, claim and format records each in one of their own), and
-// never with headers. So a record counts when its batch is transactional,
-// it carries no headers, and its value is what its key says it is; any
-// other is ignored and counted, and stats says how many.
+// never with headers, always to partition 0. So a record counts when its
+// batch is transactional, it carries no headers, it is on partition 0
+// (a state topic someone else made may have more), and its value is what
+// its key says it is; any other is ignored and counted, and stats says
+// how many.
 //
 // State topics written before this rule hold dlqctl's records written
 // without a transaction (resolve's, the lease's, the claims). The first
@@ -59,7 +61,7 @@ func newProvenance() provenance { return provenance{cutoff: -1} }
 // (its value is for the caller to judge), and takes note of format
 // records. Call it for every record in offset order.
 func (p *provenance) written(r *kgo.Record) bool {
-	if len(r.Headers) > 0 {
+	if len(r.Headers) > 0 || r.Partition != 0 {
 		return false
 	}
 	tx := r.Attrs.IsTransactional()
@@ -86,8 +88,11 @@ func (p *provenance) ignore(r *kgo.Record, why string) {
 
 // notWritten is the reason given for a record that written refused.
 func notWritten(r *kgo.Record) string {
-	if len(r.Headers) > 0 {
+	switch {
+	case len(r.Headers) > 0:
 		return "it carries headers (a redrive's or another producer's record)"
+	case r.Partition != 0:
+		return fmt.Sprintf("it is on partition %d, where dlqctl never writes", r.Partition)
 	}
 	return "it was not written in a transaction"
 }

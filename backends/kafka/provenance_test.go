@@ -138,20 +138,42 @@ func TestRedriveIntoAnotherStateTopicRefused(t *testing.T) {
 
 // TestStateTopicMadeByOthers: a state topic that exists before dlqctl
 // first writes to it (auto-created by a produce with the broker's
-// defaults: deleted after 7 days; or compacted, as older dlqctl made it,
-// where a record with an entry's key deletes its state record) is set to
-// keep every record, uncompacted, before dlqctl writes to it.
+// defaults: deleted after 7 days, maybe more than one partition; or
+// compacted, as older dlqctl made it, where a record with an entry's key
+// deletes its state record) is set to keep every record, uncompacted,
+// before dlqctl writes to it; and a record on a partition dlqctl never
+// writes, even one committed in a transaction, changes nothing.
 func TestStateTopicMadeByOthers(t *testing.T) {
-	for _, cfg := range []map[string]*string{
-		nil,
-		{"cleanup.policy": kadm.StringPtr("compact"), "retention.ms": kadm.StringPtr("604800000")},
+	for _, c := range []struct {
+		partitions int32
+		cfg        map[string]*string
+	}{
+		{2, nil},
+		{1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "retention.ms": kadm.StringPtr("604800000")}},
 	} {
 		ctx := ctxFor(t)
-		_, dlt, src, entries := seedRedrive(t, ctx)
+		origin, dlt, src, entries := seedRedrive(t, ctx)
 		state := dlt + ".dlqctl-state"
-		createTopic(t, ctx, state, 1, cfg)
+		createTopic(t, ctx, state, c.partitions, c.cfg)
+		cfg := c.cfg
 		if res, err := src.Remove(ctx, itemsOf(entries[:1], "")); err != nil || !res[0].Removed {
 			t.Fatalf("resolve: %+v %v", res, err)
+		}
+		if c.partitions > 1 {
+			tx := rawClient(t, kgo.TransactionalID("other-"+dlt), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err := tx.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			value := fmt.Sprintf(`{"status":"redriven","run_id":"r","seq":1,"dest":%q,"dest_id":"0:0","at":"2026-01-01T00:00:00Z"}`, origin)
+			if err := tx.ProduceSync(ctx, &kgo.Record{Topic: state, Partition: 1, Key: []byte(entries[1].ID), Value: []byte(value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			if got := scanAll(t, ctx, openTopic(t, ctx, dlt, kafkadlq.Options{}), ""); len(got) != len(entries)-1 {
+				t.Fatalf("a record on partition 1 of the state topic hid an entry: %s", ids(got))
+			}
 		}
 		rc, err := kadm.NewClient(rawClient(t)).DescribeTopicConfigs(ctx, state)
 		if err != nil {
