@@ -109,7 +109,7 @@ func (t *Topic) claim(ctx context.Context) error {
 		}
 	}
 	v, _ := json.Marshal(claimRecord{DLT: t.src.topic, StateTopic: t.src.stateTopic})
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()
 	if err := t.writeMeta(rctx, &kgo.Record{Topic: t.defaultState(), Key: []byte(claimKeyPrefix + t.src.stateTopic), Value: v}); err != nil {
 		return t.connErr(ctx, fmt.Sprintf("record %s as the state topic of %s", t.src.stateTopic, t.src.topic), err)

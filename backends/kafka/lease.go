@@ -196,7 +196,7 @@ func holderGone(cur, me backend.LeaseHolder) bool {
 func (t *Topic) writeLease(ctx context.Context, r leaseRecord, h backend.LeaseHolder) (int64, error) {
 	r.RunID, r.PID, r.Host, r.Since, r.TTLms = h.RunID, h.PID, h.Host, h.Since.UTC(), t.leaseTTL.Milliseconds()
 	v, _ := json.Marshal(r)
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()
 	rec := &kgo.Record{Topic: t.src.stateTopic, Key: []byte(leaseKey), Value: v}
 	if err := t.writeMeta(rctx, rec); err != nil {

@@ -120,6 +120,15 @@ type metaProducer struct {
 // of the state topic wait for it, and no other run's fencing ends it.
 const metaTxnTimeout = 10 * time.Second
 
+// metaWriteBound is the least time a meta write is given: its first
+// starts the meta producer, which waits for the transaction coordinator,
+// and a broker that has just restarted loads its coordinators first.
+const metaWriteBound = 15 * time.Second
+
+// metaTimeout bounds one meta write: the URL's timeout, but never less
+// than metaWriteBound.
+func (t *Topic) metaTimeout() time.Duration { return max(t.timeout, metaWriteBound) }
+
 // metaTxnID names the meta producer of the Topic: dlqctl-meta-<DLT>-<run
 // ID>, or a random suffix before any run ID is known.
 func (t *Topic) metaTxnID() string {
@@ -165,6 +174,7 @@ func (t *Topic) writeMeta(ctx context.Context, recs ...*kgo.Record) error {
 		}
 		t.meta.id = t.metaTxnID()
 		o = append(o, kgo.TransactionalID(t.meta.id), kgo.TransactionTimeout(min(t.txnTTL, metaTxnTimeout)),
+			kgo.RetryTimeout(t.metaTimeout()),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 		if t.meta.cl, err = kgo.NewClient(o...); err != nil {
 			return err
@@ -215,7 +225,7 @@ func (t *Topic) ensureFormat(ctx context.Context, topic string) error {
 		return nil
 	}
 	v, _ := json.Marshal(formatRecord{Format: stateFormat, DLT: t.src.topic})
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()
 	if err := t.writeMeta(rctx, &kgo.Record{Topic: topic, Key: []byte(formatKey), Value: v}); err != nil {
 		return t.connErr(ctx, "write the format record of the state topic "+topic, err)
