@@ -137,11 +137,18 @@ func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []o
 			again = append(again, o)
 			continue
 		}
-		commit, why, err := t.hangingOutcome(ctx, o)
+		commit, why, alsoOpen, err := t.hangingOutcome(ctx, o)
 		if err != nil {
 			return 0, nil, fmt.Errorf("%s: the state topic %s holds a transaction no coordinator holds open, %s, and it cannot be settled: %w; end it with kafka-transactions.sh (find-hanging, then abort or commit as its origin records say) and resume", t, t.src.stateTopic, o, err)
 		}
-		if err := t.writeMarker(ctx, o, commit); err != nil {
+		// The origin partitions where it hangs too first: should this
+		// stop half way, the next settling finds their markers.
+		for _, h := range alsoOpen {
+			if err := t.writeMarker(ctx, h.topic, h.openTxn, commit); err != nil {
+				return 0, nil, err
+			}
+		}
+		if err := t.writeMarker(ctx, t.src.stateTopic, o, commit); err != nil {
 			return 0, nil, err
 		}
 		settled++
@@ -165,16 +172,23 @@ func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []o
 // of a key, and drops aborted ones) is decided by that marker too, never
 // by its absence; where no such marker is left, the outcome is unknown and
 // nothing is settled.
-func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why string, err error) {
+//
+// A transaction can hang on its origin partitions as well (a coordinator
+// that lost them in a broker restart): no marker there, its records all
+// there, still open. Where it hangs on every origin partition, none of
+// its records was ever read committed, and it is aborted everywhere;
+// where some partitions have a marker, the others get the same. alsoOpen
+// lists the origin partitions to end with the state topic's.
+func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why string, alsoOpen []topicTxn, err error) {
 	if err := t.ownTxn(ctx, o); err != nil {
-		return false, "", err
+		return false, "", nil, err
 	}
 	named, err := t.hangingRecords(ctx, o)
 	if err != nil {
-		return false, "", err
+		return false, "", nil, err
 	}
 	if len(named) == 0 {
-		return false, "", errors.New("none of its records names an origin record")
+		return false, "", nil, errors.New("none of its records names an origin record")
 	}
 	type topicPart struct {
 		topic     string
@@ -191,28 +205,44 @@ func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why
 	}
 	committed, aborted, removed := 0, 0, 0
 	for _, tp := range parts {
-		c, gone, err := t.originOutcome(ctx, o, tp.topic, tp.partition, byPart[tp])
+		v, err := t.originOutcome(ctx, o, tp.topic, tp.partition, byPart[tp])
 		if err != nil {
-			return false, "", err
+			return false, "", nil, err
 		}
-		if c {
+		switch {
+		case v.open != nil:
+			alsoOpen = append(alsoOpen, topicTxn{tp.topic, *v.open})
+		case v.commit:
 			committed += len(byPart[tp])
-		} else {
+		default:
 			aborted += len(byPart[tp])
 		}
-		removed += gone
+		removed += v.removed
 	}
-	cleaned := ""
+	if committed > 0 && aborted > 0 {
+		return false, "", nil, fmt.Errorf("of the origin records its state records name, the markers say %d committed and %d aborted", committed, aborted)
+	}
+	commit = committed > 0
+	outcome := fmt.Sprintf("the markers of the %d origin records its state records name say aborted", aborted)
+	if commit {
+		outcome = fmt.Sprintf("the markers of the %d origin records its state records name say committed", committed)
+	}
+	if committed+aborted == 0 {
+		outcome = "it hangs on every origin partition it wrote too, with no marker anywhere, so none of its records was ever read committed"
+	}
 	if removed > 0 {
-		cleaned = fmt.Sprintf(" (%d of them removed by the log cleaner since)", removed)
+		outcome += fmt.Sprintf(" (%d of them removed by the log cleaner since)", removed)
 	}
-	switch {
-	case aborted == 0:
-		return true, fmt.Sprintf("the markers of the %d origin records its state records name say committed%s", committed, cleaned), nil
-	case committed == 0:
-		return false, fmt.Sprintf("the markers of the %d origin records its state records name say aborted%s", aborted, cleaned), nil
+	if len(alsoOpen) > 0 && committed+aborted > 0 {
+		outcome += fmt.Sprintf("; it hangs on %d origin partitions too, which are ended alike", len(alsoOpen))
 	}
-	return false, "", fmt.Errorf("of the origin records its state records name, the markers say %d committed and %d aborted", committed, aborted)
+	return commit, outcome, alsoOpen, nil
+}
+
+// topicTxn is a transaction open on a partition of topic.
+type topicTxn struct {
+	topic string
+	openTxn
 }
 
 // ownTxn refuses a hanging transaction that is not dlqctl's: its producer
@@ -283,19 +313,29 @@ func (t *Topic) hangingRecords(ctx context.Context, o openTxn) ([]originRecord, 
 	return named, err
 }
 
+// originVerdict is how the hanging transaction ended on one origin
+// partition: committed or not by its marker there, or still open there
+// (open), and how many of its records the cleaner removed since.
+type originVerdict struct {
+	commit  bool
+	open    *openTxn
+	removed int
+}
+
 // originOutcome says how the hanging transaction o ended on one origin
 // partition, where recs (its records there) went: the partition is read
 // uncommitted, markers included, from the first of them to the first
 // marker of o's producer — o's own, since a producer's next transaction on
 // a partition starts only after its marker there. Each named record still
 // there must be o's (its producer and epoch) and carry its run's markers
-// (dlqctl_run_id, dlqctl_seq); removed says how many the cleaner removed.
-// A record of o's producer at a later epoch before any marker means o's
-// marker is gone too: the outcome is unknown.
-func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, partition int32, recs []originRecord) (commit bool, removed int, err error) {
+// (dlqctl_run_id, dlqctl_seq). A record of o's producer at a later epoch
+// before any marker means o's marker is gone: the outcome is unknown. With
+// no marker at all, o is open there too when every named record is there
+// and the partition's producers say so.
+func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, partition int32, recs []originRecord) (originVerdict, error) {
 	spans, _, err := t.spans(ctx, topic)
 	if err != nil {
-		return false, 0, err
+		return originVerdict{}, err
 	}
 	var s *span
 	for i := range spans {
@@ -311,9 +351,9 @@ func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, part
 	}
 	where := fmt.Sprintf("%s partition %d", topic, partition)
 	if s == nil || last >= s.hwm {
-		return false, 0, fmt.Errorf("origin record %s/%s is not there (past the partition's end)", topic, KafkaID(partition, last))
+		return originVerdict{}, fmt.Errorf("origin record %s/%s is not there (past the partition's end)", topic, KafkaID(partition, last))
 	}
-	seen, decided := 0, false
+	seen, decided, commit := 0, false, false
 	marker := int64(-1)
 	err = t.readRecords(ctx, topic, map[int32][2]int64{partition: {max(first, s.start), s.hwm}}, kgo.ReadUncommitted(), true, func(r *kgo.Record) error {
 		if n, ok := want[r.Offset]; ok && !r.Attrs.IsControl() {
@@ -346,13 +386,40 @@ func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, part
 	})
 	switch {
 	case err != nil:
-		return false, 0, err
-	case !decided:
-		return false, 0, fmt.Errorf("on %s, no marker of producer %d follows offset %d (the log cleaner removed it, or it is not written yet): the outcome is unknown", where, o.producerID, first)
-	case last > marker:
-		return false, 0, fmt.Errorf("origin record %s/%s comes after the transaction's marker there: it is not the transaction's", topic, KafkaID(partition, last))
+		return originVerdict{}, err
+	case decided && last > marker:
+		return originVerdict{}, fmt.Errorf("origin record %s/%s comes after the transaction's marker there: it is not the transaction's", topic, KafkaID(partition, last))
+	case decided:
+		return originVerdict{commit: commit, removed: len(recs) - seen}, nil
 	}
-	return commit, len(recs) - seen, nil
+	if seen == len(recs) {
+		open, err := t.openOn(ctx, topic, partition, o)
+		if err != nil {
+			return originVerdict{}, err
+		}
+		if open != nil && open.start <= first {
+			return originVerdict{open: open}, nil
+		}
+	}
+	return originVerdict{}, fmt.Errorf("on %s, no marker of producer %d follows offset %d (the log cleaner removed it, or it is not written yet): the outcome is unknown", where, o.producerID, first)
+}
+
+// openOn is o's transaction as open on partition of topic by the
+// partition's producers (its producer, at its epoch), nil when it is not.
+func (t *Topic) openOn(ctx context.Context, topic string, partition int32, o openTxn) (*openTxn, error) {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	ps, err := t.adm.DescribeProducers(rctx, kadm.TopicsSet{topic: {partition: {}}})
+	if err != nil {
+		return nil, t.connErr(ctx, "describe the producers of "+topic, err)
+	}
+	var open *openTxn
+	ps.EachProducer(func(p kadm.DescribedProducer) {
+		if p.Topic == topic && p.Partition == partition && p.ProducerID == o.producerID && p.ProducerEpoch == o.epoch && p.CurrentTxnStartOffset >= 0 {
+			open = &openTxn{partition: partition, producerID: p.ProducerID, epoch: p.ProducerEpoch, coordEpoch: p.CoordinatorEpoch, start: p.CurrentTxnStartOffset}
+		}
+	})
+	return open, nil
 }
 
 // check says whether r, found where n says its entry went, is the record
@@ -396,16 +463,16 @@ func controlCommit(key []byte) (commit, ok bool) {
 	return false, false
 }
 
-// writeMarker ends a hanging transaction on its state topic partition
+// writeMarker ends the hanging transaction o on its partition of topic
 // with the marker of its outcome, fenced by the producer's epoch and the
 // coordinator epoch the partition last saw, as Kafka's own abort tool
 // writes it.
-func (t *Topic) writeMarker(ctx context.Context, o openTxn, commit bool) error {
+func (t *Topic) writeMarker(ctx context.Context, topic string, o openTxn, commit bool) error {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	res, err := t.adm.WriteTxnMarkers(rctx, kadm.TxnMarkers{
 		ProducerID: o.producerID, ProducerEpoch: o.epoch, Commit: commit, CoordinatorEpoch: o.coordEpoch,
-		Topics: kadm.TopicsSet{t.src.stateTopic: {o.partition: {}}},
+		Topics: kadm.TopicsSet{topic: {o.partition: {}}},
 	})
 	if err == nil {
 		res.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
@@ -419,7 +486,7 @@ func (t *Topic) writeMarker(ctx context.Context, o openTxn, commit bool) error {
 		if commit {
 			what = "commit"
 		}
-		return t.connErr(ctx, fmt.Sprintf("%s the hanging transaction on %s %s (writing its marker needs the ClusterAction permission)", what, t.src.stateTopic, o), err)
+		return t.connErr(ctx, fmt.Sprintf("%s the hanging transaction on %s %s (writing its marker needs the ClusterAction permission)", what, topic, o), err)
 	}
 	return nil
 }

@@ -75,6 +75,48 @@ func TestHangingStateTransactionIsSettled(t *testing.T) {
 	}
 }
 
+// TestHangingEverywhereIsAborted: a transaction that hangs on the origin
+// partition it wrote as well as on the state topic (a coordinator that
+// lost both partitions in a broker restart: no marker anywhere) was never
+// read committed anywhere: the lease holder aborts it on both, and the
+// origin's consumers are no longer held at its first record.
+func TestHangingEverywhereIsAborted(t *testing.T) {
+	ctx := ctxFor(t)
+	origin, dlt, src, entries := seedRedrive(t, ctx)
+	if _, err := src.Remove(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	txnID := kafkadlq.TransactionalID(dlt)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = &txnID
+	init.TransactionTimeoutMillis = 20000
+	ir, err := init.RequestWith(ctx, rawClient(t))
+	if err == nil {
+		err = kerr.ErrorForCode(ir.ErrorCode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := produceHanging(t, ctx, txnID, ir.ProducerID, ir.ProducerEpoch, &kgo.Record{Topic: origin, Key: []byte("k"), Value: []byte("redriven"),
+		Headers: []kgo.RecordHeader{{Key: backend.MarkerRunID, Value: []byte("crashed")}, {Key: backend.MarkerSeq, Value: []byte("1")}}})
+	value := fmt.Sprintf(`{"status":"redriven","run_id":"crashed","seq":1,"dest":%q,"dest_id":"0:%d","at":"2026-01-01T00:00:00Z"}`, origin, off)
+	state := dlt + ".dlqctl-state"
+	produceHanging(t, ctx, txnID, ir.ProducerID, ir.ProducerEpoch, &kgo.Record{Topic: state, Key: []byte(entries[0].ID), Value: []byte(value)})
+	if !openOn(t, ctx, origin) || !openOn(t, ctx, state) {
+		t.Fatal("the transaction does not hang on both partitions")
+	}
+	n, stderr, err := holderLen(t, ctx, dlt, time.Minute)
+	if err != nil {
+		t.Fatalf("Len with a transaction hanging everywhere: %v\n%s", err, stderr)
+	}
+	if n != int64(len(entries)) || !strings.Contains(stderr, "hangs on every origin partition") || !strings.Contains(stderr, "it is aborted now") {
+		t.Fatalf("Len = %d (want %d: the entry stays), stderr:\n%s", n, len(entries), stderr)
+	}
+	if openOn(t, ctx, origin) {
+		t.Fatal("the origin partition still holds the transaction open")
+	}
+}
+
 // TestHangingTransactionOfAnotherProducer: a hanging transaction on the
 // state topic that another producer left is never ended by dlqctl, even
 // when its records look like dlqctl's and name a committed origin record
@@ -201,7 +243,7 @@ func crashedChunk(t *testing.T, ctx context.Context, txnID, stateTopic, origin, 
 		t.Fatal(err)
 	}
 	value := fmt.Sprintf(`{"status":"redriven","run_id":"crashed","seq":1,"dest":%q,"dest_id":"0:%d","at":"2026-01-01T00:00:00Z"}`, origin, rec.Offset)
-	produceHanging(t, ctx, txnID, stateTopic, pid, epoch, []byte(entry), []byte(value))
+	produceHanging(t, ctx, txnID, pid, epoch, &kgo.Record{Topic: stateTopic, Key: []byte(entry), Value: []byte(value)})
 	how := kgo.TryAbort
 	if commit {
 		how = kgo.TryCommit
@@ -267,12 +309,13 @@ func openOn(t *testing.T, ctx context.Context, topic string) bool {
 	return lso[topic][0].Offset < end[topic][0].Offset
 }
 
-// produceHanging writes one record of producer pid at epoch, in a
-// transaction of txnID, to partition 0 of topic without telling the
-// transaction's coordinator: a produce of the old protocol that skips
-// AddPartitionsToTxn, accepted while the broker's partition verification
-// is off for a moment (the way KIP-664 reproduces a hanging transaction).
-func produceHanging(t *testing.T, ctx context.Context, txnID, topic string, pid int64, epoch int16, key, value []byte) {
+// produceHanging writes rec as one record of producer pid at epoch, in a
+// transaction of txnID, to partition 0 of rec.Topic without telling the
+// transaction's coordinator, and returns its offset: a produce of the old
+// protocol that skips AddPartitionsToTxn, accepted while the broker's
+// partition verification is off for a moment (the way KIP-664 reproduces
+// a hanging transaction).
+func produceHanging(t *testing.T, ctx context.Context, txnID string, pid int64, epoch int16, rec *kgo.Record) int64 {
 	t.Helper()
 	cl := rawClient(t, kgo.MaxVersions(kversion.V3_6_0()))
 	adm := kadm.NewClient(cl)
@@ -283,9 +326,9 @@ func produceHanging(t *testing.T, ctx context.Context, txnID, topic string, pid 
 	defer adm.AlterBrokerConfigs(context.WithoutCancel(ctx), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: verify}})
 	// The config change reaches the broker's request path a moment later.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		err := produceTransactional(ctx, cl, txnID, topic, pid, epoch, key, value)
+		off, err := produceTransactional(ctx, cl, txnID, pid, epoch, rec)
 		if err == nil {
-			break
+			return off
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("produce a transactional record that skips AddPartitionsToTxn: %v", err)
@@ -293,46 +336,53 @@ func produceHanging(t *testing.T, ctx context.Context, txnID, topic string, pid 
 	}
 }
 
-// produceTransactional sends one record in a transactional batch with a
-// Produce v11 request, built by hand so no client adds the partition to
-// the transaction first.
-func produceTransactional(ctx context.Context, cl *kgo.Client, txnID, topic string, pid int64, epoch int16, key, value []byte) error {
+// produceTransactional sends rec in a transactional batch with a Produce
+// v11 request, built by hand so no client adds the partition to the
+// transaction first, and returns its offset.
+func produceTransactional(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, rec *kgo.Record) (int64, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 11
 	req.TransactionID = &txnID
 	req.Acks = -1
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
+	rt.Topic = rec.Topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = transactionalBatch(pid, epoch, key, value)
+	rp.Records = transactionalBatch(pid, epoch, rec)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	part := resp.Topics[0].Partitions[0]
+	return part.BaseOffset, kerr.ErrorForCode(part.ErrorCode)
 }
 
-// transactionalBatch encodes a v2 record batch of one record with the
-// transactional attribute.
-func transactionalBatch(pid int64, epoch int16, key, value []byte) []byte {
-	var rec []byte
-	rec = append(rec, 0)              // attributes
-	rec = binary.AppendVarint(rec, 0) // timestamp delta
-	rec = binary.AppendVarint(rec, 0) // offset delta
-	rec = binary.AppendVarint(rec, int64(len(key)))
-	rec = append(rec, key...)
-	rec = binary.AppendVarint(rec, int64(len(value)))
-	rec = append(rec, value...)
-	rec = binary.AppendVarint(rec, 0) // headers
+// transactionalBatch encodes a v2 record batch of one record, rec's key,
+// value and headers, with the transactional attribute.
+func transactionalBatch(pid int64, epoch int16, rec *kgo.Record) []byte {
+	var r []byte
+	r = append(r, 0)              // attributes
+	r = binary.AppendVarint(r, 0) // timestamp delta
+	r = binary.AppendVarint(r, 0) // offset delta
+	r = binary.AppendVarint(r, int64(len(rec.Key)))
+	r = append(r, rec.Key...)
+	r = binary.AppendVarint(r, int64(len(rec.Value)))
+	r = append(r, rec.Value...)
+	r = binary.AppendVarint(r, int64(len(rec.Headers)))
+	for _, h := range rec.Headers {
+		r = binary.AppendVarint(r, int64(len(h.Key)))
+		r = append(r, h.Key...)
+		r = binary.AppendVarint(r, int64(len(h.Value)))
+		r = append(r, h.Value...)
+	}
 	now := time.Now().UnixMilli()
 	b := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, // transactional
 		FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: pid, ProducerEpoch: epoch, NumRecords: 1,
-		Records: append(binary.AppendVarint(nil, int64(len(rec))), rec...),
+		Records: append(binary.AppendVarint(nil, int64(len(r))), r...),
 	}
 	raw := b.AppendTo(nil)
 	// Length counts what follows it; the CRC-32C covers everything from
