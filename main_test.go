@@ -39,8 +39,9 @@ func testFactory() *cmd.Factory {
 		}
 		now = func() time.Time { return t }
 	}
-	return &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
-		CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
+	d := deps(cmd.BuildInfo{Version: "test"})
+	d.Now, d.CrashHook = now, crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))
+	return &cmd.Factory{Deps: d}
 }
 
 // pulsarBroker is the run's Pulsar broker, for tests that need more than

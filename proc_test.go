@@ -14,7 +14,13 @@ import (
 // PATH entry) and returns its exit code and output.
 func dlqctlProc(t *testing.T, dir string, env []string, args ...string) (int, string) {
 	t.Helper()
-	c := exec.Command("dlqctl", args...)
+	return runProc(t, exec.Command("dlqctl", args...), dir, env)
+}
+
+// runProc is dlqctlProc for a command made by the caller (to start it in
+// another PID namespace, say).
+func runProc(t *testing.T, c *exec.Cmd, dir string, env []string) (int, string) {
+	t.Helper()
 	c.Dir = dir
 	c.Env = append(os.Environ(), append([]string{"DLQCTL_TEST_NOW=", "DLQCTL_APPROVAL_KEY=test-approval-key-0123456789abcdef"}, env...)...)
 	var out bytes.Buffer

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -27,7 +28,7 @@ func writeFile(t *testing.T, path, text string) {
 // ssh-keygen -Y sign signed.
 func TestSignaturesInteroperateWithSSHKeygen(t *testing.T) {
 	dir := t.TempDir()
-	msg := Message("sha256:abc", "alice@example.com", t0, t0.Add(time.Hour))
+	msg := testMessage("sha256:abc", "alice@example.com")
 	for _, typ := range []string{"ed25519", "ecdsa", "rsa"} {
 		t.Run(typ, func(t *testing.T) {
 			key := sshtest.Keygen(t, dir, typ, typ, "")
@@ -63,7 +64,7 @@ func TestSignaturesInteroperateWithSSHKeygen(t *testing.T) {
 				t.Error("verified under another key")
 			}
 			// Another message does not verify.
-			if _, err := Verify(sig, Namespace, Message("sha256:abd", "alice@example.com", t0, t0.Add(time.Hour))); !errors.Is(err, ErrBadSignature) {
+			if _, err := Verify(sig, Namespace, testMessage("sha256:abd", "alice@example.com")); !errors.Is(err, ErrBadSignature) {
 				t.Errorf("a signature verified over another plan: %v", err)
 			}
 		})
@@ -75,7 +76,7 @@ func TestAnotherNamespaceIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	key := sshtest.Keygen(t, dir, "k", "ed25519", "")
 	msgFile := filepath.Join(dir, "m")
-	msg := Message("sha256:abc", "bob", t0, t0.Add(time.Hour))
+	msg := testMessage("sha256:abc", "bob")
 	writeFile(t, msgFile, string(msg))
 	if out, err := exec.Command("ssh-keygen", "-Y", "sign", "-f", key, "-n", "git", msgFile).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -110,7 +111,7 @@ func TestSignThroughTheAgent(t *testing.T) {
 		if s.Via != "ssh-agent" {
 			t.Errorf("signed via %s", s.Via)
 		}
-		msg := Message("sha256:abc", "carol", t0, t0.Add(time.Hour))
+		msg := testMessage("sha256:abc", "carol")
 		sig, err := Sign(s, Namespace, msg)
 		s.Close()
 		if err != nil {
@@ -230,7 +231,7 @@ func TestWeakKeysAndLongTTLsAreRefused(t *testing.T) {
 			t.Errorf("key %q accepted", k)
 		}
 	}
-	if err := CheckHMACKey([]byte("0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a6978")); err != nil {
+	if err := CheckHMACKey([]byte("0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0")); err != nil {
 		t.Error(err)
 	}
 	if CheckTTL(0, 0) == nil || CheckTTL(25*time.Hour, DefaultMaxTTL) == nil || CheckTTL(time.Hour, DefaultMaxTTL) != nil {
@@ -259,7 +260,7 @@ func BenchmarkVerify(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			msg := Message("sha256:abc", "alice", t0, t0.Add(time.Hour))
+			msg := testMessage("sha256:abc", "alice")
 			sig, err := Sign(s, Namespace, msg)
 			if err != nil {
 				b.Fatal(err)
@@ -270,5 +271,56 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// testMessage is the message of an approval of digest by principal, given
+// at t0 for an hour.
+func testMessage(digest, principal string) []byte {
+	return Message(digest, principal, NewStamp(t0).Text(), NewStamp(t0.Add(time.Hour)).Text())
+}
+
+// A stamp read keeps its text, which is what a signature is over; one made
+// here, or whose instant changed, is written in UTC.
+func TestStampKeepsItsText(t *testing.T) {
+	for _, text := range []string{"2026-11-29T13:00:00+01:00", "2026-11-29T12:00:00.500Z", "2026-11-29T12:00:00+00:00", "2026-11-29T12:00:00,5Z"} {
+		var s Stamp
+		if err := json.Unmarshal([]byte(`"`+text+`"`), &s); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(s)
+		if s.Text() != text || string(b) != `"`+text+`"` {
+			t.Errorf("%s: text %q, written %s", text, s.Text(), b)
+		}
+		s.Time = s.Add(time.Second)
+		if s.Text() != s.UTC().Format(time.RFC3339Nano) {
+			t.Errorf("%s: a changed instant kept the old text %q", text, s.Text())
+		}
+	}
+	if got := NewStamp(t0.In(time.FixedZone("", 3600))).Text(); got != "2026-12-03T13:00:00.123456789Z" {
+		t.Errorf("a stamp made here: %q", got)
+	}
+	var s Stamp
+	if err := json.Unmarshal([]byte(`"2026-11-29 12:00:00Z"`), &s); err == nil {
+		t.Error("a time that is not RFC 3339 was read")
+	}
+}
+
+// A key of hex digits holds half as many bytes as it has digits.
+func TestKeyBytes(t *testing.T) {
+	for key, want := range map[string]int{
+		strings.Repeat("0f", 32): 32, strings.Repeat("0f", 16): 16, "k-one-0123456789abcdef0123456789": 32, "0123456789ABCDEF": 8,
+	} {
+		if n, _ := KeyBytes([]byte(key)); n != want {
+			t.Errorf("KeyBytes(%q) = %d, want %d", key, n, want)
+		}
+	}
+	if err := CheckHMACKey([]byte("0f1e2d3c4b5a69788796a5b4c3d2e1f0")); !errors.Is(err, ErrShortKey) || !strings.Contains(err.Error(), "32 hex digits are 16 bytes") {
+		t.Errorf("openssl rand -hex 16: %v", err)
+	}
+	for d, want := range map[time.Duration]string{24 * time.Hour: "24h", 90 * time.Minute: "1h30m", 5 * time.Minute: "5m", 87672 * time.Hour: "87672h", 90 * time.Second: "1m30s"} {
+		if got := FormatTTL(d); got != want {
+			t.Errorf("FormatTTL(%s) = %q, want %q", d, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -31,7 +32,58 @@ type LeaseHolder struct {
 	RunID string
 	PID   int
 	Host  string
-	Since time.Time
+	// BootID and PIDNamespace say where PID names a process: the kernel
+	// boot and the PID namespace the holder ran in (processSpace). A host
+	// name alone does not: pods with hostNetwork and containers started
+	// with --uts=host share it, but not their PIDs. Empty where the OS
+	// gives neither, and in leases written before they were recorded.
+	BootID       string
+	PIDNamespace string
+	Since        time.Time
+}
+
+// ThisProcess is the holder of a lease or lock that this process takes
+// for runID (which may be "" while not known yet), since since.
+func ThisProcess(runID string, since time.Time) LeaseHolder {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	boot, pidns := processSpace()
+	return LeaseHolder{RunID: runID, PID: os.Getpid(), Host: host, BootID: boot, PIDNamespace: pidns, Since: since}
+}
+
+// SamePIDSpace says whether the PID that a lease records (held) names a
+// process that me can look for with ProcessAlive: same host name, same
+// boot and same PID namespace. A lease from another namespace or boot is
+// then judged as one from another host (by its expiry),
+// never by a PID that means another process here, or none. A lease that
+// records neither boot nor namespace (written by an older dlqctl, or on
+// an OS that gives none) is judged by its host name alone, as before.
+func SamePIDSpace(held, me LeaseHolder) bool {
+	if held.Host != me.Host {
+		return false
+	}
+	if held.BootID == "" && held.PIDNamespace == "" {
+		return true
+	}
+	return held.BootID == me.BootID && held.PIDNamespace == me.PIDNamespace
+}
+
+// HolderGone says whether the process behind a lease that held's run ID
+// left (its own run's, being resumed by me) has provably ended, so that
+// me may take the lease over before it expires: it is me, or it is in
+// my PID space (SamePIDSpace) and its PID is dead. A holder elsewhere
+// cannot be looked for and is waited out, so that two live resumes of
+// copies of one journal are refused wherever they run.
+func HolderGone(held, me LeaseHolder) bool {
+	if !SamePIDSpace(held, me) {
+		return false
+	}
+	if held.PID == me.PID || held.PID <= 0 {
+		return true
+	}
+	return !ProcessAlive(held.PID)
 }
 
 func (h LeaseHolder) String() string {

@@ -41,13 +41,21 @@ type MoveResult struct {
 	// Removed: the DLQ entry was removed in the same atomic step.
 	Removed bool
 	// Err is this item's own failure: ErrNotFound (the entry had left the
-	// DLQ; nothing was published), ErrChanged (its fingerprint is no longer
-	// the planned one; nothing was published), or another per-item error.
+	// DLQ; nothing was published), ErrSameMessage (another entry moved its
+	// message; the entry was removed and is done, nothing was published), ErrChanged
+	// (its fingerprint is no longer the planned one; nothing was
+	// published), or another per-item error.
 	Err error
 }
 
 // ErrChanged: the DLQ entry's fingerprint differs from the plan's.
 var ErrChanged = errors.New("fingerprint changed since the plan was made")
+
+// ErrSameMessage: the DLQ entry points at a message that another entry
+// moved (two NATS advisories about one stream message): the backend removed
+// the entry and published nothing, and the entry is done. Errors that wrap
+// it say which entry moved the message, and also wrap ErrNotFound.
+var ErrSameMessage = errors.New("points at a message another entry moved")
 
 // Mover puts DLQ entries back on their destination (redrive) and removes
 // them (resolve, and the second step of non-atomic moves).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ func (o OpenOptions) ProfileSecret(key string) string { return o.secret(key) }
 type EnvVar struct {
 	Name string
 	Help string
+	// Password: the variable gives the password of the URL's user when
+	// the URL carries none. A command that dlqctl prints for someone to
+	// run names it instead of a password it cannot show.
+	Password bool
 }
 
 // Capabilities say what a backend can do; docs/backends.md and the
@@ -144,6 +149,21 @@ type Registration struct {
 	// Secrets returns the secrets Open would read from opts besides the
 	// URL (env, profile), so that they are scrubbed too. May be nil.
 	Secrets func(opts OpenOptions) []string
+	// Setup, when set, prepares the process for the backend, once, before
+	// a command runs (Registry.Setup): Redis silences go-redis's global
+	// logger, whose dial retries reach the user as returned errors anyway.
+	Setup func()
+	// GroupsSource, when set, is the source URL that pending opens to
+	// inspect a stream's consumer groups, made from the source in effect
+	// (Redis: stream=STREAM added to a URL that names no stream, since a
+	// Redis source must name one). nil: the source in effect as it is.
+	GroupsSource func(raw, stream string) string
+	// ProfileKeys are keys of a config profile, besides those every
+	// profile has, that hold this backend's secrets ("redis_password"):
+	// the first backends read theirs there, later ones from the profile's
+	// secrets map ("kafka_password"), which takes any key. Both reach
+	// Open through OpenOptions.ProfileSecret.
+	ProfileKeys []string
 }
 
 // Registry maps URL schemes to backends. Commands get one from the
@@ -156,8 +176,15 @@ type Registry struct {
 	order    []*Registration
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byScheme: map[string][]*Registration{}} }
+// NewRegistry returns a registry holding regs, in their order (a test's
+// one backend, say); none gives an empty one.
+func NewRegistry(regs ...Registration) *Registry {
+	r := &Registry{byScheme: map[string][]*Registration{}}
+	for _, reg := range regs {
+		r.Register(reg)
+	}
+	return r
+}
 
 // Register adds a backend. A scheme that two backends serve without a
 // Claims predicate is a programming error and panics, as database/sql does.
@@ -269,6 +296,27 @@ func (r *Registry) Schemes() []string {
 	return out
 }
 
+// Setup runs every backend's Setup (Registration.Setup). The process
+// calls it once, before a command runs.
+func (r *Registry) Setup() {
+	for _, reg := range r.All() {
+		if reg.Setup != nil {
+			reg.Setup()
+		}
+	}
+}
+
+// ProfileKeys lists the profile keys the backends declare
+// (Registration.ProfileKeys), sorted.
+func (r *Registry) ProfileKeys() []string {
+	var keys []string
+	for _, reg := range r.All() {
+		keys = append(keys, reg.ProfileKeys...)
+	}
+	sort.Strings(keys)
+	return slices.Compact(keys)
+}
+
 // SchemeOf returns the scheme of a source URL: the text before "://" or,
 // failing that, before the first ":".
 func SchemeOf(raw string) string {
@@ -284,6 +332,11 @@ func SchemeOf(raw string) string {
 // scheme. When the scheme has one backend only, it gets raw even if its
 // predicate says no, so that its Parse explains what is wrong.
 func (r *Registry) Lookup(raw string) (Registration, error) {
+	if fixed := r.missingSlashes(raw); fixed != "" {
+		// raw itself is not echoed: without its "//" it does not parse as
+		// a URL, so its password could not be hidden.
+		return Registration{}, Configf("source: want %s://…; did you mean %q?", SchemeOf(fixed), RedactURL(fixed))
+	}
 	scheme := SchemeOf(raw)
 	r.mu.RLock()
 	regs := r.byScheme[scheme]
@@ -310,6 +363,26 @@ func (r *Registry) Lookup(raw string) (Registration, error) {
 		return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
 	}
 	return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
+}
+
+// missingSlashes is raw with the "://" its scheme lacks ("redis:/host",
+// "redis//host", "redis:host" for a URL scheme other than dir:), or ""
+// when it lacks nothing. (A bare "redis/x" is a folder's path.)
+func (r *Registry) missingSlashes(raw string) string {
+	if strings.Contains(raw, "://") {
+		return ""
+	}
+	for _, s := range r.Schemes() {
+		if s == "dir" {
+			continue
+		}
+		for _, typo := range []string{s + ":", s + "//"} {
+			if rest, ok := strings.CutPrefix(raw, typo); ok && rest != "" {
+				return s + "://" + strings.TrimLeft(rest, ":/")
+			}
+		}
+	}
+	return ""
 }
 
 func (r *Registry) schemeList() string {
@@ -347,9 +420,26 @@ func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Sour
 	}
 	src, err := reg.Open(ctx, raw, opts)
 	if err != nil {
-		return nil, Scrub(err, secrets...)
+		// The URL's display forms stay whole: with a password that equals
+		// the user name, scrubbing them would hide the user name too.
+		return nil, ScrubAround(err, []string{p.Display, WithHiddenPassword(p.Display)}, secrets...)
 	}
 	return src, nil
+}
+
+// PasswordEnv is the variable that gives raw's backend the password its
+// URL leaves out ("" when it has none, or raw names no backend).
+func (r *Registry) PasswordEnv(raw string) string {
+	reg, err := r.Lookup(raw)
+	if err != nil {
+		return ""
+	}
+	for _, e := range reg.Env {
+		if e.Password {
+			return e.Name
+		}
+	}
+	return ""
 }
 
 // Display returns raw as it may be printed: through its backend's parser

@@ -94,6 +94,30 @@ func QuoteURLPiece(raw string, hasUser bool, piece string) string {
 	return strconv.Quote(piece)
 }
 
+// URLForError is raw as an error about it may show it: the user info
+// hidden (RedactUserinfo) and the query and fragment left out. A query
+// value may be anything — a secret under a mistyped key (passwrod=) among
+// others — so an error names the key it is about, never a value. An "@"
+// after the first "?" or "#" is a password holding one of them, or a
+// query value holding an "@": as what follows it cannot be told to be a
+// host, only the scheme is shown.
+func URLForError(raw string) string {
+	head, tail := raw, ""
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		head, tail = raw[:i], raw[i:]
+	}
+	if strings.Contains(tail, "@") {
+		if scheme, _, ok := strings.Cut(head, "://"); ok {
+			return scheme + "://" + Redacted
+		}
+		return Redacted
+	}
+	return RedactUserinfo(head)
+}
+
+// maskedValue stands for a query value in an error.
+const maskedValue = Redacted
+
 // UserinfoDisplay is the user info as dlqctl shows it: "user:xxxxx@" with
 // a password, "user@" without, "" for none. The password is never shown,
 // only that there is one.
@@ -110,29 +134,42 @@ func UserinfoDisplay(user string, hasPassword bool) string {
 // URLQuery is a source URL's query once every key is known and given at
 // most once. Its getters read an option into a field and keep the first
 // bad value's error, so a parser reads all its options and checks Err
-// once; each error names the key and says what it wants.
+// once; each error names the key and says what it wants, and never shows
+// a value (key=xxxxx): whatever was typed there may be a secret.
 type URLQuery struct {
-	vals  url.Values
-	quote func(string) string
-	err   error
+	vals url.Values
+	// hide: the URL may hold part of a password anywhere (StrayAt).
+	hide bool
+	err  error
+}
+
+// quote shows a key in an error, unless hide.
+func (q *URLQuery) quote(key string) string {
+	if q.hide {
+		return notShown
+	}
+	return strconv.Quote(key)
+}
+
+// mask stands for a value in an error.
+func (q *URLQuery) mask() string {
+	if q.hide {
+		return notShown
+	}
+	return maskedValue
 }
 
 // ParseURLQuery parses raw (a query without its "?") and refuses an
 // unknown key, naming the known ones, and a key given twice. Keys are
 // checked in sorted order, so the error for a URL is always the same.
-// hide (StrayAt of the URL) keeps every piece of the query out of the
-// errors, the getters' included: part of a password may be in it.
+// No error shows a value. hide (StrayAt of the URL) keeps the keys out
+// of the errors too, the getters' included: part of a password may be
+// in any of them.
 func ParseURLQuery(raw string, known []string, hide bool) (*URLQuery, error) {
-	q := &URLQuery{quote: strconv.Quote}
-	if hide {
-		q.quote = func(string) string { return notShown }
-	}
+	q := &URLQuery{hide: hide}
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
-		if hide {
-			return nil, fmt.Errorf("bad query string: %s", notShown)
-		}
-		return nil, fmt.Errorf("bad query string: %v", err)
+		return nil, fmt.Errorf("bad query string: %s", badQuery(raw, q.quote))
 	}
 	keys := make([]string, 0, len(vals))
 	for k := range vals {
@@ -152,6 +189,28 @@ func ParseURLQuery(raw string, known []string, hide bool) (*URLQuery, error) {
 	return q, nil
 }
 
+// badQuery says what in raw, a query url.ParseQuery refused, is wrong,
+// naming at most a key (through quote): url.ParseQuery's own error
+// quotes the bad escape, a piece of a value.
+func badQuery(raw string, quote func(string) string) string {
+	for _, part := range strings.Split(raw, "&") {
+		key, val, _ := strings.Cut(part, "=")
+		k, err := url.QueryUnescape(key)
+		switch {
+		case strings.Contains(key, ";"):
+			return "a ';' in a parameter's name (separate parameters with '&')"
+		case err != nil:
+			return "a parameter's name is badly escaped (write a literal '%' as %25)"
+		case strings.Contains(val, ";"):
+			return fmt.Sprintf("a ';' in the value of %s (separate parameters with '&'; write a literal ';' as %%3B)", quote(k))
+		}
+		if _, err := url.QueryUnescape(val); err != nil {
+			return fmt.Sprintf("the value of %s is badly escaped (write a literal '%%' as %%25)", quote(k))
+		}
+	}
+	return "it does not parse"
+}
+
 // Has says whether the query gives key, empty or not.
 func (q *URLQuery) Has(key string) bool { _, ok := q.vals[key]; return ok }
 
@@ -162,10 +221,10 @@ func (q *URLQuery) Get(key string) string { return q.vals.Get(key) }
 func (q *URLQuery) Err() error { return q.err }
 
 // Fail records a bad value of key that a backend checks itself:
-// `key="value": want …`.
+// `key=xxxxx: want …`, the value masked.
 func (q *URLQuery) Fail(key, want string) {
 	if q.err == nil {
-		q.err = fmt.Errorf("%s=%s: want %s", key, q.quote(q.Get(key)), want)
+		q.err = fmt.Errorf("%s=%s: want %s", key, q.mask(), want)
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/effects/rediseffects"
 )
 
 // dlqctl runs the real `dlqctl stats` command, as a subprocess of the
@@ -94,6 +97,7 @@ type inProcRun struct {
 func (d *dlqctl) runInProcess(ctx context.Context, source, cpuProfile, memProfile string) (inProcRun, error) {
 	var stdout, stderr bytes.Buffer
 	f := &cmd.Factory{Deps: cmd.Deps{
+		Backends: all.Registry(), Effects: effects.Stores{Redis: rediseffects.Store{}},
 		IO:  &cmd.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
 		Now: time.Now,
 		Getenv: func(k string) string {

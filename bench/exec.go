@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/cmd"
+	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/effects/rediseffects"
 )
 
 // approvalKey signs the bench's redrive approvals (DLQCTL_APPROVAL_KEY).
@@ -33,6 +36,7 @@ func (d *dlqctl) launchArgs(ctx context.Context, extraEnv []string, args ...stri
 func (d *dlqctl) execInProcess(ctx context.Context, env map[string]string, args []string, cpuProfile, memProfile string) (time.Duration, []byte, error) {
 	var stdout, stderr bytes.Buffer
 	f := &cmd.Factory{Deps: cmd.Deps{
+		Backends: all.Registry(), Effects: effects.Stores{Redis: rediseffects.Store{}},
 		IO:  &cmd.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr},
 		Now: time.Now,
 		Getenv: func(k string) string {

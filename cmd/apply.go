@@ -2,18 +2,13 @@ package cmd
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/time/rate"
 
-	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
@@ -31,8 +26,8 @@ type applyOptions struct {
 	// ApprovalPolicy is the policy approvals are checked against, from the
 	// key flags, the environment and the config.
 	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
-	// ApplyPlan checks the approved plan against the DLQ and runs it.
-	ApplyPlan func(context.Context, approvedRun) error
+	// Runner checks the approved plan against the DLQ and runs it.
+	Runner planRunner
 
 	journal     string
 	skipMissing bool
@@ -69,7 +64,7 @@ Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with th
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
-			o.ApplyPlan = f.planRunner().apply
+			o.Runner = f.planRunner()
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -93,6 +88,13 @@ func runApply(ctx context.Context, o *applyOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseEmpty(plan, path, "apply"); err != nil {
+		return err
+	}
+	if o.Runner.Source == "" {
+		// None given: the plan's own, as resume takes the journal's.
+		o.Runner.Source = plan.Source
+	}
 	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
 	}
@@ -113,138 +115,70 @@ func runApply(ctx context.Context, o *applyOptions) error {
 		}
 	}
 	journal := firstNonEmpty(o.journal, redrive.DefaultJournalPath(path))
-	return o.ApplyPlan(ctx, approvedRun{plan: plan, planPath: path, journalPath: journal, approvals: approvals, key: key,
+	return o.Runner.apply(ctx, approvedRun{plan: plan, planPath: path, journalPath: journal, approvals: approvals, key: key,
 		skipMissing: o.skipMissing, effectsURL: o.effects, hint: hintFlags{keys: o.keys}})
 }
 
 // planRunner starts the run of an approved plan: what apply and the
-// one-step forms do once a plan may run. Its fields are plain values and
-// the steps a run goes through, so a test can give its own.
+// one-step forms do once a plan may run. The run is redrive's
+// (redrive.Runner.Apply); what is left here is on which source and by
+// whom, and how its outcome reads.
 type planRunner struct {
-	IO *IOStreams
-	// Started is when the invocation started, which names the run; Now
-	// is the clock of the journal.
+	Runner redrive.Runner
+	Out    runOutput
+	// Source is the source URL in effect; Started is when the invocation
+	// started, which names the run; Applier is who runs it (recorded in
+	// the run-start).
+	Source  string
 	Started time.Time
-	Now     func() time.Time
-	// Applier is who runs it (recorded in the run-start).
 	Applier string
-	// OpenSession opens the source in effect with the category rules in
-	// effect.
-	OpenSession func(context.Context) (*session, error)
-	Steps       runSteps
 }
 
-// planRunner is the Factory's: its clock, source and run steps.
+// planRunner is the Factory's: its runner, source, clock and output.
 func (f *Factory) planRunner() planRunner {
-	return planRunner{IO: f.IO, Started: f.now(), Now: f.Now, Applier: f.identity(""), OpenSession: f.openSession, Steps: f.runSteps()}
+	return planRunner{Runner: f.runner(), Out: f, Source: f.source, Started: f.now(), Applier: f.identity("")}
 }
 
 // apply checks the plan against the DLQ and runs it. r.key is the
 // approval key the journal is chained with (nil: a signed run, or a
 // one-step run without one, whose journal is not chained).
-func (p planRunner) apply(ctx context.Context, r approvedRun) (err error) {
-	plan, journalPath, steps := r.plan, r.journalPath, p.Steps
-	runID := redrive.NewRunID(p.Started, randomSuffix())
-	unlock, err := steps.LockJournal(journalPath, runID)
-	if err != nil {
-		return err
+func (p planRunner) apply(ctx context.Context, r approvedRun) error {
+	ran, err := p.Runner.Apply(ctx, redrive.ApplyRequest{Plan: r.plan, PlanPath: r.planPath, JournalPath: r.journalPath,
+		Source: p.Source, Started: p.Started, AppliedBy: p.Applier, Approvals: r.approvals, Key: r.key,
+		SkipMissing: r.skipMissing, EffectsURL: r.effectsURL})
+	var started *redrive.StartedError
+	var stale *redrive.StaleError
+	switch {
+	case errors.As(err, &started):
+		return p.Out.startedAlready(ctx, r.plan, r.planPath, started, r.hint)
+	case errors.As(err, &stale):
+		return staleRefusal(r.plan, r.journalPath, stale)
+	case err != nil:
+		return busyOr(err)
 	}
-	defer unlock()
-	if err := restartNeverStarted(p.IO.ErrOut, journalPath); err != nil {
-		return err
-	}
-	if _, err := os.Lstat(journalPath); err == nil {
-		// The run started: whatever left the DLQ since was most likely
-		// moved by it, and only the journal knows. Checked before the plan
-		// is compared with the DLQ, which would call it stale.
-		return steps.StartedAlready(plan, r.planPath, journalPath, r.hint)
-	}
-	s, err := p.OpenSession(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.src.Close()
-	if s.src.String() != plan.Source {
-		return usageErrorf("the plan was made for %s, but the source is %s", plan.Source, s.src)
-	}
-	ctx, release, err := steps.LeaseDLQ(ctx, s.src, runID)
-	if err != nil {
-		return err
-	}
-	defer func() { err = steps.ReleaseAfter(err, release) }()
-	missing, changed, err := redrive.Stale(ctx, s.src, plan)
-	if err != nil {
-		return err
-	}
-	if err := refuseStale(s.src, plan, journalPath, missing, changed, r.skipMissing); err != nil {
-		return err
-	}
-	eng, closeEng, err := steps.Engine(ctx, s.src, plan, r.effectsURL)
-	if err != nil {
-		return err
-	}
-	defer closeEng()
-	j, err := redrive.CreateJournal(journalPath, p.Now)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	eng.Journal = j
-	if len(r.key) > 0 {
-		j.Chain(redrive.JournalKey(r.key, runID), "")
-	}
-	st, err := eng.Start(runID, plan, r.planPath, s.src.String(), p.Applier, r.approvals)
-	if err != nil {
-		return err
-	}
-	if err := eng.MarkStale(st, missing, changed); err != nil {
-		return err
-	}
-	noteWeakMoves(p.IO.ErrOut, s.src, plan)
-	fmt.Fprintf(p.IO.ErrOut, "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), journalPath)
-	return steps.FinishRun(ctx, eng, st, journalPath, r.hint)
+	return p.Out.finishRun(ctx, ran, r.journalPath, r.hint)
 }
 
-// refuseStale refuses a plan some of whose entries left the DLQ or
-// changed, unless skipMissing; with every entry gone, always.
-func refuseStale(src backend.Source, plan *redrive.Plan, journalPath string, missing, changed []redrive.Entry, skipMissing bool) error {
+// staleRefusal is the error for a plan some of whose entries left the
+// DLQ or changed: with every entry gone, was it applied already; else
+// which ones, and that --skip-missing goes on without them.
+func staleRefusal(plan *redrive.Plan, journalPath string, e *redrive.StaleError) error {
+	missing, changed := e.Missing, e.Changed
 	if len(missing) == plan.Entries.Len() && len(missing) > 0 {
 		// --skip-missing would go on with nothing.
-		return withCode(ExitApproval, fmt.Errorf("plan is stale: none of its %s is in the DLQ any more; was it applied already (with another --journal than %s)? Its journal's run: dlqctl %s status JOURNAL%s", entries(len(missing)), journalPath, plan.Kind, unseenNote(src, len(missing))))
+		return withCode(ExitApproval, fmt.Errorf("plan is stale: none of its %s is in the DLQ any more; was it applied already (with another --journal than %s)? Its journal's run: dlqctl %s status JOURNAL%s", entries(len(missing)), journalPath, plan.Kind, unseenNote(e.Unseen, len(missing))))
 	}
-	if (len(missing) > 0 || len(changed) > 0) && !skipMissing {
-		return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(src, len(missing))))
-	}
-	return nil
-}
-
-// restartNeverStarted removes a journal whose run never started (its
-// run-start record torn by a crash, before anything moved), so that apply
-// starts the run again, as resume advises for it.
-func restartNeverStarted(w io.Writer, journalPath string) error {
-	never, err := redrive.NeverStarted(journalPath)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && !never) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(journalPath); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "journal %s holds no complete record: a crash tore its run-start before anything was moved; starting the run again\n", journalPath)
-	return nil
+	return withCode(ExitApproval, fmt.Errorf("plan is stale: %s (--skip-missing goes on without them)%s", staleText(missing, changed), unseenNote(e.Unseen, len(missing))))
 }
 
 // unseenNote says, when entries are missing and the scan could not see
 // some messages (SQS: in flight, held by another reader or by a killed
 // scan or move), that those may be the missing ones.
-func unseenNote(src backend.Source, missing int) string {
-	u, ok := src.(unseenCounter)
-	if !ok || missing == 0 || u.Unseen() == 0 {
+func unseenNote(unseen int64, missing int) string {
+	if missing == 0 || unseen == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d messages were in flight and not seen (another reader, or a killed dlqctl scan or move, holds them): the missing entries may be among them, so retry once their visibility timeout has run out", u.Unseen())
+	return fmt.Sprintf("; %d messages were in flight and not seen (another reader, or a killed dlqctl scan or move, holds them): the missing entries may be among them, so retry once their visibility timeout has run out", unseen)
 }
 
 func staleText(missing, changed []redrive.Entry) string {
@@ -266,100 +200,47 @@ func entryIDs(es []redrive.Entry) string {
 	return firstIDs(ids, 10)
 }
 
-// engine builds the redrive engine for plan over src.
-func (f *Factory) engine(ctx context.Context, src backend.Source, plan *redrive.Plan, effectsURL string) (*redrive.Engine, func(), error) {
-	mover, ok := src.(backend.Mover)
-	if !ok {
-		return nil, nil, usageErrorf("%s: this backend cannot move entries", src)
-	}
-	eng := &redrive.Engine{Source: src, Mover: mover, Now: f.Now, Observer: f.runObserver(plan), Crash: f.CrashHook}
-	closeFn := func() {}
-	if plan.Kind == redrive.KindRedrive {
-		if plan.Params.Rate > 0 {
-			eng.Limiter = rate.NewLimiter(rate.Limit(plan.Params.Rate), plan.Params.Burst)
-		}
-		if plan.Params.Effects != "" {
-			url := plan.Params.Effects
-			if effectsURL != "" {
-				url = effectsURL
-			}
-			probe, err := f.openProbe(ctx, url, plan.Params.EffectsQuery)
-			if err != nil {
-				return nil, nil, err
-			}
-			if probe.String() != plan.Params.Effects {
-				probe.Close()
-				return nil, nil, usageErrorf("--effects %s is not the plan's %s", probe, plan.Params.Effects)
-			}
-			eng.Probe = probe
-			closeFn = func() { probe.Close() }
-		}
-	}
-	return eng, closeFn, nil
+// finishRun says how a run went: it prints the run document, turns the
+// outcome into an exit code with the advice that goes with it, and then
+// says what failed in giving the DLQ lease back.
+func (f *Factory) finishRun(ctx context.Context, ran *redrive.Ran, journalPath string, hint hintFlags) error {
+	return redrive.AfterRelease(f.IO.ErrOut, f.runOutcome(ctx, ran.State, ran.Err, journalPath, hint), ran.Release)
 }
 
-// finishRun runs the engine and turns the outcome into output and an exit code.
-func (f *Factory) finishRun(ctx context.Context, eng *redrive.Engine, st *redrive.State, journalPath string, hint hintFlags) error {
-	if v, ok := eng.Observer.(*runView); ok {
-		v.begin(st)
-		v.watch(eng, time.Duration(st.Plan.Params.Settle))
-	}
-	runErr := eng.Run(ctx, st)
+// runOutcome is the run document and the error of a run that ended with
+// runErr (nil when it ended by itself).
+func (f *Factory) runOutcome(ctx context.Context, st *redrive.State, runErr error, journalPath string, hint hintFlags) error {
 	hint.pastGate = st.Status == redrive.StatusHalted
 	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
-	resume := cmdline + secretsNote(st.Plan)
+	resume := "\n" + shellLines(f.secretNotes(st.Plan), cmdline)
 	doc := f.liveRunDoc(st, journalPath)
 	if doc.Resume != "" {
 		doc.Resume = cmdline
 	}
+	doc.Needs = f.secretNotes(st.Plan)
 	if err := f.printRun(doc); err != nil {
 		return err
 	}
 	switch {
 	case errors.Is(runErr, redrive.ErrDeadline):
-		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with:%s", resume))
 	case errors.Is(runErr, redrive.ErrInterrupted):
-		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with:%s", resume))
 	case runErr != nil:
-		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
+		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with:%s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return f.haltError(st, doc, runPlanPath(st, ""), journalPath, hint)
+		return f.haltError(ctx, st, doc, runPlanPath(st, ""), journalPath, hint)
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {
-			retry = "; try the failed ones again with: " + resume + " --retry-failed"
+			retry = "; try the failed ones again with:\n" + shellLines(f.secretNotes(st.Plan), cmdline+" --retry-failed")
 		}
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
 	}
-	if advice := f.cameBackAdvice(st, journalPath); advice != "" {
+	if advice := f.cameBackAdvice(ctx, st, runPlanPath(st, ""), journalPath); advice != "" {
 		// The gates let them pass (--max-failed-ratio), but they are in
 		// the DLQ again.
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))
 	}
 	return nil
-}
-
-// noteWeakMoves says where the backend cannot move to a destination as
-// strongly as usual (Redis Cluster: DLQ and destination in different hash
-// slots take a journaled two-step move instead of one atomic script).
-func noteWeakMoves(w io.Writer, src backend.Source, plan *redrive.Plan) {
-	n, ok := src.(backend.MoveNoter)
-	if !ok {
-		return
-	}
-	seen := map[string]bool{}
-	for e := range plan.Entries.All() {
-		if e.Dest != "" && !seen[e.Dest] {
-			seen[e.Dest] = true
-			if note := n.MoveNote(e.Dest); note != "" {
-				fmt.Fprintln(w, "dlqctl: note: "+note)
-			}
-		}
-	}
-}
-
-func randomSuffix() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return fmt.Sprintf("%x", b)
 }

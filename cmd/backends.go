@@ -14,7 +14,7 @@ func newDocsBackendsCmd(f *Factory) *cobra.Command {
 		Example: "  dlqctl docs backends > docs/backends.md",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			_, err := fmt.Fprint(f.IO.Out, f.backends().Markdown())
+			_, err := fmt.Fprint(f.IO.Out, f.Backends.Markdown())
 			return err
 		},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/inspect"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -43,7 +44,7 @@ a check without one would always pass.`,
   dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing, f.refusesMissing = opts.allowMissing, true
+			f.allowMissing, f.refusesMissing, f.offersAllowMissing = opts.allowMissing, true, true
 			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -55,7 +56,7 @@ a check without one would always pass.`,
 	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
 	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
 	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
-	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, allowMissingUsage)
 	return c
 }
 
@@ -78,11 +79,6 @@ type CheckDoc struct {
 	// messages in flight); max-total counts them too.
 	NotSeen int64 `json:"not_seen"`
 }
-
-// unseenCounter is a source whose scan can miss entries that are in the
-// DLQ all the same (SQS: messages in flight, held by another reader or by
-// a killed scan).
-type unseenCounter interface{ Unseen() int64 }
 
 type categoryLimit struct {
 	name  string
@@ -131,7 +127,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 		return err
 	}
 	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total}
-	if u, ok := s.src.(unseenCounter); ok {
+	if u, ok := s.src.(backend.UnseenCounter); ok {
 		doc.NotSeen = u.Unseen()
 	}
 	if n := int64(sum.Total) + doc.NotSeen; opts.maxTotal >= 0 && n > int64(opts.maxTotal) {

@@ -24,7 +24,7 @@ func registerCompletions(f *Factory, root *cobra.Command) {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 	profiles := func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-		cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv)
+		cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.Backends.ProfileKeys())
 		if err != nil || cfg == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -82,7 +82,7 @@ func formatsFor(c *cobra.Command) []report.Format {
 func sourceCompletion(f *Factory) cobra.CompletionFunc {
 	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		var prefixes []string
-		for _, reg := range f.backends().All() {
+		for _, reg := range f.Backends.All() {
 			for _, scheme := range reg.Schemes {
 				// Only a scheme whose usage reads SCHEME:PATH is a path
 				// (dir:PATH); the others are SCHEME://HOST.
@@ -139,7 +139,7 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 // without the command's setup, so it loads the config itself.
 func categoryNames(f *Factory) []string {
 	cl := envelope.NewClassifier(envelope.DefaultRules())
-	if cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv); err == nil {
+	if cfg, err := loadConfig(firstNonEmpty(f.Global.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.Backends.ProfileKeys()); err == nil {
 		f.config = cfg
 		if p, err := cfg.profile(firstNonEmpty(f.Global.Profile, f.Getenv("DLQCTL_PROFILE"))); err == nil {
 			f.profile = p

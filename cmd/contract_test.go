@@ -24,7 +24,7 @@ var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	io, _, out, errOut := TestIO()
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	code = Execute(context.Background(), f, args)
 	return out.String(), errOut.String(), code
 }
@@ -226,6 +226,11 @@ func TestMoveDocumentsMatchTheDocs(t *testing.T) {
 		t.Fatalf("apply: %d %s", code, errOut)
 	}
 	check("dlqctl.run/v1", out)
+	out, errOut, code = run(t, env, "-o", "json", "redrive", "status", filepath.Join(root, "p.journal"))
+	if code != 0 || !strings.Contains(out, `"state": "valid"`) {
+		t.Fatalf("status: %d %s %s", code, out, errOut)
+	}
+	check("dlqctl.run/v1", out)
 	out, errOut, code = run(t, env, "--source", src, "-o", "json", "reconcile", "--journal", filepath.Join(root, "p.journal"),
 		"--effects", "exec:true", "--events")
 	if code != 0 {
@@ -244,10 +249,11 @@ func optional(p string) bool {
 	for _, suffix := range []string{"malformed", "raw", "key", "owner", "fingerprint", "payload_version", "content_type",
 		"origin.subscription", "origin.consumer", "first_received_at", "recover_by", "schema_info", "properties{}", "date",
 		"origin.backend", "origin.topic", "dead_lettered_at", "backend{}", "params.to", "params.effects",
-		"params.effects_query", "approved_by", "halt_reason", "resume_command", "gate_reason", "events", "events[].event_id",
+		"params.effects_query", "approved_by", "halt_reason", "resume_command", "needs[]", "gate_reason", "events", "events[].event_id",
 		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
 		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac", "approvals[].signature", "approvals[].principal", "exact_base64{}",
-		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]"} {
+		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]",
+		"approvals[].state", "checks[].warn"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}

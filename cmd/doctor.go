@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -25,6 +26,9 @@ type doctorOptions struct {
 	Report report.Options
 	// ConfigPath is the config file in effect ("" when none).
 	ConfigPath string
+	// SourceForm is how a source of the source's backend is written (its
+	// usage), for the fixes that ask to correct it.
+	SourceForm string
 	// Policy and Keys are the approval policy and where keys and signers
 	// come from (--key-file and --allowed-signers over the environment).
 	Policy trust.Policy
@@ -64,7 +68,7 @@ when every check passes, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Policy = f.IO, f.reportOptions(), f.config.Policy
-			o.ConfigPath = f.config.path
+			o.ConfigPath, o.SourceForm = f.config.path, sourceForm(f.Backends, f.source)
 			o.Keys = f.trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
 			o.Rules = func() error { _, err := f.classifier(); return err }
 			o.OpenSource, o.OpenProbe = f.openSource, f.openProbe
@@ -83,8 +87,11 @@ when every check passes, 1 otherwise.`,
 
 // Check is one line of dlqctl.doctor/v1.
 type Check struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Warn marks a passing check worth a person's look: it does not fail
+	// doctor.
+	Warn   bool   `json:"warn,omitempty"`
 	Detail string `json:"detail"`
 	Fix    string `json:"fix,omitempty"`
 }
@@ -148,7 +155,7 @@ func runDoctor(ctx context.Context, o *doctorOptions) error {
 func sourceChecks(ctx context.Context, o *doctorOptions) []Check {
 	src, err := o.OpenSource(ctx)
 	if err != nil {
-		return []Check{{Name: "source", Detail: err.Error(), Fix: sourceFix(err)}}
+		return []Check{{Name: "source", Detail: err.Error(), Fix: sourceFix(err, o.SourceForm)}}
 	}
 	defer src.Close()
 	n, err := src.Len(ctx)
@@ -157,7 +164,7 @@ func sourceChecks(ctx context.Context, o *doctorOptions) []Check {
 	}
 	checks := []Check{{Name: "source", OK: true, Detail: fmt.Sprintf("%s answers", src)}}
 	if nt, ok := src.(backend.Noticer); ok && nt.Notice() != "" {
-		checks = append(checks, Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (?stream=, ?topic=)"})
+		checks = append(checks, Check{Name: "dlq", Detail: nt.Notice(), Fix: "check the DLQ name in --source (" + o.SourceForm + ")"})
 	} else {
 		checks = append(checks, Check{Name: "dlq", OK: true, Detail: fmt.Sprintf("exists, %s", entries(int(n)))})
 	}
@@ -191,14 +198,17 @@ func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {
 		t := report.Table{Columns: []report.Column{{Name: "check", Kind: report.Key}, {Name: "result", Kind: report.Key, Tone: report.VerdictTone},
 			{Name: "detail"}, {Name: "fix"}}}
 		for _, c := range doc.Checks {
-			t.Rows = append(t.Rows, []any{c.Name, passFail(c.OK), c.Detail, c.Fix})
+			t.Rows = append(t.Rows, []any{c.Name, checkResult(c), c.Detail, c.Fix})
 		}
 		return report.WriteTable(w, t, ro)
 	}
 	for _, c := range doc.Checks {
 		tone, mark := report.ToneGood, "✓"
-		if !c.OK {
+		switch {
+		case !c.OK:
 			tone, mark = report.ToneBad, "✗"
+		case c.Warn:
+			tone, mark = report.ToneWarn, "!"
 		}
 		line := fmt.Sprintf("%s %s: %s", mark, c.Name, c.Detail)
 		if err := report.WriteLine(w, tone, line, ro); err != nil {
@@ -211,17 +221,31 @@ func writeDoctor(w io.Writer, doc DoctorDoc, ro report.Options) error {
 	return nil
 }
 
-func passFail(ok bool) string {
-	if ok {
-		return "pass"
+// checkResult is a check's result column: pass, warn (passes, worth a
+// look) or fail.
+func checkResult(c Check) string {
+	switch {
+	case !c.OK:
+		return "fail"
+	case c.Warn:
+		return "warn"
 	}
-	return "fail"
+	return "pass"
 }
 
-func sourceFix(err error) string {
+// sourceForm is how a source is written: the usage of the backend that
+// serves source, else a pointer to every backend's.
+func sourceForm(backends *backend.Registry, source string) string {
+	if reg, err := backends.Lookup(source); err == nil {
+		return reg.Usage
+	}
+	return "dlqctl docs backends lists the form of each backend"
+}
+
+func sourceFix(err error, form string) string {
 	var ce *backend.ConfigError
 	if errors.As(err, &ce) {
-		return "correct --source (dir:PATH, redis://HOST:PORT/DB?stream=KEY, pulsar://HOST:PORT?topic=T), DLQCTL_SOURCE or the profile"
+		return "correct --source (" + form + "), DLQCTL_SOURCE or the profile"
 	}
 	return "check that the server runs and answers at that address, and the credentials"
 }
@@ -278,6 +302,9 @@ func approvalChecks(keys trust.Keys, p trust.Policy) []Check {
 		}
 		checks = append(checks, Check{Name: "allowed signers", OK: true, Detail: detail})
 	}
+	if w := hmacBesideSigners(signers, p); w != nil {
+		checks = append(checks, *w)
+	}
 	key, kerr := keys.HMACKey()
 	switch {
 	case p.SignaturesOnly:
@@ -294,7 +321,27 @@ func approvalChecks(keys trust.Keys, p trust.Policy) []Check {
 		checks = append(checks, Check{Name: "approval key", Detail: kerr.Error(),
 			Fix: "sign approvals with SSH keys (approve --sign-with, allowed_signers), or export DLQCTL_APPROVAL_KEY=$(openssl rand -hex 32), shared by approvers and appliers (or --key-file)"})
 	} else {
-		checks = append(checks, Check{Name: "approval key", OK: true, Detail: fmt.Sprintf("set, %d bytes", len(key))})
+		n, hex := approval.KeyBytes(key)
+		detail := fmt.Sprintf("set, %d bytes", n)
+		if hex {
+			detail = fmt.Sprintf("set, %d bytes (%d hex digits)", n, len(key))
+		}
+		checks = append(checks, Check{Name: "approval key", OK: true, Detail: detail})
 	}
 	return checks
+}
+
+// hmacBesideSigners is doctor's warning when a policy names signers but
+// still takes HMAC approvals: whoever holds the HMAC key, as the applying
+// host does, can make one. Nil when there is nothing to warn of.
+func hmacBesideSigners(signers *approval.AllowedSigners, p trust.Policy) *Check {
+	if signers == nil || p.SignaturesOnly {
+		return nil
+	}
+	detail := "policy.signatures_only is off beside allowed_signers: an HMAC approval alone lets a run go, and whoever holds the HMAC key (the applying host does) can make one"
+	if p.ApprovalsRequired > 1 {
+		detail = fmt.Sprintf("policy.signatures_only is off beside allowed_signers: HMAC approvals are shown but never counted toward policy.approvals_required (%d)", p.ApprovalsRequired)
+	}
+	return &Check{Name: "hmac approvals", OK: true, Warn: true, Detail: detail,
+		Fix: "set policy.signatures_only: true, so that only approvals the applying host cannot make are taken"}
 }

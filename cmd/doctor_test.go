@@ -36,7 +36,11 @@ func TestRunDoctor(t *testing.T) {
 		{name: "nothing set up", want: map[string]string{
 			"config": "pass", "source": `fail: unknown scheme "nope"`, "approval key": "fail: no approval key"}},
 		{name: "a good key", keys: trust.Keys{EnvKey: goodKey}, want: map[string]string{
-			"approval key": "pass: set, 64 bytes"}},
+			"approval key": "pass: set, 32 bytes (64 hex digits)"}},
+		{name: "openssl rand -hex 16", keys: trust.Keys{EnvKey: goodKey[:32]}, want: map[string]string{
+			"approval key": "fail: approval key too short: its 32 hex digits are 16 bytes, at least 32 are needed"}},
+		{name: "32 characters of text", keys: trust.Keys{EnvKey: "k-one-0123456789abcdef0123456789"}, want: map[string]string{
+			"approval key": "pass: set, 32 bytes"}},
 		{name: "a short key", keys: trust.Keys{EnvKey: "short"}, want: map[string]string{
 			"approval key": "fail: approval key too short"}},
 		{name: "signatures only", policy: trust.Policy{SignaturesOnly: true}, want: map[string]string{
@@ -48,7 +52,7 @@ func TestRunDoctor(t *testing.T) {
 			io, _, out, _ := TestIO()
 			err := runDoctor(context.Background(), &doctorOptions{
 				IO: io, Report: report.Options{Format: report.FormatJSON},
-				Policy: tc.policy, Keys: tc.keys,
+				Policy: tc.policy, Keys: tc.keys, SourceForm: "nope://HOST?dlq=NAME",
 				Rules:      func() error { return tc.rules },
 				OpenSource: refused, OpenProbe: noProbe,
 			})
@@ -78,6 +82,9 @@ func TestRunDoctor(t *testing.T) {
 					t.Errorf("%s fails without a fix", name)
 				}
 			}
+			if fix := got["source"].Fix; !strings.Contains(fix, "correct --source (nope://HOST?dlq=NAME)") {
+				t.Errorf("source fix %q: want it to show how the source's backend is written", fix)
+			}
 		})
 	}
 }
@@ -87,7 +94,7 @@ func TestRunDoctor(t *testing.T) {
 func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 	io, _, out, _ := TestIO()
 	env := map[string]string{"DLQCTL_APPROVAL_KEY": "from-env", "DLQCTL_ALLOWED_SIGNERS": "env_signers"}
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	var got *doctorOptions
 	execSub(t, f, newDoctorCmd(f, func(_ context.Context, o *doctorOptions) error { got = o; return nil }),
 		"doctor", "-o", "ndjson", "--key-file", "k.txt", "--effects", "sqlite:inbox.db", "--effects-query", "q")
@@ -100,6 +107,8 @@ func TestDoctorOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("effects %q, query %q", got.effects, got.effectsQuery)
 	case got.Report.Format != report.FormatNDJSON || got.IO != io || got.ConfigPath != "":
 		t.Errorf("settings: format %q, config %q", got.Report.Format, got.ConfigPath)
+	case !strings.Contains(got.SourceForm, "dlqctl docs backends"):
+		t.Errorf("source form %q without a source", got.SourceForm)
 	case got.OpenSource == nil || got.OpenProbe == nil || got.Rules == nil:
 		t.Error("a dependency is missing")
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/effects"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -39,9 +39,12 @@ type Deps struct {
 	// of a redrive with the step's type, to simulate a crash there.
 	CrashHook func(step string)
 
-	// Backends are the backends this build knows; nil means every one
-	// (backends/all). Tests may pass their own.
+	// Backends are the backends this build knows (main gives
+	// backends/all's); required. Tests give the ones they need.
 	Backends *backend.Registry
+	// Effects opens the effects stores this build knows (--effects); the
+	// zero value opens every kind but Redis's, which main plugs in.
+	Effects effects.Stores
 }
 
 // settings are resolved once per invocation (resolve) from the flags,
@@ -56,12 +59,15 @@ type settings struct {
 	cancel     context.CancelFunc
 	jq         *jqFilter
 	started    time.Time
-	// allowMissing is check's and stats's --allow-missing.
+	// allowMissing is --allow-missing of the commands that take it.
 	allowMissing bool
-	// refusesMissing: check and stats refuse a DLQ that does not exist
-	// (unless allowMissing) when they open it, before any note that it
+	// refusesMissing: the command refuses a DLQ that does not exist
+	// (unless allowMissing) when it opens it, before any note that it
 	// reads as empty.
 	refusesMissing bool
+	// offersAllowMissing: the command takes --allow-missing (not every
+	// command that refuses a missing DLQ does).
+	offersAllowMissing bool
 }
 
 // GlobalOptions are the flags every command takes (the command contract).
@@ -99,7 +105,7 @@ func (f *Factory) resolve(c *cobra.Command) error {
 		f.format = format
 	}
 	f.jsonErrors = f.format == report.FormatJSON || f.format == report.FormatNDJSON
-	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv)
+	cfg, err := loadConfig(firstNonEmpty(g.ConfigPath, f.Getenv("DLQCTL_CONFIG")), f.Getenv, f.Backends.ProfileKeys())
 	if err != nil {
 		return err
 	}
@@ -196,14 +202,6 @@ func (f *Factory) classifier() (*envelope.Classifier, error) {
 	return envelope.NewClassifier(envelope.DefaultRules()), nil
 }
 
-// backends is the registry of the backends in this build.
-func (f *Factory) backends() *backend.Registry {
-	if f.Backends == nil {
-		f.Backends = all.Registry()
-	}
-	return f.Backends
-}
-
 // openOptions is what the backends may read from this invocation.
 func (f *Factory) openOptions() backend.OpenOptions {
 	return backend.OpenOptions{
@@ -219,11 +217,5 @@ func (f *Factory) openOptions() backend.OpenOptions {
 
 // openSource opens the DLQ named by --source, DLQCTL_SOURCE or the profile.
 func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
-	if f.source == "" {
-		return nil, usageErrorf("no source: give --source (e.g. --source dir:testdata/incident), set DLQCTL_SOURCE, or choose a --profile")
-	}
-	if reg, err := f.backends().Lookup(f.source); err == nil {
-		paceCollector(reg, f.Getenv)
-	}
-	return f.backends().Open(ctx, f.source, f.openOptions())
+	return f.sources().OpenSource(ctx, f.source)
 }

@@ -36,7 +36,7 @@ func TestResumeOfAOneStepRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr := c.must(ExitApproval, "--config", conf, "redrive", "resume", journal, "--yes")
-	if !strings.Contains(stderr, "is of a run without an approval, and policy.require_approval is set in config "+conf) {
+	if !strings.Contains(stderr, "the run started without an approval, and policy.require_approval is set in config "+conf) {
 		t.Errorf("strict policy: %s", stderr)
 	}
 

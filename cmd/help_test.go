@@ -15,7 +15,7 @@ type pflagFlag = pflag.Flag
 // text cites the product contract by section: users do not have it.
 func TestHelpHasExamplesAndStandsAlone(t *testing.T) {
 	io, _, _, _ := TestIO()
-	root := NewRootCmd(&Factory{Deps: Deps{IO: io, Getenv: func(string) string { return "" }}})
+	root := NewRootCmd(&Factory{Deps: Deps{Backends: testBackends(), IO: io, Getenv: func(string) string { return "" }}})
 	walk(root, func(c *cobra.Command) {
 		text := c.Short + c.Long + c.Example
 		c.Flags().VisitAll(func(fl *pflagFlag) { text += fl.Usage })

@@ -155,7 +155,7 @@ func runImport(ctx context.Context, opts *importOptions) error {
 // initDLQ is --init: the backend creates the DLQ of the source, where it
 // can (a dir: queue's folders).
 func (f *Factory) initDLQ() error {
-	reg, err := f.backends().Lookup(f.source)
+	reg, err := f.Backends.Lookup(f.source)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (f *Factory) initDLQ() error {
 		return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
 	}
 	if err := reg.Init(f.source); err != nil {
-		return fmt.Errorf("init %s: %w", f.backends().Display(f.source), err)
+		return fmt.Errorf("init %s: %w", f.Backends.Display(f.source), err)
 	}
 	return nil
 }

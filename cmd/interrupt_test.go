@@ -34,7 +34,7 @@ func TestCtrlCStopsALongScan(t *testing.T) {
 		}
 	}
 	io, _, _, errOut := TestIO()
-	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan int)
 	start := time.Now()
@@ -83,7 +83,7 @@ func TestCtrlCEndsAWatchWith130(t *testing.T) {
 	io, _, out, errOut := TestIO()
 	drawn := make(chan struct{})
 	io.Out = &firstWrite{w: out, done: drawn}
-	f := &Factory{Deps: Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {

@@ -23,7 +23,7 @@ import (
 // tests that build one command with a runF capturing its options.
 func optionsFactory(env map[string]string) (*Factory, *IOStreams) {
 	io, _, _, _ := TestIO()
-	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
+	return &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}, io
 }
 
 // TestListOptionsFromTheCommandLine: list's flags and settings reach its
@@ -70,9 +70,6 @@ func TestShowOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("settings: format %q", got.Report.Format)
 	case got.OpenSession == nil:
 		t.Error("OpenSession is missing")
-	}
-	if got.redacts(got.Report) {
-		t.Error("--reveal still redacts")
 	}
 }
 
@@ -231,7 +228,7 @@ func TestPendingRefusesANonRedisSource(t *testing.T) {
 	opened := false
 	err := runPending(context.Background(), &pendingOptions{IO: io, Source: "dir:/tmp/q", stream: "s", group: "g", limit: 1,
 		OpenSource: func(context.Context, string) (backend.Source, error) { opened = true; return nil, errors.New("opened") },
-		Lookup:     all.Registry().Lookup})
+		Lookup:     testBackends().Lookup})
 	if err == nil || !strings.Contains(err.Error(), "reads through consumer groups") || !strings.Contains(err.Error(), "a directory queue has none") || opened {
 		t.Errorf("err %v, opened %v", err, opened)
 	}
@@ -355,7 +352,7 @@ func TestApplyOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("options %+v", got)
 	case got.keys != (keyFlags{keyFile: "k", keysDir: "d", allowedSigners: "s"}):
 		t.Errorf("keys %+v", got.keys)
-	case got.ReadPlan == nil || got.PlanApprovals == nil || got.ApprovalPolicy == nil || got.ApplyPlan == nil:
+	case got.ReadPlan == nil || got.PlanApprovals == nil || got.ApprovalPolicy == nil || !got.Runner.complete():
 		t.Error("a dependency is missing")
 	}
 	if newApplyCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
@@ -368,10 +365,10 @@ func TestApplyOptionsFromTheCommandLine(t *testing.T) {
 func TestApplyRefusesAnUnapprovedPlan(t *testing.T) {
 	ran := false
 	o := &applyOptions{Kind: "redrive", Plan: "p.plan.json",
-		ReadPlan:       func(string, string) (*redrive.Plan, error) { return &redrive.Plan{Kind: "redrive"}, nil },
+		ReadPlan:       func(string, string) (*redrive.Plan, error) { return onePlan("redrive", ""), nil },
 		PlanApprovals:  func(*redrive.Plan, string) error { return nil },
 		ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) { return redrive.ApprovalPolicy{}, nil },
-		ApplyPlan:      func(context.Context, approvedRun) error { ran = true; return nil },
+		Runner:         planRunner{Runner: redrive.Runner{Sources: openNothing{&ran}, Now: time.Now}},
 	}
 	err := runApply(context.Background(), o)
 	if err == nil || exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "p.plan.json: not approved") || ran {
@@ -401,6 +398,11 @@ func TestApproveOptionsFromTheCommandLine(t *testing.T) {
 	}
 }
 
+// onePlan is a plan of kind with one entry, planned by planner.
+func onePlan(kind, planner string) *redrive.Plan {
+	return &redrive.Plan{Kind: kind, PlannedBy: planner, Entries: redrive.NewEntries(redrive.Entry{Seq: 1, ID: "1-0", EventID: "E1"})}
+}
+
 // approveWith is approve's options over a plan planned by alice, with an
 // HMAC key and a review that passes.
 func approveWith(by string) *approveOptions {
@@ -408,13 +410,15 @@ func approveWith(by string) *approveOptions {
 	return &approveOptions{IO: io, Kind: "redrive", Plan: "p.plan.json", Config: "config c.yaml", Now: func() time.Time { return testNow },
 		ttl: time.Hour, by: by,
 		ReadPlan: func(string, string) (*redrive.Plan, error) {
-			return &redrive.Plan{Kind: "redrive", PlannedBy: "alice"}, nil
+			return onePlan("redrive", "alice"), nil
 		},
 		PlanApprovals: func(*redrive.Plan, string) error { return nil },
 		Identity:      func(flag string) string { return flag },
-		SigningKey:    func(keyFlags, string) ([]byte, error) { return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil },
-		Review:        func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
-		NextStep:      func(*redrive.Plan, string, keyFlags) string { return "next" },
+		SigningKey: func(keyFlags, string) ([]byte, error) {
+			return []byte("c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7c2f1e0a9b8d7c6b5a4f3e2d1c0b9a8f7"), nil
+		},
+		Review:   func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error { return nil },
+		NextStep: func(context.Context, *redrive.Plan, string, keyFlags) string { return "next" },
 	}
 }
 
@@ -460,7 +464,7 @@ func TestResumeOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("options %+v", got)
 	case got.IO != io || got.Source != "dir:q" || got.Config != "(no config file)" || !got.Now().Equal(testNow) || got.Getenv("DLQCTL_SOURCE") != "dir:q":
 		t.Errorf("settings: source %q, config %q", got.Source, got.Config)
-	case got.ApprovalPolicy == nil || got.Confirm == nil || got.Identity == nil || got.OpenSession == nil || !got.Steps.complete():
+	case got.ApprovalPolicy == nil || got.Confirm == nil || got.Identity == nil || !(planRunner{Runner: got.Runner, Out: got.Out}).complete():
 		t.Error("a dependency is missing")
 	}
 	if newResumeCmd(f, "resolve", capture).Flags().Lookup("effects") != nil {
@@ -482,20 +486,16 @@ func TestResumeOfAFinishedRun(t *testing.T) {
 
 	resume := func(key string) (*resumeOptions, *[]RunDoc, *bytes.Buffer) {
 		io, _, _, errOut := TestIO()
-		var printed []RunDoc
-		fail := func(step string) { t.Errorf("resume of a finished run called %s", step) }
+		out := &printedRuns{}
 		o := &resumeOptions{IO: io, Kind: "redrive", Journal: journal, Now: func() time.Time { return c.now }, Getenv: func(string) string { return "" },
 			ApprovalPolicy: func(keyFlags, bool) (redrive.ApprovalPolicy, error) {
 				return redrive.ApprovalPolicy{Key: []byte(key), Now: c.now}, nil
 			},
-			Identity:    func(string) string { return "ops" },
-			OpenSession: func(context.Context, string) (*session, error) { fail("OpenSession"); return nil, errors.New("opened") },
-			Steps: runSteps{
-				LockExistingJournal: func(string) (func(), error) { return func() {}, nil },
-				PrintRun:            func(d RunDoc) error { printed = append(printed, d); return nil },
-			},
+			Identity: func(string) string { return "ops" },
+			Runner:   redrive.Runner{Sources: openNothing{new(bool)}, Now: func() time.Time { return c.now }},
+			Out:      out,
 		}
-		return o, &printed, errOut
+		return o, &out.docs, errOut
 	}
 	o, printed, errOut := resume(key)
 	if err := runResume(context.Background(), o); err != nil {
@@ -638,7 +638,7 @@ func TestOneStepOptionsFromTheCommandLine(t *testing.T) {
 		t.Errorf("options %+v", got)
 	case got.IO != io || got.Config != "(no config file)" || !got.Started.Equal(testNow):
 		t.Errorf("settings: config %q, started %v", got.Config, got.Started)
-	case got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil || got.Confirm == nil || got.ApprovalKey == nil || got.ApplyPlan == nil:
+	case got.OpenSession == nil || got.MakePlan == nil || got.PrintPlan == nil || got.Confirm == nil || got.ApprovalKey == nil || !got.Runner.complete():
 		t.Error("a dependency is missing")
 	}
 }
@@ -656,7 +656,7 @@ func TestOneStepRefusals(t *testing.T) {
 			return &redrive.Plan{Kind: "resolve"}, nil
 		},
 		PrintPlan: func(_ *redrive.Plan, path string) error { io.Out.Write([]byte("plan " + path)); return nil },
-		ApplyPlan: func(context.Context, approvedRun) error { ran = true; return nil },
+		Runner:    planRunner{Runner: redrive.Runner{Sources: openNothing{&ran}, Now: time.Now}},
 	}
 	o.Policy.RequireApproval = true
 	if err := runOneStep(context.Background(), o); exitCode(err) != ExitApproval || !strings.Contains(err.Error(), "policy.require_approval is set in config c.yaml") || opened {
@@ -710,7 +710,7 @@ func TestDLQInitRunRefusals(t *testing.T) {
 		"nats://127.0.0.1:1?stream=ORDERS&bogus=1": "unknown query parameter",
 	} {
 		io, _, out, _ := TestIO()
-		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.backends()})
+		err := runDLQInit(context.Background(), &dlqInitOptions{IO: io, URL: url, Backends: f.Backends})
 		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), want) || out.Len() > 0 {
 			t.Errorf("%q: %v (exit %d), want one saying %q", url, err, exitCode(err), want)
 		}
@@ -762,26 +762,52 @@ func TestUIRunRefusals(t *testing.T) {
 
 // TestPlanRunnerLeavesAStartedRunToResume: the run of an approved plan
 // whose journal exists goes no further than saying so: the source is
-// never opened.
+// never opened, and apply's answer names the journal.
 func TestPlanRunnerLeavesAStartedRunToResume(t *testing.T) {
-	io, _, _, _ := TestIO()
 	journal := filepath.Join(t.TempDir(), "p.journal")
 	if err := os.WriteFile(journal, []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var said string
-	p := planRunner{IO: io, Started: testNow, Now: func() time.Time { return testNow }, Applier: "ops",
-		OpenSession: func(context.Context) (*session, error) { t.Error("source opened"); return nil, errors.New("opened") },
-		Steps: runSteps{
-			LockJournal: func(string, string) (func(), error) { return func() {}, nil },
-			StartedAlready: func(_ *redrive.Plan, _, j string, _ hintFlags) error {
-				said = j
-				return usageErrorf("started")
-			},
-		},
-	}
+	opened := false
+	out := &startedRuns{}
+	p := planRunner{Runner: redrive.Runner{Sources: openNothing{&opened}, Now: func() time.Time { return testNow }},
+		Out: out, Started: testNow, Applier: "ops"}
 	err := p.apply(context.Background(), approvedRun{plan: &redrive.Plan{Kind: "redrive"}, planPath: "p.plan.json", journalPath: journal})
-	if exitCode(err) != ExitUsage || said != journal {
-		t.Errorf("err %v, StartedAlready on %q", err, said)
+	if exitCode(err) != ExitUsage || out.journal != journal || opened {
+		t.Errorf("err %v, startedAlready on %q, source opened %v", err, out.journal, opened)
 	}
 }
+
+// openNothing is a run's source opener in a test where no source may be
+// opened: it says whether one was.
+type openNothing struct{ opened *bool }
+
+func (o openNothing) OpenSource(context.Context, string) (backend.Source, error) {
+	*o.opened = true
+	return nil, errors.New("opened")
+}
+
+// printedRuns keeps the run documents a run function printed; it must
+// print nothing else.
+type printedRuns struct {
+	runOutput
+	docs []RunDoc
+}
+
+func (p *printedRuns) printRun(d RunDoc) error { p.docs = append(p.docs, d); return nil }
+
+// startedRuns keeps the journal of apply's "started already" answer; it
+// must say nothing else.
+type startedRuns struct {
+	runOutput
+	journal string
+}
+
+func (s *startedRuns) startedAlready(_ context.Context, _ *redrive.Plan, _ string, e *redrive.StartedError, _ hintFlags) error {
+	s.journal = e.Journal
+	return usageErrorf("started")
+}
+
+// testBackends are the backends a test's Factory is given: every one, as
+// the dlqctl binary has them (main.go).
+func testBackends() *backend.Registry { return all.Registry() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,7 +53,7 @@ the stream, which need not be the DLQ.`,
 				f.source = source
 				return f.openSource(ctx)
 			}
-			opts.Lookup = f.backends().Lookup
+			opts.Lookup = f.Backends.Lookup
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -88,17 +87,15 @@ func runPending(ctx context.Context, opts *pendingOptions) error {
 	source := opts.Source
 	// Refused before anything is opened: the backend must read its
 	// origins through consumer groups.
-	if reg, err := opts.Lookup(source); err != nil {
+	reg, err := opts.Lookup(source)
+	if err != nil {
 		return err
-	} else if !reg.Capabilities.Pending {
+	}
+	if !reg.Capabilities.Pending {
 		return usageErrorf("pending works on sources whose backend reads through consumer groups (Redis: --source redis://HOST:PORT/DB); %s has none", reg.Title)
 	}
-	// The source URL may name no stream: pending reads --stream.
-	if u, err := url.Parse(source); err == nil && u.Query().Get("stream") == "" {
-		q := u.Query()
-		q.Set("stream", opts.stream)
-		u.RawQuery = q.Encode()
-		source = u.String()
+	if reg.GroupsSource != nil {
+		source = reg.GroupsSource(source, opts.stream)
 	}
 	src, err := opts.OpenSource(ctx, source)
 	if err != nil {

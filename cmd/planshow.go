@@ -256,14 +256,11 @@ func (r planReviewer) writeApprovals(w io.Writer, p *redrive.Plan, keys keyFlags
 		if !a.Signed() {
 			key = "hmac"
 		}
-		state := "valid"
-		switch {
-		case perr != nil:
+		state := verdictState(v)
+		if perr != nil {
 			state = "not checked: " + perr.Error()
-		case v.Problem != "":
-			state = strings.TrimPrefix(v.Problem, "approval by "+a.By+": ")
 		}
-		t.Rows = append(t.Rows, []any{a.By, key, a.At, a.ExpiresAt, state})
+		t.Rows = append(t.Rows, []any{a.By, key, a.At.Time, a.ExpiresAt.Time, state})
 	}
 	if err := report.WriteTable(w, t, ro); err != nil {
 		return err
@@ -315,9 +312,24 @@ func writeDestinations(w io.Writer, p *redrive.Plan, ro report.Options) error {
 	return report.WriteTable(w, t, ro)
 }
 
+// verdictState is an approval's state as the reviews show it: "valid",
+// why it is not, or why it does not count.
+func verdictState(v redrive.Verdict) string {
+	switch {
+	case v.Problem != "":
+		return v.Problem
+	case v.Uncounted != "":
+		return "not counted: " + v.Uncounted
+	}
+	return "valid"
+}
+
 func approvalTone(s string) report.Tone {
-	if s == "valid" {
+	switch {
+	case s == "valid":
 		return report.ToneGood
+	case strings.HasPrefix(s, "not counted"):
+		return report.ToneWarn
 	}
 	return report.ToneBad
 }

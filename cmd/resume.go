@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,9 +36,10 @@ type resumeOptions struct {
 	Confirm func(ctx context.Context, yes bool, prompt string) error
 	// Identity is who runs this (the OS user for "").
 	Identity func(flag string) string
-	// OpenSession opens source with the category rules in effect.
-	OpenSession func(ctx context.Context, source string) (*session, error)
-	Steps       runSteps
+	// Runner goes on with the run (redrive.Runner.Resume); Out says how it
+	// went.
+	Runner redrive.Runner
+	Out    runOutput
 
 	pastGate    bool
 	retryFailed bool
@@ -79,11 +79,8 @@ once more.`,
 			}
 			o.IO, o.Journal, o.Source, o.Now, o.Getenv = f.IO, args[0], f.source, f.Now, f.Getenv
 			o.Policy, o.Config = f.config.Policy, f.config.String()
-			o.ApprovalPolicy, o.Confirm, o.Identity, o.Steps = f.approvalPolicy, f.confirm, f.identity, f.runSteps()
-			o.OpenSession = func(ctx context.Context, source string) (*session, error) {
-				f.source = source
-				return f.openSession(ctx)
-			}
+			o.ApprovalPolicy, o.Confirm, o.Identity = f.approvalPolicy, f.confirm, f.identity
+			o.Runner, o.Out = f.runner(), f
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -177,72 +174,73 @@ func trustRun(o *resumeOptions) (*trustedRun, error) {
 	return tr, nil
 }
 
-// approveGoingOn checks that the run may go on: under an approval that
-// verifies now (after a halt, one given since), or, for a one-step run,
-// what the one-step command asked.
+// approveGoingOn checks that the run may go on (trust.GoOn): under
+// approvals that meet the policy now, found in its journal, the plan file
+// and beside it; or, for a one-step run, as the one-step command did.
 func approveGoingOn(ctx context.Context, tr *trustedRun, o *resumeOptions) error {
 	st, path := tr.st, o.Journal
 	pol, err := o.ApprovalPolicy(o.keys, o.distinct)
 	if err != nil {
 		return err
 	}
-	halted := st.Status == redrive.StatusHalted
-	if halted {
-		pol.After = st.HaltedAt
+	r := trust.Resumed{Plan: st.Plan, Started: st.Start.RecordedApprovals(), Recorded: st.Approvals, Signed: tr.key != nil}
+	if st.Status == redrive.StatusHalted {
+		r.HaltedAt = st.HaltedAt
 	}
-	start := st.Start.RecordedApprovals()
-	switch trust.HowGoingOn(o.Policy, len(start), halted, tr.key != nil) {
-	case trust.Refused:
-		return withCode(ExitApproval, fmt.Errorf("journal %s is of a run without an approval, and %s is set in %s", path, trust.RequiredBy(o.Policy), o.Config))
-	case trust.AskYes:
-		return o.Confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
-	case trust.AsStarted:
-		return nil
-	}
-	// The approvals the run may go on under: its own, those resumes
-	// recorded, and those given in the plan file since.
-	cands := append([]redrive.Approval(nil), st.Approvals...)
 	planPath := firstNonEmpty(o.plan, st.Start.PlanPath)
-	if tr.fromFile {
-		// Read once already, and checked against the run's digest.
-		cands = append(cands, st.Plan.Approvals...)
-	} else if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == st.Plan.Digest {
-		cands = append(cands, p.Approvals...)
-	} else if o.plan != "" {
-		if perr == nil {
-			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, st.Plan.Digest)
-		}
-		return withCode(ExitApproval, fmt.Errorf("--plan %s: %v", o.plan, perr))
+	if r.Given, err = givenApprovals(tr, o.plan, planPath); err != nil {
+		return withCode(ExitApproval, err)
 	}
-	// Approvals handed over beside the plan (approve --detach).
+	g, err := trust.GoOn(o.Policy, o.Config, pol, r)
+	var refused *trust.NotApproved
+	if errors.As(err, &refused) {
+		msg := fmt.Sprintf("journal %s (run %s): %v", path, st.RunID, err)
+		if refused.PastGate {
+			msg += fmt.Sprintf("; going on past a gate needs a fresh approval, given since the halt: dlqctl %s approve %s --again", st.Plan.Kind, shellQuote(firstNonEmpty(planPath, "PLAN")))
+		}
+		return withCode(ExitApproval, errors.New(msg))
+	}
+	if g.How == trust.AskYes {
+		return o.Confirm(ctx, o.yes, fmt.Sprintf("Resume run %s (%s, not signed: no approval key was in effect)? Only \"yes\" is accepted: ", st.RunID, entries(st.Plan.Entries.Len())))
+	}
+	tr.fresh = g.Fresh
+	return nil
+}
+
+// givenApprovals are the approvals given in the run's plan file (read
+// already when the run's plan came from it; --plan names another copy,
+// which must have the run's digest) and beside it (approve --detach).
+func givenApprovals(tr *trustedRun, planFlag, planPath string) ([]redrive.Approval, error) {
+	var given []redrive.Approval
+	if tr.fromFile {
+		given = append(given, tr.st.Plan.Approvals...)
+	} else if p, perr := redrive.ReadPlan(planPath); perr == nil && p.Digest == tr.st.Plan.Digest {
+		given = append(given, p.Approvals...)
+	} else if planFlag != "" {
+		if perr == nil {
+			perr = fmt.Errorf("its digest %s is not the run's %s", p.Digest, tr.st.Plan.Digest)
+		}
+		return nil, fmt.Errorf("--plan %s: %v", planFlag, perr)
+	}
 	if planPath != "" {
 		found, err := redrive.ReadDetached(planPath)
 		if err != nil {
-			return withCode(ExitApproval, err)
+			return nil, err
 		}
 		for _, d := range found {
-			cands = append(cands, d.Approval)
+			given = append(given, d.Approval)
 		}
 	}
-	check := *st.Plan
-	check.Approvals = cands
-	ok, err := check.CheckApprovals(pol)
-	if err != nil {
-		return withCode(ExitApproval, fmt.Errorf("run %s: not approved to go on: %w", st.RunID, err))
-	}
-	if !slices.Equal(ok, start) {
-		tr.fresh = ok
-	}
-	return nil
+	return given, nil
 }
 
 // runResume checks that the journal may be believed and the run may go
 // on, then goes on with it where it stopped.
 func runResume(ctx context.Context, o *resumeOptions) (err error) {
-	path, steps := o.Journal, o.Steps
-	unlock, err := steps.LockExistingJournal(path)
+	path := o.Journal
+	unlock, err := o.Runner.LockExistingJournal(path)
 	if err != nil {
-		return err
+		return busyOr(err)
 	}
 	defer unlock()
 	tr, err := trustRun(o)
@@ -254,18 +252,18 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 	switch {
 	case st.Status == redrive.StatusCompleted && !(o.retryFailed && hasFailed(st)):
 		fmt.Fprintf(o.IO.ErrOut, "run %s is complete; nothing to resume\n", st.RunID)
-		return steps.PrintRun(runDoc(st, path))
+		return o.Out.printRun(runDoc(st, path))
 	case st.Status == redrive.StatusHalted && (!o.pastGate || nothingLeft(st)):
 		// Past the gate there is nothing to go on with when it tripped in
 		// the last batch: say so, and what came back, instead of a run
 		// that "completes" without moving anything.
 		doc := journalRunDoc(st, path)
 		if nothingLeft(st) {
-			if err := steps.PrintRun(doc); err != nil {
+			if err := o.Out.printRun(doc); err != nil {
 				return err
 			}
 		}
-		return fmt.Errorf("run %s was %w", st.RunID, steps.HaltError(st, doc, runPlanPath(st, o.plan), path, hint))
+		return fmt.Errorf("run %s was %w", st.RunID, o.Out.haltError(ctx, st, doc, runPlanPath(st, o.plan), path, hint))
 	}
 	if err := approveGoingOn(ctx, tr, o); err != nil {
 		return err
@@ -273,56 +271,22 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 	return goOn(ctx, tr, o, hint)
 }
 
-// goOn opens the run's source, leases its DLQ and runs the rest of the
-// plan, journaled in the run's journal.
+// goOn goes on with the run on its source (redrive.Runner.Resume):
+// the one given, else the one the journal records.
 func goOn(ctx context.Context, tr *trustedRun, o *resumeOptions, hint hintFlags) (err error) {
-	st, path, steps := tr.st, o.Journal, o.Steps
+	st, path := tr.st, o.Journal
 	source := o.Source
 	if source == "" {
 		if source, err = journalSource(st.Start.Source); err != nil {
 			return err
 		}
 	}
-	s, err := o.OpenSession(ctx, source)
+	ran, err := o.Runner.Resume(ctx, redrive.ResumeRequest{State: st, JournalPath: path, Source: source, Key: tr.key, Verified: tr.v,
+		ResumedBy: o.Identity(""), Fresh: tr.fresh, RetryFailed: o.retryFailed, EffectsURL: o.effects})
 	if err != nil {
-		return err
+		return busyOr(err)
 	}
-	defer s.src.Close()
-	if s.src.String() != st.Plan.Source {
-		return usageErrorf("the run was on %s, but the source is %s", st.Plan.Source, s.src)
-	}
-	ctx, release, err := steps.LeaseDLQ(ctx, s.src, st.RunID)
-	if err != nil {
-		return err
-	}
-	defer func() { err = steps.ReleaseAfter(err, release) }()
-	eng, closeEng, err := steps.Engine(ctx, s.src, st.Plan, o.effects)
-	if err != nil {
-		return err
-	}
-	defer closeEng()
-	var j *redrive.Journal
-	if tr.key != nil {
-		j, err = redrive.OpenVerifiedJournal(path, o.Now, redrive.JournalKey(tr.key, st.RunID), tr.v)
-	} else {
-		j, err = redrive.OpenJournal(path, o.Now)
-	}
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	eng.Journal = j
-	if err := eng.Resume(st, o.Identity(""), tr.fresh); err != nil {
-		return err
-	}
-	if o.retryFailed {
-		if n := st.RetryFailed(); n > 0 {
-			fmt.Fprintf(o.IO.ErrOut, "trying %s that failed once more\n", entries(n))
-		}
-	}
-	noteWeakMoves(o.IO.ErrOut, s.src, st.Plan)
-	fmt.Fprintf(o.IO.ErrOut, "resuming run %s from %s\n", st.RunID, path)
-	return steps.FinishRun(ctx, eng, st, path, hint)
+	return o.Out.finishRun(ctx, ran, path, hint)
 }
 
 // nothingLeft says that every entry of the run's plan was moved or left

@@ -13,9 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/internal/tuning"
@@ -29,27 +27,11 @@ type BuildInfo struct {
 	Date    string
 }
 
-// Main runs dlqctl with the process's arguments and streams and returns
-// the exit code.
-func Main(build BuildInfo) int {
-	return MainWith(&Factory{Deps: Deps{
-		IO:     SystemIO(),
-		Now:    time.Now,
-		Getenv: os.Getenv,
-		Build:  build,
-	}})
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 // MainWith runs the process's arguments against f, stopping the command's
 // context on Ctrl-C or SIGTERM. A second Ctrl-C kills the process at once.
 func MainWith(f *Factory) int {
-	// go-redis logs dial retries on its own global logger; every failure
-	// reaches the user as a returned error, so the log is only noise.
-	redis.SetLogger(quietLogger{})
+	needBackends(f)
+	f.Backends.Setup()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -109,7 +91,12 @@ func (f *Factory) printError(code int, err error, args []string) {
 		fmt.Fprintln(f.IO.ErrOut, string(b))
 		return
 	}
-	fmt.Fprintln(f.IO.ErrOut, "dlqctl: "+msg)
+	text := "dlqctl: " + msg
+	if f.IO.ErrTTY {
+		// Prose fits the terminal; commands to copy stay whole lines.
+		text = report.WrapProse(text, f.IO.ErrWidth)
+	}
+	fmt.Fprintln(f.IO.ErrOut, text)
 }
 
 func fillBuildInfo(b BuildInfo) BuildInfo {
@@ -136,13 +123,22 @@ func fillBuildInfo(b BuildInfo) BuildInfo {
 	return b
 }
 
+// needBackends panics on a Factory without backends: a program that runs
+// commands must say which backends it was built with (main.go).
+func needBackends(f *Factory) {
+	if f.Backends == nil {
+		panic("cmd: Deps.Backends is nil: give the registry of the backends this build holds")
+	}
+}
+
 // NewRootCmd builds the command tree.
 func NewRootCmd(f *Factory) *cobra.Command {
+	needBackends(f)
 	root := &cobra.Command{
 		Use:   "dlqctl",
 		Short: "Inspect and safely redrive dead-letter queues",
 		Long: strings.Join(report.TUIWrap("dlqctl lists, categorizes and samples dead-letter queue envelopes on "+
-			f.backends().Titles()+", and redrives them in small rate-limited batches, reconciling delivery "+
+			f.Backends.Titles()+", and redrives them in small rate-limited batches, reconciling delivery "+
 			"attempts against effects.", 76), "\n") + `
 
 Start with:  dlqctl --source dir:testdata/incident categorize`,
@@ -154,7 +150,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	}
 	root.SetUsageFunc(usageFunc(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(ExitUsage, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+		return withCode(ExitUsage, fmt.Errorf("%w%s\nRun '%s --help' for usage.", err, flagHint(c, err), c.CommandPath()))
 	})
 	g := &f.Global
 	pf := root.PersistentFlags()
@@ -166,21 +162,21 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.JQ, "jq", "", "filter the JSON output with a jq expression, e.g. '.items[].id' (implies -o json)")
 	pf.DurationVar(&g.Timeout, "timeout", 0, "give up after this long, e.g. 30s (0: no limit)")
 	pf.StringVar(&g.Rules, "rules", "", "category rules file (YAML) that extends or replaces the defaults")
-	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.backends().EventIDFromHelp())
+	pf.StringVar(&g.EventIDFrom, "event-id-from", "", "where the event ID is, "+f.Backends.EventIDFromHelp())
 	keyFromHelp := "where the order key is: no backend of this build takes it"
-	if h := f.backends().KeyFromHelp(); h != "" {
+	if h := f.Backends.KeyFromHelp(); h != "" {
 		keyFromHelp = "where the order key is, " + h + "; other backends refuse it"
 	}
 	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)
 
 	root.AddCommand(
-		newListCmd(f, nil),
-		newShowCmd(f, nil),
+		refusingMissing(f, newListCmd(f, nil), true),
+		refusingMissing(f, newShowCmd(f, nil), false),
 		newStatsCmd(f, nil),
-		newCategorizeCmd(f, nil),
-		newSampleCmd(f, nil),
+		refusingMissing(f, newCategorizeCmd(f, nil), true),
+		refusingMissing(f, newSampleCmd(f, nil), true),
 		newCheckCmd(f, nil),
-		newExportCmd(f, nil),
+		refusingMissing(f, newExportCmd(f, nil), true),
 		newImportCmd(f, nil),
 		newPendingCmd(f, nil),
 		newRedriveCmd(f),
@@ -188,12 +184,13 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newReconcileCmd(f, nil),
 		newQuarantineCmd(f, nil),
 		newDLQCmd(f, nil),
-		newUICmd(f, nil),
+		refusingMissing(f, newUICmd(f, nil), false),
 		newDoctorCmd(f, nil),
 		newVersionCmd(f, nil),
 		newDocsCmd(f, root, nil, nil),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	registerCompletions(f, root)
 	addExamples(root)
 	usageArgs(root)

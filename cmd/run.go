@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,9 +18,12 @@ type RunDoc struct {
 	PlanDigest string `json:"plan_digest"`
 	Reason     string `json:"reason"`
 	PlannedBy  string `json:"planned_by"`
-	ApprovedBy string `json:"approved_by,omitempty"`
-	AppliedBy  string `json:"applied_by"`
-	Status     string `json:"status"`
+	// ApprovedBy names every approver the run went on under, once each;
+	// Approvals lists each of those approvals.
+	ApprovedBy string        `json:"approved_by,omitempty"`
+	Approvals  []RunApproval `json:"approvals,omitempty"`
+	AppliedBy  string        `json:"applied_by"`
+	Status     string        `json:"status"`
 	// StartedAt is the run's first start; EndedAt its last end (nil while
 	// it runs or after a crash), and DurationSeconds the time between.
 	StartedAt       *time.Time            `json:"started_at"`
@@ -36,6 +40,10 @@ type RunDoc struct {
 	HaltedBy        string                `json:"halted_by"`
 	HaltReason      string                `json:"halt_reason,omitempty"`
 	Resume          string                `json:"resume_command,omitempty"`
+	// Needs says what to set before the commands the document gives run
+	// (resume, reconcile): the variables that give the passwords that
+	// plans and journals do not keep.
+	Needs []string `json:"needs,omitempty"`
 	// CameBack is the events the consumer dead-lettered again: they are
 	// in the DLQ once more, and only a new plan sends them again.
 	CameBack []string `json:"came_back,omitempty"`
@@ -51,9 +59,12 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 		// A journal that ends without run-end: the process died mid-run.
 		d.Status = redrive.StatusInterrupted
 	}
+	d.Approvals = runApprovals(st.WentOn)
 	var by []string
-	for _, a := range st.Start.RecordedApprovals() {
-		by = append(by, a.By)
+	for _, a := range d.Approvals {
+		if !slices.Contains(by, a.By) {
+			by = append(by, a.By)
+		}
 	}
 	d.ApprovedBy = strings.Join(by, ", ")
 	d.Moved, d.Gone, d.Skipped, d.Failed = st.Counts()
@@ -71,4 +82,36 @@ func runDoc(st *redrive.State, journal string) RunDoc {
 	d.CameBack = cameBack(st)
 	d.fillTotals(st)
 	return d
+}
+
+// RunApproval is one approval a run went on under (dlqctl.run/v1
+// approvals[]).
+type RunApproval struct {
+	By string `json:"by"`
+	// Key is the signing key's SHA256 fingerprint, or "hmac".
+	Key       string    `json:"key"`
+	At        time.Time `json:"at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Record is the journal record that names it (run-start, or resume)
+	// and WentOnAt that record's time.
+	Record   string    `json:"record"`
+	WentOnAt time.Time `json:"went_on_at"`
+	// State is how status judges it here, as of WentOnAt: "valid", or why
+	// not ("" where it is not judged: the summary of apply and resume).
+	State string `json:"state,omitempty"`
+}
+
+// runApprovals lists every approval of the records a run went on under.
+func runApprovals(wentOn []redrive.WentOn) []RunApproval {
+	var out []RunApproval
+	for _, w := range wentOn {
+		for _, a := range w.Approvals {
+			key := a.Key
+			if !a.Signed() {
+				key = "hmac"
+			}
+			out = append(out, RunApproval{By: a.By, Key: key, At: a.At.UTC(), ExpiresAt: a.ExpiresAt.UTC(), Record: w.Record, WentOnAt: w.At.UTC()})
+		}
+	}
+	return out
 }

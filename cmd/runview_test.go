@@ -20,9 +20,11 @@ func viewFor(kind string, errOut *bytes.Buffer) (*runView, *bytes.Buffer) {
 	io, _, out, _ := TestIO()
 	io.ErrOut, io.ErrTTY = errOut, true
 	c := &clock{t: testNow}
-	f := &Factory{Deps: Deps{IO: io, Now: c.now, Getenv: func(string) string { return "" }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: c.now, Getenv: func(string) string { return "" }}}
 	f.format = "table"
-	return f.runObserver(&redrive.Plan{Kind: kind}).(*runView), out
+	v := f.runObserver()
+	v.kind = kind
+	return v, out
 }
 
 // lastBar is the last progress line drawn (after the last carriage return).

@@ -430,12 +430,7 @@ func TestSignedPastGateAndResolve(t *testing.T) {
 	s.approve(0, s.plan, "--sign-with", s.keys["bob"])
 	s.approve(0, s.plan, "--sign-with", s.keys["carol"]+".pub", "--detach")
 	s.apply(s.plan, ExitGate)
-	var p redrive.Plan
-	b, _ := os.ReadFile(s.plan)
-	json.Unmarshal(b, &p)
-	for en := range p.Entries.All() {
-		db.Exec(`INSERT OR IGNORE INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint)
-	}
+	catchUp(t, db, s.plan)
 	_, stderr := s.c.must(ExitApproval, "--config", s.conf, "redrive", "resume", s.plan+".journal", "--past-gate")
 	if !strings.Contains(stderr, "fresh approval") {
 		t.Errorf("--past-gate under the approvals the run started with: %s", stderr)

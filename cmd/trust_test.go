@@ -41,7 +41,7 @@ func newCLI(t *testing.T, env map[string]string) *cli {
 func (c *cli) factory(io *IOStreams, crash func(string)) *Factory {
 	c.now = c.now.Add(time.Minute)
 	now := c.now
-	return &Factory{Deps: Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return c.env[k] }, CrashHook: crash}}
+	return &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return c.env[k] }, CrashHook: crash}}
 }
 
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
@@ -253,28 +253,11 @@ func emptyInbox(t *testing.T, path string) *sql.DB {
 func TestPastGateNeedsAFreshApprovalAndRestartsTheRamp(t *testing.T) {
 	q := dirQueue(t)
 	c := newCLI(t, map[string]string{"DLQCTL_SOURCE": "dir:" + q, "DLQCTL_APPROVAL_KEY": "k-one-0123456789abcdef0123456789abcdef"})
-	dbPath := filepath.Join(c.dir, "effects.db")
-	db := emptyInbox(t, dbPath)
-	plan := filepath.Join(c.dir, "p.json")
-	journal := filepath.Join(c.dir, "p.journal")
-	c.must(0, "redrive", "plan", "--category", "transient", "--max", "12", "--ramp", "2,5", "--rate", "0", "--settle", "0s",
-		"--effects", "sqlite:"+dbPath, "--reason", "psp fixed", "--out", plan)
-	c.must(0, "redrive", "approve", plan, "--by", "bob")
-	_, stderr := c.must(ExitGate, "redrive", "apply", plan)
+	plan, journal, stderr, db := haltedRun(t, c)
 	if !strings.Contains(stderr, "resume "+journal+" --past-gate") {
 		t.Errorf("the gate's message does not give the resume command with --past-gate: %s", stderr)
 	}
-	// The consumer catches up: every planned event has its one effect.
-	var p redrive.Plan
-	b, _ := os.ReadFile(plan)
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	for en := range p.Entries.All() {
-		if _, err := db.Exec(`INSERT OR IGNORE INTO inbox VALUES (?, ?, 'done', 1, 1)`, en.EventID, en.Fingerprint); err != nil {
-			t.Fatal(err)
-		}
-	}
+	catchUp(t, db, plan)
 	_, stderr = c.must(ExitGate, "redrive", "resume", journal)
 	if !strings.Contains(stderr, "--past-gate") {
 		t.Errorf("resume of a halted run without --past-gate: %s", stderr)
@@ -403,7 +386,7 @@ func TestPrintedResumeCommandRunsAsPrinted(t *testing.T) {
 	if code := Execute(ctx, c.factory(io, onStep), []string{"redrive", "apply", plan, "--keys-dir", keys}); code != ExitInterrupted {
 		t.Fatalf("exit %d, want 130; stderr: %s", code, errOut)
 	}
-	m := regexp.MustCompile(`Resume with: (.*)`).FindStringSubmatch(errOut.String())
+	m := regexp.MustCompile(`Resume with:\n  (.*)`).FindStringSubmatch(errOut.String())
 	if m == nil {
 		t.Fatalf("no resume command: %s", errOut)
 	}

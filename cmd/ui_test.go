@@ -140,7 +140,7 @@ func startUICancel(t *testing.T, cols, rows uint16, env map[string]string, args 
 	t.Cleanup(func() { s.mu.Lock(); s.vt.Close(); s.mu.Unlock() })
 	go s.read()
 	io := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: int(cols)}
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(k string) string { return env[k] }}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := make(chan int, 1)
@@ -342,6 +342,52 @@ func TestUIOnRedis(t *testing.T) {
 	}
 	if got.Source != want.Source || !slices.Equal(ids(got.Entries.Slice()), ids(want.Entries.Slice())) || len(got.Excluded) != len(want.Excluded) {
 		t.Errorf("ui plan (%s) %d entries, %d left out; redrive plan (%s) %d, %d", got.Source, got.Entries.Len(), len(got.Excluded), want.Source, want.Entries.Len(), len(want.Excluded))
+	}
+}
+
+// screenLines is the terminal's screen as it stands, one string a row.
+func (s *ptyScreen) screenLines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(s.vt.String(), "\n")
+}
+
+// waitForLine waits until a row of the screen matches re, and fails with
+// the screen when none does.
+func (s *ptyScreen) waitForLine(re *regexp.Regexp) string {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, l := range s.screenLines() {
+			if re.MatchString(strings.TrimRight(l, " ")) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no row of the screen matches %s:\n%s", re, strings.Join(s.screenLines(), "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUIOnEightyColumns: on an 80×24 terminal every screen's key line
+// ends with the way to the other keys and the way out, and an entry's
+// fingerprint is drawn whole on one row, to be copied.
+func TestUIOnEightyColumns(t *testing.T) {
+	s, done := startUI(t, 80, 24, nil, "--no-color", "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
+	s.waitFor("scan complete")
+	footer := regexp.MustCompile(`• \? keys • q quit$`)
+	s.waitForLine(footer)
+	s.press("\r")
+	s.waitFor("page 1 · entries 1–50")
+	s.waitForLine(footer)
+	s.press("\r")
+	s.waitFor("fingerprint")
+	s.waitForLine(regexp.MustCompile(`^(fingerprint +)?sha256:[0-9a-f]{64}( \(match\))?$`))
+	s.waitForLine(footer)
+	s.press("q")
+	if code := waitExit(t, s, done); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
 	}
 }
 

@@ -63,7 +63,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // the options (runF sees them), and the run function is not called.
 func TestVersionOptionsFromTheCommandLine(t *testing.T) {
 	io, _, out, _ := TestIO()
-	f := &Factory{Deps: Deps{IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" }, Build: BuildInfo{Version: "9.9.9"}}}
+	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: func() time.Time { return testNow }, Getenv: func(string) string { return "" }, Build: BuildInfo{Version: "9.9.9"}}}
 	var got *versionOptions
 	execSub(t, f, newVersionCmd(f, func(o *versionOptions) error { got = o; return nil }), "version", "-o", "json")
 	if got == nil || got.Build.Version != "9.9.9" || got.Report.Format != report.FormatJSON || got.IO != io {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // TestEveryBackendRunsTheSuite: the suite lists no backend, so each
-// registered backend must call Run from its own directory's
+// registered backend must make its suite (For, with its Registration, in a
+// package-level variable, which also makes the test binary dlqctl in the
+// crash cases' child processes) and run it from its own directory's
 // conformance_test.go — else a new backend would pass untested.
 func TestEveryBackendRunsTheSuite(t *testing.T) {
 	root, err := testproc.FindScript("go.mod")
@@ -26,8 +29,8 @@ func TestEveryBackendRunsTheSuite(t *testing.T) {
 			t.Errorf("backend %s: %v (its conformance_test.go must call conformance.Run)", reg.Name, err)
 			continue
 		}
-		if !strings.Contains(string(b), `conformance.Run(t, "`+reg.Name+`",`) {
-			t.Errorf("backend %s: %s does not call conformance.Run(t, %q, …)", reg.Name, path, reg.Name)
+		if !regexp.MustCompile(`(?m)^var \w+ = conformance\.For\(\w+\.Registration\(\)\)$`).Match(b) || !strings.Contains(string(b), ".Run(t, func(t *testing.T) *conformance.Target {") {
+			t.Errorf("backend %s: %s does not make its suite at package level (var suite = conformance.For(PKG.Registration())) and run it (suite.Run(t, …))", reg.Name, path)
 		}
 	}
 }

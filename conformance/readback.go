@@ -2,8 +2,9 @@
 // cases every backend must pass (suite.go lists them; each backend's own
 // conformance_test.go calls Run): reading back,
 // redrive with the reference consumer, stale plans, resolve, the crash
-// matrix, a server restart mid-apply. A backend that lacks a capability
-// declares it in its registration, and the suite checks the refusal.
+// matrix, a server restart mid-apply, and the battery of the broker's own
+// behaviour (battery.go). A backend that lacks a capability declares it
+// in its registration, and the suite checks the refusal.
 package conformance
 
 import (
@@ -22,12 +23,13 @@ import (
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// dlqctl runs one command line in-process and returns stdout.
-func dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
+// dlqctl runs one command line in-process, with the suite's backends,
+// and returns stdout.
+func (tg *Target) dlqctl(t *testing.T, stdin []byte, args ...string) []byte {
 	t.Helper()
 	io, in, out, errOut := cmd.TestIO()
 	in.Write(stdin)
-	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(string) string { return "" }}}
+	f := &cmd.Factory{Deps: cmd.Deps{Backends: tg.backends, IO: io, Now: func() time.Time { return now }, Getenv: func(string) string { return "" }}}
 	if code := cmd.Execute(context.Background(), f, args); code != 0 {
 		t.Fatalf("dlqctl %v: exit %d\n%s", args, code, errOut)
 	}
@@ -42,17 +44,17 @@ func caseReadBack(t *testing.T, tg *Target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	export := dlqctl(t, nil, "--source", "dir:"+incident, "export")
+	export := tg.dlqctl(t, nil, "--source", "dir:"+incident, "export")
 	if n := bytes.Count(export, []byte("\n")); n != 284 {
 		t.Fatalf("export wrote %d lines, want 284", n)
 	}
-	want := readAll(t, "dir:"+incident)
+	want := tg.readAll(t, "dir:"+incident)
 	if n := len(want["list"].([]map[string]any)); n != 284 {
 		t.Fatalf("the incident lists %d entries, want 284", n)
 	}
 	fx := tg.Fresh(t)
-	dlqctl(t, export, append([]string{"--source", fx.Source, "import"}, fx.ImportFlags...)...)
-	got := readAll(t, fx.Source)
+	tg.dlqctl(t, export, append([]string{"--source", fx.Source, "import"}, fx.ImportFlags...)...)
+	got := tg.readAll(t, fx.Source)
 	if tg.Unordered {
 		sortList(got)
 		sortList(want)
@@ -85,10 +87,10 @@ func clip(b []byte) string {
 // on the backend: locators and backend-specific sections are dropped, and
 // a malformed entry is compared by its place and category only, since each
 // backend words its reason in its own terms.
-func readAll(t *testing.T, src string) map[string]any {
+func (tg *Target) readAll(t *testing.T, src string) map[string]any {
 	docs := map[string]any{}
 	var stats map[string]any
-	mustJSON(t, dlqctl(t, nil, "--source", src, "stats", "-o", "json"), &stats)
+	mustJSON(t, tg.dlqctl(t, nil, "--source", src, "stats", "-o", "json"), &stats)
 	delete(stats, "source")
 	delete(stats, "backend")
 	docs["stats"] = stats
@@ -96,7 +98,7 @@ func readAll(t *testing.T, src string) map[string]any {
 	var cats struct {
 		Categories []map[string]any `json:"categories"`
 	}
-	mustJSON(t, dlqctl(t, nil, "--source", src, "categorize", "-o", "json"), &cats)
+	mustJSON(t, tg.dlqctl(t, nil, "--source", src, "categorize", "-o", "json"), &cats)
 	for _, c := range cats.Categories {
 		delete(c, "sample_ids")
 		if c["name"] == "malformed" {
@@ -108,7 +110,7 @@ func readAll(t *testing.T, src string) map[string]any {
 	var list struct {
 		Items []map[string]any `json:"items"`
 	}
-	mustJSON(t, dlqctl(t, nil, "--source", src, "list", "--limit", "0", "-o", "json"), &list)
+	mustJSON(t, tg.dlqctl(t, nil, "--source", src, "list", "--limit", "0", "-o", "json"), &list)
 	for i, it := range list.Items {
 		if it["category"] == "malformed" {
 			list.Items[i] = map[string]any{"category": "malformed"}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/backends/all"
+	"github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/internal/crashhook"
@@ -24,21 +24,49 @@ import (
 // crash cases can kill a real process at a journal step.
 const asDLQCTL = "DLQCTL_CONFORMANCE_AS_DLQCTL"
 
-// init makes a test binary that imports this package act as the dlqctl
-// command when the suite starts it as a child (asDLQCTL set), before the
-// binary's own TestMain could start servers: the crash cases kill a real
-// process at a journal step.
-func init() {
+// Suite is the conformance suite for one backend. A backend's
+// conformance_test.go makes it in a package-level variable with For and
+// calls its Run from TestConformance:
+//
+//	var suite = conformance.For(kafkadlq.Registration())
+//
+//	func TestConformance(t *testing.T) {
+//		suite.Run(t, func(t *testing.T) *conformance.Target { … })
+//	}
+type Suite struct {
+	reg backend.Registration
+}
+
+// For is the suite for the backend reg. It also makes the test binary act
+// as the dlqctl command when the suite starts it as a child (RunCommand,
+// with the DLQCTL_TEST_CRASH hook): made in a package-level variable, it
+// runs before the binary's TestMain could start servers, and the child
+// holds the same backends as the suite. It does not return then.
+func For(reg backend.Registration) Suite {
+	s := Suite{reg: reg}
 	if os.Getenv(asDLQCTL) == "1" {
 		os.Exit(cmd.MainWith(&cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv,
-			Build: cmd.BuildInfo{Version: "test"}, CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
+			Build: cmd.BuildInfo{Version: "test"}, Backends: s.backends(), CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}))
 	}
+	return s
+}
+
+// backends is the registry the suite's dlqctl holds: the backend under
+// test and the directory queue, which holds the sample incident that the
+// read-back case imports.
+func (s Suite) backends() *backend.Registry {
+	if s.reg.Name == "dir" {
+		return backend.NewRegistry(s.reg)
+	}
+	return backend.NewRegistry(dirqueue.Registration(), s.reg)
 }
 
 // Target is one backend's real server, as the suite drives it.
 type Target struct {
 	name string
 	caps backend.Capabilities
+	// backends are what the suite's dlqctl holds (Suite.backends).
+	backends *backend.Registry
 	// Fresh makes a new, empty DLQ.
 	Fresh func(t *testing.T) Fixture
 	// Down and Up, when set, take the server down and bring it back.
@@ -58,6 +86,79 @@ type Target struct {
 	// is a key of another type; Pulsar: dest is terminated), for the case
 	// of one refused entry in a chunk. nil: no way is known here.
 	Refuse func(t *testing.T, fx Fixture, dest, entryID string)
+
+	// The battery's hooks (battery.go). A case whose hook is missing
+	// fails, unless NotApplicable declares it (where mayNotApply allows).
+
+	// Kill ends the server with SIGKILL, as a crash does (no clean
+	// shutdown); Up brings it back with what it had stored.
+	Kill func() error
+	// PID is the server's process ID now (it changes over a restart).
+	PID func() int
+	// Published counts what fx's origin has taken in so far (a stream's
+	// or topic's messages, a queue's depth); asked while the run is
+	// frozen, it tells that a publish has reached the broker.
+	Published func(t *testing.T, fx Fixture) int
+	// Held counts the dead letters the broker itself would still hand
+	// out from fx's DLQ, whatever dlqctl's own records say (a RabbitMQ
+	// queue's messages, a Pulsar subscription's backlog, a stream's
+	// messages). nil where a removal is dlqctl's record alone (Kafka: a
+	// record stays in its topic; the state topic says it was moved).
+	Held func(t *testing.T, fx Fixture) int
+	// Churn, when set, applies the broker's own housekeeping to fx now,
+	// as its defaults would in time: retention and compaction of the
+	// DLQ and of what dlqctl keeps beside it (Pulsar: unload and trim
+	// the topics).
+	Churn func(t *testing.T, fx Fixture)
+	// Recreate deletes fx's DLQ and makes it again, empty, the way an
+	// operator does with the broker's own tools (dlqctl's records beside
+	// it are left as they are).
+	Recreate func(t *testing.T, fx Fixture)
+	// Deduplicating, when set, makes a fresh DLQ whose origin drops a
+	// publish it takes for a duplicate (SQS: FIFO queues; Pulsar:
+	// deduplication on), for the case of a DLQ made again. nil: Fresh's
+	// origin does already (NATS: every stream has a duplicate window), or
+	// the broker has no such thing.
+	Deduplicating func(t *testing.T) Fixture
+	// Snapshot is what the broker holds in fx's DLQ: one line per
+	// message in the broker's order, with its delivery count (a delivery
+	// count, a receive count) written deliveries=N where the broker keeps
+	// one, and lines for the broker's state of the DLQ that a read could
+	// change (consumers, groups, cursors). Lines name messages by what a
+	// twin DLQ seeded alike shares (event ID, position), never by an ID
+	// the broker made. It may cost (a RabbitMQ queue is read by
+	// delivering): the read cases take it once, at the end.
+	Snapshot func(t *testing.T, fx Fixture) []string
+	// ReadCost, on a broker that cannot be read at all without raising a
+	// delivery count, says so (SQS: a receive); mayCostReads lists who
+	// may.
+	ReadCost string
+	// Limited makes a fresh DLQ with the lowest delivery limit the
+	// broker allows on it (a RabbitMQ quorum queue's delivery limit, an
+	// SQS DLQ's own redrive policy).
+	Limited func(t *testing.T) Fixture
+	// Native writes copies byte-identical dead letters of e into fx's
+	// DLQ in the broker's own form, as a producer or the broker's
+	// dead-lettering would: not through import, which marks each entry
+	// with its id and reads the DLQ first.
+	Native func(t *testing.T, fx Fixture, e envelope.Envelope, copies int)
+	// TwoPointers makes a fresh DLQ holding two entries that point at
+	// one message (two advisories about one stream message, two
+	// share-group dead letters about one record), and returns it with
+	// that message's event ID; its Consume sees only what is published
+	// after the hook returns.
+	TwoPointers func(t *testing.T) (Fixture, string)
+	// Forge writes, as a plain producer would (not dlqctl), a record of
+	// dlqctl's bookkeeping in the broker saying that fx's entry entryID
+	// was removed.
+	Forge func(t *testing.T, fx Fixture, entryID string)
+	// Bookkeeping names, as a redrive's destination would name them,
+	// what dlqctl keeps in the broker for fx's DLQ: a state topic, a
+	// record topic or queue, a lease key, queue or subject.
+	Bookkeeping func(fx Fixture) []string
+	// NotApplicable names battery cases that cannot arise on this
+	// backend, each with the reason.
+	NotApplicable map[string]string
 }
 
 // Fixture is one empty DLQ and the origin its entries go back to.
@@ -74,30 +175,24 @@ type Fixture struct {
 	// Alias is another source URL of the same DLQ (another spelling of
 	// its host, path, topic or bookkeeping).
 	Alias string
+
+	// worker is the reference worker built with this backend's mode alone
+	// (set by Suite.Run).
+	worker workertest.Build
 }
 
-// Run runs the backend registered as name through every case, on the
-// server that start brings up (or reuses) for it. A backend's own
-// conformance_test.go calls it:
-//
-//	func TestConformance(t *testing.T) {
-//		conformance.Run(t, "kafka", func(t *testing.T) *conformance.Target { … })
-//	}
-//
-// start may skip the test (a Java server under -short) and must fail it
-// loudly when its server is missing.
-func Run(t *testing.T, name string, start func(t *testing.T) *Target) {
-	var reg backend.Registration
-	for _, r := range all.Registry().All() {
-		if r.Name == name {
-			reg = r
-		}
-	}
-	if reg.Name == "" {
-		t.Fatalf("conformance: no backend named %q is registered in this build", name)
-	}
+// Run runs the suite's backend through every case, on the server that
+// start brings up (or reuses) for it. start may skip the test (a Java
+// server under -short) and must fail it loudly when its server is missing.
+func (s Suite) Run(t *testing.T, start func(t *testing.T) *Target) {
 	srv := start(t)
-	srv.name, srv.caps = reg.Name, reg.Capabilities
+	srv.name, srv.caps, srv.backends = s.reg.Name, s.reg.Capabilities, s.backends()
+	fresh, worker := srv.Fresh, workertest.Only(s.reg.Name)
+	srv.Fresh = func(t *testing.T) Fixture {
+		fx := fresh(t)
+		fx.worker = worker
+		return fx
+	}
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *Target)
@@ -118,6 +213,7 @@ func Run(t *testing.T, name string, start func(t *testing.T) *Target) {
 		{"refused-in-chunk", caseRefusedInChunk},
 		{"killed-scan", caseKilledScan},
 		{"paused-holder", casePausedHolder},
+		{"battery", runBattery},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 	}
@@ -156,9 +252,15 @@ func seed(t *testing.T, fx Fixture, n int, lastError string, first int) map[stri
 // entries of one event ID and payload.
 func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
 	t.Helper()
+	return seedAt(t, fx, n, lastError, first, eventOf, time.Now().UTC().Add(-time.Hour))
+}
+
+// seedAt is seedAs with the first dead-letter time given: two DLQs
+// seeded at the same base hold the same envelopes.
+func seedAt(t *testing.T, fx Fixture, n int, lastError string, first int, eventOf func(int) (string, int), base time.Time) map[string]string {
+	t.Helper()
 	var in bytes.Buffer
 	fps := map[string]string{}
-	base := time.Now().UTC().Add(-time.Hour)
 	for i := first; i < first+n; i++ {
 		eventID, order := eventOf(i)
 		payload := []byte(fmt.Sprintf(`{"order":%d}`, order))
@@ -188,9 +290,9 @@ func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventO
 // RunCommand runs dlqctl as its own process in dir, with stdin and the
 // extra environment env, and returns its exit code and combined output; a
 // process killed by a signal (a crash hook's SIGKILL) returns 137. The
-// process is this test binary, which the package's init makes the dlqctl
-// command (with the DLQCTL_TEST_CRASH hook), so a backend's own crash
-// tests use it too: importing this package is all they need.
+// process is this test binary, which the backend's suite variable (For)
+// makes the dlqctl command (with the DLQCTL_TEST_CRASH hook), so a
+// backend's own crash tests use it too.
 func RunCommand(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
 	t.Helper()
 	c := exec.Command(os.Args[0], args...)
@@ -274,11 +376,7 @@ func dlqLen(t *testing.T, fx Fixture) int {
 // and returns its inbox.
 func consumeAll(t *testing.T, fx Fixture, inbox string) map[string]workertest.Row {
 	t.Helper()
-	w := workertest.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
-	if err := w.Wait(); err != nil {
-		t.Fatalf("worker: %v\n%s", err, w.Output())
-	}
-	return workertest.ReadInbox(t, inbox)
+	return consumeAllOf(t, []Fixture{fx}, []string{inbox})[0]
 }
 
 // checkOnce checks that every seeded event produced exactly one effect,
@@ -316,7 +414,7 @@ func caseRedriveWithConsumer(t *testing.T, srv *Target) {
 	fps := seed(t, fx, 30, "timeout calling payments", 1)
 	dir := t.TempDir()
 	inbox := filepath.Join(dir, "inbox.db")
-	workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
+	fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox)...)
 	planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "20s", "--rate", "1000",
 		"--burst", "10", "--ramp", "5,10")
 	code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")
@@ -360,7 +458,7 @@ func caseGates(t *testing.T, srv *Target) {
 			seed(t, fx, 20, "timeout", 1)
 			dir := t.TempDir()
 			inbox := filepath.Join(dir, "inbox.db")
-			workertest.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
+			fx.worker.StartReady(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, c.flag, "E003")...)
 			planAndApprove(t, dir, fx, "redrive", "--effects", "sqlite:"+inbox, "--settle", "15s", "--rate", "1000",
 				"--ramp", "5,10")
 			code, out := RunCommand(t, dir, nil, nil, "--source", fx.Source, "-o", "json", "redrive", "apply", "p.json")

@@ -166,8 +166,8 @@ func (p *execProbe) stdin(ids []string) (*bytes.Buffer, error) {
 
 // Records runs the command once for the whole batch.
 func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+	ids := Batch(eventIDs)
+	res := NewResults(ids)
 	if len(ids) == 0 {
 		return res.got, nil
 	}
@@ -212,11 +212,11 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 			err = errors.New("no event_id")
 		}
 		if err == nil {
-			err = res.add(rec)
+			err = res.Add(rec)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: stdout line %d %q: %v (want {\"event_id\",\"attempts\",\"effects\",\"fingerprint\"} one a line)%s",
-				p, n, truncate(string(line), 200), err, p.stderr(stderr))
+				p, n, Truncate(string(line), 200), err, p.stderr(stderr))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -226,7 +226,7 @@ func (p *execProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 }
 
 func (p *execProbe) stderr(b *boundedBuffer) string {
-	if s := truncate(b.buf.String(), execStderrMax); s != "" {
+	if s := Truncate(b.buf.String(), execStderrMax); s != "" {
 		return "; stderr: " + s
 	}
 	return ""

@@ -35,9 +35,9 @@ type httpProbe struct {
 func openHTTP(raw string, opts Options) (*httpProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v", backend.RedactUserinfo(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v", backend.RedactUserinfo(raw), URLError(err))
 	}
-	display := redactURL(u)
+	display := maskQuery(u, func(string) bool { return true })
 	if u.Host == "" {
 		return nil, backend.Configf("effects %s: no host (want %s://host[:port]/path)", display, u.Scheme)
 	}
@@ -53,8 +53,8 @@ func openHTTP(raw string, opts Options) (*httpProbe, error) {
 
 // Records is one POST {"event_ids":[…]} per batch.
 func (p *httpProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+	ids := Batch(eventIDs)
+	res := NewResults(ids)
 	if len(ids) == 0 {
 		return res.got, nil
 	}
@@ -62,7 +62,7 @@ func (p *httpProbe) Records(ctx context.Context, eventIDs []string) (map[string]
 	return got, scrub(err, p.secrets...)
 }
 
-func (p *httpProbe) post(ctx context.Context, ids []string, res *results) (map[string]Record, error) {
+func (p *httpProbe) post(ctx context.Context, ids []string, res *Results) (map[string]Record, error) {
 	body, err := json.Marshal(struct {
 		EventIDs []string `json:"event_ids"`
 	}{ids})
@@ -73,7 +73,7 @@ func (p *httpProbe) post(ctx context.Context, ids []string, res *results) (map[s
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", p, urlError(err))
+		return nil, fmt.Errorf("%s: %v", p, URLError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -86,12 +86,12 @@ func (p *httpProbe) post(ctx context.Context, ids []string, res *results) (map[s
 			return nil, fmt.Errorf("%s: %w", p, ctx.Err())
 		}
 		// url.Error quotes the URL; say it once, redacted.
-		return nil, fmt.Errorf("%s: %w", p, urlError(err))
+		return nil, fmt.Errorf("%s: %w", p, URLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrBodyMax+1))
-		return nil, fmt.Errorf("%s: %s: %s", p, resp.Status, truncate(string(b), httpErrBodyMax))
+		return nil, fmt.Errorf("%s: %s: %s", p, resp.Status, Truncate(string(b), httpErrBodyMax))
 	}
 	var answer struct {
 		Results *[]Record `json:"results"`
@@ -107,7 +107,7 @@ func (p *httpProbe) post(ctx context.Context, ids []string, res *results) (map[s
 		if rec.EventID == "" {
 			return nil, fmt.Errorf("%s: results[%d] has no event_id", p, i)
 		}
-		if err := res.add(rec); err != nil {
+		if err := res.Add(rec); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}

@@ -11,19 +11,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/dlqctl/dlqctl/backends/redis/redistest"
 	"github.com/dlqctl/dlqctl/internal/pgtest"
 )
 
@@ -31,7 +26,6 @@ import (
 // under key names of its own.
 var (
 	pg  *pgtest.Server
-	rds *redistest.Server
 	seq atomic.Int64
 )
 
@@ -46,11 +40,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer pg.Stop()
-	if rds, err = redistest.StartProcess(); err != nil {
-		fmt.Fprintln(os.Stderr, "redistest:", err)
-		return 1
-	}
-	defer rds.Stop()
 	return m.Run()
 }
 
@@ -141,27 +130,6 @@ func loadPostgres(t *testing.T, state []Record) string {
 		}
 	}
 	return pg.URL(db)
-}
-
-func loadRedis(t *testing.T, state []Record) string {
-	t.Helper()
-	prefix := fmt.Sprintf("consumer%d:", seq.Add(1))
-	c := rds.Client()
-	ctx := testCtx(t)
-	for _, r := range state {
-		err := c.HSet(ctx, prefix+"attempts", r.EventID, r.Attempts).Err()
-		if err == nil {
-			err = c.HSet(ctx, prefix+"effects", r.EventID, r.Effects).Err()
-		}
-		if err == nil {
-			err = c.HSet(ctx, prefix+"fingerprints", r.EventID, r.Fingerprint).Err()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	q := url.Values{"attempts": {prefix + "attempts"}, "effects": {prefix + "effects"}, "fingerprints": {prefix + "fingerprints"}}
-	return "redis://" + rds.Addr() + "/0?" + q.Encode()
 }
 
 // loadExec writes a consumer-side script that answers from state and
@@ -346,45 +314,4 @@ func (w *wireCounter) countReady(client io.Writer, server io.Reader) {
 			return
 		}
 	}
-}
-
-// redisCounter counts what a go-redis client sends: single commands and
-// pipelines, one round trip each.
-type redisCounter struct{ commands, pipelines atomic.Int64 }
-
-func (h *redisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *redisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.commands.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *redisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.pipelines.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
-// commandCalls reads a command's call count from the server's INFO
-// commandstats.
-func commandCalls(t *testing.T, name string) int {
-	t.Helper()
-	info, err := rds.Client().Info(testCtx(t), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls=")
-		if ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	return 0
 }

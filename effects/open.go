@@ -55,6 +55,20 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// Store is a kind of effects store that lives in a package of its own.
+type Store interface {
+	Open(ctx context.Context, rawURL string, opts Options) (Probe, error)
+}
+
+// Stores opens the effects stores of a build: this package's (sqlite,
+// postgres, exec, http) and the Redis store, which lives in
+// effects/rediseffects with its client so that a program that reads no
+// Redis store does not link one. The zero Stores refuses redis:// URLs.
+type Stores struct {
+	// Redis opens redis:// and rediss:// stores (rediseffects.Store).
+	Redis Store
+}
+
 // Open parses rawURL (the reconciliation contract, docs/consumer-contract.md), connects where the probe holds a connection
 // and checks what can be checked before the first batch: that the sqlite
 // file and table exist, that the postgres query runs, that the redis hashes
@@ -64,7 +78,7 @@ type Options struct {
 // parameter, a table or query the database rejects — is a
 // *backend.ConfigError. No error and no String carries a password or
 // token.
-func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
+func (s Stores) Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
 	if opts.Timeout < 0 {
 		return nil, backend.Configf("effects: timeout %s: want a positive duration", opts.Timeout)
 	}
@@ -95,7 +109,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (Probe, error) {
 	case "postgres", "postgresql":
 		p, err = openPostgres(ctx, rawURL, opts)
 	case "redis", "rediss":
-		p, err = openRedis(ctx, rawURL, opts)
+		if s.Redis == nil {
+			return nil, backend.Configf("effects %s: this build has no Redis effects store", backend.RedactUserinfo(rawURL))
+		}
+		p, err = s.Redis.Open(ctx, rawURL, opts)
 	case "exec":
 		p, err = openExec(rawURL[len("exec:"):], false, opts)
 	case "exec+ndjson":
@@ -125,8 +142,10 @@ func schemeOf(raw string) string {
 	return strings.ToLower(raw[:i])
 }
 
-// batch is a Records call's event IDs without repeats, in their order.
-func batch(eventIDs []string) []string {
+// Batch is a Records call's event IDs without repeats, in their order.
+// Batch, Results, Truncate and URLError are what every store shares,
+// exported for the stores in packages of their own (effects/rediseffects).
+func Batch(eventIDs []string) []string {
 	seen := make(map[string]bool, len(eventIDs))
 	out := make([]string, 0, len(eventIDs))
 	for _, id := range eventIDs {
@@ -138,24 +157,26 @@ func batch(eventIDs []string) []string {
 	return out
 }
 
-// results collects a probe's answer. A record for an event the batch did
+// Results collects a probe's answer. A record for an event the batch did
 // not ask about is dropped (a script may print more than asked); one event
 // answered twice is an error, because two records for one event leave its
 // verdict undecidable.
-type results struct {
+type Results struct {
 	asked map[string]bool
 	got   map[string]Record
 }
 
-func newResults(ids []string) *results {
-	r := &results{asked: make(map[string]bool, len(ids)), got: make(map[string]Record, len(ids))}
+// NewResults collects the answer to a batch of ids (from Batch).
+func NewResults(ids []string) *Results {
+	r := &Results{asked: make(map[string]bool, len(ids)), got: make(map[string]Record, len(ids))}
 	for _, id := range ids {
 		r.asked[id] = true
 	}
 	return r
 }
 
-func (r *results) add(rec Record) error {
+// Add takes one record of the answer.
+func (r *Results) Add(rec Record) error {
 	if !r.asked[rec.EventID] {
 		return nil
 	}
@@ -165,6 +186,9 @@ func (r *results) add(rec Record) error {
 	r.got[rec.EventID] = rec
 	return nil
 }
+
+// Records are the records added, by event ID.
+func (r *Results) Records() map[string]Record { return r.got }
 
 // identifier checks a table name and quotes it for SQL.
 func identifier(table string) (string, error) {
@@ -199,9 +223,9 @@ func plainIdentifier(s string) bool {
 	return true
 }
 
-// urlError is the reason of a url.Parse error without the URL, which
+// URLError is the reason of a url.Parse error without the URL, which
 // url.Error quotes whole, password included.
-func urlError(err error) error {
+func URLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err
@@ -209,14 +233,14 @@ func urlError(err error) error {
 	return err
 }
 
-// truncate shortens what a consumer's command or server said, for an
+// Truncate shortens what a consumer's command or server said, for an
 // error message.
 //
 // It is also made safe for a terminal, as table cells are (report.Truncate):
 // escape sequences and other control characters become spaces and invalid
 // UTF-8 becomes U+FFFD, so a consumer's error page cannot move the cursor,
 // retitle the window or hide text.
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if len(s) > n {
 		for n > 0 && !utf8.RuneStart(s[n]) {
@@ -233,3 +257,24 @@ func scrub(err error, secrets ...string) error { return backend.Scrub(err, secre
 // redactURL shows u with its password and any secret-named query value
 // replaced (backend.RedactURL, the one redactor).
 func redactURL(u *url.URL) string { return backend.RedactURL(u.String()) }
+
+// maskQuery shows an effects URL with its password and the values of the
+// query keys that mask says may be secrets masked: an http(s) endpoint's
+// parameters are the consumer's own, and a postgres URL's keys that the
+// driver does not know go to the server, so dlqctl cannot tell which are
+// secrets (api_kee=, passwrod=).
+func maskQuery(u *url.URL, mask func(key string) bool) string {
+	c := *u
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k, vs := range q {
+			if mask(k) {
+				for i := range vs {
+					vs[i] = redacted
+				}
+			}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return redactURL(&c)
+}

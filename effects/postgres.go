@@ -31,9 +31,8 @@ type postgresProbe struct {
 func openPostgres(ctx context.Context, raw string, opts Options) (*postgresProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), URLError(err))
 	}
-	display := redactURL(u)
 	query := opts.Query
 	if query == "" {
 		table, err := identifier(opts.Table)
@@ -42,12 +41,15 @@ func openPostgres(ctx context.Context, raw string, opts Options) (*postgresProbe
 		}
 		query = "SELECT event_id, attempts, effects, fingerprint, status FROM " + table + " WHERE event_id = ANY($1)"
 	} else if opts.Table != "" {
-		return nil, backend.Configf("effects %s: give a query or a table, not both", display)
+		return nil, backend.Configf("effects %s: give a query or a table, not both", backend.URLForError(raw))
 	}
 	cfg, err := pgx.ParseConfig(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: %v", display, err)
+		return nil, backend.Configf("effects %s: %s", backend.URLForError(raw), pgParseError(err))
 	}
+	// A key pgx does not know (a typo such as passwrod= among them) goes
+	// to the server as a run-time parameter: its value is masked.
+	display := maskQuery(u, func(k string) bool { _, unknown := cfg.RuntimeParams[k]; return unknown })
 	if _, inURL := u.User.Password(); !inURL && !u.Query().Has("password") && opts.Password != "" {
 		cfg.Password = opts.Password
 	}
@@ -126,8 +128,8 @@ func (p *postgresProbe) queryErr(err error) error {
 
 // Records runs the query once for the whole batch, $1 = the event IDs.
 func (p *postgresProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+	ids := Batch(eventIDs)
+	res := NewResults(ids)
 	if len(ids) == 0 {
 		return res.got, nil
 	}
@@ -145,7 +147,7 @@ func (p *postgresProbe) Records(ctx context.Context, eventIDs []string) (map[str
 	return res.got, nil
 }
 
-func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, res *results) error {
+func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, res *Results) error {
 	rows, err := conn.Query(ctx, p.query, ids)
 	if err != nil {
 		return err
@@ -168,7 +170,7 @@ func (p *postgresProbe) read(ctx context.Context, conn *pgx.Conn, ids []string, 
 			return errors.New("a row has a NULL event_id")
 		}
 		rec := Record{EventID: *id, Attempts: deref(attempts), Effects: deref(eff), Fingerprint: deref(fp), Status: deref(status)}
-		if err := res.add(rec); err != nil {
+		if err := res.Add(rec); err != nil {
 			return err
 		}
 	}
@@ -196,4 +198,27 @@ func (p *postgresProbe) Close() error {
 	err := p.conn.Close(ctx)
 	p.conn = nil
 	return err
+}
+
+// pgParseError is what pgx found wrong in a postgres:// URL, without the
+// URL and the values in it. pgx's own text quotes the whole URL (its
+// password masked, its other values not) and, after ": " or in
+// parentheses, the value it could not use: a query value under a
+// mistyped key may be a secret, so only pgx's description of what is
+// wrong is kept ("invalid connect_timeout", "unknown
+// target_session_attrs value").
+func pgParseError(err error) string {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return "not a postgres URL pgx can read"
+	}
+	// The same error about no URL at all gives pgx's message alone.
+	bare := *pe
+	bare.ConnString = ""
+	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+	if cause := errors.Unwrap(pe); cause != nil {
+		msg = strings.TrimSuffix(msg, " ("+cause.Error()+")")
+	}
+	msg, _, _ = strings.Cut(msg, ": ")
+	return msg
 }

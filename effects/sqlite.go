@@ -108,8 +108,8 @@ func (p *sqliteProbe) check(ctx context.Context) error {
 
 // Records is one SELECT … WHERE event_id IN (…) per batch.
 func (p *sqliteProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+	ids := Batch(eventIDs)
+	res := NewResults(ids)
 	if len(ids) == 0 {
 		return res.got, nil
 	}
@@ -123,7 +123,7 @@ func (p *sqliteProbe) Records(ctx context.Context, eventIDs []string) (map[strin
 	return res.got, nil
 }
 
-func (p *sqliteProbe) query(ctx context.Context, ids []string, res *results) error {
+func (p *sqliteProbe) query(ctx context.Context, ids []string, res *Results) error {
 	q := "SELECT event_id, attempts, effects, fingerprint, status FROM " + p.table +
 		" WHERE event_id IN (?" + strings.Repeat(",?", len(ids)-1) + ")"
 	args := make([]any, len(ids))
@@ -144,7 +144,7 @@ func (p *sqliteProbe) query(ctx context.Context, ids []string, res *results) err
 			return err
 		}
 		rec := Record{EventID: id.String, Attempts: attempts.Int64, Effects: eff.Int64, Fingerprint: fp.String, Status: status.String}
-		if err := res.add(rec); err != nil {
+		if err := res.Add(rec); err != nil {
 			return err
 		}
 	}

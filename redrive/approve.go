@@ -1,6 +1,7 @@
 package redrive
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,16 +21,19 @@ import (
 // SSH signature (the approver's own key; the applying host holds only the
 // public half and cannot make one).
 type Approval struct {
-	By        string    `json:"by"`
-	At        time.Time `json:"at"`
-	ExpiresAt time.Time `json:"expires_at"`
+	By string `json:"by"`
+	// At and ExpiresAt keep the text they were written as: a signature
+	// is over that text (approval.Stamp).
+	At        approval.Stamp `json:"at"`
+	ExpiresAt approval.Stamp `json:"expires_at"`
 	// HMAC is HMAC-SHA256 over the digest, approver, time and expiry, with
 	// the approval key: without the key none of them can be changed.
 	HMAC string `json:"hmac,omitempty"`
 	// Signature is an armored SSH signature (ssh-keygen -Y sign, namespace
 	// dlqctl-approval) over approval.Message of the digest, Principal, At
-	// and ExpiresAt. Principal is who signed as listed in allowed_signers
-	// (By repeats it), Key the signing key's SHA256 fingerprint.
+	// and ExpiresAt (as written). Principal is who signed as listed in
+	// allowed_signers (By repeats it), Key the signing key's SHA256
+	// fingerprint.
 	Signature string `json:"signature,omitempty"`
 	Principal string `json:"principal,omitempty"`
 	Key       string `json:"key,omitempty"`
@@ -40,9 +44,12 @@ func (a Approval) Signed() bool { return a.Signature != "" }
 
 // Message is the text the approval's signature is over.
 func (p *Plan) Message(a Approval) []byte {
-	return approval.Message(p.Digest, a.Principal, a.At, a.ExpiresAt)
+	return approval.Message(p.Digest, a.Principal, a.At.Text(), a.ExpiresAt.Text())
 }
 
+// approvalMAC is over the instants of the approval's times, not their
+// text: no one checks an HMAC by hand, and its key-holder could rewrite
+// any of it anyway.
 func approvalMAC(key []byte, digest string, a Approval) string {
 	m := hmac.New(sha256.New, key)
 	fmt.Fprintf(m, "dlqctl.approval/v1\n%s\n%s\n%s\n%s\n", digest, a.By,
@@ -68,7 +75,7 @@ func (p *Plan) Approve(key []byte, by string, now time.Time, ttl time.Duration) 
 	if err := validApprover(by); err != nil {
 		return Approval{}, err
 	}
-	a := Approval{By: by, At: now.UTC(), ExpiresAt: now.UTC().Add(ttl)}
+	a := Approval{By: by, At: approval.NewStamp(now), ExpiresAt: approval.NewStamp(now.Add(ttl))}
 	a.HMAC = approvalMAC(key, p.Digest, a)
 	p.Approvals = append(p.Approvals, a)
 	return a, nil
@@ -80,7 +87,7 @@ func (p *Plan) ApproveSigned(s ssh.Signer, principal string, now time.Time, ttl 
 	if err := validApprover(principal); err != nil {
 		return Approval{}, err
 	}
-	a := Approval{By: principal, Principal: principal, At: now.UTC(), ExpiresAt: now.UTC().Add(ttl), Key: approval.Fingerprint(s.PublicKey())}
+	a := Approval{By: principal, Principal: principal, At: approval.NewStamp(now), ExpiresAt: approval.NewStamp(now.Add(ttl)), Key: approval.Fingerprint(s.PublicKey())}
 	sig, err := approval.Sign(s, approval.Namespace, p.Message(a))
 	if err != nil {
 		return Approval{}, err
@@ -103,8 +110,11 @@ type ApprovalPolicy struct {
 	// SignaturesOnly refuses HMAC approvals.
 	SignaturesOnly bool
 	// Required is how many approvals by distinct approvers it takes (0
-	// means 1).
+	// means 1). Toward two or more only signatures count.
 	Required int
+	// MaxTTL is the longest an approval may last, from its time to its
+	// expiry (0: approval.DefaultMaxTTL).
+	MaxTTL time.Duration
 	// DistinctApprover: neither the planner nor Applier may approve.
 	DistinctApprover bool
 	Applier          string
@@ -115,6 +125,8 @@ type ApprovalPolicy struct {
 }
 
 func (pol ApprovalPolicy) required() int { return max(pol.Required, 1) }
+
+func (pol ApprovalPolicy) maxTTL() time.Duration { return cmp.Or(pol.MaxTTL, approval.DefaultMaxTTL) }
 
 // KeyOf is the HMAC key that verifies an approval by `by`.
 func (pol ApprovalPolicy) KeyOf(by string) ([]byte, error) {
@@ -130,32 +142,54 @@ func (pol ApprovalPolicy) KeyOf(by string) ([]byte, error) {
 // Verdict is one approval as a policy sees it.
 type Verdict struct {
 	Approval Approval
-	// Problem says why it does not count ("" when it is valid).
+	// Problem says why it is not valid ("" when it is).
 	Problem string
+	// Uncounted says why an approval that is not refused does not count
+	// toward the quorum: its approver or key counted already, or it is an
+	// HMAC and the quorum is of two or more. "" when it counts, or is
+	// valid and simply not needed.
+	Uncounted string
 	// Counted: valid and by an approver not counted already.
 	Counted bool
-	// signer is who it counts as: the principal and key for a signature,
-	// the name (or the shared key) for an HMAC.
+	// who and key are whom it counts as and with which key: the principal
+	// and the key's fingerprint for a signature, the name and the key
+	// (or the shared key) for an HMAC.
 	who, key string
 }
 
+// Why is what the verdict holds against the approval, for a person:
+// "approval by NAME: why", or "" when it counts or is simply not needed.
+func (v Verdict) Why() string {
+	switch {
+	case v.Problem != "":
+		return fmt.Sprintf("approval by %s: %s", v.Approval.By, v.Problem)
+	case v.Uncounted != "":
+		return fmt.Sprintf("approval by %s: not counted: %s", v.Approval.By, v.Uncounted)
+	}
+	return ""
+}
+
 // Judge gives every approval of p its verdict under pol and says how many
-// more approvals the policy needs.
+// more approvals the policy needs. One approver counts once whatever
+// kinds of approval they gave (a principal's signature and an HMAC under
+// the same name are one approver), one key counts once, and toward a
+// quorum of two or more an HMAC approval never counts: whoever holds the
+// HMAC key, as the applying host does, can make one under any name.
 func (p *Plan) Judge(pol ApprovalPolicy) (verdicts []Verdict, needed int) {
-	principals, keys := map[string]bool{}, map[string]bool{}
+	people, keys := map[string]bool{}, map[string]bool{}
 	counted := 0
 	for _, a := range p.Approvals {
 		v := p.judge(pol, a)
 		// Once enough are counted, a further valid approval is valid and
 		// simply not needed; before, a repeat is named as such.
-		if v.Problem == "" && counted < pol.required() {
+		if v.Problem == "" && v.Uncounted == "" && counted < pol.required() {
 			switch {
-			case principals[v.who]:
-				v.Problem = fmt.Sprintf("approval by %s: %s already approved; one approver counts once", a.By, v.who)
+			case people[v.who]:
+				v.Uncounted = fmt.Sprintf("%s already approved; one approver counts once, whatever kinds of approval they gave", v.who)
 			case keys[v.key]:
-				v.Problem = fmt.Sprintf("approval by %s: made with a key (%s) that another counted approval used; one key counts once", a.By, v.key)
+				v.Uncounted = fmt.Sprintf("made with a key (%s) that another counted approval used; one key counts once", v.key)
 			default:
-				principals[v.who], keys[v.key], v.Counted = true, true, true
+				people[v.who], keys[v.key], v.Counted = true, true, true
 				counted++
 			}
 		}
@@ -166,7 +200,7 @@ func (p *Plan) Judge(pol ApprovalPolicy) (verdicts []Verdict, needed int) {
 
 // CheckApprovals returns the approvals that meet the policy (as many as it
 // requires, by distinct approvers), or says why there are not enough: each
-// approval's problem is listed.
+// approval's problem is listed once.
 func (p *Plan) CheckApprovals(pol ApprovalPolicy) ([]Approval, error) {
 	if len(p.Approvals) == 0 {
 		return nil, fmt.Errorf("the plan has no approval (run: dlqctl %s approve PLAN)", p.kindOr())
@@ -178,19 +212,19 @@ func (p *Plan) CheckApprovals(pol ApprovalPolicy) ([]Approval, error) {
 		if v.Counted && len(ok) < pol.required() {
 			ok = append(ok, v.Approval)
 		}
-		if v.Problem != "" {
-			problems = append(problems, v.Problem)
+		if why := v.Why(); why != "" {
+			problems = append(problems, why)
 		}
 	}
 	if needed == 0 {
 		return ok, nil
 	}
 	msg := strings.Join(problems, "; ")
-	if pol.required() > 1 || msg == "" {
+	if pol.required() > 1 {
 		if msg != "" {
 			msg += "; "
 		}
-		msg += fmt.Sprintf("%d of the %d approvals required by distinct approvers (policy.approvals_required); %d more needed", len(ok), pol.required(), needed)
+		msg += fmt.Sprintf("%d of the %d approvals required by distinct approvers (policy.approvals_required; SSH signatures only); %d more needed", len(ok), pol.required(), needed)
 	}
 	return nil, errors.New(msg)
 }
@@ -214,38 +248,31 @@ func (p *Plan) kindOr() string {
 // InForce reports whether a is an HMAC approval of p that verifies with
 // key and has not expired at now.
 func (p *Plan) InForce(a Approval, key []byte, now time.Time) bool {
-	return !a.Signed() && hmac.Equal([]byte(approvalMAC(key, p.Digest, a)), []byte(a.HMAC)) && now.Before(a.ExpiresAt)
+	return !a.Signed() && hmac.Equal([]byte(approvalMAC(key, p.Digest, a)), []byte(a.HMAC)) && now.Before(a.ExpiresAt.Time)
 }
 
+// judge checks one approval on its own: who made it and with what key,
+// then its times and its approver against the policy.
 func (p *Plan) judge(pol ApprovalPolicy, a Approval) Verdict {
 	v := Verdict{Approval: a}
-	var why string
-	if a.Signed() {
-		why = p.signatureProblem(pol, a, &v)
-	} else {
-		why = p.hmacProblem(pol, a, &v)
+	if !a.Signed() && !pol.SignaturesOnly && pol.required() > 1 {
+		v.Uncounted = fmt.Sprintf("an HMAC approval; toward a quorum of %d (policy.approvals_required) only SSH signatures count, since whoever holds the HMAC key, as the applying host does, can make one under any name", pol.required())
+		return v
 	}
-	if why == "" {
-		why = p.timeAndPersonProblem(pol, a)
-	}
-	if why != "" {
-		v.Problem = fmt.Sprintf("approval by %s: %s", a.By, why)
+	v.Problem = p.credentialProblem(pol, a, &v)
+	if v.Problem == "" {
+		v.Problem = p.timeAndPersonProblem(pol, a)
 	}
 	return v
 }
 
-// SignatureOK checks a signed approval's signature and signer only (not
-// its expiry or who planned): what makes a journal's record of it
-// believable after it has expired.
-func (p *Plan) SignatureOK(pol ApprovalPolicy, a Approval) error {
-	if !a.Signed() {
-		return errors.New("not a signed approval")
+// credentialProblem checks that the approval was made by whom it names,
+// with a key that may approve: its signature and signer, or its HMAC.
+func (p *Plan) credentialProblem(pol ApprovalPolicy, a Approval, v *Verdict) string {
+	if a.Signed() {
+		return p.signatureProblem(pol, a, v)
 	}
-	var v Verdict
-	if why := p.signatureProblem(pol, a, &v); why != "" {
-		return fmt.Errorf("approval by %s: %s", a.By, why)
-	}
-	return nil
+	return p.hmacProblem(pol, a, v)
 }
 
 func (p *Plan) signatureProblem(pol ApprovalPolicy, a Approval, v *Verdict) string {
@@ -269,7 +296,7 @@ func (p *Plan) signatureProblem(pol ApprovalPolicy, a Approval, v *Verdict) stri
 	if err := pol.Signers.Check(got.Key, a.Principal, approval.Namespace, pol.Now); err != nil {
 		return err.Error()
 	}
-	v.who, v.key = "principal "+a.Principal, fp
+	v.who, v.key = a.Principal, fp
 	return ""
 }
 
@@ -294,7 +321,7 @@ func (p *Plan) hmacProblem(pol ApprovalPolicy, a Approval, v *Verdict) string {
 			return "signed with the planner's key (distinct approver policy)"
 		}
 	}
-	v.who = "approver " + a.By
+	v.who = a.By
 	v.key = "hmac:" + a.By
 	if pol.KeyFor == nil {
 		// One shared key writes any name: however many names it signed
@@ -304,13 +331,27 @@ func (p *Plan) hmacProblem(pol ApprovalPolicy, a Approval, v *Verdict) string {
 	return ""
 }
 
+// timeAndPersonProblem judges an approval's times whenever it is checked,
+// whoever wrote it: a hand-signed approval is held to the lifetime cap and
+// to the clock as one made by approve is.
 func (p *Plan) timeAndPersonProblem(pol ApprovalPolicy, a Approval) string {
+	at, exp := a.At.Time, a.ExpiresAt.Time
 	switch {
-	case !pol.Now.Before(a.ExpiresAt):
-		return fmt.Sprintf("expired at %s", a.ExpiresAt.UTC().Format(time.RFC3339))
-	case !pol.After.IsZero() && a.At.Before(pol.After):
-		return fmt.Sprintf("given at %s, before the run was halted at %s: going on past a gate needs a fresh approval (dlqctl %s approve PLAN --again)",
-			a.At.UTC().Format(time.RFC3339Nano), pol.After.UTC().Format(time.RFC3339Nano), p.Kind)
+	case at.After(pol.Now.Add(approval.ClockSkew)):
+		return fmt.Sprintf("given at %s, later than this host's clock (%s) by more than the %s clock skew allowed", stamp(at), stamp(pol.Now), approval.FormatTTL(approval.ClockSkew))
+	case !exp.After(at):
+		return fmt.Sprintf("expires at %s, not after it was given (%s)", stamp(exp), stamp(at))
+	case exp.Sub(at) > pol.maxTTL():
+		return fmt.Sprintf("valid for %s (%s to %s), longer than an approval may last, %s (policy.max_approval_ttl)",
+			approval.FormatTTL(exp.Sub(at)), stamp(at), stamp(exp), approval.FormatTTL(pol.maxTTL()))
+	case !pol.Now.Before(exp):
+		return fmt.Sprintf("expired at %s", stamp(exp))
+	case !pol.After.IsZero() && at.Before(pol.After):
+		given, halted := stamp(at), stamp(pol.After)
+		if given == halted {
+			given, halted = at.UTC().Format(time.RFC3339Nano), pol.After.UTC().Format(time.RFC3339Nano)
+		}
+		return fmt.Sprintf("given at %s, before the run was halted at %s", given, halted)
 	case pol.DistinctApprover && a.By == p.PlannedBy:
 		return "the planner cannot approve their own plan (distinct approver policy)"
 	case pol.DistinctApprover && pol.Applier != "" && a.By == pol.Applier:
@@ -318,3 +359,6 @@ func (p *Plan) timeAndPersonProblem(pol ApprovalPolicy, a Approval) string {
 	}
 	return ""
 }
+
+// stamp is a time as refusals print it: RFC 3339 in UTC, to the second.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -2,6 +2,8 @@ package redrive
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,7 +94,7 @@ func TestSignedApprovalsAndQuorum(t *testing.T) {
 		"expired":                 {func(p *Plan) { sign(p, "bob", "bob", now.Add(-2*time.Hour)) }, "expired"},
 		"edited expiry": {func(p *Plan) {
 			sign(p, "bob", "bob", now)
-			p.Approvals[0].ExpiresAt = p.Approvals[0].ExpiresAt.Add(time.Hour)
+			p.Approvals[0].ExpiresAt = approval.NewStamp(p.Approvals[0].ExpiresAt.Add(time.Hour))
 		}, "signature does not verify"},
 		"edited name": {func(p *Plan) {
 			sign(p, "bob", "bob", now)
@@ -109,7 +111,7 @@ func TestSignedApprovalsAndQuorum(t *testing.T) {
 			p.Approvals = append(p.Approvals, sign(other, "bob", "bob", now))
 		}, "signed message differs"},
 		"git signature replayed": {func(p *Plan) {
-			a := Approval{By: "bob", Principal: "bob", At: now, ExpiresAt: now.Add(time.Hour), Key: approval.Fingerprint(keys["bob"].PublicKey())}
+			a := Approval{By: "bob", Principal: "bob", At: approval.NewStamp(now), ExpiresAt: approval.NewStamp(now.Add(time.Hour)), Key: approval.Fingerprint(keys["bob"].PublicKey())}
 			a.Signature, _ = approval.Sign(keys["bob"], "git", p.Message(a))
 			p.Approvals = append(p.Approvals, a)
 		}, `namespace "git"`},
@@ -216,5 +218,120 @@ func TestDistrustedJournalNeverRemovesUnsentEntries(t *testing.T) {
 		if !distrust && lost == 0 {
 			t.Error("the test cannot fail: a believed forged journal lost nothing")
 		}
+	}
+}
+
+// One approver counts once whatever kinds of approval they gave, and
+// toward a quorum of two or more an HMAC approval is shown but never
+// counted: the applying host holds the HMAC key and could make it.
+func TestAQuorumCountsSignaturesOnly(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	keys, as := signers(t, map[string]string{"bob": "bob", "carol": "carol"})
+	hmacKey := []byte("k-one-0123456789abcdef0123456789abcdef")
+	pol := ApprovalPolicy{Signers: as, Key: hmacKey, Required: 2, Now: now.Add(time.Minute)}
+	for _, by := range []string{"bob", "mallory"} {
+		p := testPlan()
+		p.ApproveSigned(keys["bob"], "bob", now, time.Hour)
+		p.Approve(hmacKey, by, now, time.Hour)
+		v, needed := p.Judge(pol)
+		if needed != 1 || !v[0].Counted || v[1].Counted || v[1].Problem != "" || !strings.Contains(v[1].Uncounted, "an HMAC approval; toward a quorum of 2") {
+			t.Errorf("bob's signature and an HMAC by %s: needed %d, verdicts %+v", by, needed, v)
+		}
+		if _, err := p.CheckApprovals(pol); err == nil || !strings.Contains(err.Error(), "approval by "+by+": not counted: an HMAC approval") {
+			t.Errorf("bob's signature and an HMAC by %s: %v", by, err)
+		}
+	}
+	// Under a quorum of one, a name's signature and HMAC are one approver:
+	// with two required by name (an HMAC by bob beside bob's signature)
+	// the second is named as a repeat, not counted.
+	p := testPlan()
+	p.Approve(hmacKey, "bob", now, time.Hour)
+	p.ApproveSigned(keys["bob"], "bob", now, time.Hour)
+	one := pol
+	one.Required = 1
+	if v, needed := p.Judge(one); needed != 0 || !v[0].Counted || v[1].Counted {
+		t.Errorf("quorum of one: needed %d, verdicts %+v", needed, v)
+	}
+	two := testPlan()
+	two.ApproveSigned(keys["bob"], "bob", now, time.Hour)
+	two.ApproveSigned(keys["carol"], "carol", now, time.Hour)
+	if _, err := two.CheckApprovals(pol); err != nil {
+		t.Errorf("two signing principals: %v", err)
+	}
+}
+
+// The lifetime cap and the clock hold for every approval checked, not
+// only for those approve wrote.
+func TestApprovalTimesAreJudgedWhenChecked(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	keys, as := signers(t, map[string]string{"bob": "bob"})
+	pol := ApprovalPolicy{Signers: as, Now: now}
+	for name, c := range map[string]struct {
+		at, expires time.Time
+		pol         func(ApprovalPolicy) ApprovalPolicy
+		want        string
+	}{
+		"ten years":           {now, now.AddDate(10, 0, 0), nil, "valid for 87672h (2026-11-29T12:00:00Z to 2036-11-29T12:00:00Z), longer than an approval may last, 24h (policy.max_approval_ttl)"},
+		"over a policy's cap": {now, now.Add(9 * time.Hour), func(p ApprovalPolicy) ApprovalPolicy { p.MaxTTL = 8 * time.Hour; return p }, "valid for 9h"},
+		"from 2030":           {time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC), nil, "given at 2030-01-01T00:00:00Z, later than this host's clock (2026-11-29T12:00:00Z) by more than the 5m clock skew allowed"},
+		"six minutes ahead":   {now.Add(6 * time.Minute), now.Add(time.Hour), nil, "later than this host's clock"},
+		"expires before":      {now, now.Add(-time.Minute), nil, "expires at 2026-11-29T11:59:00Z, not after it was given"},
+		"four minutes ahead":  {now.Add(4 * time.Minute), now.Add(time.Hour), nil, ""},
+		"24h":                 {now.Add(-time.Hour), now.Add(23 * time.Hour), nil, ""},
+	} {
+		p := testPlan()
+		a := Approval{By: "bob", Principal: "bob", At: approval.NewStamp(c.at), ExpiresAt: approval.NewStamp(c.expires), Key: approval.Fingerprint(keys["bob"].PublicKey())}
+		a.Signature, _ = approval.Sign(keys["bob"], approval.Namespace, p.Message(a))
+		p.Approvals = append(p.Approvals, a)
+		pp := pol
+		if c.pol != nil {
+			pp = c.pol(pol)
+		}
+		v, _ := p.Judge(pp)
+		if c.want == "" && v[0].Problem != "" || !strings.Contains(v[0].Problem, c.want) {
+			t.Errorf("%s: %q, want %q", name, v[0].Problem, c.want)
+		}
+	}
+}
+
+// A signature is over an approval's times exactly as written: a time in
+// another RFC 3339 form verifies when it was signed so, survives the plan
+// being rewritten, and a time re-written after signing does not verify.
+func TestAnApprovalIsSignedOverItsTimesAsWritten(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	keys, as := signers(t, map[string]string{"bob": "bob"})
+	p := testPlan()
+	msg := func(at, exp string) []byte { return approval.Message(p.Digest, "bob", at, exp) }
+	sig, _ := approval.Sign(keys["bob"], approval.Namespace, msg("2026-11-29T13:00:00+01:00", "2026-11-29T12:30:00.500Z"))
+	fp := approval.Fingerprint(keys["bob"].PublicKey())
+	doc := fmt.Sprintf(`{"by":"bob","principal":"bob","at":"2026-11-29T13:00:00+01:00","expires_at":"2026-11-29T12:30:00.500Z","key":%q,"signature":%q}`, fp, sig)
+	var a Approval
+	if err := json.Unmarshal([]byte(doc), &a); err != nil {
+		t.Fatal(err)
+	}
+	p.Approvals = []Approval{a}
+	pol := ApprovalPolicy{Signers: as, Now: now}
+	if _, err := p.CheckApprovals(pol); err != nil {
+		t.Errorf("signed over the times as written: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "p.json")
+	if err := WritePlan(path, p); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"at": "2026-11-29T13:00:00+01:00"`) || !strings.Contains(string(b), `"expires_at": "2026-11-29T12:30:00.500Z"`) {
+		t.Errorf("the plan rewritten changed the times' text:\n%s", b)
+	}
+	back, err := ReadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := back.CheckApprovals(pol); err != nil {
+		t.Errorf("after the plan was rewritten: %v", err)
+	}
+	// The same instant written in UTC: not what was signed.
+	p.Approvals[0].At = approval.NewStamp(p.Approvals[0].At.Time)
+	if _, err := p.CheckApprovals(pol); err == nil || !strings.Contains(err.Error(), "signed message differs") {
+		t.Errorf("a time re-written after signing: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqctl/dlqctl/approval"
 )
 
 // legacyPlan is Plan as it was before its entries became compact: what
@@ -74,7 +76,7 @@ func codecPlans() map[string]*Plan {
 			Params:    Params{To: "orders", Rate: 10, Burst: 5, Ramp: []int{1, 10}, Settle: Duration(time.Second), AllowDispositions: []string{"review"}},
 			Selectors: Selectors{Categories: []string{"transient"}, Limit: 3},
 			Excluded:  []Excluded{{ID: "9-0", EventID: "X\xff", Why: "held back <key>", HeldBy: "8-0"}},
-			Approvals: []Approval{{By: "bo", At: time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC), ExpiresAt: time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC), HMAC: "hmac-sha256:00"}},
+			Approvals: []Approval{{By: "bo", At: approval.NewStamp(time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)), ExpiresAt: approval.NewStamp(time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)), HMAC: "hmac-sha256:00"}},
 		}
 	}
 	fp := "sha256:" + strings.Repeat("0123456789abcdef", 4)

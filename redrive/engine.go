@@ -86,7 +86,7 @@ func (e *Engine) Start(runID string, p *Plan, planPath, source, appliedBy string
 	if err := e.Journal.Append(st.Start); err != nil {
 		return nil, err
 	}
-	st.Approvals = append(st.Approvals, approvals...)
+	st.noteApprovals(st.Start, time.Time{})
 	return st, nil
 }
 
@@ -113,12 +113,16 @@ func (r Record) RecordedApprovals() []Approval {
 // Resume marks the journal as resumed by `by`, under the approvals fresh
 // when they are not the ones the run started with (nil: those).
 func (e *Engine) Resume(st *State, by string, fresh []Approval) error {
-	r := Record{Type: RecResume, RunID: st.RunID, AppliedBy: by}
+	r := Record{Type: RecResume, At: e.Journal.now().UTC(), RunID: st.RunID, AppliedBy: by}
 	r.setApprovals(fresh)
 	if err := e.Journal.Append(r); err != nil {
 		return err
 	}
-	st.Approvals = append(st.Approvals, fresh...)
+	halt := time.Time{}
+	if st.Status == StatusHalted {
+		halt = st.HaltedAt
+	}
+	st.noteApprovals(r, halt)
 	return nil
 }
 

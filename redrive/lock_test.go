@@ -2,8 +2,10 @@ package redrive
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dlqctl/dlqctl/backend"
@@ -68,3 +70,28 @@ func TestJournalLockSeesARemovedFile(t *testing.T) {
 		t.Fatalf("a second lock on the new file: %v, want a BusyError", err)
 	}
 }
+
+// TestAfterReleaseTheCause: a lease that cannot be given back is said
+// after what ended the run, in the same error, which stays what it was
+// (errors.Is); after a run that succeeded it is only a note.
+func TestAfterReleaseTheCause(t *testing.T) {
+	var notes strings.Builder
+	publish := fmt.Errorf("publish E7 to orders: %w", errRefused)
+	release := errors.New("redis://h?stream=dlq: release lease: connection refused")
+	err := AfterRelease(&notes, publish, release)
+	msg := err.Error()
+	if i, j := strings.Index(msg, "publish E7"), strings.Index(msg, "release lease"); i < 0 || j < i || !errors.Is(err, errRefused) {
+		t.Errorf("error %q: want the publish first, then the release, and still the publish's error", msg)
+	}
+	if notes.Len() != 0 {
+		t.Errorf("noted before the cause: %s", notes.String())
+	}
+	if err := AfterRelease(&notes, nil, release); err != nil || !strings.Contains(notes.String(), "note: redis://h?stream=dlq: release lease") {
+		t.Errorf("after a good run: %v, notes %q", err, notes.String())
+	}
+	if err := AfterRelease(&notes, publish, nil); err != publish {
+		t.Errorf("with the lease given back: %v", err)
+	}
+}
+
+var errRefused = errors.New("connection refused")

@@ -268,6 +268,10 @@ func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results [
 	for i, res := range results {
 		en := part[i]
 		switch {
+		case errors.Is(res.Err, backend.ErrSameMessage):
+			// Its message is where another entry put it, and the backend
+			// removed this one: done, with nothing published.
+			recs = append(recs, e.entryRec(RecRemoved, st, en, res.Err.Error()))
 		case errors.Is(res.Err, backend.ErrNotFound):
 			// The backend's word says who took it, where it knows.
 			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published ("+res.Err.Error()+")"))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/effects"
 )
 
@@ -163,7 +164,7 @@ func TestApprovals(t *testing.T) {
 	}
 	forged := *p
 	forged.Approvals = []Approval{p.Approvals[0]}
-	forged.Approvals[0].ExpiresAt = now.Add(48 * time.Hour)
+	forged.Approvals[0].ExpiresAt = approval.NewStamp(now.Add(48 * time.Hour))
 	if err := check(&forged, ApprovalPolicy{Key: key, Now: now.Add(2 * time.Hour)}); err == nil {
 		t.Error("an approval whose expiry was edited still verifies")
 	}

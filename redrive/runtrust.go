@@ -3,7 +3,6 @@ package redrive
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // RunTrust is how resume checks a run's journal before it believes it.
@@ -30,15 +29,20 @@ var ErrUnsignedApproved = errors.New("its run has an HMAC approval: a journal ma
 func (p *Plan) TrustRun(start Record, pol ApprovalPolicy) (RunTrust, error) {
 	approvals := start.RecordedApprovals()
 	chained := start.MAC != ""
+	// The signers are judged as they stood when the run started under
+	// them (a key's valid-before may have passed since).
 	sig := pol
-	sig.Now, sig.After, sig.Required, sig.DistinctApprover = time.Time{}, time.Time{}, 1, false
+	if !start.At.IsZero() {
+		sig.Now = start.At
+	}
 	var t RunTrust
 	for i, a := range approvals {
 		if i > 0 && a.Signed() != approvals[0].Signed() {
 			return t, errors.New("the run's approvals mix HMACs and signatures, which dlqctl never records together")
 		}
-		if v := p.judge(sig, a); v.Problem != "" {
-			return t, fmt.Errorf("the run's approval: %s", v.Problem)
+		var v Verdict
+		if why := p.credentialProblem(sig, a, &v); why != "" {
+			return t, fmt.Errorf("the run's approval by %s: %s", a.By, why)
 		}
 	}
 	switch {

@@ -25,6 +25,9 @@ type State struct {
 	// Approvals are the approvals the run went on under: the run-start's,
 	// then any fresh one a resume recorded.
 	Approvals []Approval
+	// WentOn are the journal's records that name approvals, in order: the
+	// run-start, then each resume that went on under approvals of its own.
+	WentOn []WentOn
 	// CameBack is the event IDs that reconciliation found dead-lettered
 	// again, in the order their batches ended: they are in the DLQ once
 	// more. Kept apart from the batches' per-event verdicts, which the
@@ -159,7 +162,7 @@ func (rp *replayer) add(r Record) error {
 		}
 		st := newState(r.RunID, p)
 		st.Start = r
-		st.Approvals = append(st.Approvals, r.RecordedApprovals()...)
+		st.noteApprovals(r, time.Time{})
 		rp.st = st
 		return nil
 	}
@@ -188,8 +191,12 @@ func (rp *replayer) add(r Record) error {
 			st.HaltedAt = r.At
 		}
 	case RecResume:
+		halt := time.Time{}
+		if st.Status == StatusHalted {
+			halt = st.HaltedAt
+		}
 		st.Status, st.HaltedBy = "", ""
-		st.Approvals = append(st.Approvals, r.RecordedApprovals()...)
+		st.noteApprovals(r, halt)
 	}
 	return nil
 }
@@ -394,4 +401,30 @@ func (st *State) noteCameBack(evs []EventVerdict) {
 			st.CameBack = append(st.CameBack, ev.EventID)
 		}
 	}
+}
+
+// WentOn is a journal record that names the approvals a run went on
+// under: the run-start, or a resume (after a halt, or once the approvals
+// the run had expired).
+type WentOn struct {
+	// Record is the record's type (RecRunStart or RecResume); At when it
+	// was written, and By who ran the run then.
+	Record string
+	At     time.Time
+	By     string
+	// HaltedAt is when the gate that halted the run before this resume
+	// did (zero when none had): the approvals had to be given after it.
+	HaltedAt  time.Time
+	Approvals []Approval
+}
+
+// noteApprovals keeps the approvals a run-start or resume record names;
+// haltedAt is when a gate halted the run just before it (zero if none).
+func (st *State) noteApprovals(r Record, haltedAt time.Time) {
+	as := r.RecordedApprovals()
+	if len(as) == 0 {
+		return
+	}
+	st.Approvals = append(st.Approvals, as...)
+	st.WentOn = append(st.WentOn, WentOn{Record: r.Type, At: r.At, By: r.AppliedBy, HaltedAt: haltedAt, Approvals: as})
 }

@@ -23,6 +23,11 @@
 # PULSAR_GC, PULSAR_CDS (1; 0 turns class data sharing off), JAVA_HOME, and
 # PULSAR_WATCH_PID: when set, start also leaves a watchdog that stops the
 # broker once that process (say, the test binary) has exited.
+#
+# DATA_DIR/settings.conf, when the caller writes it before start, holds
+# broker settings (KEY=VALUE lines) that replace or add to this script's,
+# at every start in that folder (a test of what the retention check
+# deletes sets retentionCheckIntervalInSeconds=5, say).
 set -euo pipefail
 
 PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
@@ -186,6 +191,30 @@ write_conf() {
   mv "$dst.tmp" "$dst"
 }
 
+# with_settings DATA_DIR KEY=VALUE...: prints the settings given, one a
+# line, with those of DATA_DIR/settings.conf in their place or after them.
+with_settings() {
+  local data=$1
+  shift
+  local file="$data/settings.conf"
+  if [ ! -f "$file" ]; then
+    printf '%s\n' "$@"
+    return
+  fi
+  awk -v given="$(printf '%s\n' "$@")" '
+    /^[ \t]*(#|$)/ { next }
+    { sub(/^[ \t]+/, ""); sub(/[ \t]+$/, ""); k = substr($0, 1, index($0, "=") - 1); over[k] = $0; order[++n] = k }
+    END {
+      m = split(given, g, "\n")
+      for (i = 1; i <= m; i++) {
+        if (g[i] == "") continue
+        k = substr(g[i], 1, index(g[i], "=") - 1)
+        if (k in over) { print over[k]; done[k] = 1 } else print g[i]
+      }
+      for (i = 1; i <= n; i++) if (!(order[i] in done)) { print over[order[i]]; done[order[i]] = 1 }
+    }' "$file"
+}
+
 # loopback_if prints the loopback interface's name (lo on Linux). With
 # listeningInterface set, the bookie binds its advertisedAddress
 # (127.0.0.1) instead of 0.0.0.0.
@@ -253,7 +282,8 @@ cmd_start() {
   local cds_opts
   cds_opts=$(cds_opts "$java" "$data")
   local conf="$data/standalone.conf"
-  write_conf "$dir/conf/standalone.conf" "$conf" \
+  local settings
+  mapfile -t settings < <(with_settings "$data" \
     "advertisedAddress=127.0.0.1" \
     "bindAddress=127.0.0.1" \
     "brokerServicePort=$broker_port" \
@@ -282,7 +312,8 @@ cmd_start() {
     "bookkeeperClientNumWorkerThreads=2" \
     "numOrderedExecutorThreads=2" \
     "numExecutorThreadPoolSize=2" \
-    "numCacheExecutorThreadPoolSize=2"
+    "numCacheExecutorThreadPoolSize=2")
+  write_conf "$dir/conf/standalone.conf" "$conf" "${settings[@]}"
 
   rm -f "$data/pulsar.pid" "$data/env"
   (

@@ -6,8 +6,9 @@
 // values, the config's policy, a time) so that every rule is tested here;
 // the commands only gather those values and print what is decided.
 //
-// Every error it returns is a usage or configuration error: what was
-// given is wrong as written.
+// Every error it returns is a usage or configuration error (what was
+// given is wrong as written), but for GoOn's, which are refusals to go on
+// (*NotApproved: exit 5).
 package trust
 
 import (
@@ -165,7 +166,7 @@ func ApprovalPolicy(s Settings) (redrive.ApprovalPolicy, error) {
 	pp := s.Policy
 	pol := redrive.ApprovalPolicy{
 		DistinctApprover: s.Distinct || pp.DistinctApprover, Required: pp.ApprovalsRequired,
-		SignaturesOnly: pp.SignaturesOnly, Applier: s.Applier,
+		SignaturesOnly: pp.SignaturesOnly, Applier: s.Applier, MaxTTL: MaxTTL(pp),
 		// Approval times keep their fraction of a second; so does the
 		// clock they are compared with.
 		Now: s.Now.UTC(),
@@ -207,6 +208,20 @@ func RequiredBy(p Policy) string {
 	switch {
 	case p.RequireApproval:
 		return "policy.require_approval"
+	case p.SignaturesOnly:
+		return "policy.signatures_only"
+	case p.ApprovalsRequired > 1:
+		return "policy.approvals_required"
+	}
+	return ""
+}
+
+// HMACRefusedBy names the policy rule under which an HMAC approval never
+// counts ("" when one can): policy.signatures_only refuses them, and
+// toward policy.approvals_required of two or more only SSH signatures
+// count, since whoever holds the HMAC key can make one under any name.
+func HMACRefusedBy(p Policy) string {
+	switch {
 	case p.SignaturesOnly:
 		return "policy.signatures_only"
 	case p.ApprovalsRequired > 1:

@@ -56,3 +56,60 @@ func FuzzURLParsersNeverEchoAPassword(f *testing.F) {
 		}
 	})
 }
+
+// queryBase is a URL of each scheme that parses, to which the fuzz adds
+// one parameter. A scheme missing here fails the fuzz: every backend that
+// reads a query is checked.
+var queryBase = map[string]string{
+	"redis": "redis://127.0.0.1:6379/0?stream=s", "rediss": "rediss://127.0.0.1:6379/0?stream=s",
+	"pulsar": "pulsar://127.0.0.1:6650?topic=t", "pulsar+ssl": "pulsar+ssl://127.0.0.1:6651?topic=t",
+	"kafka": "kafka://127.0.0.1:9092?topic=t", "kafkas": "kafkas://127.0.0.1:9092?topic=t",
+	"sqs": "sqs://q?region=us-east-1", "https": "https://sqs.us-east-1.amazonaws.com/123456789012/q?receivers=2",
+	"amqp": "amqp://127.0.0.1:5672/?queue=q", "amqps": "amqps://127.0.0.1:5671/?queue=q",
+	"nats": "nats://127.0.0.1:4222?stream=s", "tls": "tls://127.0.0.1:4222?stream=s",
+}
+
+// FuzzURLParsersNeverEchoAQueryValue adds one parameter, known to some
+// backend or not, to a URL of every registered scheme and checks that no
+// parse error shows its value, whole or in part: a value typed under a
+// mistyped key (passwrod=) or a known one may be a secret, and an error
+// names the key instead. dir:PATH has no query: what follows a "?" is
+// part of its path.
+func FuzzURLParsersNeverEchoAQueryValue(f *testing.F) {
+	keys := []string{"bogus", "passwrod", "sasl_password", "stream", "group", "cluster", "topic", "subscription", "admin", "timeout",
+		"sasl", "state_topic", "region", "endpoint", "account", "receivers", "lease_settle", "queue", "heartbeat", "advisories",
+		"consumer", "creds", "lease_bucket", "tls_ca", "tls_insecure", "tls_server_name", "tls_hostname_verification", "max_message_size"}
+	for _, k := range keys {
+		for _, v := range []string{"SECRET7", "a b/c?d", "%zz", "x@y", "-1", "1;2", "http://u:pw@h:1", "", "99999999999999999999"} {
+			f.Add(k, v)
+		}
+	}
+	reg := Registry()
+	f.Fuzz(func(t *testing.T, key, value string) {
+		const pre, post = "Q7xZ", "Zx7Q"
+		if strings.Contains(key, pre) || strings.Contains(key, post) {
+			return // keys are shown; the marker must be the value's alone
+		}
+		marker := pre + value + post
+		for _, r := range reg.All() {
+			for _, scheme := range r.Schemes {
+				if scheme == "dir" {
+					continue
+				}
+				base, ok := queryBase[scheme]
+				if !ok {
+					t.Fatalf("%s: no base URL for scheme %s in queryBase", r.Name, scheme)
+				}
+				urls := []string{base + "&" + url.QueryEscape(key) + "=" + url.QueryEscape(marker)}
+				if !strings.ContainsAny(key+value, "&#") {
+					urls = append(urls, base+"&"+key+"="+marker)
+				}
+				for _, u := range urls {
+					if _, err := r.Parse(u); err != nil && (strings.Contains(err.Error(), pre) || strings.Contains(err.Error(), post)) {
+						t.Fatalf("%s: the parse error of %q shows the value of %q: %v", r.Name, u, key, err)
+					}
+				}
+			}
+		}
+	})
+}

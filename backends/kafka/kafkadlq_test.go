@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/backends/all"
 	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -35,7 +34,7 @@ func ids(es []envelope.Envelope) string {
 }
 
 func TestURLAndRegistration(t *testing.T) {
-	reg := all.Registry()
+	reg := backend.NewRegistry(kafkadlq.Registration())
 	r, err := reg.Lookup("kafkas://u@h:1?topic=x")
 	if err != nil || r.Name != "kafka" {
 		t.Fatalf("lookup: %v %v", r.Name, err)
@@ -257,7 +256,7 @@ func TestSASL(t *testing.T) {
 	createTopic(t, ctx, dlt, 1, nil)
 	produceManual(t, ctx, springDeadLetter(dlt, 0, time.Now(), "orders", 0, 1, "k", "E1", `{}`, "timeout"))
 	s := broker.SASL()
-	reg := all.Registry()
+	reg := backend.NewRegistry(kafkadlq.Registration())
 	for _, mech := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
 		t.Run(mech, func(t *testing.T) {
 			cases := map[string]struct {

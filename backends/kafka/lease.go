@@ -45,6 +45,8 @@ type leaseRecord struct {
 	RunID string    `json:"run_id"`
 	PID   int       `json:"pid,omitempty"`
 	Host  string    `json:"host,omitempty"`
+	Boot  string    `json:"boot_id,omitempty"`
+	PIDNS string    `json:"pid_ns,omitempty"`
 	Since time.Time `json:"since"`
 	TTLms int64     `json:"ttl_ms"`
 	// Epoch is the offset of the take a renew or release belongs to.
@@ -58,7 +60,7 @@ type leaseRecord struct {
 }
 
 func (l leaseRecord) holder() backend.LeaseHolder {
-	return backend.LeaseHolder{RunID: l.RunID, PID: l.PID, Host: l.Host, Since: l.Since}
+	return backend.LeaseHolder{RunID: l.RunID, PID: l.PID, Host: l.Host, BootID: l.Boot, PIDNamespace: l.PIDNS, Since: l.Since}
 }
 
 // heldLease is the lease as the records leave it.
@@ -141,7 +143,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	}
 	var over *int64
 	if cur := replayLease(m.leases); cur != nil && cur.RunID == h.RunID {
-		if !holderGone(cur.holder(), h) {
+		if !backend.HolderGone(cur.holder(), h) {
 			return nil, &backend.BusyError{What: t.leaseWhat(), Holder: cur.holder().String() + ", which is still running"}
 		}
 		e := cur.epoch
@@ -183,18 +185,9 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	return l, nil
 }
 
-// holderGone says whether the process behind a lease of our run ID has
-// ended (or cannot be checked, being on another host).
-func holderGone(cur, me backend.LeaseHolder) bool {
-	if cur.Host != me.Host || cur.PID == me.PID || cur.PID <= 0 {
-		return true
-	}
-	return !backend.ProcessAlive(cur.PID)
-}
-
 // writeLease writes a lease record and returns its offset.
 func (t *Topic) writeLease(ctx context.Context, r leaseRecord, h backend.LeaseHolder) (int64, error) {
-	r.RunID, r.PID, r.Host, r.Since, r.TTLms = h.RunID, h.PID, h.Host, h.Since.UTC(), t.leaseTTL.Milliseconds()
+	r.RunID, r.PID, r.Host, r.Boot, r.PIDNS, r.Since, r.TTLms = h.RunID, h.PID, h.Host, h.BootID, h.PIDNamespace, h.Since.UTC(), t.leaseTTL.Milliseconds()
 	v, _ := json.Marshal(r)
 	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()

@@ -2,6 +2,7 @@ package kafkadlq
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -38,11 +39,11 @@ var knownParams = []string{"sasl", "state_topic", "timeout", "tls_ca", "tls_inse
 func parseURL(raw string) (sourceURL, error) {
 	var s sourceURL
 	bad := func(format string, args ...any) error {
-		return backend.Configf("kafka source %s: "+format, append([]any{backend.RedactURL(raw)}, args...)...)
+		return backend.Configf("kafka source %s: "+format, append([]any{backend.URLForError(raw)}, args...)...)
 	}
 	p, ok, err := backend.SplitSourceURL(raw, []string{"kafka", "kafkas"}, false)
 	if !ok {
-		return s, backend.Configf("kafka source %q: want kafka://host:port?topic=DLQ or kafkas://", backend.RedactURL(raw))
+		return s, backend.Configf("kafka source %q: want kafka://host:port?topic=DLQ or kafkas://", backend.URLForError(raw))
 	}
 	if err != nil {
 		return s, bad("%v", err)
@@ -103,14 +104,14 @@ func topics(q *backend.URLQuery) (topic, state string, err error) {
 		return "", "", fmt.Errorf("topic= is required (the DLQ topic, e.g. orders.DLT)")
 	}
 	if err := validTopic(topic); err != nil {
-		return "", "", fmt.Errorf("topic: %v", err)
+		return "", "", fmt.Errorf("topic=%s: %v", backend.Redacted, err)
 	}
 	state = q.Get("state_topic")
 	if state == "" {
 		state = topic + ".dlqctl-state"
 	}
 	if err := validTopic(state); err != nil {
-		return "", "", fmt.Errorf("state_topic: %v", err)
+		return "", "", fmt.Errorf("state_topic=%s: %v", backend.Redacted, err)
 	}
 	if state == topic {
 		return "", "", fmt.Errorf("state_topic must differ from topic")
@@ -131,22 +132,23 @@ func mechanism(sasl, user string) (string, error) {
 			return "", fmt.Errorf("sasl=%s needs user:password@ in the URL (or the user there and DLQCTL_KAFKA_PASSWORD)", m)
 		}
 	default:
-		return "", fmt.Errorf("sasl=%q: want plain, scram-sha-256 or scram-sha-512", sasl)
+		return "", fmt.Errorf("sasl=%s: want plain, scram-sha-256 or scram-sha-512", backend.Redacted)
 	}
 	return m, nil
 }
 
-// validTopic applies Kafka's own rule for topic names.
+// validTopic applies Kafka's own rule for topic names. Its errors leave
+// t out: it comes from the URL's query, which errors never show.
 func validTopic(t string) error {
 	if t == "." || t == ".." {
-		return fmt.Errorf("%q is not a valid topic name", t)
+		return errors.New("not a valid topic name")
 	}
 	if len(t) > 249 {
-		return fmt.Errorf("%q is longer than 249 characters", t)
+		return errors.New("longer than 249 characters")
 	}
 	for _, r := range t {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%q: only letters, digits, '.', '_' and '-' are allowed", t)
+			return errors.New("only letters, digits, '.', '_' and '-' are allowed")
 		}
 	}
 	return nil

@@ -25,8 +25,8 @@ func TestParseURLPreamble(t *testing.T) {
 	for raw, want := range map[string]string{
 		"kafka://h:9092?topic=x&topic=y":            `query parameter "topic" given 2 times`,
 		"kafka://h:9092?topic=x&tls_insecure=false": "tls_insecure needs kafkas:// (TLS)",
-		"kafka://h:9092?topic=x&timeout=0s":         `timeout="0s": want a positive duration`,
-		"kafkas://h:9092?topic=x&tls_insecure=no":   `tls_insecure="no": want true or false`,
+		"kafka://h:9092?topic=x&timeout=0s":         `timeout=xxxxx: want a positive duration`,
+		"kafkas://h:9092?topic=x&tls_insecure=no":   `tls_insecure=xxxxx: want true or false`,
 		"kafka://:pw99xx@h:9092?topic=x":            "the user name is empty",
 		"kafka://u:pw99xx%zz@h:9092?topic=x":        "the password is badly escaped",
 		"kafka://h:9092?topic=x&state_topic=x":      "state_topic must differ from topic",

@@ -66,25 +66,85 @@ func parseAdvisory(data []byte) (advisory, error) {
 	return a, nil
 }
 
-// original reads the message an advisory is about.
-func (s *Stream) original(ctx context.Context, a advisory) (Message, error) {
+// clockSkew is how much later than its advisory a message may have been
+// stored and still be the one the advisory is about: the message is stored
+// before it is delivered and the advisory follows the last delivery, so
+// only clocks that disagree (the stream's and the consumer's leaders in a
+// cluster) can make it look later.
+const clockSkew = time.Second
+
+// target is what an advisory entry resolves to: the message it is about,
+// or why it cannot be read.
+type target struct {
+	a advisory
+	// created is when the advisory's stream was created (zero when it is
+	// gone): with the sequence it names the message, which a stream
+	// deleted and made again numbers afresh.
+	created time.Time
+	orig    Message
+	// why is set when the message cannot be read: the advisory is of an
+	// unexpected shape, or its message is gone (then gone is true).
+	why  string
+	gone bool
+}
+
+// key names the message a target is about across incarnations of its
+// stream ("" when its stream is gone or the advisory unreadable): two
+// advisories with one key are about one message.
+func (tg target) key() string {
+	if tg.created.IsZero() {
+		return ""
+	}
+	return tg.a.Stream + "\x00" + strconv.FormatInt(tg.created.UnixNano(), 10) + "\x00" + strconv.FormatUint(tg.a.StreamSeq, 10)
+}
+
+// resolve reads the message the advisory m is about. ok is false for
+// advisories of other kinds. A message is the one an advisory is about only
+// when its stream was not made again after the advisory and it was not
+// stored after it: otherwise the sequence was reused (the stream deleted
+// and made again, or restored from an older snapshot), and the message the
+// advisory is about is gone.
+func (s *Stream) resolve(ctx context.Context, m Message) (tg target, ok bool, err error) {
+	a, perr := parseAdvisory(m.Data)
+	tg.a = a
+	switch {
+	case errors.Is(perr, errNotDeadLetter):
+		return tg, false, nil
+	case perr != nil:
+		tg.why = perr.Error()
+		return tg, true, nil
+	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	st, err := s.js.Stream(rctx, a.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return Message{}, fmt.Errorf("%w: the stream %q no longer exists", backend.ErrNotFound, a.Stream)
+		tg.why, tg.gone = fmt.Sprintf("the stream %q no longer exists", a.Stream), true
+		return tg, true, nil
 	}
 	if err != nil {
-		return Message{}, s.wrap("look up the stream "+a.Stream, err)
+		return tg, true, s.wrap("look up the stream "+a.Stream, err)
 	}
-	m, err := st.GetMsg(rctx, a.StreamSeq)
+	tg.created = st.CachedInfo().Created
+	if !a.Time.IsZero() && tg.created.After(a.Time) {
+		tg.why, tg.gone = fmt.Sprintf("the stream %q was re-created (%s) after this advisory (%s): its message %d is gone, and the sequence names another message now",
+			a.Stream, tg.created.UTC().Format(time.RFC3339Nano), a.Time.UTC().Format(time.RFC3339Nano), a.StreamSeq), true
+		return tg, true, nil
+	}
+	sm, err := st.GetMsg(rctx, a.StreamSeq)
 	if isNoMessage(err) {
-		return Message{}, fmt.Errorf("%w: message %d of %s is gone (removed by the stream's limits, a purge, or a +TERM on a WorkQueue or Interest stream)", backend.ErrNotFound, a.StreamSeq, a.Stream)
+		tg.why, tg.gone = fmt.Sprintf("message %d of %s is gone (removed by the stream's limits, a purge, or a +TERM on a WorkQueue or Interest stream)", a.StreamSeq, a.Stream), true
+		return tg, true, nil
 	}
 	if err != nil {
-		return Message{}, s.wrap(fmt.Sprintf("read message %d of %s", a.StreamSeq, a.Stream), err)
+		return tg, true, s.wrap(fmt.Sprintf("read message %d of %s", a.StreamSeq, a.Stream), err)
 	}
-	return Message{Seq: m.Sequence, Subject: m.Subject, Header: withoutServerHeaders(m.Header), Data: m.Data, Time: m.Time}, nil
+	if !a.Time.IsZero() && sm.Time.After(a.Time.Add(clockSkew)) {
+		tg.why, tg.gone = fmt.Sprintf("message %d of %s was stored (%s) after this advisory (%s): the stream was re-created or restored, and its message %d is gone",
+			a.StreamSeq, a.Stream, sm.Time.UTC().Format(time.RFC3339Nano), a.Time.UTC().Format(time.RFC3339Nano), a.StreamSeq), true
+		return tg, true, nil
+	}
+	tg.orig = Message{Seq: sm.Sequence, Subject: sm.Subject, Header: withoutServerHeaders(sm.Header), Data: sm.Data, Time: sm.Time}
+	return tg, true, nil
 }
 
 // decodeAdvisory maps an advisory entry to the envelope of the message it
@@ -93,26 +153,18 @@ func (s *Stream) original(ctx context.Context, a advisory) (Message, error) {
 // reason (a last_error header wins), or what happened when the advisory
 // gives none. An advisory that cannot be read, or whose message is gone,
 // is malformed with the reason. ok is false for advisories of other kinds.
-func (s *Stream) decodeAdvisory(ctx context.Context, m Message, lean bool) (env envelope.Envelope, orig Message, ok bool, err error) {
+func (s *Stream) decodeAdvisory(ctx context.Context, m Message, lean bool) (env envelope.Envelope, tg target, ok bool, err error) {
 	id := strconv.FormatUint(m.Seq, 10)
-	a, perr := parseAdvisory(m.Data)
-	if errors.Is(perr, errNotDeadLetter) {
-		return envelope.Envelope{}, Message{}, false, nil
+	tg, ok, err = s.resolve(ctx, m)
+	if !ok || err != nil {
+		return envelope.Envelope{}, tg, ok, err
 	}
-	malformed := func(reason string) envelope.Envelope {
+	a := tg.a
+	if tg.why != "" {
 		return envelope.Envelope{ID: id, Origin: envelope.Origin{Backend: Name, Topic: a.Stream, Subscription: a.Consumer},
-			Attempts: int(a.Deliveries), DeadLetteredAt: a.Time.UTC(), Malformed: reason, Raw: rawCopy(m)}
+			Attempts: int(a.Deliveries), DeadLetteredAt: a.Time.UTC(), Malformed: tg.why, Raw: rawCopy(m)}, tg, true, nil
 	}
-	if perr != nil {
-		return malformed(perr.Error()), Message{}, true, nil
-	}
-	orig, err = s.original(ctx, a)
-	if errors.Is(err, backend.ErrNotFound) {
-		return malformed(err.Error()), Message{}, true, nil
-	}
-	if err != nil {
-		return envelope.Envelope{}, Message{}, true, err
-	}
+	orig := tg.orig
 	env = s.dec.decode(orig, lean)
 	env.ID = id
 	if env.Origin.Topic == "" {
@@ -142,7 +194,7 @@ func (s *Stream) decodeAdvisory(ctx context.Context, m Message, lean bool) (env 
 		env.Properties["nats_stream"] = a.Stream
 		env.Properties["nats_stream_seq"] = strconv.FormatUint(a.StreamSeq, 10)
 	}
-	return env, orig, true, nil
+	return env, tg, true, nil
 }
 
 // initAdvisoryStream creates the advisory stream for raw's stream and

@@ -196,8 +196,9 @@ func TestAdvisoryCrashMatrix(t *testing.T) {
 
 // TestAdvisoryRestartMidApply kills the server (SIGKILL) while a redrive of
 // an advisory-shape DLQ runs: apply exits 1 naming the resume; with the
-// server back, the resume completes, and every event is published back
-// once with original and advisory gone.
+// server back, no advisory the journal records as removed is back, the
+// resume completes, and every event is published back once with original
+// and advisory gone.
 func TestAdvisoryRestartMidApply(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.JetStream(t)
@@ -237,6 +238,7 @@ func TestAdvisoryRestartMidApply(t *testing.T) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
+	removedStayRemoved(t, dir, holds(fx.adv))
 	if code, out := conformance.RunCommand(t, dir, nil, nil, "--source", source, "redrive", "resume", "p.journal"); code != 0 {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}

@@ -75,11 +75,23 @@ func TestDecodeMalformed(t *testing.T) {
 }
 
 func TestRedriveMsgIDNeverTheOriginal(t *testing.T) {
-	a := RedriveMsgID("DLQ", 5, "E1", "sha256:ab")
-	if a != RedriveMsgID("DLQ", 5, "E1", "SHA256:AB") {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
+	a := RedriveMsgID("DLQ", 5, at, "E1", "sha256:ab", "orders.created")
+	if a != RedriveMsgID("DLQ", 5, at.In(time.FixedZone("X", 3600)), "E1", "SHA256:AB", "orders.created") {
 		t.Error("the same copy gives two IDs")
 	}
-	if a == RedriveMsgID("DLQ", 6, "E1", "sha256:ab") || a == "E1" || !strings.HasPrefix(a, "dlqctl-redrive:") {
+	for name, other := range map[string]string{
+		"another sequence":                   RedriveMsgID("DLQ", 6, at, "E1", "sha256:ab", "orders.created"),
+		"another incarnation (stored later)": RedriveMsgID("DLQ", 5, at.Add(time.Nanosecond), "E1", "sha256:ab", "orders.created"),
+		"another destination":                RedriveMsgID("DLQ", 5, at, "E1", "sha256:ab", "orders.retry"),
+		"another stream":                     RedriveMsgID("DLQ2", 5, at, "E1", "sha256:ab", "orders.created"),
+		"the producer's ID":                  "E1",
+	} {
+		if a == other {
+			t.Errorf("%s gives the same ID %q", name, a)
+		}
+	}
+	if !strings.HasPrefix(a, "dlqctl-redrive:DLQ:5:") {
 		t.Errorf("ID %q", a)
 	}
 }

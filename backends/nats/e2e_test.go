@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dlqctl/dlqctl/backend"
 	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
 	"github.com/dlqctl/dlqctl/cmd"
@@ -22,7 +23,7 @@ import (
 func dlqctl(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	io, _, out, errOut := cmd.TestIO()
-	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
+	f := &cmd.Factory{Deps: cmd.Deps{Backends: backend.NewRegistry(natsdlq.Registration()), IO: io, Now: time.Now, Getenv: func(string) string { return "" }}}
 	code := cmd.Execute(context.Background(), f, args)
 	return code, out.String() + errOut.String()
 }

@@ -92,6 +92,9 @@ func (s *Stream) Extras(ctx context.Context, _ []string) (backend.ExtraStats, er
 	if in.Config.Retention != jetstream.LimitsPolicy {
 		x.Warnings = append(x.Warnings, fmt.Sprintf("retention %s: acks remove dead letters; use limits retention", in.Config.Retention))
 	}
+	if lost := lostOnCrash(in.Config); lost != "" {
+		x.Warnings = append(x.Warnings, lost)
+	}
 	if s.src.advisories {
 		if stream, consumer, ok := capturedConsumer(in.Config.Subjects); ok {
 			cs, err := s.consumerState(ctx, stream, consumer)
@@ -243,30 +246,35 @@ func (s *Stream) extraStats(x NATSExtras) backend.ExtraStats {
 
 var _ backend.DoctorChecker = (*Stream)(nil)
 
-// DoctorChecks, for an advisory stream, checks that the consumer it
-// captures exists and is not stalled with messages that reached max
-// deliveries but have no advisory yet (backend.DoctorChecker).
+// DoctorChecks checks that what a run removes from the DLQ stream stays
+// removed after a crash of the server, and, for an advisory stream, that
+// the consumer it captures exists and is not stalled with messages that
+// reached max deliveries but have no advisory yet (backend.DoctorChecker).
 func (s *Stream) DoctorChecks(ctx context.Context) []backend.DoctorCheck {
-	if !s.src.advisories || s.missing {
+	if s.missing {
 		return nil
 	}
 	in, err := s.info(ctx)
 	if err != nil {
-		return []backend.DoctorCheck{{Name: "consumer", Detail: err.Error(), Fix: "check the server"}}
+		return []backend.DoctorCheck{{Name: "DLQ stream " + s.src.stream, Detail: err.Error(), Fix: "check the server"}}
+	}
+	checks := []backend.DoctorCheck{s.durabilityCheck(in)}
+	if !s.src.advisories {
+		return checks
 	}
 	stream, consumer, ok := capturedConsumer(in.Config.Subjects)
 	if !ok {
-		return nil // a wildcard advisory stream captures no one consumer
+		return checks // a wildcard advisory stream captures no one consumer
 	}
 	name := "consumer " + stream + "/" + consumer
 	cs, err := s.consumerState(ctx, stream, consumer)
 	switch {
 	case err != nil:
-		return []backend.DoctorCheck{{Name: name, Detail: err.Error(),
-			Fix: "create the consumer, or run dlq init for the consumer that reads the stream"}}
+		return append(checks, backend.DoctorCheck{Name: name, Detail: err.Error(),
+			Fix: "create the consumer, or run dlq init for the consumer that reads the stream"})
 	case cs.Stalled != nil:
-		return []backend.DoctorCheck{{Name: name, Detail: cs.stalledDetail(), Fix: stalledFix()}}
+		return append(checks, backend.DoctorCheck{Name: name, Detail: cs.stalledDetail(), Fix: stalledFix()})
 	}
-	return []backend.DoctorCheck{{Name: name, OK: true, Detail: fmt.Sprintf("exists: %d ack pending, %d redelivered, %d pull requests waiting",
-		cs.NumAckPending, cs.NumRedelivered, cs.NumWaiting)}}
+	return append(checks, backend.DoctorCheck{Name: name, OK: true, Detail: fmt.Sprintf("exists: %d ack pending, %d redelivered, %d pull requests waiting",
+		cs.NumAckPending, cs.NumRedelivered, cs.NumWaiting)})
 }

@@ -65,6 +65,11 @@ type Stream struct {
 	// sourceIDs holds the dlqctl_source_id of every copy, read by one
 	// scan on first need (import).
 	sourceIDs map[string]bool
+	// moved maps an advisory's message (target.key) to the entry that
+	// moved it in this process; sent holds what Publish sent per DLQ
+	// sequence until Remove takes it.
+	moved map[string]string
+	sent  map[uint64]target
 }
 
 // Open parses rawURL, connects and looks the stream up. A stream that
@@ -252,6 +257,7 @@ func (s *Stream) each(ctx context.Context, after string, fn func(Message) error)
 	}
 	oc, err := s.js.OrderedConsumer(ctx, s.src.stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first,
+		InactiveThreshold: scanInactive,
 	})
 	if err != nil {
 		return s.wrap("read the stream", err)
@@ -260,7 +266,7 @@ func (s *Stream) each(ctx context.Context, after string, fn func(Message) error)
 	if err != nil {
 		return s.wrap("read the stream", err)
 	}
-	defer it.Stop()
+	defer s.endScan(ctx, oc, it)
 	for {
 		nctx, cancel := context.WithTimeout(ctx, s.src.timeout)
 		msg, err := it.Next(jetstream.NextContext(nctx))
@@ -293,6 +299,25 @@ func (s *Stream) each(ctx context.Context, after string, fn func(Message) error)
 			return nil
 		}
 	}
+}
+
+// scanInactive is how long the server keeps a scan's consumer once its
+// reader is gone without deleting it (a killed process).
+const scanInactive = 30 * time.Second
+
+// endScan stops a scan and deletes its consumer, which the server would
+// otherwise keep for scanInactive: a read leaves the stream with the
+// consumers it had.
+func (s *Stream) endScan(ctx context.Context, oc jetstream.Consumer, it jetstream.MessagesContext) {
+	it.Stop()
+	info := oc.CachedInfo()
+	if info == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.src.timeout)
+	defer cancel()
+	// A consumer that cannot be deleted now expires by itself.
+	_ = s.js.DeleteConsumer(dctx, s.src.stream, info.Name)
 }
 
 // next returns the sequence of the first message at or after seq, or

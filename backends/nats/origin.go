@@ -14,7 +14,8 @@ var _ backend.OriginChecker = (*Stream)(nil)
 
 // CheckOrigin: a redrive publishes to the original subject, which a
 // stream must take, or the publish has nobody to store it
-// (backend.OriginChecker).
+// (backend.OriginChecker). A stream that acknowledges a publish before it
+// writes it passes, with what a crash can lose said.
 func (s *Stream) CheckOrigin(ctx context.Context, subject string, _ []string) backend.OriginStatus {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
@@ -29,5 +30,11 @@ func (s *Stream) CheckOrigin(ctx context.Context, subject string, _ []string) ba
 		return backend.OriginStatus{Detail: fmt.Sprintf("%q is bound to the DLQ stream itself", subject),
 			Fix: "redrive to the original subject with --to"}
 	}
-	return backend.OriginStatus{OK: true, Detail: "bound to stream " + name}
+	detail := "bound to stream " + name
+	if st, err := s.js.Stream(rctx, name); err == nil {
+		if lost := lostOnCrash(st.CachedInfo().Config); lost != "" {
+			detail += "; " + lost + ": a crash of the server can lose a redrive it acknowledged, once its entry has left the DLQ"
+		}
+	}
+	return backend.OriginStatus{OK: true, Detail: detail}
 }

@@ -13,7 +13,6 @@ import (
 
 	natsdlq "github.com/dlqctl/dlqctl/backends/nats"
 	"github.com/dlqctl/dlqctl/backends/nats/natstest"
-	"github.com/dlqctl/dlqctl/envelope"
 )
 
 // TestTermRemovesOriginal pins what docs/nats.md tells consumers: on a
@@ -72,15 +71,7 @@ func TestTermRemovesOriginal(t *testing.T) {
 			if kept := err == nil; kept != tc.kept {
 				t.Fatalf("original kept after +TERM: %v (%v), want %v", kept, err, tc.kept)
 			}
-			src, err := natsdlq.Open(ctx, doc.Source, natsdlq.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
-			var got []envelope.Envelope
-			if err := src.Scan(ctx, "", func(e envelope.Envelope) error { got = append(got, e); return nil }); err != nil {
-				t.Fatal(err)
-			}
+			_, got := scanAll(t, doc.Source)
 			if len(got) != 1 {
 				t.Fatalf("%d entries, want 1", len(got))
 			}

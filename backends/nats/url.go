@@ -81,24 +81,24 @@ func parseURL(raw string, getenv func(string) string) (sourceURL, error) {
 	// net/url: the helper cuts it by hand.
 	p, ok, err := backend.SplitSourceURL(raw, []string{"nats", "tls"}, false)
 	if !ok {
-		return u, backend.Configf("nats source %s: want nats://host:port?stream=DLQ or tls://…", backend.RedactURL(raw))
+		return u, backend.Configf("nats source %s: want nats://host:port?stream=DLQ or tls://…", backend.URLForError(raw))
 	}
 	u.scheme, u.hasInfo, u.hostPart, u.query = p.Scheme, p.HasUser, p.Hosts, p.RawQuery
 	if err != nil {
-		return u, backend.Configf("nats source %s: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(raw), err)
 	}
 	if err := u.credentials(p, getenv); err != nil {
-		return u, backend.Configf("nats source %s: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(raw), err)
 	}
 	if u.hosts, err = parseHosts(strings.TrimSuffix(p.Hosts, "/")); err != nil {
-		return u, backend.Configf("nats source %s: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(raw), err)
 	}
 	q, err := backend.ParseURLQuery(p.RawQuery, knownParams, backend.StrayAt(raw, p.HasUser))
 	if err != nil {
-		return u, backend.Configf("nats source %s: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(raw), err)
 	}
 	if err := u.readQuery(q); err != nil {
-		return u, backend.Configf("nats source %s: %v", u.display(), err)
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(raw), err)
 	}
 	return u, nil
 }
@@ -159,11 +159,11 @@ func (u *sourceURL) readQuery(q *backend.URLQuery) error {
 		return errors.New("no stream (add ?stream=DLQSTREAM)")
 	}
 	if !streamName.MatchString(u.stream) {
-		return fmt.Errorf("stream %s is no JetStream stream name (no spaces, dots, *, > or slashes)", u.quote(u.stream))
+		return fmt.Errorf("stream=%s: want a JetStream stream name (no spaces, dots, *, > or slashes)", backend.Redacted)
 	}
 	if c := q.Get("consumer"); c != "" {
 		if !streamName.MatchString(c) {
-			return fmt.Errorf("consumer %s is no JetStream consumer name", u.quote(c))
+			return fmt.Errorf("consumer=%s: want a JetStream consumer name (no spaces, dots, *, > or slashes)", backend.Redacted)
 		}
 		u.consumer = c
 	}
@@ -213,10 +213,6 @@ func (u sourceURL) display() string {
 	}
 	return out
 }
-
-// quote quotes a piece of the URL for an error, or hides it when a
-// password may have run into it.
-func (u sourceURL) quote(v string) string { return backend.QuoteURLPiece(u.raw, u.hasInfo, v) }
 
 // secrets are the strings that must never be printed.
 func (u sourceURL) secrets() []string {

@@ -50,7 +50,7 @@ func TestParseURL(t *testing.T) {
 func TestParseURLErrors(t *testing.T) {
 	for raw, want := range map[string]string{
 		"nats://h":                                  "no stream",
-		"nats://h?stream=a.b":                       "no JetStream stream name",
+		"nats://h?stream=a.b":                       "want a JetStream stream name",
 		"nats://h?stream=D&bogus=1":                 "unknown query parameter",
 		"nats://h:99999?stream=D":                   "not a port number",
 		"nats://h/path?stream=D":                    "unexpected path",

@@ -119,14 +119,20 @@ func pathOnly(p string) string {
 // partitions is the topic's partition count: 0 for a non-partitioned
 // topic, and for one that does not exist yet.
 func (a *admin) partitions(ctx context.Context, t topicName) (int, error) {
+	n, _, err := a.topicExists(ctx, t)
+	return n, err
+}
+
+// topicExists is the topic's partition count and whether it exists.
+func (a *admin) topicExists(ctx context.Context, t topicName) (partitions int, exists bool, err error) {
 	var meta struct {
 		Partitions int `json:"partitions"`
 	}
-	err := a.do(ctx, http.MethodGet, t.adminPath()+"/partitions", nil, &meta)
+	err = a.do(ctx, http.MethodGet, t.adminPath()+"/partitions", nil, &meta)
 	if errors.Is(err, errAdminNotFound) {
-		return 0, nil
+		return 0, false, nil
 	}
-	return meta.Partitions, err
+	return meta.Partitions, err == nil, err
 }
 
 // createSubscription creates the durable subscription at the earliest
@@ -233,4 +239,22 @@ func (a *admin) namespaceOf(ctx context.Context, t topicName) error {
 		return nil // the namespace is there; the topic is not yet
 	}
 	return &backend.GuardUnavailable{Err: err}
+}
+
+// bookkeeping refuses a topic marked as holding dlqctl's bookkeeping (the
+// topic property dlqctl-bookkeeping); a topic that does not exist yet holds
+// nothing. A *backend.GuardUnavailable: the admin API could not tell.
+func (a *admin) bookkeeping(ctx context.Context, t topicName) error {
+	props := map[string]string{}
+	err := a.do(ctx, http.MethodGet, t.adminPath()+"/properties", nil, &props)
+	switch {
+	case errors.Is(err, errAdminNotFound):
+		return nil
+	case err != nil:
+		return &backend.GuardUnavailable{Err: err}
+	}
+	if what, ok := props[bookkeepingProperty]; ok {
+		return fmt.Errorf("%s holds dlqctl's bookkeeping (%s: %s)", t, bookkeepingProperty, what)
+	}
+	return nil
 }

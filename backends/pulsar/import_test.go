@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlqctl/dlqctl/backend"
+	dirqueue "github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/backends/pulsar"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/envelope"
@@ -24,7 +25,7 @@ func dlqctl(t *testing.T, env map[string]string, stdin []byte, args ...string) (
 	t.Helper()
 	io, in, out, errOut := cmd.TestIO()
 	in.Write(stdin)
-	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}}
+	f := &cmd.Factory{Deps: cmd.Deps{Backends: backend.NewRegistry(dirqueue.Registration(), pulsardlq.Registration()), IO: io, Now: func() time.Time { return now }, Getenv: func(k string) string { return env[k] }}}
 	code := cmd.Execute(context.Background(), f, args)
 	return out.Bytes(), errOut.Bytes(), code
 }

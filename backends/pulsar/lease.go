@@ -33,12 +33,7 @@ const leaseCheckEvery = 10 * time.Second
 func (t *Topic) leaseSub() string { return t.sub + "-lease" }
 
 // leaseTopic is where the lease lives: the topic, or its first partition.
-func (t *Topic) leaseTopic() topicName {
-	if t.partitions > 0 {
-		return t.topic.partition(0)
-	}
-	return t.topic
-}
+func (t *Topic) leaseTopic() topicName { return t.firstTopic() }
 
 type leaseName struct {
 	RunID string    `json:"run_id"`

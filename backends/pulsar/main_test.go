@@ -2,6 +2,7 @@ package pulsardlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,7 +23,19 @@ import (
 // first test that needs it (pulsarServer); tests keep apart by topic name.
 // The tests that need no broker (decoders, URLs) run without one, in the
 // -short tier too.
-var shared = pulsartest.Shared()
+//
+// It runs the retention check every 5 s, not every 120 s, so that
+// TestBrokerCrash sees one soon after a restart; and it deletes inactive
+// topics as Pulsar does by default (the harness turns that off), checked
+// every 5 s, after an hour idle unless a namespace says sooner (see
+// TestRemovalRecordOutlivesInactiveTopicDeletion). The conformance suite's
+// broker keeps the harness's settings.
+var shared = pulsartest.Shared(map[string]string{
+	"retentionCheckIntervalInSeconds":                      "5",
+	"brokerDeleteInactiveTopicsEnabled":                    "true",
+	"brokerDeleteInactiveTopicsFrequencySeconds":           "5",
+	"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": "3600",
+})
 
 // pulsarServer is the package's broker for a test that needs one: it
 // skips the test under -short (the fast tier starts no Java server) and
@@ -159,6 +172,18 @@ func adminDo(t *testing.T, method, path, body string) {
 	}
 	if _, err := pulsarServer(t).Admin(testCtx(t), method, path, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// adminJSON reads one admin GET answer (path from /admin/v2/…) into out.
+func adminJSON(t *testing.T, path string, out any) {
+	t.Helper()
+	raw, err := pulsarServer(t).Admin(testCtx(t), http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

@@ -115,7 +115,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: %s: %v", it.ID, it.Dest, err)
 			continue
 		}
-		sent, err := p.Send(ctx, redriveMessage(msgs[i], ids[i], it, m, t.names))
+		sent, err := p.send(ctx, redriveMessage(msgs[i], ids[i], it, m, t.names))
 		if err != nil {
 			if !definite(err) {
 				return nil, t.connErr(ctx, "send "+it.ID+" to "+it.Dest, err)
@@ -231,25 +231,32 @@ func redriveMessage(src pulsar.Message, id msgID, it backend.MoveItem, m backend
 
 // redriveProducer is the run's producer on one destination.
 type redriveProducer struct {
-	pulsar.Producer
+	onceProducer
 	partitioned bool
 }
 
 // producer is the run's producer on dest: named name, never batching, so
-// that each message's sequence id is its own.
+// that each message's sequence id is its own, and never reconnected by
+// the client, so that nothing is sent twice behind the run's back
+// (sendonce.go). One whose connection was lost is replaced by a new one
+// of the same name.
 func (t *Topic) producer(ctx context.Context, dest, name string) (redriveProducer, error) {
 	key := [2]string{name, dest}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p, ok := t.producers[key]; ok {
-		return p, nil
+		if !p.isLost() {
+			return p, nil
+		}
+		delete(t.producers, key)
+		p.Close()
 	}
 	p, err := withCtx(ctx, func() (redriveProducer, error) {
 		parts, err := t.client.TopicPartitions(dest)
 		if err != nil {
 			return redriveProducer{}, err
 		}
-		p, err := t.client.CreateProducer(pulsar.ProducerOptions{
+		p, err := t.createOnceProducer(pulsar.ProducerOptions{
 			Topic:           dest,
 			Name:            name,
 			DisableBatching: true,
@@ -376,21 +383,32 @@ var _ backend.DestinationGuard = (*Topic)(nil)
 // GuardDestination refuses the DLQ topic itself, under any spelling
 // (NAME, TENANT/NS/NAME, persistent://…) and any of its partitions (or,
 // when the DLQ is one partition, the whole topic it belongs to): a message
-// sent there is back in the DLQ at once. It refuses dlqctl's removal
-// record, and a topic in a tenant or namespace that does not exist, which
-// no send could reach: better said to the planner than found at apply.
+// sent there is back in the DLQ at once. It refuses every topic that holds
+// dlqctl's bookkeeping, this DLQ's or another's: a removal record by its
+// name (TOPIC-dlqctl-removed, created yet or not) and any topic the
+// dlqctl-bookkeeping property marks, whatever its name; a message sent
+// there would count as dlqctl's own. And it refuses a topic in a tenant or
+// namespace that does not exist, which no send could reach: better said
+// to the planner than found at apply.
 func (t *Topic) GuardDestination(ctx context.Context, dest string) error {
 	dt, err := parseTopic(dest)
 	if err != nil {
-		return fmt.Errorf("not a topic a redrive can send to: %v", err)
+		return fmt.Errorf("%q is not a topic a redrive can send to: %v", dest, err)
 	}
-	if wholeTopic(dt) == wholeTopic(t.topic) {
+	whole := wholeTopic(dt)
+	if whole == wholeTopic(t.topic) {
 		return fmt.Errorf("%s is this DLQ's own topic (%s)", dest, t.topic)
 	}
-	if wholeTopic(dt) == t.removedTopic() {
+	if whole == t.removedTopic() {
 		return fmt.Errorf("%s is this DLQ's record of removed entries (dlqctl's bookkeeping)", dest)
 	}
-	return t.admin.namespaceOf(ctx, dt)
+	if strings.HasSuffix(whole.local, removedSuffix) {
+		return fmt.Errorf("%s is named as dlqctl's record of the entries removed from a DLQ (%s): dlqctl's bookkeeping", dest, strings.TrimSuffix(whole.String(), removedSuffix))
+	}
+	if err := t.admin.namespaceOf(ctx, dt); err != nil {
+		return err
+	}
+	return t.admin.bookkeeping(ctx, whole)
 }
 
 // wholeTopic is the partitioned topic a partition belongs to, or t itself.

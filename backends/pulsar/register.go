@@ -43,6 +43,7 @@ func Registration() backend.Registration {
 			}
 			return Open(ctx, raw, Options{Token: token, Fields: o.Fields, EventIDFrom: from})
 		},
+		ProfileKeys: []string{"pulsar_token"},
 		Secrets: func(o backend.OpenOptions) []string {
 			t, _ := token(o)
 			return []string{t}

@@ -112,10 +112,11 @@ func (t topicName) adminPath() string {
 }
 
 // parseTopic reads NAME, TENANT/NS/NAME or persistent://TENANT/NS/NAME.
+// Its errors leave s for the caller to show or not.
 func parseTopic(s string) (topicName, error) {
 	rest, full := strings.CutPrefix(s, "persistent://")
 	if !full && strings.Contains(s, "://") {
-		return topicName{}, fmt.Errorf("topic %q: only persistent:// topics keep a durable subscription's backlog", s)
+		return topicName{}, errors.New("only persistent:// topics keep a durable subscription's backlog")
 	}
 	parts := strings.Split(rest, "/")
 	switch {
@@ -123,11 +124,11 @@ func parseTopic(s string) (topicName, error) {
 		parts = []string{"public", "default", parts[0]}
 	case len(parts) == 3:
 	default:
-		return topicName{}, fmt.Errorf("topic %q: want NAME, TENANT/NAMESPACE/NAME or persistent://TENANT/NAMESPACE/NAME", s)
+		return topicName{}, errors.New("want NAME, TENANT/NAMESPACE/NAME or persistent://TENANT/NAMESPACE/NAME")
 	}
 	for _, p := range parts {
 		if p == "" {
-			return topicName{}, fmt.Errorf("topic %q: empty tenant, namespace or name", s)
+			return topicName{}, errors.New("empty tenant, namespace or name")
 		}
 	}
 	return topicName{tenant: parts[0], namespace: parts[1], local: parts[2]}, nil
@@ -144,23 +145,23 @@ func parseURL(raw string) (sourceURL, error) {
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return u, backend.Configf("pulsar source %s: not a valid URL: %v", backend.RedactUserinfo(raw), reason)
+		return u, backend.Configf("pulsar source %s: not a valid URL: %v", backend.URLForError(raw), reason)
 	}
 	u.scheme = pu.Scheme
 	if u.scheme != "pulsar" && u.scheme != "pulsar+ssl" {
-		return u, backend.Configf("pulsar source %s: unknown scheme %q (want pulsar:// or pulsar+ssl://)", backend.RedactUserinfo(raw), pu.Scheme)
+		return u, backend.Configf("pulsar source %s: unknown scheme %q (want pulsar:// or pulsar+ssl://)", backend.URLForError(raw), pu.Scheme)
 	}
 	if pu.Opaque != "" || pu.Host == "" {
-		return u, backend.Configf("pulsar source %s: want %s://HOST:PORT?topic=DLQTOPIC", backend.RedactUserinfo(raw), u.scheme)
+		return u, backend.Configf("pulsar source %s: want %s://HOST:PORT?topic=DLQTOPIC", backend.URLForError(raw), u.scheme)
 	}
 	if pu.User != nil {
-		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", backend.RedactUserinfo(raw))
+		return u, backend.Configf("pulsar source %s: user info in the URL is not supported; pass the token in DLQCTL_PULSAR_TOKEN or DLQCTL_PULSAR_TOKEN_FILE", backend.URLForError(raw))
 	}
 	// A piece quoted in an error may hold a password's end when the URL
 	// has an '@' its user info does not account for.
 	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
 	if pu.Path != "" && pu.Path != "/" {
-		return u, backend.Configf("pulsar source %s: unexpected path %s (the topic goes in ?topic=)", backend.RedactUserinfo(withoutQuery(raw)), quote(pu.Path))
+		return u, backend.Configf("pulsar source %s: unexpected path %s (the topic goes in ?topic=)", backend.URLForError(raw), quote(pu.Path))
 	}
 	u.host = pu.Hostname()
 	u.port = defaultPort
@@ -170,22 +171,22 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("pulsar source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(withoutQuery(raw)), quote(p))
+			return u, backend.Configf("pulsar source %s: bad port %s (want 1-65535)", backend.URLForError(raw), quote(p))
 		}
 		u.port = n
 	}
 	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
-		return u, backend.Configf("pulsar source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
+		return u, backend.Configf("pulsar source %s: %v", backend.URLForError(raw), err)
 	}
 	// Checked before anything shows the query: its user info is hidden.
 	if u.admin, err = adminURL(q.Get("admin")); err != nil {
-		return u, backend.Configf("pulsar source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
+		return u, backend.Configf("pulsar source %s: %v", backend.URLForError(raw), err)
 	}
 	u.adminGiven = u.admin != nil
 	u.rawQuery = pu.RawQuery
 	if err := u.readQuery(q); err != nil {
-		return u, backend.Configf("pulsar source %s: %v", u.display(), err)
+		return u, backend.Configf("pulsar source %s: %v", backend.URLForError(raw), err)
 	}
 	if u.admin == nil {
 		scheme, port := "http", "8080"
@@ -205,7 +206,7 @@ func adminURL(a string) (*url.URL, error) {
 	}
 	au, err := url.Parse(a)
 	if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" {
-		return nil, fmt.Errorf("admin=%s: want http://HOST:PORT or https://HOST:PORT", backend.RedactUserinfo(a))
+		return nil, fmt.Errorf("admin=%s: want http://HOST:PORT or https://HOST:PORT", backend.Redacted)
 	}
 	if au.User != nil {
 		return nil, errors.New("admin URL with user info is not supported; pass the token in DLQCTL_PULSAR_TOKEN")
@@ -220,7 +221,7 @@ func (u *sourceURL) readQuery(q *backend.URLQuery) error {
 	}
 	var err error
 	if u.topic, err = parseTopic(q.Get("topic")); err != nil {
-		return err
+		return fmt.Errorf("topic=%s: %v", backend.Redacted, err)
 	}
 	u.subscription = DefaultSubscription
 	if q.Has("subscription") {
@@ -266,13 +267,4 @@ func (u sourceURL) adminTLS() (*tls.Config, error) {
 		}
 	}
 	return conf, nil
-}
-
-// withoutQuery drops the query, which could hold anything (token=… too).
-func withoutQuery(raw string) string {
-	at := strings.LastIndex(raw, "@")
-	if q := strings.Index(raw[at+1:], "?"); q >= 0 {
-		return raw[:at+1+q]
-	}
-	return raw
 }

@@ -46,15 +46,15 @@ func TestParseURLErrors(t *testing.T) {
 		"pulsar://broker?topic=dlq&token=s3cretpw":                   `unknown query parameter "token" (known: admin, subscription, timeout, tls_ca, tls_hostname_verification, tls_insecure, topic)`,
 		"pulsar://broker?topic=dlq&topic=x":                          `query parameter "topic" given 2 times`,
 		"pulsar://broker?topic=dlq&admin=http://a:s3cretpw@h:8080":   "admin URL with user info is not supported",
-		"pulsar://broker?topic=dlq&admin=ftp://h":                    "admin=ftp://h: want http://HOST:PORT",
+		"pulsar://broker?topic=dlq&admin=ftp://h":                    "admin=xxxxx: want http://HOST:PORT",
 		"pulsar://broker?subscription=s":                             "no topic",
 		"pulsar://broker?topic=a/b":                                  "want NAME, TENANT/NAMESPACE/NAME",
 		"pulsar://broker?topic=dlq&subscription=":                    "subscription is empty",
-		"pulsar://broker?topic=dlq&timeout=0s":                       `timeout="0s": want a positive duration`,
-		"pulsar+ssl://broker?topic=dlq&tls_insecure=maybe":           `tls_insecure="maybe": want true or false`,
+		"pulsar://broker?topic=dlq&timeout=0s":                       `timeout=xxxxx: want a positive duration`,
+		"pulsar+ssl://broker?topic=dlq&tls_insecure=maybe":           `tls_insecure=xxxxx: want true or false`,
 		"pulsar://broker?topic=dlq&tls_ca=/ca.pem":                   "tls_ca needs pulsar+ssl:// (TLS)",
 		"pulsar://broker?topic=dlq&tls_hostname_verification=true":   "tls_hostname_verification needs pulsar+ssl:// (TLS)",
-		"pulsar+ssl://broker?topic=dlq&tls_hostname_verification=no": `tls_hostname_verification="no": want true or false`,
+		"pulsar+ssl://broker?topic=dlq&tls_hostname_verification=no": `tls_hostname_verification=xxxxx: want true or false`,
 	} {
 		_, err := parseURL(raw)
 		var ce *backend.ConfigError

@@ -11,6 +11,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/backends/rabbitmq"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 	"github.com/dlqctl/dlqctl/cmd"
 	"github.com/dlqctl/dlqctl/internal/workertest"
@@ -22,7 +24,7 @@ func run(t *testing.T, dir string, args ...string) (int, string) {
 	t.Helper()
 	io, _, out, errOut := cmd.TestIO()
 	env := map[string]string{"DLQCTL_APPROVAL_KEY": "rabbitmq-e2e-approval-key-0123456789abcdef"}
-	f := &cmd.Factory{Deps: cmd.Deps{IO: io, Now: time.Now, Getenv: func(k string) string { return env[k] }}}
+	f := &cmd.Factory{Deps: cmd.Deps{Backends: backend.NewRegistry(rabbitmq.Registration()), IO: io, Now: time.Now, Getenv: func(k string) string { return env[k] }}}
 	wd, _ := os.Getwd()
 	if err := os.Chdir(dir); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,9 @@ import (
 //	       [&heartbeat=10s][&timeout=30s]
 //	amqps://…[&tls_ca=FILE][&tls_insecure=true][&tls_server_name=NAME]
 //
+// dlq init takes dlq=, dlx= and dlx_routing_key= too (queue= then names
+// the origin); Open refuses them.
+//
 // The vhost is the path, percent-decoded ("/" or none: the default vhost
 // "/"; %2F writes a slash inside a name).
 type sourceURL struct {
@@ -37,6 +40,9 @@ type sourceURL struct {
 	tlsCA         string
 	tlsInsecure   bool
 	tlsServerName string
+
+	// init holds dlq init's keys.
+	init initOpts
 }
 
 const (
@@ -44,17 +50,17 @@ const (
 	defaultTimeout   = 30 * time.Second
 )
 
-var knownParams = []string{"admin", "heartbeat", "queue", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
+var knownParams = []string{"admin", "dlq", "dlx", "dlx_routing_key", "heartbeat", "queue", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
 	s := sourceURL{heartbeat: defaultHeartbeat, timeout: defaultTimeout}
 	bad := func(format string, args ...any) error {
-		return backend.Configf("amqp source %s: "+format, append([]any{backend.RedactURL(raw)}, args...)...)
+		return backend.Configf("amqp source %s: "+format, append([]any{backend.URLForError(raw)}, args...)...)
 	}
 	p, ok, err := backend.SplitSourceURL(raw, []string{"amqp", "amqps"}, true)
 	if !ok {
-		return s, backend.Configf("amqp source %q: want amqp://host:port/VHOST?queue=DLQ or amqps://", backend.RedactURL(raw))
+		return s, backend.Configf("amqp source %q: want amqp://host:port/VHOST?queue=DLQ or amqps://", backend.URLForError(raw))
 	}
 	if strings.Contains(p.RawQuery, "#") {
 		return s, bad("a fragment (#) is not allowed")
@@ -92,10 +98,11 @@ func parseURL(raw string) (sourceURL, error) {
 	if a := q.Get("admin"); a != "" {
 		u, err := url.Parse(a)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			q.Failf("admin=%q: want the management API's base URL, http://host:15672", backend.RedactURL(a))
+			q.Fail("admin", "the management API's base URL, http://host:15672")
 		}
 		s.admin = strings.TrimSuffix(a, "/")
 	}
+	s.init = initOpts{dlq: q.Get("dlq"), dlx: q.Get("dlx"), dlxKey: q.Get("dlx_routing_key"), dlxSet: q.Has("dlx")}
 	q.Duration("heartbeat", &s.heartbeat)
 	q.Duration("timeout", &s.timeout)
 	tlsOpts := q.TLS(s.scheme == "amqps", "amqps")
@@ -130,6 +137,21 @@ func brokerAddr(authority, scheme string, quote func(string) string) (string, er
 
 // contains says whether list holds s.
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// initOnly names the dlq init keys the URL has, "" when none.
+func (s sourceURL) initOnly() string {
+	var ks []string
+	if s.init.dlq != "" {
+		ks = append(ks, "dlq=")
+	}
+	if s.init.dlxSet {
+		ks = append(ks, "dlx=")
+	}
+	if s.init.dlxKey != "" {
+		ks = append(ks, "dlx_routing_key=")
+	}
+	return strings.Join(ks, ", ")
+}
 
 // display is the URL with the password replaced by backend.Redacted (in
 // the admin URL too).

@@ -2,6 +2,9 @@ package redisstream
 
 import (
 	"context"
+	"net/url"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlqctl/dlqctl/backend"
 )
@@ -15,7 +18,7 @@ func Registration() backend.Registration {
 		Usage:   "redis://[user:pass@]host:port/db?stream=KEY",
 		Summary: "A Redis stream, redriven to the stream its envelope names; `rediss://` for TLS, `&cluster=true` for Redis Cluster (a move across hash slots takes two journaled steps)",
 		Env: []backend.EnvVar{
-			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none"},
+			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none", Password: true},
 		},
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true, Lease: true,
@@ -30,7 +33,10 @@ func Registration() backend.Registration {
 		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
 			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
 		},
-		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		Setup:        quietLogs,
+		GroupsSource: groupsSource,
+		ProfileKeys:  []string{"redis_password"},
+		Secrets:      func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}
 }
 
@@ -40,3 +46,26 @@ func password(o backend.OpenOptions) string {
 	}
 	return o.ProfileSecret("redis_password")
 }
+
+// groupsSource is the source pending opens for stream's groups: the source
+// in effect, which may name no stream (it names the server), with
+// stream=STREAM added, since a source must name one.
+func groupsSource(raw, stream string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Query().Get("stream") != "" {
+		return raw
+	}
+	q := u.Query()
+	q.Set("stream", stream)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// quietLogs silences go-redis's global logger: it logs dial retries, and
+// every failure reaches the user as a returned error, so the log is only
+// noise (on stderr, between a command's own lines).
+func quietLogs() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -84,21 +84,21 @@ func parseURL(raw string) (sourceURL, error) {
 	pu, err := url.Parse(raw)
 	if err != nil {
 		if strings.Contains(raw, "@") {
-			return u, backend.Configf("redis source %s: not a valid URL (percent-encode special characters in the user name or password, or pass the password in DLQCTL_REDIS_PASSWORD)", backend.RedactUserinfo(raw))
+			return u, backend.Configf("redis source %s: not a valid URL (percent-encode special characters in the user name or password, or pass the password in DLQCTL_REDIS_PASSWORD)", backend.URLForError(raw))
 		}
 		var ue *url.Error
 		reason := err
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return u, backend.Configf("redis source %q: not a valid URL: %v", raw, reason)
+		return u, backend.Configf("redis source %s: not a valid URL: %v", backend.URLForError(raw), reason)
 	}
 	u.scheme, u.typed = pu.Scheme, typedURL(raw, pu)
 	if u.scheme != "redis" && u.scheme != "rediss" {
-		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", backend.RedactUserinfo(raw), pu.Scheme)
+		return u, backend.Configf("redis source %s: unknown scheme %q (want redis:// or rediss://)", backend.URLForError(raw), pu.Scheme)
 	}
 	if pu.Opaque != "" {
-		return u, backend.Configf("redis source %s: want %s://host:port/db?stream=KEY", backend.RedactUserinfo(raw), u.scheme)
+		return u, backend.Configf("redis source %s: want %s://host:port/db?stream=KEY", backend.URLForError(raw), u.scheme)
 	}
 	if pu.User != nil {
 		u.user = pu.User.Username()
@@ -115,19 +115,17 @@ func parseURL(raw string) (sourceURL, error) {
 	if p := pu.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return u, backend.Configf("redis source %s: bad port %s (want 1-65535)", backend.RedactUserinfo(raw), quote(p))
+			return u, backend.Configf("redis source %s: bad port %s (want 1-65535)", backend.URLForError(raw), quote(p))
 		}
 		u.port = n
 	}
-	// Checked before anything shows the query, which could then hold
-	// anything, a password=… included.
 	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, pu.User != nil))
 	if err != nil {
-		return u, backend.Configf("redis source %s: %v", backend.RedactUserinfo(withoutQuery(raw)), err)
+		return u, backend.Configf("redis source %s: %v", backend.URLForError(raw), err)
 	}
 	u.rawQuery = pu.RawQuery
 	if err := u.readQuery(q, pu.Path, quote); err != nil {
-		return u, backend.Configf("redis source %s: %v", u.typed, err)
+		return u, backend.Configf("redis source %s: %v", backend.URLForError(raw), err)
 	}
 	return u, nil
 }
@@ -165,16 +163,6 @@ func (u sourceURL) tlsConfig() (*tls.Config, error) {
 		return nil, backend.Configf("redis source %s: %v", u.display(), err)
 	}
 	return conf, nil
-}
-
-func withoutQuery(raw string) string {
-	// The password may itself hold a "?", so cut at the last one after the
-	// last "@".
-	at := strings.LastIndex(raw, "@")
-	if q := strings.Index(raw[at+1:], "?"); q >= 0 {
-		return raw[:at+1+q]
-	}
-	return raw
 }
 
 // typedURL is raw as it was given with the password of its user info

@@ -27,7 +27,17 @@ import (
 // server, and returns its exit code and output.
 func dlqctlRun(t *testing.T, dir string, env []string, args ...string) (int, string) {
 	t.Helper()
+	return dlqctlRunWith(t, dir, env, nil, args...)
+}
+
+// dlqctlRunWith is dlqctlRun with prep, when not nil, given the command
+// before it starts (to start it in another PID namespace, say).
+func dlqctlRunWith(t *testing.T, dir string, env []string, prep func(*exec.Cmd), args ...string) (int, string) {
+	t.Helper()
 	c := exec.Command("dlqctl", args...)
+	if prep != nil {
+		prep(c)
+	}
 	c.Dir = dir
 	c.Env = append(append(os.Environ(), sqstest.Env()...), append([]string{"DLQCTL_APPROVAL_KEY=an-approval-key-long-enough-for-doctor"}, env...)...)
 	var out bytes.Buffer

@@ -44,9 +44,12 @@ type SQSExtras struct {
 	// counts a dead letter's age from its first send).
 	OldestExpiresAt string        `json:"oldest_expires_at,omitempty"`
 	Sources         []SourceQueue `json:"sources"`
-	// NotSeen is how many messages the scan could not see (in flight when
-	// it began: another reader's, or a killed scan's or move's) and so are
-	// not in the entry counts.
+	// NotSeen is how many messages the scan could not see and so are not
+	// in the entry counts: its shortfall from the count it began with
+	// (messages in flight: another reader's, a killed scan's or move's,
+	// those of a receive whose answer was lost and that did not come back
+	// while the scan waited for them; in a FIFO queue, messages behind
+	// others of their group).
 	NotSeen  int64    `json:"not_seen"`
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -70,7 +73,8 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	x.OldestExpiresAt, x.Warnings = expiry(oldest, time.Duration(x.RetentionSeconds)*time.Second, q.now())
 	if x.NotSeen = q.Unseen(); x.NotSeen > 0 {
 		x.Warnings = append(x.Warnings, fmt.Sprintf("%d messages were in flight and not seen by this scan, so they are missing from the counts above: "+
-			"another reader holds them, or a dlqctl scan or move was killed before it let them go (then they are visible again within %s, or twice the killed scan's age)",
+			"another reader holds them, a dlqctl scan or move was killed before it let them go (then they are visible again within %s, or twice the killed scan's age), "+
+			"or a receive's answer was lost on the way and they did not come back while the scan waited (in a FIFO queue, they may also be waiting behind others of their group)",
 			x.NotSeen, q.scanVis))
 	}
 	sources, err := q.sources(ctx)

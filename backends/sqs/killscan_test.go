@@ -106,6 +106,12 @@ func TestKilledScan(t *testing.T) {
 	if code != 0 || !strings.Contains(got, "in flight and not seen") {
 		t.Fatalf("stats after a killed scan: exit %d\n%s", code, got)
 	}
+	// A plan made now cannot hold the messages it could not see: it says so.
+	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "plan", "--reason", "after a killed scan", "--allow-disposition", "investigate",
+		"--rate", "100000", "--settle", "0s", "--unverified-ok", "--out", "p2.json")
+	if code != 0 || !strings.Contains(got, "not seen by the scan, so this plan cannot hold them") {
+		t.Fatalf("plan after a killed scan: exit %d, want a warning about the messages it did not see\n%s", code, got)
+	}
 	// An apply now finds planned messages missing: it says they may be
 	// among the messages in flight.
 	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "apply", "p.json")

@@ -3,7 +3,6 @@ package sqsdlq
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +30,9 @@ const (
 	leaseRenew = 30 * time.Second
 )
 
-// leaseValue is the tag's value: run ID, PID, host, start and expiry
-// (Unix seconds), separated by "|" (run IDs and host names hold none).
+// leaseValue is the tag's value: run ID, PID, where (hostField), start
+// and expiry (Unix seconds), separated by "|" (run IDs and host names hold
+// none).
 type leaseValue struct {
 	holder  backend.LeaseHolder
 	expires time.Time
@@ -40,7 +40,7 @@ type leaseValue struct {
 
 func (v leaseValue) String() string {
 	h := v.holder
-	return strings.Join([]string{h.RunID, strconv.Itoa(h.PID), h.Host, strconv.FormatInt(h.Since.Unix(), 10), strconv.FormatInt(v.expires.Unix(), 10)}, "|")
+	return strings.Join([]string{h.RunID, strconv.Itoa(h.PID), hostField(h), strconv.FormatInt(h.Since.Unix(), 10), strconv.FormatInt(v.expires.Unix(), 10)}, "|")
 }
 
 func parseLease(s string) (leaseValue, bool) {
@@ -54,7 +54,33 @@ func parseLease(s string) (leaseValue, bool) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return leaseValue{}, false
 	}
-	return leaseValue{holder: backend.LeaseHolder{RunID: p[0], PID: pid, Host: p[2], Since: time.Unix(since, 0).UTC()}, expires: time.Unix(exp, 0)}, true
+	h := backend.LeaseHolder{RunID: p[0], PID: pid, Since: time.Unix(since, 0).UTC()}
+	h.Host, h.BootID, h.PIDNamespace = parseHostField(p[2])
+	return leaseValue{holder: h, expires: time.Unix(exp, 0)}, true
+}
+
+// hostField is where the holder runs, as the tag keeps it: its host name,
+// then, where known, its boot ID and PID namespace: HOST/BOOT/PIDNS. They
+// share the host's field rather than adding fields of their own, so that
+// a dlqctl that knows only five fields still reads the tag, and reads a
+// holder it cannot place as one on another host: the safe reading.
+func hostField(h backend.LeaseHolder) string {
+	clean := strings.NewReplacer("|", "_", "/", "_").Replace
+	if h.BootID == "" && h.PIDNamespace == "" {
+		return clean(h.Host)
+	}
+	return clean(h.Host) + "/" + clean(h.BootID) + "/" + clean(h.PIDNamespace)
+}
+
+// parseHostField reads hostField; a tag written before the boot ID and
+// namespace were recorded holds the host name alone.
+func parseHostField(s string) (host, boot, pidns string) {
+	host, rest, ok := strings.Cut(s, "/")
+	if !ok {
+		return s, "", ""
+	}
+	boot, pidns, _ = strings.Cut(rest, "/")
+	return host, boot, pidns
 }
 
 func (q *Queue) readLease(ctx context.Context) (leaseValue, bool, error) {
@@ -89,21 +115,24 @@ func (q *Queue) busy(v leaseValue) error {
 // Lease takes the DLQ for h.RunID: it refuses at once when another run's
 // unexpired tag is there, else writes its own, waits lease_settle and
 // reads the tag back; finding another run's there, it refuses. An
-// unexpired lease is taken over only as canTakeOver allows: on this host
-// when its process is dead (so that two live processes resuming copies of
-// one journal are refused, and a run killed before its journal existed
-// does not lock the DLQ until the TTL); on another host by the same run ID.
+// unexpired lease is taken over only as canTakeOver allows: in this PID
+// space (backend.SamePIDSpace) when its process is dead (so that two live
+// processes resuming copies of one journal are refused, and a run killed
+// before its journal existed does not lock the DLQ until the TTL);
+// elsewhere never: it is waited out.
 func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" || strings.Contains(h.RunID, "|") {
 		return nil, fmt.Errorf("%s: lease: bad run ID %q", q, h.RunID)
 	}
 	if h.PID == 0 {
-		h.PID = os.Getpid()
+		me := backend.ThisProcess(h.RunID, h.Since)
+		h.PID, h.BootID, h.PIDNamespace = me.PID, me.BootID, me.PIDNamespace
+		if h.Host == "" {
+			h.Host = me.Host
+		}
 	}
-	if h.Host == "" {
-		h.Host, _ = os.Hostname()
-	}
-	h.Host = strings.ReplaceAll(h.Host, "|", "_")
+	// As the tag keeps them, so that reading it back finds this holder.
+	h.Host, h.BootID, h.PIDNamespace = parseHostField(hostField(h))
 	if h.Since.IsZero() {
 		h.Since = q.now()
 	}
@@ -221,18 +250,21 @@ func (l *lease) Release(ctx context.Context) error {
 }
 
 func sameHolder(a, b backend.LeaseHolder) bool {
-	return a.RunID == b.RunID && a.PID == b.PID && a.Host == b.Host && a.Since.Unix() == b.Since.Unix()
+	return a.RunID == b.RunID && a.PID == b.PID && a.Host == b.Host && a.BootID == b.BootID && a.PIDNamespace == b.PIDNamespace && a.Since.Unix() == b.Since.Unix()
 }
 
-// canTakeOver says whether me may take an unexpired lease from cur. On
-// this host, whatever the run: when cur's process is dead (a run killed
-// with -9, even before its journal existed, leaves nothing a lease still
-// guards; waiting out the TTL would only lock the DLQ), or when it is this
-// very process and run. On another host the process cannot be checked:
-// only the same run ID (a resume) is trusted.
+// canTakeOver says whether me may take an unexpired lease from cur. In
+// this PID space (this host, boot and PID namespace), whatever the run:
+// when cur's process is dead (a run killed with -9, even before its
+// journal existed, leaves nothing a lease still guards; waiting out the
+// TTL would only lock the DLQ), or when it is this very process and run.
+// Elsewhere — another host, or another container on this one — the
+// process cannot be checked, so the lease is judged by its expiry even
+// for the same run ID: two live resumes of copies of one journal are
+// refused wherever they run.
 func canTakeOver(cur, me backend.LeaseHolder) bool {
-	if cur.Host != me.Host {
-		return cur.RunID == me.RunID
+	if !backend.SamePIDSpace(cur, me) {
+		return false
 	}
 	if cur.PID == me.PID {
 		return cur.RunID == me.RunID

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/sqs"
 	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/cmd"
@@ -56,6 +57,7 @@ func (w withServer) Run() int { return shared.Finish(w.m.Run(), os.Stderr) }
 // after the Nth journal step of that type, as a real crash there would.
 func dlqctlFactory() *cmd.Factory {
 	return &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
+		Backends:  backend.NewRegistry(sqsdlq.Registration()),
 		CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
 }
 

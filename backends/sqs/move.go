@@ -187,11 +187,13 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 }
 
 // pendingSend is one item's entry, ready for a SendMessageBatch: i is the
-// item's index, size the entry's size.
+// item's index, size the entry's size; bare, when set, are its attributes
+// without the run markers, for a destination that refuses it as too long.
 type pendingSend struct {
 	i     int
 	entry types.SendMessageBatchRequestEntry
 	size  int
+	bare  map[string]types.MessageAttributeValue
 }
 
 // prepareSend checks item i against the message r received for it and
@@ -219,7 +221,7 @@ func (q *Queue) prepareSend(ctx context.Context, i int, it backend.MoveItem, r r
 		}
 		return "", p, fmt.Errorf("move %s: %v", it.ID, err), nil
 	}
-	limit, err := q.maxMessageSize(ctx, dest)
+	limit, err := q.sizeLimit(ctx, dest)
 	if err != nil {
 		return "", p, nil, err
 	}
@@ -229,14 +231,19 @@ func (q *Queue) prepareSend(ctx context.Context, i int, it backend.MoveItem, r r
 		MessageAttributes: q.markAttributes(r.msg, it, m, true),
 	}
 	size := messageSize(entry)
-	if size > limit {
-		// The run markers are optional (the journal records the run):
-		// a message they would push over the limit goes without them.
-		entry.MessageAttributes = q.markAttributes(r.msg, it, m, false)
-		if size = messageSize(entry); size > limit {
+	// The run markers are optional (the journal records the run): a
+	// message they push over the limit goes without them, and one that
+	// a destination of unknown limit refuses is sent again without them.
+	bare := entry
+	bare.MessageAttributes = q.markAttributes(r.msg, it, m, false)
+	if limit.message > 0 && size > limit.message {
+		entry = bare
+		if size = messageSize(entry); size > limit.message {
 			return "", p, fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, over %s's limit of %d bytes",
-				it.ID, errTooLarge, size, it.Dest, limit), nil
+				it.ID, errTooLarge, size, it.Dest, limit.message), nil
 		}
+	} else if messageSize(bare) < size {
+		p.bare = bare.MessageAttributes
 	}
 	if isFIFO(dest) {
 		group := r.msg.Attributes[SQSMessageGroupID]
@@ -249,40 +256,79 @@ func (q *Queue) prepareSend(ctx context.Context, i int, it backend.MoveItem, r r
 		entry.MessageGroupId = aws.String(group)
 		entry.MessageDeduplicationId = aws.String(dedupID(m.RunID, it.ID))
 	}
-	return dest, pendingSend{i, entry, size}, nil, nil
+	p.i, p.entry, p.size = i, entry, size
+	return dest, p, nil, nil
 }
 
 // sendTo sends list to dest in batches, in order; once dest refuses an
 // entry, the later ones are not sent.
 func (q *Queue) sendTo(ctx context.Context, dest string, list []pendingSend, items []backend.MoveItem, results []backend.MoveResult) error {
 	var refused error
-	limit, err := q.maxMessageSize(ctx, dest)
-	if err != nil {
-		return err
-	}
 	for j := 0; j < len(list); {
-		// A batch holds at most 10 messages and at most limit bytes
-		// (SQS's batch payload limit is its message size limit).
+		// A batch holds at most 10 messages and at most the batch limit
+		// in bytes; an entry larger than that goes alone.
+		limit, err := q.sizeLimit(ctx, dest)
+		if err != nil {
+			return err
+		}
 		k, bytes := j, 0
-		for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit) {
+		for k < len(list) && k-j < 10 && (k == j || bytes+list[k].size <= limit.batch) {
 			bytes += list[k].size
 			k++
 		}
 		part := list[j:k]
 		j = k
 		if refused != nil {
-			for _, p := range part {
-				results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
-			}
+			notSent(part, items, results, refused)
 			continue
 		}
-		if refused, err = q.sendBatch(ctx, dest, part, items, results); err != nil {
+		if refused, err = q.sendPart(ctx, dest, part, items, results); err != nil {
 			return err
 		}
 		// Once refused, entries of this call after the refused one were
 		// already sent; later calls are not.
 	}
 	return nil
+}
+
+// notSent fails the entries of part: dest refused an earlier entry.
+func notSent(part []pendingSend, items []backend.MoveItem, results []backend.MoveResult, refused error) {
+	for _, p := range part {
+		results[p.i].Err = fmt.Errorf("move %s: not sent, as %s refused an earlier entry: %v", items[p.i].ID, items[p.i].Dest, refused)
+	}
+}
+
+// sendPart sends part to dest as one batch. A batch the destination
+// refuses as too long (nothing of it was enqueued) is sent again in two
+// halves, in order; an entry refused so alone is sent again without its
+// run markers, and then fails alone (errTooLarge: its size, not the
+// destination, is at fault, so later entries still go). A limit the
+// refusal names is kept for the destination's later batches.
+func (q *Queue) sendPart(ctx context.Context, dest string, part []pendingSend, items []backend.MoveItem, results []backend.MoveResult) (refused, err error) {
+	refused, err = q.sendBatch(ctx, dest, part, items, results)
+	var tl *tooLongError
+	if !errors.As(err, &tl) {
+		return refused, err
+	}
+	q.learnLimit(dest, tl, len(part) > 1)
+	if len(part) > 1 {
+		h := len(part) / 2
+		if refused, err = q.sendPart(ctx, dest, part[:h], items, results); refused != nil || err != nil {
+			if err == nil {
+				notSent(part[h:], items, results, refused)
+			}
+			return refused, err
+		}
+		return q.sendPart(ctx, dest, part[h:], items, results)
+	}
+	p := part[0]
+	if p.bare != nil {
+		p.entry.MessageAttributes, p.bare = p.bare, nil
+		p.size = messageSize(p.entry)
+		return q.sendPart(ctx, dest, []pendingSend{p}, items, results)
+	}
+	results[p.i].Err = fmt.Errorf("move %s: %w: %d bytes with redrive_count raised, refused by %s: %v", items[p.i].ID, errTooLarge, p.size, items[p.i].Dest, tl.msg)
+	return nil, nil
 }
 
 // sendBatch sends one batch to dest and sets each entry's result; refused
@@ -295,6 +341,9 @@ func (q *Queue) sendBatch(ctx context.Context, dest string, part []pendingSend, 
 		byID[aws.ToString(p.entry.Id)] = p.entry
 	}
 	out, err := q.c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(dest), Entries: entries})
+	if tl := asTooLong(err); tl != nil {
+		return nil, tl
+	}
 	if err != nil {
 		if isCode(err, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "AccessDenied", "AccessDeniedException",
 			"BatchRequestTooLong", "InvalidParameterValue", "UnsupportedOperation", "KmsAccessDenied", "KmsDisabled") {
@@ -418,49 +467,6 @@ func (q *Queue) markAttributes(m types.Message, it backend.MoveItem, mk backend.
 		attrs[SQSPackedFields] = strAttr(string(b))
 	}
 	return attrs
-}
-
-// errTooLarge: a message that would exceed the destination's size limit.
-var errTooLarge = errors.New("message too large")
-
-// defaultMaxMessageSize is SQS's message (and batch payload) size limit
-// for a queue that does not report MaximumMessageSize (ElasticMQ): 256
-// KiB, the limit SQS had for years and the lower of the two it has had.
-const defaultMaxMessageSize = 256 * 1024
-
-// maxMessageSize is the destination queue's MaximumMessageSize (cached):
-// SQS refuses a message, and a batch whose messages together are, larger.
-func (q *Queue) maxMessageSize(ctx context.Context, destURL string) (int, error) {
-	q.mu.Lock()
-	n, ok := q.destMax[destURL]
-	q.mu.Unlock()
-	if ok {
-		return n, nil
-	}
-	out, err := q.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(destURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
-	})
-	if err != nil {
-		return 0, q.wrap(ctx, "read the destination's MaximumMessageSize", err)
-	}
-	n, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)])
-	if err != nil || n <= 0 {
-		n = defaultMaxMessageSize
-	}
-	q.mu.Lock()
-	q.destMax[destURL] = n
-	q.mu.Unlock()
-	return n, nil
-}
-
-// messageSize is a message's size as SQS counts it against the limit: the
-// body, and each message attribute's name, data type and value.
-func messageSize(e types.SendMessageBatchRequestEntry) int {
-	n := len(aws.ToString(e.MessageBody))
-	for k, v := range e.MessageAttributes {
-		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
-	}
-	return n
 }
 
 // dedupID is a FIFO MessageDeduplicationId (at most 128 characters) for

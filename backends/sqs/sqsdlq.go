@@ -83,8 +83,8 @@ type Queue struct {
 	// held are the DLQ messages a Publish received and kept invisible for
 	// the Remove that follows, by MessageId.
 	held map[string]received
-	// destMax caches each destination's MaximumMessageSize, by queue URL.
-	destMax map[string]int
+	// destMax caches each destination's size limit, by queue URL.
+	destMax map[string]limit
 	// sentIDs maps a FIFO destination URL and a MessageId SQS answered a
 	// send with to that send's MessageDeduplicationId: a later answer with
 	// the same MessageId for another deduplication ID was deduplicated.
@@ -122,7 +122,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		src: src, names: names, from: from, c: opts.Client, now: opts.Now,
-		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{}, destMax: map[string]int{},
+		sourceMax: map[string]int{}, destURLs: map[string]string{}, held: map[string]received{}, sentIDs: map[string]string{}, destMax: map[string]limit{},
 	}
 	if q.now == nil {
 		q.now = time.Now
@@ -299,7 +299,7 @@ func keyOf(m types.Message) sortKey {
 // releasing what it took.
 func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender, want func(map[string]received) bool) ([]received, error) {
 	seen := map[string]received{}
-	_, err := q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
+	_, _, err := q.receiveInto(ctx, vis, func(msgs []types.Message, at time.Time) bool {
 		ext.add(msgs, at, vis)
 		for _, m := range msgs {
 			seen[aws.ToString(m.MessageId)] = received{msg: m, at: at, vis: vis}
@@ -324,8 +324,10 @@ func (q *Queue) receiveAll(ctx context.Context, vis time.Duration, ext *extender
 // until each receiver has had an empty long poll (1 s) or add reports
 // that everything wanted is in hand. add (which keeps the messages) and
 // have (how many distinct messages are in hand) are called under one
-// lock. It returns the queue's counts from before the first receive.
-func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]types.Message, time.Time) bool, have func() int) (Counts, error) {
+// lock. It returns the queue's counts from before the first receive and,
+// when it ended with fewer messages in hand than those counts hold, from
+// its end (else nil).
+func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]types.Message, time.Time) bool, have func() int) (start Counts, end *Counts, err error) {
 	rs := &receivers{
 		q: q, ctx: ctx, vis: vis, add: add, have: have,
 		// Receivers stop between calls and a call in flight is never
@@ -338,48 +340,73 @@ func (q *Queue) receiveInto(ctx context.Context, vis time.Duration, add func([]t
 	// that, it may only have missed the SQS servers holding the rest, so
 	// the receiver long-polls (1 s, which asks every server) and ends only
 	// when that is empty too.
-	c, _, err := q.counts(ctx)
+	start, _, err = q.counts(ctx)
 	if err != nil {
-		return Counts{}, err
+		return Counts{}, nil, err
 	}
 	// In flight counts too: messages a scan just released may still be
 	// counted as in flight for a moment (ElasticMQ does so), and a
 	// receiver that stopped at the visible count would miss them. Messages
 	// that another reader really holds cost one empty long poll.
-	rs.expect = c.Visible + c.InFlight
-	// A receiver that ends on an empty long poll has not always seen the
-	// queue empty: ElasticMQ now and then answers one with nothing while
-	// messages are visible (a 100,000-message scan ended 10 short, all of
-	// them visible afterwards). Everything this scan received is invisible
-	// until it releases it, so a queue that still shows visible messages
-	// while fewer than the scan's start count are in hand has more to hand
-	// out: the receivers go round again, a few times at most, since new
-	// dead letters arriving meanwhile look the same.
+	rs.expect = start.Visible + start.InFlight
 	for round := 0; ; round++ {
-		for range q.src.receivers {
-			rs.wg.Add(1)
-			go rs.receive()
-		}
-		rs.wg.Wait()
-		if rs.first != nil || ctx.Err() != nil || rs.stop || int64(have()) >= rs.expect || round == maxReceiveRounds-1 {
+		rs.run()
+		if rs.first != nil || ctx.Err() != nil || rs.stop || int64(have()) >= rs.expect {
 			break
 		}
 		now, _, err := q.counts(ctx)
 		if err != nil {
-			return c, err
+			return start, nil, err
 		}
-		if now.Visible == 0 {
+		end = &now
+		// A receiver that ends on an empty long poll has not always seen
+		// the queue empty: ElasticMQ now and then answers one with nothing
+		// while messages are visible (a 100,000-message scan ended 10
+		// short, all of them visible afterwards). Everything this scan
+		// received is invisible until it releases it, so a queue that
+		// still shows visible messages while fewer than the start count
+		// are in hand has more to hand out: the receivers go round again,
+		// a few times at most, since new dead letters arriving meanwhile
+		// look the same.
+		if now.Visible > 0 && round < maxReceiveRounds-1 {
+			continue
+		}
+		// Messages that went in flight during the receive and are not in
+		// hand: a receive whose answer never arrived (the SDK asked
+		// again, and got other messages) took them with this visibility
+		// timeout, so they are visible again within it. The receivers
+		// wait that long for them, once; what is still missing then is
+		// reported (noteUnseen).
+		if !rs.until.IsZero() || !q.lostInFlight(start, now, int64(have())) {
 			break
 		}
+		rs.until = time.Now().Add(vis + lostMargin)
 	}
 	err = rs.first
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return c, q.wrap(ctx, "receive", err)
+		return start, end, q.wrap(ctx, "receive", err)
 	}
-	return c, nil
+	if int64(have()) >= rs.expect {
+		end = nil
+	}
+	return start, end, nil
+}
+
+// lostMargin is how long past a receive's visibility timeout a scan waits
+// for the messages of a receive whose answer was lost.
+const lostMargin = time.Second
+
+// lostInFlight says whether more messages are in flight now (end) than
+// when the receive began (start), beyond the have that it holds itself
+// and those this Queue's moves hold.
+func (q *Queue) lostInFlight(start, end Counts, have int64) bool {
+	q.mu.Lock()
+	own := int64(len(q.held))
+	q.mu.Unlock()
+	return end.InFlight-have-own > start.InFlight-own
 }
 
 // receivers are the parallel receivers of one receiveInto round.
@@ -392,12 +419,26 @@ type receivers struct {
 	have   func() int
 	expect int64 // messages visible or in flight before the first receive
 
+	// until, when set, keeps receivers long-polling while fewer than
+	// expect are in hand, until then: the messages of a lost receive are
+	// on their way back (see receiveInto).
+	until time.Time
+
 	mu    sync.Mutex
 	stop  bool
 	first error
 	// inflight counts receive calls under way.
 	inflight int
 	wg       sync.WaitGroup
+}
+
+// run starts the receivers and waits until each has ended.
+func (rs *receivers) run() {
+	for range rs.q.src.receivers {
+		rs.wg.Add(1)
+		go rs.receive()
+	}
+	rs.wg.Wait()
 }
 
 // receive is one receiver: it receives until told to stop or its polls
@@ -425,16 +466,21 @@ func (rs *receivers) receive() {
 			return
 		}
 		if len(out.Messages) == 0 {
-			short := wait == 0 && int64(rs.have()) < rs.expect
+			short := int64(rs.have()) < rs.expect
 			others := rs.inflight > 0
 			rs.mu.Unlock()
+			left := time.Until(rs.until)
 			switch {
-			case short && others:
+			case wait == 0 && short && others:
 				// The rest may be what the other receivers' calls
 				// are being handed right now: look again after them.
 				time.Sleep(10 * time.Millisecond)
-			case short:
+			case wait == 0 && short:
 				wait = 1
+			case short && left > 0:
+				// Waiting for a lost receive's messages: long polls
+				// short enough that Ctrl-C is not kept waiting.
+				wait = int32(min(lostPoll, left.Round(time.Second)+time.Second) / time.Second)
 			default:
 				return
 			}
@@ -466,14 +512,27 @@ func (rs *receivers) receiveOnce(wait int32) (*sqs.ReceiveMessageOutput, error) 
 // for messages still visible at its end (see receiveInto).
 const maxReceiveRounds = 4
 
-// noteUnseen records, after a full scan that began with counts c and
-// received have messages, how many in-flight messages (not this Queue's
-// own) it could not see.
-func (q *Queue) noteUnseen(c Counts, have int) {
+// lostPoll is the longest poll of a receiver waiting for a lost
+// receive's messages.
+const lostPoll = 2 * time.Second
+
+// noteUnseen records, after a full scan that began with counts start,
+// ended with counts end (nil when it had all of start in hand) and
+// received have messages, how many messages it could not see: the
+// shortfall from the count it began with (less this Queue's own, which a
+// move holds), as far as they are still in the DLQ. Those were in flight
+// when it began (another reader's, a killed scan's or move's), or went in
+// flight during it and did not come back in time (a receive whose answer
+// was lost, another reader).
+func (q *Queue) noteUnseen(start Counts, end *Counts, have int) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	own := int64(len(q.held))
-	q.unseen = max(0, min(c.InFlight-own, c.Visible+c.InFlight-own-int64(have)))
-	q.mu.Unlock()
+	want := start.Visible + start.InFlight - own
+	if end != nil {
+		want = min(want, end.Visible+end.InFlight-own)
+	}
+	q.unseen = max(0, want-int64(have))
 }
 
 // release makes msgs visible again (visibility 0); see releaseHandles.
@@ -576,7 +635,7 @@ func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err er
 			err = q.wrap(ctx, "make the scanned messages visible again", rerr)
 		}
 	}()
-	c, err := q.receiveInto(ctx, q.scanVis, func(msgs []types.Message, at time.Time) bool {
+	start, end, err := q.receiveInto(ctx, q.scanVis, func(msgs []types.Message, at time.Time) bool {
 		i, j := st.add(msgs)
 		ext.addRange(i, j, at, q.scanVis)
 		return false
@@ -587,7 +646,7 @@ func (q *Queue) snapshot(ctx context.Context, fn func(*scanStore) error) (err er
 	if err := st.seal(q.fifo); err != nil {
 		return err
 	}
-	q.noteUnseen(c, st.count())
+	q.noteUnseen(start, end, st.count())
 	return fn(st)
 }
 

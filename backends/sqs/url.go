@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // Source URLs:
 //
-//	sqs://QUEUE[?region=R][&endpoint=URL][&account=ID][&receivers=N][&lease_settle=DUR]
+//	sqs://QUEUE[?region=R][&endpoint=URL][&account=ID][&receivers=N][&lease_settle=DUR][&max_message_size=N]
 //	https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE[?same options but region/endpoint]
 //
 // QUEUE is the DLQ's name (FIFO names end in .fifo). region defaults to
@@ -23,11 +24,15 @@ import (
 // than the credentials'. receivers is how many receive calls run in
 // parallel during a scan (default 4, 1-32). lease_settle is how long a
 // run waits after writing the lease tag before reading it back (default
-// 2s). Credentials never go in the URL: they come from the standard AWS
+// 2s). max_message_size is the message and batch size limit, in bytes
+// (or NKiB, NMiB), of destination queues that report no
+// MaximumMessageSize (SQS-compatible servers such as ElasticMQ, which
+// takes 1MiB); without it such a destination refuses what is too long
+// itself. Credentials never go in the URL: they come from the standard AWS
 // chain (environment, shared config and profiles, SSO, instance and task
 // roles).
 
-var knownParams = []string{"account", "endpoint", "lease_settle", "receivers", "region"}
+var knownParams = []string{"account", "endpoint", "lease_settle", "max_message_size", "receivers", "region"}
 
 const (
 	defaultReceivers   = 4
@@ -45,6 +50,8 @@ type sourceURL struct {
 	queueURL    string // set when the URL is the queue URL itself
 	receivers   int
 	leaseSettle time.Duration
+	// maxMessageSize is max_message_size=, 0 when not given.
+	maxMessageSize int
 }
 
 func (u sourceURL) display() string { return u.raw }
@@ -88,21 +95,21 @@ func parseURL(raw string) (sourceURL, error) {
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.RedactURL(raw), reason)
+		return u, backend.Configf("sqs source %s: not a valid URL: %v", backend.URLForError(raw), reason)
 	}
 	if strings.Contains(raw, "#") {
 		// url.Parse would drop it, and the display form is the URL as given.
-		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", withoutQuery(raw))
+		return u, backend.Configf("sqs source %s: a fragment (#) is not allowed", backend.URLForError(raw))
 	}
 	if pu.User != nil {
-		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.RedactURL(raw))
+		return u, backend.Configf("sqs source %s: user info in the URL is not supported; credentials come from the AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, instance roles)", backend.URLForError(raw))
 	}
 	// A piece quoted in an error may hold a password's end when the URL
 	// has an '@' its user info does not account for.
 	quote := func(v string) string { return backend.QuoteURLPiece(raw, false, v) }
 	q, err := backend.ParseURLQuery(pu.RawQuery, knownParams, backend.StrayAt(raw, false))
 	if err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	switch pu.Scheme {
 	case "sqs":
@@ -113,7 +120,7 @@ func parseURL(raw string) (sourceURL, error) {
 		err = fmt.Errorf("unknown scheme %s (want sqs:// or an https:// SQS queue URL)", quote(pu.Scheme))
 	}
 	if err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	q.Int("receivers", 1, maxReceivers, &u.receivers)
 	if q.Has("lease_settle") {
@@ -123,8 +130,13 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		u.leaseSettle = d
 	}
+	if q.Has("max_message_size") {
+		if u.maxMessageSize = parseBytes(q.Get("max_message_size")); u.maxMessageSize < 1024 || u.maxMessageSize > 1024*1024 {
+			q.Fail("max_message_size", "a size from 1024 to 1048576 bytes (or 1KiB to 1MiB), SQS's range of MaximumMessageSize")
+		}
+	}
 	if err := q.Err(); err != nil {
-		return u, backend.Configf("sqs source %s: %v", withoutQuery(raw), err)
+		return u, backend.Configf("sqs source %s: %v", backend.URLForError(raw), err)
 	}
 	u.raw = raw
 	return u, nil
@@ -148,13 +160,15 @@ func (u *sourceURL) readSQS(pu *url.URL, q *backend.URLQuery, quote func(string)
 	if e := q.Get("endpoint"); e != "" {
 		eu, err := url.Parse(e)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
-			return fmt.Errorf("endpoint=%s: want http://HOST:PORT or https://HOST (no user info)", backend.RedactURL(e))
+			q.Fail("endpoint", "http://HOST:PORT or https://HOST (no user info)")
+			return q.Err()
 		}
 		u.endpoint = strings.TrimRight(e, "/")
 	}
 	if a := q.Get("account"); a != "" {
 		if !accountID.MatchString(a) {
-			return fmt.Errorf("account=%q: want a 12-digit AWS account ID", a)
+			q.Fail("account", "a 12-digit AWS account ID")
+			return q.Err()
 		}
 		u.account = a
 	}
@@ -183,10 +197,20 @@ func (u *sourceURL) readQueueURL(pu *url.URL, q *backend.URLQuery, quote func(st
 	return nil
 }
 
-// withoutQuery drops the query from a URL for an error message.
-func withoutQuery(raw string) string {
-	s, _, _ := strings.Cut(backend.RedactURL(raw), "?")
-	return s
-}
-
 func (u sourceURL) String() string { return fmt.Sprintf("sqs queue %s", u.queue) }
+
+// parseBytes reads N, NKiB or NMiB; 0 for anything else.
+func parseBytes(v string) int {
+	mult := 1
+	switch {
+	case strings.HasSuffix(v, "KiB"):
+		v, mult = strings.TrimSuffix(v, "KiB"), 1024
+	case strings.HasSuffix(v, "MiB"):
+		v, mult = strings.TrimSuffix(v, "MiB"), 1024*1024
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 1<<30/mult {
+		return 0
+	}
+	return n * mult
+}

@@ -30,6 +30,11 @@ func TestParseURL(t *testing.T) {
 	if u, err := parseURL("https://eu-west-1.queue.amazonaws.com/123456789012/q"); err != nil || u.region != "eu-west-1" {
 		t.Fatalf("legacy host: %+v %v", u, err)
 	}
+	for v, want := range map[string]int{"1048576": 1 << 20, "1MiB": 1 << 20, "256KiB": 256 << 10, "1024": 1024} {
+		if u, err := parseURL("sqs://q?max_message_size=" + v); err != nil || u.maxMessageSize != want {
+			t.Errorf("max_message_size=%s: %d, %v; want %d", v, u.maxMessageSize, err, want)
+		}
+	}
 	for raw, want := range map[string]string{
 		"https://example.com/123456789012/q":                          "no SQS host",
 		"https://sqs.us-east-1.amazonaws.com/q":                       "ACCOUNT/QUEUE",
@@ -42,8 +47,11 @@ func TestParseURL(t *testing.T) {
 		"sqs://q/extra":                                               "unexpected path",
 		"sqs://q?account=12":                                          "account",
 		"sqs://q?region=a&region=b":                                   `query parameter "region" given 2 times`,
-		"sqs://q?receivers=x":                                         `receivers="x": want a whole number from 1 to 32`,
-		"sqs://q?lease_settle=2m":                                     `lease_settle="2m": want a duration from 0s to 1m`,
+		"sqs://q?receivers=x":                                         `receivers=xxxxx: want a whole number from 1 to 32`,
+		"sqs://q?lease_settle=2m":                                     `lease_settle=xxxxx: want a duration from 0s to 1m`,
+		"sqs://q?max_message_size=2MiB":                               `max_message_size=xxxxx: want a size from 1024 to 1048576 bytes`,
+		"sqs://q?max_message_size=1000":                               `max_message_size=xxxxx: want a size`,
+		"sqs://q?max_message_size=1GB":                                `max_message_size=xxxxx: want a size`,
 		"ftp://q":                                                     `unknown scheme "ftp"`,
 		"sqs://q#:hunter2@h":                                          "a fragment (#) is not allowed",
 		"sqs://q/:hunter2@h":                                          "unexpected path (not shown",

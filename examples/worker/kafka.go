@@ -1,3 +1,5 @@
+//go:build !no_kafka
+
 package main
 
 import (
@@ -8,7 +10,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,14 +71,9 @@ type kafkaSource struct {
 func openKafkaSource(ctx context.Context, raw, dlq string) (*kafkaSource, error) {
 	rest := strings.TrimPrefix(raw, "kafka://")
 	hosts, query, _ := strings.Cut(rest, "?")
-	q, err := url.ParseQuery(query)
+	q, err := sourceQuery(raw, query, false, "topic", "group")
 	if err != nil {
-		return nil, usagef("--source: %v", err)
-	}
-	for k := range q {
-		if !slices.Contains([]string{"topic", "group"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: topic, group)", k)
-		}
+		return nil, err
 	}
 	s := &kafkaSource{topic: q.Get("topic"), group: q.Get("group"), dlq: dlq, names: envelope.DefaultFieldNames()}
 	if hosts == "" || s.topic == "" || s.group == "" {

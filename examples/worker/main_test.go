@@ -165,7 +165,7 @@ func pendingCount(t *testing.T, rdb *redis.Client, stream, group string) int64 {
 func records(t *testing.T, effectsURL string, ids ...string) map[string]effects.Record {
 	t.Helper()
 	ctx := context.Background()
-	p, err := effects.Open(ctx, effectsURL, effects.Options{})
+	p, err := effects.Stores{}.Open(ctx, effectsURL, effects.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestUsage(t *testing.T) {
 		{"--source", "redis://127.0.0.1:1/0?stream=s", "--inbox", "sqlite:x.db"},
 		{"--source", "dir:" + t.TempDir(), "--inbox", "mysql://x"},
 		{"--source", "dir:x", "--inbox", "sqlite:x.db", "extra"},
-		{"--source", "redis://127.0.0.1:1/0?stream=s", "--create"}, // kafka and sqs only
+		{"--source", "redis://127.0.0.1:1/0?stream=s", "--create"}, // not for redis
 		{"--source", "kafka://127.0.0.1:1", "--create"},            // no topic
 	} {
 		if r := runWorker(t, args...); r.code != 2 {

@@ -1,3 +1,5 @@
+//go:build !no_nats
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,9 +31,10 @@ import (
 //	     dlq.<DLQ>.<original subject>) with the original's data and headers,
 //	     event_id, x-original-subject, last_error, attempts,
 //	     dead_lettered_at and origin_group; its Nats-Msg-Id is its own
-//	     (dead:<ORIGIN>:<stream sequence>), so a crash before the ack that
-//	     copies it again is deduplicated, and a later dead-lettering of a
-//	     redriven message (a new sequence) is not; then ack the original
+//	     (dead:<ORIGIN>:<stream sequence>:<stored, Unix ns>), so a crash
+//	     before the ack that copies it again is deduplicated, and a later
+//	     dead-lettering of a redriven message (a new sequence), or of a
+//	     message of the stream made again, is not; then ack the original
 //	nak  nak it (after --redelivery-delay) until the consumer's MaxDeliver
 //	     (--max-deliveries) is reached: the server then emits a
 //	     MAX_DELIVERIES advisory
@@ -45,6 +47,9 @@ func natsMode() mode {
 		help:     "nats://host:port?stream=ORIGIN&consumer=C[&deadletter=copy|nak|term]",
 		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
 			return openNATSSource(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, opts.RedeliveryDelay)
+		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createNATS(ctx, opts.Source, opts.DLQ, stdout)
 		},
 	}
 }
@@ -63,49 +68,88 @@ type natsSource struct {
 	buf    []jetstream.Msg
 }
 
-func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
+// natsURL is a parsed nats://[user:pass@]HOST:PORT?stream=ORIGIN&consumer=C[&subject=FILTER][&deadletter=copy|nak|term].
+type natsURL struct {
+	server   string // scheme://host:port
+	user     *url.Userinfo
+	stream   string
+	consumer string
+	subject  string
+	mode     string // copy, nak or term
+}
+
+// parseNATSURL reads the --source; consumer= is required unless
+// forCreate (--create makes streams, not the consumer).
+func parseNATSURL(raw string, forCreate bool) (natsURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, usagef("--source %q: want nats://HOST:PORT?stream=ORIGIN&consumer=C", raw)
+		return natsURL{}, usagef("--source %s: want nats://HOST:PORT?stream=ORIGIN&consumer=C", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"stream", "consumer", "subject", "deadletter"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: stream, consumer, subject, deadletter)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "stream", "consumer", "subject", "deadletter")
+	if err != nil {
+		return natsURL{}, err
 	}
-	s := &natsSource{stream: q.Get("stream"), group: q.Get("consumer"), dlq: dlq, mode: q.Get("deadletter"),
-		delay: delay, names: envelope.DefaultFieldNames()}
-	if s.stream == "" || s.group == "" {
-		return nil, usagef("--source: nats needs ?stream=ORIGIN&consumer=C")
+	n := natsURL{server: u.Scheme + "://" + u.Host, user: u.User, stream: q.Get("stream"), consumer: q.Get("consumer"),
+		subject: q.Get("subject"), mode: q.Get("deadletter")}
+	if n.stream == "" || (n.consumer == "" && !forCreate) {
+		return n, usagef("--source: nats needs ?stream=ORIGIN&consumer=C")
 	}
-	switch s.mode {
+	switch n.mode {
 	case "":
-		s.mode = "copy"
+		n.mode = "copy"
 	case "copy", "nak", "term":
 	default:
-		return nil, usagef("--source: deadletter=%q: want copy, nak or term", s.mode)
+		return n, usagef("--source: deadletter=%s: want copy, nak or term", masked)
 	}
-	if s.mode == "copy" && s.dlq == "" {
-		s.dlq = s.stream + "_DLQ"
-	}
+	return n, nil
+}
+
+// connect dials the server with the URL's user and password, or its
+// token (a user without a password).
+func (n natsURL) connect() (*nats.Conn, jetstream.JetStream, error) {
 	var opts []nats.Option
-	if u.User != nil {
-		if pass, ok := u.User.Password(); ok {
-			opts = append(opts, nats.UserInfo(u.User.Username(), pass))
+	if n.user != nil {
+		if pass, ok := n.user.Password(); ok {
+			opts = append(opts, nats.UserInfo(n.user.Username(), pass))
 		} else {
-			opts = append(opts, nats.Token(u.User.Username()))
+			opts = append(opts, nats.Token(n.user.Username()))
 		}
 	}
-	if s.nc, err = nats.Connect(u.Scheme+"://"+u.Host, opts...); err != nil {
-		return nil, fmt.Errorf("nats: connect %s: %w", u.Host, err)
+	nc, err := nats.Connect(n.server, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats: connect %s: %w", strings.TrimPrefix(n.server, "nats://"), err)
 	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
-		s.nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// copyDLQ is the stream the copy mode dead-letters into: dlq, or
+// ORIGIN_DLQ.
+func (n natsURL) copyDLQ(dlq string) string {
+	if dlq == "" {
+		return n.stream + "_DLQ"
+	}
+	return dlq
+}
+
+func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
+	n, err := parseNATSURL(raw, false)
+	if err != nil {
+		return nil, err
+	}
+	s := &natsSource{stream: n.stream, group: n.consumer, mode: n.mode, delay: delay, names: envelope.DefaultFieldNames()}
+	if s.mode == "copy" {
+		s.dlq = n.copyDLQ(dlq)
+	}
+	if s.nc, s.js, err = n.connect(); err != nil {
 		return nil, err
 	}
 	cfg := jetstream.ConsumerConfig{Durable: s.group, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxDeliver: -1, FilterSubject: q.Get("subject")}
+		MaxDeliver: -1, FilterSubject: n.subject}
 	if s.mode == "nak" {
 		cfg.MaxDeliver = maxDeliveries
 	}
@@ -193,7 +237,14 @@ func (r *natsReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
 	h.Set(envelope.FieldAttempts, strconv.FormatInt(dl.Attempts, 10))
 	h.Set(envelope.FieldDeadLetteredAt, dl.At.UTC().Format(time.RFC3339Nano))
 	h.Set(envelope.FieldOriginGroup, s.group)
-	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+r.id)
+	md, err := r.msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("nats: dead-letter %s: %w", r.id, err)
+	}
+	// The original's store time tells a stream made again (which numbers
+	// from 1 again) from the one before: only a second copy of this very
+	// delivery's message is a duplicate.
+	h.Set(nats.MsgIdHdr, "dead:"+s.stream+":"+r.id+":"+strconv.FormatInt(md.Timestamp.UnixNano(), 10))
 	out := &nats.Msg{Subject: "dlq." + s.dlq + "." + r.msg.Subject(), Header: h, Data: r.msg.Data()}
 	if _, err := s.js.PublishMsg(ctx, out); err != nil {
 		return fmt.Errorf("nats: dead-letter %s to %s: %w", r.id, s.dlq, err)
@@ -203,5 +254,52 @@ func (r *natsReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
 
 func (s *natsSource) Close() error {
 	s.nc.Close()
+	return nil
+}
+
+// createNATS makes the origin stream (its one subject is subject=, else
+// the stream's name) and, in copy mode, the stream the copies go to (--dlq,
+// default ORIGIN_DLQ, taking dlq.<DLQ>.>, as dlqctl import --init makes
+// it); a stream that exists is left as it is. In nak and term modes the
+// dead letters are the server's advisories: dlqctl dlq init makes their
+// stream.
+func createNATS(ctx context.Context, raw, dlq string, stdout io.Writer) error {
+	n, err := parseNATSURL(raw, true)
+	if err != nil {
+		return err
+	}
+	nc, js, err := n.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	subject := n.subject
+	if subject == "" {
+		subject = n.stream
+	}
+	if err := natsStream(ctx, js, jetstream.StreamConfig{Name: n.stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}, stdout); err != nil {
+		return err
+	}
+	if n.mode != "copy" {
+		fmt.Fprintf(stdout, "deadletter=%s: the server's advisories are the dead letters (dlqctl dlq init %s&consumer=C makes their stream)\n", n.mode, n.server+"?stream="+n.stream)
+		return nil
+	}
+	d := n.copyDLQ(dlq)
+	return natsStream(ctx, js, jetstream.StreamConfig{Name: d, Subjects: natsdlq.CopySubjects(d), Storage: jetstream.FileStorage,
+		AllowDirect: true, Description: "dead-letter copies, read by dlqctl"}, stdout)
+}
+
+// natsStream creates the stream cfg names unless it exists.
+func natsStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, stdout io.Writer) error {
+	if st, err := js.Stream(ctx, cfg.Name); err == nil {
+		fmt.Fprintf(stdout, "stream %s exists (subjects %s)\n", cfg.Name, strings.Join(st.CachedInfo().Config.Subjects, ", "))
+		return nil
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("nats: look up stream %s: %w", cfg.Name, err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("nats: create stream %s: %w", cfg.Name, err)
+	}
+	fmt.Fprintf(stdout, "created stream %s (subjects %s)\n", cfg.Name, strings.Join(cfg.Subjects, ", "))
 	return nil
 }

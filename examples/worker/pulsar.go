@@ -1,3 +1,5 @@
+//go:build !no_pulsar
+
 package main
 
 import (
@@ -134,23 +136,21 @@ func openPulsarSource(ctx context.Context, raw string, po pulsarOptions) (*pulsa
 func parsePulsarSource(raw string, po pulsarOptions) (*pulsarSource, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, nil, usagef("--source: %v", err)
+		return nil, nil, usagef("--source %s: not a valid URL", sourceURL(raw))
 	}
 	if u.User != nil || (u.Path != "" && u.Path != "/") || u.Host == "" {
 		return nil, nil, usagef("--source: want %s://HOST:PORT?topic=ORIGIN&subscription=SUB", u.Scheme)
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"topic", "subscription", "consumer", "admin"}, k) {
-			return nil, nil, usagef("--source: unknown parameter %q (known: topic, subscription, consumer, admin)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, false, "topic", "subscription", "consumer", "admin")
+	if err != nil {
+		return nil, nil, err
 	}
 	if q.Get("topic") == "" || q.Get("subscription") == "" {
 		return nil, nil, usagef("--source: pulsar needs ?topic=ORIGIN&subscription=SUB")
 	}
 	s := &pulsarSource{sub: q.Get("subscription"), retry: po.Retry, delay: po.RedeliveryDelay, names: envelope.DefaultFieldNames()}
 	if s.origin, err = fullTopic(q.Get("topic")); err != nil {
-		return nil, nil, usagef("--source: %v", err)
+		return nil, nil, usagef("--source: topic=%s: want NAME, TENANT/NS/NAME or persistent://TENANT/NS/NAME", masked)
 	}
 	s.dlq = s.origin + "-" + s.sub + pulsar.DlqTopicSuffix
 	if po.DLQ != "" {

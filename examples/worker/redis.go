@@ -1,3 +1,5 @@
+//go:build !no_redis
+
 package main
 
 import (
@@ -53,13 +55,11 @@ type redisSource struct {
 func openRedisSource(ctx context.Context, raw, dlq string) (*redisSource, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, usagef("--source: %v", err)
+		return nil, usagef("--source %s: not a valid URL", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"stream", "group", "consumer"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: stream, group, consumer)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "stream", "group", "consumer")
+	if err != nil {
+		return nil, err
 	}
 	s := &redisSource{
 		stream:   q.Get("stream"),

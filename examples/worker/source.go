@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -75,10 +76,19 @@ type mode struct {
 	create func(ctx context.Context, opts Options, stdout io.Writer) error
 }
 
-// modes are the worker's modes, in the order --help names them. A
-// backend's mode is its own file and one entry here.
+// modes are the worker's modes in this build, in the order --help names
+// them. A backend's mode is its own file, NAME.go, built unless the tag
+// no_NAME is set (NAME_off.go then gives an empty mode, left out here),
+// and one entry here: a test builds the worker with the mode it needs
+// alone (internal/workertest), as backends/all builds dlqctl.
 func modes() []mode {
-	return []mode{redisMode(), kafkaMode(), pulsarMode(), sqsMode(), rabbitMode(), natsMode(), dirMode()}
+	var in []mode
+	for _, m := range []mode{redisMode(), kafkaMode(), pulsarMode(), sqsMode(), rabbitMode(), natsMode(), dirMode()} {
+		if m.open != nil {
+			in = append(in, m)
+		}
+	}
+	return in
 }
 
 // modeOf returns the mode that takes the --source URL raw.
@@ -130,10 +140,30 @@ func joinList(items []string, last string) string {
 	return strings.Join(items[:len(items)-1], ", ") + last + items[len(items)-1]
 }
 
+// sourceQuery reads the query of a --source URL, raw, with the keys a
+// mode knows; hasUser says its parse found user info. Its errors read as
+// dlqctl's: they name a key, and show neither a value (one typed under a
+// mistyped key may be a secret) nor the URL's user info or query
+// (sourceURL).
+func sourceQuery(raw, rawQuery string, hasUser bool, known ...string) (*backend.URLQuery, error) {
+	q, err := backend.ParseURLQuery(rawQuery, known, backend.StrayAt(raw, hasUser))
+	if err != nil {
+		return nil, usagef("--source %s: %v", sourceURL(raw), err)
+	}
+	return q, nil
+}
+
+// masked stands for a --source query value in an error.
+const masked = backend.Redacted
+
+// sourceURL is the --source URL as an error shows it: no user info, no
+// query.
+func sourceURL(raw string) string { return backend.URLForError(raw) }
+
 func openSource(ctx context.Context, opts Options, stderr io.Writer) (Source, error) {
 	m, ok := modeOf(opts.Source)
 	if !ok {
-		return nil, usagef("--source %q: want %s", opts.Source, sourceForms(func(m mode) string { return m.usage }))
+		return nil, usagef("--source %s: want %s", sourceURL(opts.Source), sourceForms(func(m mode) string { return m.usage }))
 	}
 	return m.open(ctx, opts, stderr)
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,35 @@ func TestModes(t *testing.T) {
 	for _, m := range modes() {
 		if named := strings.Contains(create, m.prefixes[0]); named != (m.create != nil) {
 			t.Errorf("--create error names %s: %v, want %v (has create: %v): %s", m.prefixes[0], named, m.create != nil, m.create != nil, create)
+		}
+	}
+}
+
+// TestSourceErrorsShowNoQueryValue: a --source URL that the worker
+// refuses is refused with an error that names the key at fault and shows
+// no value of its query (one typed under a mistyped key may be a secret)
+// and no password, in every mode.
+func TestSourceErrorsShowNoQueryValue(t *testing.T) {
+	const mark = "Q7xZsecret"
+	for _, raw := range []string{
+		"redis://127.0.0.1:1/0?stream=s&group=g&passwrod=" + mark,
+		"redis://127.0.0.1:1/0?stream=s&group=g&bogus=" + mark + "%zz",
+		"redis://127.0.0.1:1/0?stream=s&group=g&bogus=x@" + mark,
+		"kafka://127.0.0.1:1?topic=t&group=g&passwrod=" + mark,
+		"nats://127.0.0.1:1?stream=s&consumer=c&passwrod=" + mark,
+		"nats://127.0.0.1:1?stream=s&consumer=c&deadletter=" + mark,
+		"pulsar://127.0.0.1:1?topic=t&subscription=s&passwrod=" + mark,
+		"pulsar://127.0.0.1:1?topic=a/b/c/" + mark + "&subscription=s",
+		"amqp://u:" + mark + "@127.0.0.1:1/?queue=q&passwrod=" + mark,
+		"amqp://127.0.0.1:1/?queue=q&requeue=" + mark,
+		"amqp://u:" + mark + "@[bad/?queue=q",
+		"sqs://q?region=r&passwrod=" + mark,
+		"ftp://h/?passwrod=" + mark,
+	} {
+		_, err := openSource(t.Context(), Options{Source: raw}, io.Discard)
+		var ue *usageError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), mark) {
+			t.Errorf("%s: %v; want a usage error without %s", raw, err, mark)
 		}
 	}
 }

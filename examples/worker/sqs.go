@@ -1,3 +1,5 @@
+//go:build !no_sqs
+
 package main
 
 import (
@@ -7,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,13 +56,11 @@ type sqsSource struct {
 func openSQSSource(ctx context.Context, raw string) (*sqsSource, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, usagef("--source %q: want sqs://QUEUE?region=R[&endpoint=URL]", raw)
+		return nil, usagef("--source %s: want sqs://QUEUE?region=R[&endpoint=URL]", sourceURL(raw))
 	}
-	q := u.Query()
-	for k := range q {
-		if !slices.Contains([]string{"region", "endpoint"}, k) {
-			return nil, usagef("--source: unknown parameter %q (known: region, endpoint)", k)
-		}
+	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "region", "endpoint")
+	if err != nil {
+		return nil, err
 	}
 	var lo []func(*config.LoadOptions) error
 	if r := q.Get("region"); r != "" {
@@ -149,7 +148,7 @@ func (s *sqsSource) Close() error { return nil }
 func createSQS(ctx context.Context, raw, dlq string, maxReceive int, stdout io.Writer) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return usagef("--source %q: want sqs://QUEUE?region=R[&endpoint=URL]", raw)
+		return usagef("--source %s: want sqs://QUEUE?region=R[&endpoint=URL]", sourceURL(raw))
 	}
 	queue, q := u.Host, u.Query()
 	fifo := strings.HasSuffix(queue, ".fifo")

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/cmd"
@@ -50,6 +51,7 @@ func TestMain(m *testing.M) {
 	testscript.Main(withKafka{m}, map[string]func(){
 		"dlqctl": func() {
 			f := &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
+				Backends:  backend.NewRegistry(kafkadlq.Registration()),
 				CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
 			os.Exit(cmd.MainWith(f))
 		},

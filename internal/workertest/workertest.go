@@ -18,25 +18,71 @@ import (
 	_ "modernc.org/sqlite" // the inbox is SQLite
 )
 
-// binary builds examples/worker once per test process.
-var binary = sync.OnceValues(func() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
+// Build is the reference worker built with some of its modes: its zero
+// value has every one; Only has one backend's. Each build is made once
+// per test process.
+type Build struct {
+	// without lists the modes left out, as build tags (no_kafka,…).
+	without string
+}
+
+// Only is the worker with the mode of the backend named name alone (and
+// the directory queue's, which links no client): the modes it leaves out
+// are examples/worker's NAME_off.go files, built under the tag no_NAME. A
+// one-backend worker builds and starts in a fraction of the time of the
+// whole one.
+func Only(name string) Build {
+	offs, _ := filepath.Glob(filepath.Join(moduleRoot(), "examples", "worker", "*_off.go"))
+	var tags []string
+	for _, off := range offs {
+		if mode := strings.TrimSuffix(filepath.Base(off), "_off.go"); mode != name {
+			tags = append(tags, "no_"+mode)
+		}
+	}
+	return Build{without: strings.Join(tags, ",")}
+}
+
+// Start runs the worker with every mode (Build.Start).
+func Start(t testing.TB, args ...string) *Worker { return Build{}.Start(t, args...) }
+
+// StartReady runs the worker with every mode (Build.StartReady).
+func StartReady(t testing.TB, args ...string) *Worker { return Build{}.StartReady(t, args...) }
+
+// builds holds each build's binary, made by its first Start.
+var builds = struct {
+	sync.Mutex
+	bin map[string]func() (string, error)
+}{bin: map[string]func() (string, error){}}
+
+// binary builds examples/worker with b's modes, once per test process.
+func (b Build) binary() (string, error) {
+	builds.Lock()
+	build, ok := builds.bin[b.without]
 	if !ok {
-		return "", fmt.Errorf("workertest: cannot find the module root")
+		build = sync.OnceValues(func() (string, error) {
+			dir, err := os.MkdirTemp("", "dlqctl-worker-")
+			if err != nil {
+				return "", err
+			}
+			bin := filepath.Join(dir, "worker")
+			c := exec.Command("go", "build", "-tags", b.without, "-o", bin, "./examples/worker")
+			c.Dir = moduleRoot()
+			if out, err := c.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("build the reference worker (tags %q): %v\n%s", b.without, err, out)
+			}
+			return bin, nil
+		})
+		builds.bin[b.without] = build
 	}
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir, err := os.MkdirTemp("", "dlqctl-worker-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "worker")
-	c := exec.Command("go", "build", "-o", bin, "./examples/worker")
-	c.Dir = root
-	if out, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the reference worker: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+	builds.Unlock()
+	return build()
+}
+
+// moduleRoot is the module's directory, two above this file's.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
 
 // Worker is the reference consumer running in the background until the
 // test ends, or until it is idle (--until-idle).
@@ -50,9 +96,9 @@ type Worker struct {
 
 // Start runs the worker with args; it is stopped (SIGINT, then SIGKILL)
 // when the test ends.
-func Start(t testing.TB, args ...string) *Worker {
+func (b Build) Start(t testing.TB, args ...string) *Worker {
 	t.Helper()
-	bin, err := binary()
+	bin, err := b.binary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +127,10 @@ func Start(t testing.TB, args ...string) *Worker {
 // subscription and the inbox table are there, so what is published next is
 // consumed, and a plan can check the inbox. It fails the test if the
 // worker exits first or is not ready within a minute.
-func StartReady(t testing.TB, args ...string) *Worker {
+func (b Build) StartReady(t testing.TB, args ...string) *Worker {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
-	w := Start(t, append(args, "--ready", ready)...)
+	w := b.Start(t, append(args, "--ready", ready)...)
 	deadline := time.After(time.Minute)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

@@ -17,9 +17,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +31,11 @@ import (
 	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
-// javaServer is how scripts/pulsar-standalone.sh runs a broker.
-func javaServer() *testproc.JavaServer {
-	return &testproc.JavaServer{
+// javaServer is how scripts/pulsar-standalone.sh runs a broker; settings
+// (broker.conf keys) replace or add to the script's own, in the data
+// folder's settings.conf, for every start there.
+func javaServer(settings map[string]string) *testproc.JavaServer {
+	s := &testproc.JavaServer{
 		Name:          "the Pulsar broker",
 		Script:        "scripts/pulsar-standalone.sh",
 		WatchVar:      "PULSAR_WATCH_PID",
@@ -44,6 +48,24 @@ func javaServer() *testproc.JavaServer {
 		StopTimeout:   3 * time.Minute,  // the script kills after 30 s (90 s while it writes the class archive)
 		FetchProgress: os.Stderr,
 	}
+	if len(settings) > 0 {
+		s.Prepare = func(dir string) error { return writeSettings(dir, settings) }
+	}
+	return s
+}
+
+// writeSettings writes settings as KEY=VALUE lines, sorted, to
+// DIR/settings.conf, which the script reads at each start.
+func writeSettings(dir string, settings map[string]string) error {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		v := settings[k]
+		if k == "" || strings.ContainsAny(k, "= \t\n\r") || strings.ContainsAny(v, "\n\r") {
+			return fmt.Errorf("pulsartest: broker setting %q=%q: want a key without '=' and one-line values", k, v)
+		}
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return os.WriteFile(filepath.Join(dir, "settings.conf"), []byte(b.String()), 0o644)
 }
 
 // JavaNotFoundMessage is the error text when no java can be found.
@@ -74,9 +96,10 @@ const serverName = "an Apache Pulsar broker"
 
 // Shared is one broker for a package's tests, started by the first test
 // that calls its Get and stopped by TestMain's Finish; under -short, Get
-// skips the test and nothing starts.
-func Shared() *testproc.Shared[*Broker] {
-	return &testproc.Shared[*Broker]{Server: serverName, Start: StartProcess}
+// skips the test and nothing starts. settings (broker.conf keys, such as
+// retentionCheckIntervalInSeconds) replace or add to the harness's own.
+func Shared(settings map[string]string) *testproc.Shared[*Broker] {
+	return &testproc.Shared[*Broker]{Server: serverName, Start: func() (*Broker, error) { return startWith(settings) }}
 }
 
 // StartProcess fetches the distribution when it is not cached yet, starts a
@@ -84,9 +107,11 @@ func Shared() *testproc.Shared[*Broker] {
 // and lists public/default. The caller must call Stop. Should the test
 // binary die without calling Stop, a watchdog left by the script stops the
 // broker.
-func StartProcess() (*Broker, error) {
+func StartProcess() (*Broker, error) { return startWith(nil) }
+
+func startWith(settings map[string]string) (*Broker, error) {
 	b := &Broker{}
-	proc, err := javaServer().Launch(b.read)
+	proc, err := javaServer(settings).Launch(b.read)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +121,7 @@ func StartProcess() (*Broker, error) {
 
 // read takes the URLs from the env file of a start.
 func (b *Broker) read(env map[string]string) error {
-	if err := javaServer().Require(env, "PULSAR_URL", "PULSAR_ADMIN"); err != nil {
+	if err := javaServer(nil).Require(env, "PULSAR_URL", "PULSAR_ADMIN"); err != nil {
 		return err
 	}
 	b.mu.Lock()

@@ -199,7 +199,7 @@ func TestFailedFetchFails(t *testing.T) {
 }
 
 func TestScriptFound(t *testing.T) {
-	p, err := testproc.FindScript(javaServer().Script)
+	p, err := testproc.FindScript(javaServer(nil).Script)
 	if err != nil {
 		t.Fatal(err)
 	}

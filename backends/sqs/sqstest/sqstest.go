@@ -14,6 +14,7 @@ package sqstest
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -127,12 +128,20 @@ func (s *Server) Resume() error { return s.proc.Up() }
 func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Client is an SQS client on the server with static test credentials.
-func (s *Server) Client() *sqs.Client {
-	return sqs.New(sqs.Options{
+func (s *Server) Client() *sqs.Client { return s.ClientVia(nil) }
+
+// ClientVia is Client with its HTTP calls made through rt (nil: the
+// SDK's default), for a test's fault injection around the real server.
+func (s *Server) ClientVia(rt http.RoundTripper) *sqs.Client {
+	o := sqs.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(s.Endpoint()),
 		Credentials:  aws.NewCredentialsCache(staticCreds{}),
-	})
+	}
+	if rt != nil {
+		o.HTTPClient = &http.Client{Transport: rt}
+	}
+	return sqs.New(o)
 }
 
 // Env is the environment a dlqctl process needs to reach the server

@@ -1,15 +1,15 @@
-package effects
+// Package rediseffects is the Redis effects store: a consumer's hashes of
+// event_id → attempts, effects and fingerprint. It is a package of its own
+// so that only a program that plugs it in (effects.Stores.Redis) links a
+// Redis client.
+package rediseffects
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/dlqctl/dlqctl/backend"
+	"github.com/dlqctl/dlqctl/effects"
 )
 
 // Effects URLs on Redis:
@@ -37,25 +38,39 @@ type redisProbe struct {
 	password string // only to scrub error messages
 }
 
-func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, error) {
+// Store opens Redis effects stores (effects.Stores.Redis).
+type Store struct{}
+
+// Open connects to the store at raw and checks that the named keys are
+// hashes (or absent). effects.Stores.Open calls it, with opts.Timeout set,
+// and scrubs its errors of the password.
+func (Store) Open(ctx context.Context, raw string, opts effects.Options) (effects.Probe, error) {
+	return openRedis(ctx, raw, opts)
+}
+
+func openRedis(ctx context.Context, raw string, opts effects.Options) (*redisProbe, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), urlError(err))
+		return nil, backend.Configf("effects %s: not a valid URL: %v (percent-encode special characters in the user name or password)", backend.RedactUserinfo(raw), effects.URLError(err))
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return nil, backend.Configf("effects %s: bad query string: %v", backend.RedactUserinfo(raw[:len(raw)-len(u.RawQuery)]), err)
-	}
-	display := redactURL(u)
+	// The query's errors show no value (backend.ParseURLQuery), and
+	// the URL before them none either: a value under a mistyped key may
+	// be a secret.
 	redisParams := []string{"attempts", "effects", "fingerprints", "tls_ca", "tls_insecure", "tls_server_name"}
-	for k, vs := range q {
-		if !slices.Contains(redisParams, k) {
-			return nil, backend.Configf("effects %s: unknown query parameter %q (known: %s)", display, k, strings.Join(redisParams, ", "))
-		}
-		if len(vs) > 1 || vs[0] == "" {
-			return nil, backend.Configf("effects %s: query parameter %q: want it once, not empty", display, k)
+	q, err := backend.ParseURLQuery(u.RawQuery, redisParams, backend.StrayAt(raw, u.User != nil))
+	if err != nil {
+		return nil, backend.Configf("effects %s: %v", backend.URLForError(raw), err)
+	}
+	for _, k := range redisParams {
+		if q.Has(k) && q.Get(k) == "" {
+			return nil, backend.Configf("effects %s: query parameter %q is empty", backend.URLForError(raw), k)
 		}
 	}
+	tlsOpts := q.TLS(u.Scheme == "rediss", "rediss")
+	if err := q.Err(); err != nil {
+		return nil, backend.Configf("effects %s: %v", backend.URLForError(raw), err)
+	}
+	display := backend.RedactURL(u.String())
 	if u.Opaque != "" {
 		return nil, backend.Configf("effects %s: want %s://host:port/db?attempts=HASH&effects=HASH", display, u.Scheme)
 	}
@@ -100,48 +115,16 @@ func openRedis(ctx context.Context, raw string, opts Options) (*redisProbe, erro
 		ro.Password = opts.Password
 	}
 	if u.Scheme == "rediss" {
-		if ro.TLSConfig, err = redisTLS(q, host, display); err != nil {
-			return nil, err
-		}
-	} else {
-		for _, k := range []string{"tls_ca", "tls_server_name", "tls_insecure"} {
-			if q.Has(k) {
-				return nil, backend.Configf("effects %s: %s needs rediss:// (TLS)", display, k)
-			}
+		if ro.TLSConfig, err = tlsOpts.Config(host); err != nil {
+			return nil, backend.Configf("effects %s: %v", display, err)
 		}
 	}
 	p := &redisProbe{rdb: redis.NewClient(ro), display: display, hashes: hashes, timeout: opts.Timeout, password: ro.Password}
 	if err := p.check(ctx); err != nil {
 		_ = p.rdb.Close()
-		return nil, scrub(err, p.password)
+		return nil, backend.Scrub(err, p.password)
 	}
 	return p, nil
-}
-
-func redisTLS(q url.Values, host, display string) (*tls.Config, error) {
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
-	if n := q.Get("tls_server_name"); n != "" {
-		conf.ServerName = n
-	}
-	if v := q.Get("tls_insecure"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, backend.Configf("effects %s: tls_insecure=%q: want true or false", display, v)
-		}
-		conf.InsecureSkipVerify = b //nolint:gosec // only when the URL asks for it
-	}
-	if ca := q.Get("tls_ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, backend.Configf("effects %s: tls_ca: %v", display, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backend.Configf("effects %s: tls_ca %s: no PEM certificate in it", display, ca)
-		}
-		conf.RootCAs = pool
-	}
-	return conf, nil
 }
 
 // check pings the server and checks that every named key is a hash or
@@ -179,11 +162,11 @@ func (p *redisProbe) check(ctx context.Context) error {
 }
 
 // Records sends one HMGET per hash, all in one pipeline.
-func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string]Record, error) {
-	ids := batch(eventIDs)
-	res := newResults(ids)
+func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string]effects.Record, error) {
+	ids := effects.Batch(eventIDs)
+	res := effects.NewResults(ids)
 	if len(ids) == 0 {
-		return res.got, nil
+		return res.Records(), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -196,7 +179,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, scrub(fmt.Errorf("%s: HMGET: %w", p, err), p.password)
+		return nil, backend.Scrub(fmt.Errorf("%s: HMGET: %w", p, err), p.password)
 	}
 	values := make([][]any, len(cmds))
 	for i, c := range cmds {
@@ -206,7 +189,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 		}
 	}
 	for j, id := range ids {
-		rec, present := Record{EventID: id}, false
+		rec, present := effects.Record{EventID: id}, false
 		for i, h := range p.hashes {
 			v, ok := values[i][j].(string)
 			if !ok {
@@ -219,7 +202,7 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 			}
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s[%s] = %q: want an integer", p, h, id, truncate(v, 40))
+				return nil, fmt.Errorf("%s: %s[%s] = %q: want an integer", p, h, id, effects.Truncate(v, 40))
 			}
 			if i == 0 {
 				rec.Attempts = n
@@ -228,12 +211,12 @@ func (p *redisProbe) Records(ctx context.Context, eventIDs []string) (map[string
 			}
 		}
 		if present {
-			if err := res.add(rec); err != nil {
+			if err := res.Add(rec); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return res.got, nil
+	return res.Records(), nil
 }
 
 func (p *redisProbe) String() string { return p.display }
