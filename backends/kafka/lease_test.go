@@ -122,18 +122,22 @@ func TestLeaseExpiresByBrokerClock(t *testing.T) {
 }
 
 // TestLostLeaseNamesTheWinner: a run whose lease a resume of it took over
-// (another host, the same run ID) stops, and its refusal names the
-// process that holds the lease now, not "nobody".
+// (the same run ID; the holder's PID is dead in this PID space, as the
+// resume sees it) stops, and its refusal names the process that holds the
+// lease now, not "nobody".
 func TestLostLeaseNamesTheWinner(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, dlt, _, entries := seedRedrive(t, ctx)
 	a := openTopic(t, ctx, dlt, kafkadlq.Options{LeaseTTL: 1500 * time.Millisecond})
-	la, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-r", PID: 101, Host: "host-a"})
+	gone := backend.ThisProcess("run-r", time.Now())
+	gone.PID = deadPID(t)
+	la, err := a.Lease(ctx, gone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := openTopic(t, ctx, dlt, kafkadlq.Options{})
-	lb, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-r", PID: 202, Host: "host-b"})
+	me := backend.ThisProcess("run-r", time.Now())
+	lb, err := b.Lease(ctx, me)
 	if err != nil {
 		t.Fatalf("the resume's takeover: %v", err)
 	}
@@ -145,8 +149,9 @@ func TestLostLeaseNamesTheWinner(t *testing.T) {
 	}
 	_, err = a.Publish(ctx, itemsOf(entries[:1], origin), backend.Markers{RunID: "run-r"})
 	var busy *backend.BusyError
-	if !errors.As(err, &busy) || !strings.Contains(busy.Holder, "pid 202 on host-b") || strings.Contains(busy.Holder, "nobody") {
-		t.Fatalf("the process that lost its lease: %v, want a refusal naming pid 202 on host-b", err)
+	want := fmt.Sprintf("pid %d on %s", me.PID, me.Host)
+	if !errors.As(err, &busy) || !strings.Contains(busy.Holder, want) || strings.Contains(busy.Holder, "nobody") {
+		t.Fatalf("the process that lost its lease: %v, want a refusal naming %s", err, want)
 	}
 }
 
