@@ -30,7 +30,9 @@ import (
 // without a transaction (resolve's, the lease's, the claims). The first
 // record dlqctl writes to a state topic now is a format record (key
 // dlqctl-format), in a transaction: a record without one before it is one
-// of those and counts; after it, it does not.
+// of those and counts; after it, it does not. A redrive's state record
+// never was one of those (it always committed with the records it put
+// back): outside a transaction it counts nowhere (loadState).
 
 // formatKey is the key of the format record.
 const formatKey = "dlqctl-format"

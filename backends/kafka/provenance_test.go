@@ -196,3 +196,25 @@ func TestStateTopicMadeByOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestForgedRedriveBeforeFormat: in a state topic that no dlqctl of this
+// format wrote to yet (no format record: a state topic an older dlqctl
+// wrote, or one someone made first), a plain producer's record of a
+// redrive hides nothing — every dlqctl wrote those in the redrive's
+// transaction — while an older dlqctl's plain resolve record still counts.
+func TestForgedRedriveBeforeFormat(t *testing.T) {
+	ctx := ctxFor(t)
+	origin, dlt, _, entries := seedRedrive(t, ctx)
+	state := dlt + ".dlqctl-state"
+	createTopic(t, ctx, state, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "message.timestamp.type": kadm.StringPtr("LogAppendTime")})
+	at := time.Now().UTC().Format(time.RFC3339)
+	produceManual(t, ctx,
+		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[0].ID),
+			Value: []byte(fmt.Sprintf(`{"status":"redriven","run_id":"20260101T000000Z-forged00","seq":1,"dest":%q,"dest_id":"0:0","at":%q}`, origin, at))},
+		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[1].ID), Value: []byte(fmt.Sprintf(`{"status":"resolved","at":%q}`, at))},
+	)
+	got := scanAll(t, ctx, openTopic(t, ctx, dlt, kafkadlq.Options{}), "")
+	if len(got) != len(entries)-1 || got[0].ID != entries[0].ID {
+		t.Fatalf("scan shows %s; want every entry but the resolved %s (a plain record of a redrive hides nothing)", ids(got), entries[1].ID)
+	}
+}

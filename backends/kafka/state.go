@@ -241,6 +241,13 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 			prov.ignore(r, "not a dlqctl state record")
 			return nil
 		}
+		if sr.Status == StatusRedriven && !r.Attrs.IsTransactional() {
+			// A redrive's state record commits with the records it put
+			// back, in their transaction, in every dlqctl: one written
+			// otherwise is not its own, in a state topic of any age.
+			prov.ignore(r, "a redrive's state record written outside a transaction")
+			return nil
+		}
 		changes = append(changes, stateChange{key: string(r.Key), rec: sr})
 		return nil
 	})
