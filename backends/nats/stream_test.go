@@ -175,40 +175,6 @@ func TestMoveRefusals(t *testing.T) {
 	}
 }
 
-func TestLeaseOneRunAtATime(t *testing.T) {
-	url, _, _, _ := fresh(t)
-	ctx := context.Background()
-	a, b := open(t, url), open(t, url)
-	la, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	var busy *backend.BusyError
-	if !errors.As(err, &busy) || !errors.Is(err, backend.ErrBusy) || busy.Holder == "" {
-		t.Fatalf("second run: %v", err)
-	}
-	if h, err := b.LeaseHolder(ctx); err != nil || h == "" {
-		t.Errorf("holder %q %v", h, err)
-	}
-	// The same run (a resume after kill -9) takes it over.
-	lb, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatalf("takeover by the same run: %v", err)
-	}
-	if err := lb.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = la // its renewal finds another revision and gives up
-	lc, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-c"})
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	if err := lc.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestImportRoundTrip(t *testing.T) {
 	url, _, _, _ := fresh(t)
 	ctx := context.Background()

@@ -277,44 +277,6 @@ func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin,
 	waitDepth(t, srv, quorum, 1)
 }
 
-func TestLease(t *testing.T) {
-	srv := broker.Get(t)
-	base := uniq(t)
-	ctx := context.Background()
-	if _, err := srv.Channel(t).QueueDeclare(base+"-dlq", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	a, b := open(t, srv, base+"-dlq", false), open(t, srv, base+"-dlq", false)
-	l, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	var be *backend.BusyError
-	if !errors.As(err, &be) || !strings.Contains(be.Holder, "run-a") {
-		t.Fatalf("second lease: %v, want busy naming run-a", err)
-	}
-	if h, err := b.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run-a") {
-		t.Errorf("LeaseHolder: %q %v", h, err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Lost():
-		t.Error("a released lease reports lost")
-	default:
-	}
-	l2, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	if err != nil {
-		t.Fatalf("lease after release: %v", err)
-	}
-	defer l2.Release(ctx)
-	if h, err := a.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run-b") {
-		t.Errorf("LeaseHolder after takeover: %q %v", h, err)
-	}
-}
-
 // TestMoveDeepInTheDLQ: a move reads from the head in a window that
 // widens until it has what it wants; nothing ahead is lost or reordered.
 func TestMoveDeepInTheDLQ(t *testing.T) {
