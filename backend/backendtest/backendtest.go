@@ -174,7 +174,8 @@ func (c *contract) open(t *testing.T) backend.Source {
 // once, its typed form handed to Open.
 func (c *contract) openRegistered() (backend.Source, error) {
 	reg := c.s.Registration
-	if _, err := reg.Parse(c.fx.Source); err != nil {
+	p, err := reg.Parse(c.fx.Source)
+	if err != nil {
 		return nil, err
 	}
 	opts := c.s.Options
@@ -187,7 +188,7 @@ func (c *contract) openRegistered() (backend.Source, error) {
 	if opts.Secret == nil {
 		opts.Secret = func(string) string { return "" }
 	}
-	return reg.Open(c.ctx, c.fx.Source, opts)
+	return reg.Open(c.ctx, p, opts)
 }
 
 // entry is the suite's ith envelope: event C00i, a JSON payload of its

@@ -177,7 +177,7 @@ func initStream(ctx context.Context, raw string, getenv func(string) string) err
 	if _, err := js.Stream(ctx, src.stream); err == nil {
 		return nil
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return backend.Scrub(fmt.Errorf("%s: look up the stream: %w", src.display(), err), src.secrets()...)
+		return backend.Scrub(fmt.Errorf("%s: look up the stream: %w", src.Display(), err), src.Secrets()...)
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: src.stream, Subjects: CopySubjects(src.stream), Storage: jetstream.FileStorage,
@@ -185,7 +185,7 @@ func initStream(ctx context.Context, raw string, getenv func(string) string) err
 		Description: "dead-letter copies, read by dlqctl",
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return backend.Scrub(fmt.Errorf("%s: create the stream: %w", src.display(), err), src.secrets()...)
+		return backend.Scrub(fmt.Errorf("%s: create the stream: %w", src.Display(), err), src.Secrets()...)
 	}
 	return nil
 }

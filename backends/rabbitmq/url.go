@@ -131,9 +131,9 @@ func brokerAddr(authority, scheme string, quote func(string) string) (string, er
 // contains says whether list holds s.
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
 
-// display is the URL with the password replaced by backend.Redacted (in
+// Display is the URL with the password replaced by backend.Redacted (in
 // the admin URL too).
-func (s sourceURL) display() string {
+func (s sourceURL) Display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
@@ -166,6 +166,15 @@ func (s sourceURL) display() string {
 	return b.String()
 }
 
+// Secrets are the URL's password and the admin URL's own.
+func (s sourceURL) Secrets() []string {
+	secrets := s.adminSecrets()
+	if s.password != "" {
+		secrets = append(secrets, s.password)
+	}
+	return secrets
+}
+
 // adminSecrets are the secrets in the admin URL (its own user info).
 func (s sourceURL) adminSecrets() []string {
 	if s.admin == "" {
@@ -181,7 +190,7 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 	host, _, _ := net.SplitHostPort(s.host)
 	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config(host)
 	if err != nil {
-		return nil, backend.Configf("amqp source %s: %v", s.display(), err)
+		return nil, backend.Configf("amqp source %s: %v", s.Display(), err)
 	}
 	return c, nil
 }
