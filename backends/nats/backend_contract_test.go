@@ -1,9 +1,11 @@
 package natsdlq
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backend/backendtest"
 )
 
@@ -17,8 +19,15 @@ func TestContract(t *testing.T) {
 			url, _, origin, _ := fresh(t)
 			return backendtest.Fixture{Source: url, Dest: origin + ".orders"}
 		},
-		// A KV key: a holder whose lease was taken over sees it at its
-		// next renewal, a third of the lease's TTL.
-		Lease: backendtest.LeaseBehaviour{LostWithin: LeaseTTL/3 + 2*time.Second},
+		// A lease renewed every 300 ms, so that a holder whose lease was
+		// taken over sees it at once.
+		Open: func(ctx context.Context, raw string) (backend.Source, error) {
+			s, err := Open(ctx, raw, Options{})
+			if err == nil {
+				s.leaseEvery = 300 * time.Millisecond
+			}
+			return s, err
+		},
+		Lease: backendtest.LeaseBehaviour{LostWithin: 3 * time.Second},
 	}.Run(t)
 }

@@ -59,6 +59,8 @@ type Stream struct {
 	js      jetstream.JetStream
 	now     func() time.Time
 	missing bool
+	// leaseEvery is how often a held lease is renewed (leaseRenew).
+	leaseEvery time.Duration
 
 	mu     sync.Mutex
 	stream jetstream.Stream
@@ -92,7 +94,7 @@ func openURL(ctx context.Context, src sourceURL, opts Options) (*Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{src: src, dec: newDecoder(names), nc: nc, js: js, now: opts.Now}
+	s := &Stream{src: src, dec: newDecoder(names), nc: nc, js: js, now: opts.Now, leaseEvery: leaseRenew}
 	if s.now == nil {
 		s.now = time.Now
 	}

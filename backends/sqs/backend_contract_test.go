@@ -21,13 +21,17 @@ func TestContract(t *testing.T) {
 			return backendtest.Fixture{Source: p.sourceURL("lease_settle=200ms"), Dest: p.srcName}
 		},
 		// The test server's credentials, which the AWS chain would
-		// otherwise look for.
+		// otherwise look for, and a lease renewed every second, so that a
+		// holder whose lease was taken over sees it soon.
 		Open: func(ctx context.Context, raw string) (backend.Source, error) {
-			return sqsdlq.Open(ctx, raw, sqsdlq.Options{Client: client})
+			q, err := sqsdlq.Open(ctx, raw, sqsdlq.Options{Client: client})
+			if err == nil {
+				q.SetLeaseRenew(time.Second)
+			}
+			return q, err
 		},
 		// Messages sent within one millisecond keep no order.
 		Unordered: true,
-		// A queue tag naming the holder, rewritten every 30 s.
-		Lease: backendtest.LeaseBehaviour{LostWithin: 35 * time.Second},
+		Lease:     backendtest.LeaseBehaviour{LostWithin: 5 * time.Second},
 	}.Run(t)
 }

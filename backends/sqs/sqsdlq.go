@@ -91,6 +91,8 @@ type Queue struct {
 	sentIDs map[string]string
 	// scanVis is the visibility timeout scans receive with (scanVisibility).
 	scanVis time.Duration
+	// leaseEvery is how often a held lease is renewed (leaseRenew).
+	leaseEvery time.Duration
 	// handleBound is how many receipt handles a scan keeps in memory.
 	handleBound int
 	// unseen is how many messages the last full scan could not see: in
@@ -132,7 +134,7 @@ func openURL(ctx context.Context, src sourceURL, opts Options) (*Queue, error) {
 	if q.now == nil {
 		q.now = time.Now
 	}
-	q.scanVis = scanVisibility
+	q.scanVis, q.leaseEvery = scanVisibility, leaseRenew
 	q.handleBound = handleBound
 	if q.c == nil {
 		if q.c, err = newClient(ctx, src); err != nil {
