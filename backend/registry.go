@@ -67,6 +67,10 @@ func (o OpenOptions) ProfileSecret(key string) string { return o.secret(key) }
 type EnvVar struct {
 	Name string
 	Help string
+	// Password: the variable gives the password of the URL's user when
+	// the URL carries none. A command that dlqctl prints for someone to
+	// run names it instead of a password it cannot show.
+	Password bool
 }
 
 // Capabilities say what a backend can do; docs/backends.md and the
@@ -392,9 +396,26 @@ func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Sour
 	}
 	src, err := reg.Open(ctx, p, opts)
 	if err != nil {
-		return nil, Scrub(err, secrets...)
+		// The URL's display forms stay whole: with a password that equals
+		// the user name, scrubbing them would hide the user name too.
+		return nil, ScrubAround(err, []string{p.Display, WithHiddenPassword(p.Display)}, secrets...)
 	}
 	return src, nil
+}
+
+// PasswordEnv is the variable that gives raw's backend the password its
+// URL leaves out ("" when it has none, or raw names no backend).
+func (r *Registry) PasswordEnv(raw string) string {
+	reg, err := r.Lookup(raw)
+	if err != nil {
+		return ""
+	}
+	for _, e := range reg.Env {
+		if e.Password {
+			return e.Name
+		}
+	}
+	return ""
 }
 
 // Display returns raw as it may be printed: through its backend's parser

@@ -378,15 +378,7 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 // wrapped mid-word and its verdicts are whole.
 func TestTrippedGateOnEightyColumns(t *testing.T) {
 	root := smallDLQ(t, 4)
-	time.AfterFunc(600*time.Millisecond, func() {
-		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
-		if len(moved) > 0 {
-			b, _ := os.ReadFile(moved[0])
-			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
-		}
-	})
-	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
-		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json"))
+	screen, code := trippedOnEighty(t, root, filepath.Join(root, "p.json"))
 	if code != ExitGate {
 		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
 	}
@@ -395,6 +387,23 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
 		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
 	}
+}
+
+// trippedOnEighty runs the one-step redrive of the transients of
+// smallDLQ root on an 80-column terminal in batches of 2, its plan at
+// plan, and puts the first moved entry back into the DLQ while the batch
+// settles: the re-dead-lettered gate trips in batch 1.
+func trippedOnEighty(t *testing.T, root, plan string) (string, int) {
+	t.Helper()
+	time.AfterFunc(600*time.Millisecond, func() {
+		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
+		if len(moved) > 0 {
+			b, _ := os.ReadFile(moved[0])
+			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
+		}
+	})
+	return onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", plan)
 }
 
 // batchTableFits checks the batch table on a screen: from its header to
@@ -430,5 +439,24 @@ func TestWideIsBorderlessOnATerminal(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^20261129T081352Z-0003   evt-441aced0e699 .* orders +fraud check rejected order order-99819 \(score 0\.97\)$`).MatchString(screen) {
 		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
+	}
+}
+
+// TestResumeRowWholeAtEightyColumns: the summary's resume command, with a
+// journal path too long for an 80-column terminal, is one line that is
+// never wrapped: pasted, it runs.
+func TestResumeRowWholeAtEightyColumns(t *testing.T) {
+	root := smallDLQ(t, 4)
+	plans := filepath.Join(root, "plans-of-the-incident-with-a-long-name", "payments-psp-outage-2026-11-29")
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	screen, code := trippedOnEighty(t, root, filepath.Join(plans, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	journal := filepath.Join(plans, "p.journal")
+	if !regexp.MustCompile(`(?m)^resume\r?\n` + regexp.QuoteMeta("dlqctl redrive resume "+journal+" --past-gate --yes") + `\r?$`).MatchString(screen) {
+		t.Errorf("the resume row is not the whole command on a line of its own:\n%s", screen)
 	}
 }

@@ -165,13 +165,13 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)
 
 	root.AddCommand(
-		newListCmd(f, nil),
-		newShowCmd(f, nil),
+		refusingMissing(f, newListCmd(f, nil), true),
+		refusingMissing(f, newShowCmd(f, nil), false),
 		newStatsCmd(f, nil),
-		newCategorizeCmd(f, nil),
-		newSampleCmd(f, nil),
+		refusingMissing(f, newCategorizeCmd(f, nil), true),
+		refusingMissing(f, newSampleCmd(f, nil), true),
 		newCheckCmd(f, nil),
-		newExportCmd(f, nil),
+		refusingMissing(f, newExportCmd(f, nil), true),
 		newImportCmd(f, nil),
 		newPendingCmd(f, nil),
 		newRedriveCmd(f),
@@ -179,12 +179,13 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newReconcileCmd(f, nil),
 		newQuarantineCmd(f, nil),
 		newDLQCmd(f, nil),
-		newUICmd(f, nil),
+		refusingMissing(f, newUICmd(f, nil), false),
 		newDoctorCmd(f, nil),
 		newVersionCmd(f, nil),
 		newDocsCmd(f, root, nil, nil),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	registerCompletions(f, root)
 	addExamples(root)
 	usageArgs(root)

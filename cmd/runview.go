@@ -388,15 +388,22 @@ func runFields(d RunDoc, unreconciled int) []report.Field {
 		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
 	}
 	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
+	// Commands, each a value of its own that is never wrapped, after what
+	// to set before they run.
+	var commands []report.Field
 	if n := d.Verdicts[redrive.VerdictUnverified]; n > 0 && d.Status == redrive.StatusCompleted {
 		// The run did not wait after its last batch (nothing settles
 		// without effects); a later reconcile sees what came back.
-		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: dlqctl reconcile --journal %s shows any that came back to the DLQ", n, d.Journal)})
+		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: a reconcile shows any that came back to the DLQ", n)})
+		commands = append(commands, report.Field{Key: "reconcile", Value: report.Command("dlqctl reconcile --journal " + shellQuote(d.Journal))})
 	}
 	if d.Resume != "" && d.Remaining > 0 {
-		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
+		commands = append(commands, report.Field{Key: "resume", Value: report.Command(d.Resume)})
 	}
-	return fields
+	if len(commands) > 0 && len(d.Needs) > 0 {
+		fields = append(fields, report.Field{Key: "needs", Value: strings.Join(d.Needs, "; ")})
+	}
+	return append(fields, commands...)
 }
 
 // settleProbe passes the engine's effects lookups through, remembering how

@@ -103,7 +103,7 @@ func (f *Factory) openSession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	if f.refusesMissing {
-		if err := refuseMissing(src, f.allowMissing); err != nil {
+		if err := refuseMissing(src, f.allowMissing, f.offersAllowMissing); err != nil {
 			src.Close()
 			return nil, err
 		}

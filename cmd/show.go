@@ -175,7 +175,9 @@ func findEntries(ctx context.Context, src backend.Source, ref string) ([]envelop
 		return nil, err
 	}
 	if len(matches) == 0 {
-		return nil, fmt.Errorf("%q: no entry with that id or event_id in %s", ref, src)
+		// The argument names nothing there (a typo, or an entry moved
+		// since): not a failure to read the DLQ, which is exit 1.
+		return nil, usageErrorf("%q: no entry with that id or event_id in %s", ref, src)
 	}
 	return matches, nil
 }

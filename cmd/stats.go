@@ -46,7 +46,7 @@ growth per minute, and a timeline of dead letters per interval, which shows
 when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing, f.refusesMissing = opts.allowMissing, true
+			f.allowMissing, f.refusesMissing, f.offersAllowMissing = opts.allowMissing, true, true
 			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
 			switch {
 			case runF != nil:
@@ -58,7 +58,7 @@ when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		},
 	}
 	sel.register(c.Flags(), 0)
-	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, allowMissingUsage)
 	c.Flags().BoolVar(&w.watch, "watch", false, "redraw every --interval until Ctrl-C")
 	c.Flags().DurationVar(&w.interval, "interval", 10*time.Second, "with --watch: time between draws")
 	c.Flags().IntVar(&w.count, "count", 0, "with --watch: stop after N draws (0: until Ctrl-C)")

@@ -130,6 +130,8 @@ func text(v any, m mode, now time.Time, long bool) string {
 		return "—"
 	case string:
 		return x
+	case Command:
+		return string(x)
 	case []byte:
 		return string(x)
 	case int:

@@ -17,7 +17,7 @@ func Registration() backend.Registration {
 		Usage:       "amqp://[user:pass@]host:port/VHOST?queue=DLQ[&admin=HTTPURL] (amqps:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
 		Summary:     "a RabbitMQ queue fed by a dead-letter exchange, classic or quorum (x-death decoded); read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached",
 		Env: []backend.EnvVar{
-			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)"},
+			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)", Password: true},
 		},
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: false, Extras: true, Lease: true,
