@@ -58,16 +58,11 @@ func validHeader(name, value string) bool {
 // a duplicate.
 func (s *Stream) copyHeader(e envelope.Envelope) (nats.Header, error) {
 	w := envelope.NewFieldWriter(s.dec.names)
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	w.Identity(e)
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
 	w.Str(envelope.FieldKey, e.Key)
-	if e.Origin.Topic != "" {
-		w.Raw(HeaderOriginalSubject, e.Origin.Topic)
-	}
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, HeaderOriginalSubject)
 	w.History(e)
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(e.Payload) {
 		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
