@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,11 +69,8 @@ func (s *Stream) copyHeader(e envelope.Envelope) (nats.Header, error) {
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(e.Payload) {
 		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
 	}
-	for k, v := range e.Properties {
-		if w.Written(k) {
-			continue
-		}
-		w.Raw(k, v)
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
+		w.Property(k, e.Properties[k])
 	}
 	w.Raw(SourceIDHeader, e.ID)
 	h := nats.Header{}

@@ -225,3 +225,28 @@ func TestExtras(t *testing.T) {
 		t.Errorf("captured %q %q %v", s, c, ok)
 	}
 }
+
+// TestImportPropertiesDoNotBecomeFields: a property named like an envelope
+// field that the envelope leaves empty is not written as that field's
+// header, which would read back as the field.
+func TestImportPropertiesDoNotBecomeFields(t *testing.T) {
+	url, _, _, _ := fresh(t)
+	ctx := context.Background()
+	s := open(t, url)
+	e := envelope.Envelope{ID: "p-1", EventID: "E1", Payload: []byte("x"), Origin: envelope.Origin{Topic: "orders.a"},
+		Properties: map[string]string{"reason": "an alias of last_error", "owner": "a field's own name", "tenant": "acme"}}
+	id, err := s.Import(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LastError != "" || got.Owner != "" {
+		t.Errorf("properties read back as fields: last_error %q, owner %q", got.LastError, got.Owner)
+	}
+	if got.Properties["reason"] != "an alias of last_error" || got.Properties["tenant"] != "acme" {
+		t.Errorf("properties %v, want reason and tenant kept", got.Properties)
+	}
+}
