@@ -13,9 +13,7 @@ import (
 
 // caseLease: one run at a time holds the DLQ. Another run is refused at
 // once, naming the holder; after Release it takes the DLQ. A crashed
-// run's resume takes its lease over — when the holder is gone, and only
-// then where the primitive is tied to the holder — and a holder whose
-// lease was taken sees Lost.
+// run's resume takes its lease over (leaseTakeover).
 func caseLease(t *testing.T, c *contract) {
 	a := c.open(t)
 	la, ok := a.(backend.Leaser)
@@ -53,8 +51,14 @@ func caseLease(t *testing.T, c *contract) {
 	if err := l.Release(c.ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	leaseTakeover(t, c, a, b, now)
+}
 
-	// A run that crashed holding the lease, and its resume.
+// leaseTakeover: a crashed run's resume takes its lease over — when the
+// holder is gone, and only then where the primitive is tied to the holder
+// — and a holder whose lease was taken sees Lost.
+func leaseTakeover(t *testing.T, c *contract, a, b backend.Source, now time.Time) {
+	la, lb := a.(backend.Leaser), b.(backend.Leaser)
 	crashed := backend.ThisProcess("run-c", now)
 	crashed.PID = exitedPID(t)
 	resume := backend.ThisProcess("run-c", now.Add(time.Second))
