@@ -22,17 +22,10 @@ import (
 
 // broker is the test binary's one broker, started by the first test that
 // needs it; tests keep apart by queue name.
-var broker rabbitmqtest.Lazy
+var broker = rabbitmqtest.Shared()
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := broker.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(broker.Finish(m.Run(), os.Stderr))
 }
 
 func uniq(t *testing.T) string {

@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 			return "sqs://" + queue + "?region=" + sqstest.Region + "&endpoint=" + srv.Endpoint()
 		}
 		n := 0
-		return &conformance.Target{Down: srv.Kill, Up: srv.Resume, Unordered: true, Refuse: func(*testing.T, conformance.Fixture, string, string) {
+		return &conformance.Target{Down: srv.Down, Up: srv.Up, Unordered: true, Refuse: func(*testing.T, conformance.Fixture, string, string) {
 			// Nothing to do: the destination queue was never created,
 			// and SQS refuses a send to a queue that does not exist.
 		}, Missing: func(t *testing.T) string {
