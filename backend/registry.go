@@ -333,6 +333,11 @@ func SchemeOf(raw string) string {
 // scheme. When the scheme has one backend only, it gets raw even if its
 // predicate says no, so that its Parse explains what is wrong.
 func (r *Registry) Lookup(raw string) (Registration, error) {
+	if fixed := r.missingSlashes(raw); fixed != "" {
+		// raw itself is not echoed: without its "//" it does not parse as
+		// a URL, so its password could not be hidden.
+		return Registration{}, Configf("source: want %s://…; did you mean %q?", SchemeOf(fixed), RedactURL(fixed))
+	}
 	scheme := SchemeOf(raw)
 	r.mu.RLock()
 	regs := r.byScheme[scheme]
@@ -359,6 +364,26 @@ func (r *Registry) Lookup(raw string) (Registration, error) {
 		return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
 	}
 	return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
+}
+
+// missingSlashes is raw with the "://" its scheme lacks ("redis:/host",
+// "redis//host", "redis:host" for a URL scheme other than dir:), or ""
+// when it lacks nothing. (A bare "redis/x" is a folder's path.)
+func (r *Registry) missingSlashes(raw string) string {
+	if strings.Contains(raw, "://") {
+		return ""
+	}
+	for _, s := range r.Schemes() {
+		if s == "dir" {
+			continue
+		}
+		for _, typo := range []string{s + ":", s + "//"} {
+			if rest, ok := strings.CutPrefix(raw, typo); ok && rest != "" {
+				return s + "://" + strings.TrimLeft(rest, ":/")
+			}
+		}
+	}
+	return ""
 }
 
 func (r *Registry) schemeList() string {

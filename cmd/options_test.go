@@ -71,9 +71,6 @@ func TestShowOptionsFromTheCommandLine(t *testing.T) {
 	case got.OpenSession == nil:
 		t.Error("OpenSession is missing")
 	}
-	if got.redacts(got.Report) {
-		t.Error("--reveal still redacts")
-	}
 }
 
 // TestStatsOptionsFromTheCommandLine: stats's selectors, --allow-missing

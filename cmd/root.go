@@ -91,7 +91,12 @@ func (f *Factory) printError(code int, err error, args []string) {
 		fmt.Fprintln(f.IO.ErrOut, string(b))
 		return
 	}
-	fmt.Fprintln(f.IO.ErrOut, "dlqctl: "+msg)
+	text := "dlqctl: " + msg
+	if f.IO.ErrTTY {
+		// Prose fits the terminal; commands to copy stay whole lines.
+		text = report.WrapProse(text, f.IO.ErrWidth)
+	}
+	fmt.Fprintln(f.IO.ErrOut, text)
 }
 
 func fillBuildInfo(b BuildInfo) BuildInfo {
@@ -145,7 +150,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	}
 	root.SetUsageFunc(usageFunc(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(ExitUsage, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+		return withCode(ExitUsage, fmt.Errorf("%w%s\nRun '%s --help' for usage.", err, flagHint(c, err), c.CommandPath()))
 	})
 	g := &f.Global
 	pf := root.PersistentFlags()
