@@ -27,9 +27,9 @@ func caseRandomKills(t *testing.T, srv *Target) {
 	const n = 60
 	fps := seed(t, fx, n, "timeout", 1)
 	dir := t.TempDir()
-	// 60 entries at 8/s: seven seconds of moves. A kill comes within 1.8 s
-	// of a start, so two kills leave at least two seconds of moves for the
-	// run under which the broker is killed.
+	// 60 entries at 8/s: seven seconds of moves. A kill comes within 1.5 s
+	// of a run's first journal write, so two kills leave at least three
+	// seconds of moves for the run under which the broker is killed.
 	planAndApprove(t, dir, fx, "redrive", "--rate", "8", "--burst", "1", "--ramp", "5,10", "--settle", "0s", "--unverified-ok")
 	entries := planEntries(t, filepath.Join(dir, "p.json"))
 	seed := uint64(time.Now().UnixNano())
@@ -51,9 +51,14 @@ func caseRandomKills(t *testing.T, srv *Target) {
 			cmd = []string{"resume", "p.journal"}
 		}
 		run := startRun(t, dir, nil, append([]string{"--source", fx.Source, "-o", "json", "redrive"}, cmd...)...)
-		after := 300*time.Millisecond + time.Duration(rng.IntN(1500))*time.Millisecond
+		// The kill comes at a random moment after the run wrote to its
+		// journal (on a slow start it would otherwise land before the run
+		// did anything, each time).
+		after := time.Duration(rng.IntN(1500)) * time.Millisecond
 		if kills >= dlqctlKills && brokerKilled {
 			after = 3 * time.Minute
+		} else {
+			run.journalGrows(journal, 60*time.Second)
 		}
 		code, out, ended := run.wait(after)
 		if !ended && !brokerKilled && kills >= 2 {
@@ -108,4 +113,24 @@ func caseRandomKills(t *testing.T, srv *Target) {
 	}
 	rows := consumeAllOf(t, []Fixture{fx}, []string{filepath.Join(dir, "inbox.db")})
 	checkOnceOutsideAmbiguous(t, fx, fps, rows[0], ambiguous)
+}
+
+// journalGrows waits, up to bound, until the journal at path is longer
+// than when it is called, or the run ends.
+func (r *bgRun) journalGrows(path string, bound time.Duration) {
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	from := size()
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline) && size() == from; {
+		select {
+		case <-r.done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
