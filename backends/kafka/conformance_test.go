@@ -160,10 +160,22 @@ func recreate(t *testing.T, client clientFunc, topic string) {
 			err = cr.Err
 		}
 		if err == nil {
-			return
+			break
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || time.Now().After(deadline) {
 			t.Fatalf("make %s again: %v", topic, err)
+		}
+	}
+	// The broker answers the creation before its metadata has the topic:
+	// a dlqctl started at once could still be told it does not exist,
+	// which an operator's next command, a moment later, is not.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		md, err := adm.ListTopics(ctx, topic)
+		if err == nil && md[topic].Err == nil && len(md[topic].Partitions) > 0 && md[topic].Partitions[0].Leader >= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, made again, is not known to the broker within 30 s: %v", topic, err)
 		}
 	}
 }
