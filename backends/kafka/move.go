@@ -214,11 +214,6 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = err
 			continue
 		}
-		if pointerOnly(r) {
-			// Its record could not be read: there is nothing to send.
-			results[i].Err = fmt.Errorf("entry %s: %s", it.ID, t.decode(r).Malformed)
-			continue
-		}
 		env := t.decode(r)
 		if env.Fingerprint != it.Fingerprint {
 			results[i].Err = fmt.Errorf("entry %s: %w (now %s)", it.ID, backend.ErrChanged, env.Fingerprint)
