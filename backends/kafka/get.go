@@ -131,11 +131,7 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err := t.goneErr(st, id, r); err != nil {
 		return envelope.Envelope{}, err
 	}
-	one := []*kgo.Record{r}
-	if err := t.resolvePointers(ctx, one); err != nil {
-		return envelope.Envelope{}, err
-	}
-	return t.decode(one[0]), nil
+	return t.decode(r), nil
 }
 
 // Len is the number of offsets between each partition's log start and

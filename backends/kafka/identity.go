@@ -73,9 +73,6 @@ func (r stateRecord) describe(stateTopic string) string {
 		who = "run " + r.RunID
 	}
 	at := r.At.UTC().Format(time.RFC3339)
-	if r.SameAs != "" {
-		return fmt.Sprintf("%s took it out at %s: the record it names, %s, is where entry %s put it (recorded in %s)", who, at, r.Origin, r.SameAs, stateTopic)
-	}
 	if r.Status == StatusResolved {
 		return fmt.Sprintf("%s resolved it at %s (recorded in %s)", who, at, stateTopic)
 	}

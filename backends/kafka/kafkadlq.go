@@ -111,19 +111,14 @@ type Topic struct {
 	mu sync.Mutex
 	// txn holds the transactional producer of the run in progress, keyed
 	// by its transactional ID.
-	txn     *kgo.Client
-	txnID   string
-	stateUp bool              // the state topic is known to exist
-	stateMu sync.Mutex        // held by loadState
-	state   *stateCache       // the state topic as last read (loadState, under stateMu)
-	windows map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
-	// pointed is, by "topic/partition:offset", each record that a
-	// share group's dead letter names, once read; pointedWarned, the
-	// topics that could not be read (pointer.go).
-	pointed       map[string]*kgo.Record
-	pointedWarned map[string]bool
-	destParts     map[string]int  // partitions of each redrive destination (destPartitions)
-	imported      map[string]bool // dlqctl_source_id of every entry, read on first need
+	txn       *kgo.Client
+	txnID     string
+	stateUp   bool              // the state topic is known to exist
+	stateMu   sync.Mutex        // held by loadState
+	state     *stateCache       // the state topic as last read (loadState, under stateMu)
+	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
+	destParts map[string]int    // partitions of each redrive destination (destPartitions)
+	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
 	// firstSeen is, per DLQ partition, the first record the last scan gave
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.

@@ -126,27 +126,17 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if err != nil {
 		return nil, err
 	}
-	var refused map[int]error
-	if len(recs) > 0 {
-		if refused, err = t.commitRefusing(ctx, cl, recs, states.moves); err != nil {
-			t.dropTxn(cl)
-			return nil, t.fencedErr(ctx, err)
-		}
+	if len(recs) == 0 {
+		return results, nil
 	}
-	if len(states.after) > 0 {
-		// Entries whose record an earlier chunk or run moved: only their
-		// state records, in a transaction of their own.
-		if err := t.commitRecords(ctx, cl, t.stateRecords(states.after)); err != nil {
-			t.dropTxn(cl)
-			return nil, t.fencedErr(ctx, err)
-		}
+	refused, err := t.commitRefusing(ctx, cl, recs, states)
+	if err != nil {
+		t.dropTxn(cl)
+		return nil, t.fencedErr(ctx, err)
 	}
-	for _, s := range states.moves {
+	for _, s := range states {
 		if e, ok := refused[s.record]; ok {
 			results[s.index].Err = fmt.Errorf("entry %s: %s refused the record: %w", items[s.index].ID, recs[s.record].Topic, e)
-			for _, f := range s.same {
-				results[f.index].Err = fmt.Errorf("entry %s names the record of entry %s, which %s refused: %w", items[f.index].ID, s.key, recs[s.record].Topic, e)
-			}
 			continue
 		}
 		results[s.index].DestID = s.rec.DestID
@@ -159,39 +149,15 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	return results, nil
 }
 
-// stateRecords are the state records of states, each naming where its
-// entry went (DestID).
-func (t *Topic) stateRecords(states []pendingState) []*kgo.Record {
-	out := make([]*kgo.Record, len(states))
-	for i, s := range states {
-		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
-		out[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
-	}
-	return out
-}
-
-// chunkStates are the state records of a chunk: moves, one per record
-// sent (each with the entries that name the same record), and after, the
-// entries whose record an earlier chunk or run moved.
-type chunkStates struct {
-	moves, after []pendingState
-}
-
 // prepare reads the chunk's DLQ records and builds what the transaction
-// writes; results has one entry per item, DestID filled at commit. Entries
-// that name one record (pointer.go) are one move: the first sends it, the
-// others (results wrapping backend.ErrSameMessage) are only taken out.
-//
-// It is one function over 80 lines: each entry goes through the checks
-// (gone, changed, destination, guard, partitions, same record) in order,
-// and each check ends the entry's turn with its own result.
-func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend.Markers) (results []backend.MoveResult, recs []*kgo.Record, states chunkStates, err error) {
+// writes; results has one entry per item, DestID filled at commit.
+func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend.Markers) (results []backend.MoveResult, recs []*kgo.Record, states []pendingState, err error) {
 	results = make([]backend.MoveResult, len(items))
 	// The producer is fenced now: the state is settled once no
 	// transaction is open on it.
 	st, err := t.loadState(ctx, true)
 	if err != nil {
-		return nil, nil, states, err
+		return nil, nil, nil, err
 	}
 	want := map[int32][]int64{}
 	for _, it := range items {
@@ -201,13 +167,9 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	found, err := t.fetchMany(ctx, want)
 	if err != nil {
-		return nil, nil, states, err
-	}
-	if err := t.resolveFound(ctx, found); err != nil {
-		return nil, nil, states, err
+		return nil, nil, nil, err
 	}
 	counts := map[string]int{}
-	lead := map[string]int{} // sameKey → index in states.moves
 	for i, it := range items {
 		r := found[it.ID]
 		if err := t.goneErr(st, it.ID, r); err != nil {
@@ -233,7 +195,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			var unknown *backend.GuardUnavailable
 			if errors.As(err, &unknown) {
 				// Nothing is sent on a guess.
-				return nil, nil, states, err
+				return nil, nil, nil, err
 			}
 			results[i].Err = fmt.Errorf("entry %s: destination refused: %w", it.ID, err)
 			continue
@@ -242,62 +204,23 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		if !ok {
 			if n, err = t.destPartitions(ctx, dest); err != nil {
 				if ctx.Err() != nil {
-					return nil, nil, states, err
+					return nil, nil, nil, err
 				}
 				results[i].Err = err
 				continue
 			}
 			counts[dest] = n
 		}
-		ptr := pointsAt(r)
-		ps := pendingState{index: i, key: it.ID, rec: stateRecord{
-			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
-			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
-			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(), Origin: ptr,
-		}}
-		same := sameKey(ptr, it.Fingerprint, dest)
-		if k, ok := lead[same]; same != "" && ok {
-			ps.rec.SameAs = states.moves[k].key
-			states.moves[k].same = append(states.moves[k].same, ps)
-			results[i].Err = &sameMessage{id: it.ID, by: ps.rec.SameAs, ptr: ptr}
-			continue
-		}
-		if by := st.done.movedBy(same); by != "" && by != it.ID {
-			ps.rec.SameAs = by
-			if rec, ok := st.done.get(by); ok {
-				ps.rec.DestID = rec.DestID
-			}
-			states.after = append(states.after, ps)
-			results[i].Err = &sameMessage{id: it.ID, by: by, ptr: ptr}
-			continue
-		}
 		out := t.redriveRecord(r, it, m, dest)
 		out.Partition = destPartition(r, out, dest, n)
 		recs = append(recs, out)
-		ps.record = len(recs) - 1
-		if same != "" {
-			lead[same] = len(states.moves)
-		}
-		states.moves = append(states.moves, ps)
+		states = append(states, pendingState{index: i, record: len(recs) - 1, rec: stateRecord{
+			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
+			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
+			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
+		}, key: it.ID})
 	}
 	return results, recs, states, nil
-}
-
-// resolveFound is resolvePointers on the records of found, in place.
-func (t *Topic) resolveFound(ctx context.Context, found map[string]*kgo.Record) error {
-	ids := make([]string, 0, len(found))
-	recs := make([]*kgo.Record, 0, len(found))
-	for id, r := range found {
-		ids = append(ids, id)
-		recs = append(recs, r)
-	}
-	if err := t.resolvePointers(ctx, recs); err != nil {
-		return err
-	}
-	for i, id := range ids {
-		found[id] = recs[i]
-	}
-	return nil
 }
 
 // destPartitions is the number of partitions of a redrive's destination,
@@ -332,9 +255,6 @@ type pendingState struct {
 	record int // in the origin records
 	key    string
 	rec    stateRecord
-	// same are the entries that name the record this one sends: their
-	// state records commit with its own, with its DestID.
-	same []pendingState
 }
 
 // commitRefusing commits the chunk's moves, leaving out each record the
@@ -440,19 +360,15 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		}
 		return bad, abort(t.connErr(ctx, "produce to the origin", err))
 	}
-	var all []pendingState
+	stateRecs := make([]*kgo.Record, len(states))
 	for i := range states {
 		s := &states[i]
 		// Results come in completion order; the records themselves carry
 		// the offsets they were given.
 		s.rec.DestID = KafkaID(recs[s.record].Partition, recs[s.record].Offset)
-		all = append(all, *s)
-		for _, f := range s.same {
-			f.rec.DestID = s.rec.DestID
-			all = append(all, f)
-		}
+		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
+		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
 	}
-	stateRecs := t.stateRecords(all)
 	sres, err := produceSync(ctx, cl, stateRecs)
 	if err == nil {
 		err = sres.FirstErr()

@@ -51,11 +51,6 @@ type stateRecord struct {
 	// (identity.go). Absent in records from before they were written.
 	TopicID  string `json:"topic_id,omitempty"`
 	RecordTS int64  `json:"record_ts,omitempty"`
-	// Origin is the record the entry's dead-lettering headers name,
-	// "topic/partition:offset" (pointer.go); SameAs, the entry that moved
-	// that record when this one was taken out with nothing sent.
-	Origin string `json:"origin,omitempty"`
-	SameAs string `json:"same_as,omitempty"`
 }
 
 // state is what the state topic holds: the entries taken out of the DLQ
@@ -77,24 +72,10 @@ type doneSet struct {
 	// going through m per batch made a long redrive quadratic.
 	byPart  map[int32][]int64
 	topicID string
-	// moved is, by sameKey, the entry that moved each record that entries
-	// name (pointer.go).
-	moved map[string]string
 }
 
 func newDoneSet(topicID string) *doneSet {
-	return &doneSet{m: map[string]stateRecord{}, byPart: map[int32][]int64{}, topicID: topicID, moved: map[string]string{}}
-}
-
-// movedBy is the entry that moved the record of key (sameKey), "" when
-// none did.
-func (d *doneSet) movedBy(key string) string {
-	if d == nil || key == "" {
-		return ""
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.moved[key]
+	return &doneSet{m: map[string]stateRecord{}, byPart: map[int32][]int64{}, topicID: topicID}
 }
 
 // set records id (under mu).
@@ -102,12 +83,6 @@ func (d *doneSet) set(id string, r stateRecord) {
 	old, had := d.m[id]
 	d.m[id] = r
 	counts := func(r stateRecord) bool { return r.TopicID == "" || d.topicID == "" || r.TopicID == d.topicID }
-	if r.Status == StatusRedriven && r.Origin != "" && r.SameAs == "" && counts(r) {
-		if d.moved == nil {
-			d.moved = map[string]string{}
-		}
-		d.moved[sameKey(r.Origin, r.Fingerprint, r.Dest)] = id
-	}
 	if had && counts(old) == counts(r) {
 		return
 	}
