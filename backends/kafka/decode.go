@@ -50,21 +50,6 @@ const (
 	KarafkaConsumerGroup = "source_consumer_group"
 )
 
-// Header names a share group's dead-lettering writes (KIP-1191,
-// errors.deadletterqueue.topic.name on the group): the broker writes the
-// record that the group gave up on with these headers, and, unless
-// errors.deadletterqueue.copy.record.enable is set, nothing else (no key,
-// no value: the record stays on its topic). All strings.
-const (
-	SharePrefix        = "__dlq.errors."
-	ShareTopic         = "__dlq.errors.topic"
-	SharePartition     = "__dlq.errors.partition"
-	ShareOffset        = "__dlq.errors.offset"
-	ShareGroup         = "__dlq.errors.group"
-	ShareDeliveryCount = "__dlq.errors.delivery.count"
-	ShareMessage       = "__dlq.errors.message"
-)
-
 // KafkaHeader is one record header. Kafka allows a name more than once;
 // the last one wins when decoding, as the newest dead-lettering wrote it.
 type KafkaHeader struct {
@@ -107,11 +92,10 @@ func ParseKafkaID(id string) (partition int32, offset int64, ok bool) {
 }
 
 // DeadLetterHeader reports whether a header was added by dead-lettering
-// (Spring Kafka, Kafka Connect, Karafka, a share group) rather than by the
-// original producer: a redrive leaves those behind.
+// (Spring Kafka, Kafka Connect, Karafka) rather than by the original
+// producer: a redrive leaves those behind.
 func DeadLetterHeader(name string) bool {
-	return strings.HasPrefix(name, SpringPrefix) || strings.HasPrefix(name, ConnectPrefix) ||
-		strings.HasPrefix(name, KarafkaPrefix) || strings.HasPrefix(name, SharePrefix)
+	return strings.HasPrefix(name, SpringPrefix) || strings.HasPrefix(name, ConnectPrefix) || strings.HasPrefix(name, KarafkaPrefix)
 }
 
 // ParseKafkaEventIDSource parses --event-id-from for Kafka:
@@ -147,7 +131,7 @@ type KafkaOrigin struct {
 
 // OriginOf reads the original topic, partition, offset and group from a
 // record's dead-lettering headers (Spring, then Kafka Connect, then
-// Karafka, then a share group); a header that does not decode is an error.
+// Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
 	h := headerList(headers)
 	return originFrom(h, h.index(), nil, nil)
@@ -177,11 +161,6 @@ const (
 	roleKarafkaPartition
 	roleKarafkaOffset
 	roleKarafkaGroup
-	roleShareTopic
-	roleSharePartition
-	roleShareOffset
-	roleShareGroup
-	roleShareMessage
 	numRoles
 	noRole = numRoles
 )
@@ -191,8 +170,7 @@ var roleNames = [numRoles]string{
 	SpringOriginalTopic, SpringOriginalPartition, SpringOriginalOffset, SpringOriginalTimestamp,
 	SpringOriginalGroup, SpringExceptionFQCN, SpringExceptionMessage, ConnectTopic, ConnectPartition,
 	ConnectOffset, ConnectConnectorName, ConnectExceptionClass, ConnectExceptionMessage, KarafkaTopic,
-	KarafkaPartition, KarafkaOffset, KarafkaConsumerGroup, ShareTopic, SharePartition, ShareOffset,
-	ShareGroup, ShareMessage,
+	KarafkaPartition, KarafkaOffset, KarafkaConsumerGroup,
 }
 
 // roleOf is the role of a header name, noRole for any other.
@@ -232,16 +210,6 @@ func roleOf(name string) dlRole {
 		return roleKarafkaOffset
 	case KarafkaConsumerGroup:
 		return roleKarafkaGroup
-	case ShareTopic:
-		return roleShareTopic
-	case SharePartition:
-		return roleSharePartition
-	case ShareOffset:
-		return roleShareOffset
-	case ShareGroup:
-		return roleShareGroup
-	case ShareMessage:
-		return roleShareMessage
 	}
 	return noRole
 }
@@ -342,11 +310,6 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 		o.Partition = int32(num(roleKarafkaPartition, 32))
 		o.Offset = num(roleKarafkaOffset, 64)
 		o.Group = str(roleKarafkaGroup)
-	case ix[roleShareTopic] >= 0:
-		o.Topic = str(roleShareTopic)
-		o.Partition = int32(num(roleSharePartition, 32))
-		o.Offset = num(roleShareOffset, 64)
-		o.Group = str(roleShareGroup)
 	}
 	if o.Partition < -1 {
 		errs = append(errs, fmt.Errorf("original partition %d is negative", o.Partition))
@@ -442,9 +405,9 @@ func FromKafka(r KafkaRecord, from envelope.EventIDSource, names envelope.FieldN
 const smallHeaders = 16
 
 // Decode maps a record to the canonical envelope: the dead-lettering
-// headers of Spring Kafka, Kafka Connect, Karafka or a share group give
-// the origin, the error and its class; headers named like envelope fields
-// fill them; the rest become properties. The id is partition:offset, the record key the
+// headers of Spring Kafka, Kafka Connect or Karafka give the origin, the
+// error and its class; headers named like envelope fields fill them; the
+// rest become properties. The id is partition:offset, the record key the
 // key, and the record timestamp the dead-letter time unless a header says
 // otherwise. It never fails: what does not decode makes the envelope
 // malformed, with the reason.
@@ -579,12 +542,6 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	if orig.Topic != "" {
 		e.Origin.Topic = orig.Topic
 	}
-	if ix[roleShareTopic] >= 0 && r.Key == nil && r.Value == nil && ndl == len(r.Headers) {
-		// A share group's dead letter without a copy of its record, which
-		// the scan did not find on its topic (pointer.go).
-		kv.Fail(fmt.Errorf("a share group's dead letter of record %d:%d of %q, which could not be read there (removed by retention or compaction, or not readable with these credentials)",
-			orig.Partition, orig.Offset, envelope.TruncateForError(orig.Topic)))
-	}
 	if orig.Group != "" {
 		e.Origin.Subscription = orig.Group
 	}
@@ -600,9 +557,6 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	msg, class := text(roleSpringMessage), text(roleSpringFQCN)
 	if msg == "" && class == "" {
 		msg, class = text(roleConnectMessage), text(roleConnectClass)
-	}
-	if msg == "" && class == "" {
-		msg = text(roleShareMessage)
 	}
 	if msg != "" || class != "" {
 		var origTS time.Time

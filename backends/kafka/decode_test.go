@@ -195,41 +195,9 @@ func TestParseKafkaEventIDSource(t *testing.T) {
 	}
 }
 
-// TestFromKafkaShareGroup: a share group's dead letter (KIP-1191) names
-// its origin, group and error in __dlq.errors.* headers; one with a copy of
-// the record decodes as the record, one without (the broker's default) is
-// malformed until the scan puts the record it names in (pointer.go).
-func TestFromKafkaShareGroup(t *testing.T) {
-	share := []KafkaHeader{
-		{Key: ShareTopic, Value: []byte("orders")},
-		{Key: SharePartition, Value: []byte("2")},
-		{Key: ShareOffset, Value: []byte("88")},
-		{Key: ShareGroup, Value: []byte("billing")},
-		{Key: ShareDeliveryCount, Value: []byte("5")},
-		{Key: ShareMessage, Value: []byte("timeout calling payments")},
-	}
-	copied := KafkaRecord{Partition: 0, Offset: 3, Key: []byte("k"), Value: []byte(`{"a":1}`),
-		Headers: append([]KafkaHeader{{Key: "event_id", Value: []byte("S1")}}, share...)}
-	e := FromKafka(copied, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
-	if e.Malformed != "" || e.EventID != "S1" || e.Origin.Topic != "orders" || e.Origin.Subscription != "billing" || e.LastError != "timeout calling payments" {
-		t.Fatalf("copied: %+v", e)
-	}
-	if e.Properties[ShareDeliveryCount] != "5" {
-		t.Fatalf("properties %v: want the delivery count", e.Properties)
-	}
-	if o, err := OriginOf(copied.Headers); err != nil || o != (KafkaOrigin{Topic: "orders", Partition: 2, Offset: 88, Group: "billing"}) {
-		t.Fatalf("origin %+v %v", o, err)
-	}
-	bare := KafkaRecord{Partition: 0, Offset: 4, Headers: share}
-	e = FromKafka(bare, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
-	if !strings.Contains(e.Malformed, `record 2:88 of "orders"`) {
-		t.Fatalf("a dead letter without its record: malformed %q", e.Malformed)
-	}
-}
-
 func TestDeadLetterHeader(t *testing.T) {
 	for name, want := range map[string]bool{
-		SpringOriginalOffset: true, ConnectTopic: true, KarafkaTopic: true, ShareTopic: true, ShareDeliveryCount: true,
+		SpringOriginalOffset: true, ConnectTopic: true, KarafkaTopic: true,
 		"event_id": false, "traceparent": false, "kafka_dltx": false,
 	} {
 		if DeadLetterHeader(name) != want {
