@@ -162,6 +162,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 	pw := src.password
 	if pw == "" {
 		pw = opts.Password
@@ -176,14 +181,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
 func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, error) {
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("kafka source %s: %v", src.display(), err)
+		return nil, backend.Configf("kafka source %s: %v", src.Display(), err)
 	}
 	from := opts.EventIDFrom
 	if from.Kind == "" {
 		from.Kind = "property"
 	}
 	if src.user != "" && pw == "" {
-		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.display(), src.user)
+		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.Display(), src.user)
 	}
 	t := &Topic{
 		src: src, names: names, dec: NewKafkaDecoder(from, names), password: pw,
@@ -299,7 +304,7 @@ func (t *Topic) baseOpts() ([]kgo.Opt, error) {
 }
 
 // String is the source URL; it never holds the password.
-func (t *Topic) String() string { return t.src.display() }
+func (t *Topic) String() string { return t.src.Display() }
 
 // TopicName is the DLQ topic.
 func (t *Topic) TopicName() string { return t.src.topic }

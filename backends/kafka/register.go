@@ -28,24 +28,13 @@ func Registration() backend.Registration {
 		},
 		// franz-go decodes each fetch into new memory; see docs/decisions.md.
 		ScanGC: scanGC,
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw)
-			if err != nil {
-				return backend.Parsed{}, err
-			}
-			var secrets []string
-			if u.password != "" {
-				secrets = append(secrets, u.password)
-			}
-			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
 			from, err := ParseKafkaEventIDSource(o.EventIDFrom)
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}
-			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from, Stderr: o.Stderr})
-		},
+			return openURL(ctx, src, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from, Stderr: o.Stderr})
+		}),
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
 	}
 }

@@ -154,8 +154,16 @@ func validTopic(t string) error {
 	return nil
 }
 
-// display is the URL with the password replaced by backend.Redacted.
-func (s sourceURL) display() string {
+// Secrets is the URL's password, when it has one.
+func (s sourceURL) Secrets() []string {
+	if s.password == "" {
+		return nil
+	}
+	return []string{s.password}
+}
+
+// Display is the URL with the password replaced by backend.Redacted.
+func (s sourceURL) Display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
@@ -192,7 +200,7 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 	// An empty ServerName is set by the client to each broker's host.
 	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config("")
 	if err != nil {
-		return nil, backend.Configf("kafka source %s: %v", s.display(), err)
+		return nil, backend.Configf("kafka source %s: %v", s.Display(), err)
 	}
 	return c, nil
 }

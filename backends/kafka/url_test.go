@@ -19,7 +19,7 @@ func TestParseURLPreamble(t *testing.T) {
 	}
 	// The user name is escaped as user info, so an '@' in it cannot read
 	// as the end of the user info.
-	if d := u.display(); !strings.HasPrefix(d, "kafkas://al%40ice:xxxxx@h1:9092,h2:9093?") || strings.Contains(d, "pw") {
+	if d := u.Display(); !strings.HasPrefix(d, "kafkas://al%40ice:xxxxx@h1:9092,h2:9093?") || strings.Contains(d, "pw") {
 		t.Errorf("display %q", d)
 	}
 	for raw, want := range map[string]string{
