@@ -1,0 +1,154 @@
+package kafkadlq_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backends/kafka"
+	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
+	"github.com/dlqctl/dlqctl/envelope"
+)
+
+// shareWorker is the compiled KafkaShareConsumer program, built once per
+// test binary.
+var shareWorker = sync.OnceValues(kafkatest.NewShareWorker)
+
+// shareFixture is a source topic consumed by a share group whose broker
+// dead-letters to dlq: what a real share consumer left there.
+type shareFixture struct {
+	src, dlq, group string
+	acks            []kafkatest.ShareAck
+	dead            []*kgo.Record // the dead letters, in DLQ order
+}
+
+// makeShareDeadLetters produces values to a new source topic (one
+// partition), lets Apache Kafka's share consumer reject those containing
+// "poison" and release those containing "flaky" until the delivery limit
+// (2) archives them, and waits for the broker's dead letters. It runs
+// beside another, so it returns its error rather than failing t.
+func makeShareDeadLetters(ctx context.Context, t *testing.T, copyRecord bool, values ...string) (shareFixture, error) {
+	bootstrap := kafkaServer(t).Bootstrap()
+	w, err := shareWorker()
+	if err != nil {
+		return shareFixture{}, err
+	}
+	f := shareFixture{src: freshTopic(t, fmt.Sprintf("-copy-%t", copyRecord))}
+	f.dlq, f.group = "dlq."+f.src, f.src+"-workers"
+	if err := kafkatest.CreateTopic(ctx, bootstrap, f.src, 1); err != nil {
+		return f, err
+	}
+	if err := kafkatest.ConfigureShareGroup(ctx, bootstrap, f.group, kafkatest.ShareDLQ{Topic: f.dlq, Copy: copyRecord, DeliveryLimit: 2}); err != nil {
+		return f, err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(f.dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return f, err
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	wantDead := 0
+	for i, v := range values {
+		recs = append(recs, &kgo.Record{Topic: f.src, Key: []byte("k" + v), Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(fmt.Sprintf("%s-%d", f.src, i))}}})
+		if strings.Contains(v, "poison") || strings.Contains(v, "flaky") {
+			wantDead++
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return f, err
+	}
+	f.acks, err = w.Consume(ctx, kafkatest.ShareRun{Bootstrap: bootstrap, Group: f.group, Topic: f.src,
+		Reject: []string{"poison"}, Release: []string{"flaky"}, Idle: 3 * time.Second, Max: time.Minute})
+	if err != nil {
+		return f, err
+	}
+	// The broker writes dead letters a moment after the acknowledgement.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.dead) < wantDead && time.Now().Before(deadline) {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { f.dead = append(f.dead, r) })
+		cancel()
+	}
+	if len(f.dead) < wantDead {
+		return f, fmt.Errorf("%s: %d dead letters after 30s, want %d", f.dlq, len(f.dead), wantDead)
+	}
+	return f, nil
+}
+
+// shareOnce is the package's share-group dead letters, copy off and on,
+// made once (two share consumers at a time) for every test that reads them.
+var shareOnce struct {
+	sync.Mutex
+	off, on *shareFixture
+}
+
+// shareFixtures returns the dead letters a real share consumer left with
+// copy off and with copy on: in each, "poison-2" was rejected (delivery
+// count 1) and "flaky-3" released until the limit of 2.
+func shareFixtures(t *testing.T) (off, on shareFixture) {
+	t.Helper()
+	shareOnce.Lock()
+	defer shareOnce.Unlock()
+	if shareOnce.off == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		var fs [2]shareFixture
+		var errs [2]error
+		for i, cp := range []bool{false, true} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fs[i], errs[i] = makeShareDeadLetters(ctx, t, cp, "ok-1", "poison-2", "flaky-3", "ok-4")
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		shareOnce.off, shareOnce.on = &fs[0], &fs[1]
+	}
+	return *shareOnce.off, *shareOnce.on
+}
+
+func TestShareGroupDeadLettersDecode(t *testing.T) {
+	off, on := shareFixtures(t)
+	for _, f := range []shareFixture{off, on} {
+		if len(f.dead) != 2 {
+			t.Fatalf("%s: %d dead letters, want 2", f.dlq, len(f.dead))
+		}
+		want := []struct {
+			offset   int64
+			attempts int
+			err      string
+		}{{1, 1, "Offset rejected by client."}, {2, 2, "Offset delivery count exceeded the threshold."}}
+		for i, r := range f.dead {
+			e := kafkadlq.FromKafka(kafkaRecordOf(r), envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
+			if e.Origin.Topic != f.src || e.Origin.Subscription != f.group || e.Attempts != want[i].attempts || e.LastError != want[i].err {
+				t.Errorf("%s %d: origin %+v attempts %d error %q, want %s/%s %d %q", f.dlq, r.Offset, e.Origin, e.Attempts, e.LastError,
+					f.src, f.group, want[i].attempts, want[i].err)
+			}
+			o, err := kafkadlq.OriginOf(kafkaRecordOf(r).Headers)
+			if err != nil || o.Partition != 0 || o.Offset != want[i].offset {
+				t.Errorf("%s %d: OriginOf = %+v, %v; want offset %d", f.dlq, r.Offset, o, err, want[i].offset)
+			}
+		}
+	}
+}
+
+// kafkaRecordOf is r as the decoder takes it.
+func kafkaRecordOf(r *kgo.Record) kafkadlq.KafkaRecord {
+	out := kafkadlq.KafkaRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	for _, h := range r.Headers {
+		out.Headers = append(out.Headers, kafkadlq.KafkaHeader{Key: h.Key, Value: h.Value})
+	}
+	return out
+}
