@@ -31,8 +31,9 @@ const (
 
 // SourceGoneHeader is the header dlqctl adds to a share-group dead letter
 // whose source record it could not read back: its value says why (the
-// offset is below the log start, the topic is gone, …). The entry decodes
-// as malformed, so nothing redrives it.
+// offset is below the log start, the topic is gone, …). A header-only
+// dead letter with it decodes as malformed, so nothing redrives it; one
+// the broker copied keeps its key and value (not its headers).
 const SourceGoneHeader = "dlqctl_source_gone"
 
 // shareHeader says whether a header belongs to a share group's
@@ -129,7 +130,7 @@ func shareDeadLetterOf(hs []KafkaHeader) (s shareDeadLetter, ok bool, err error)
 // applyShare fills an envelope from a share group's dead-lettering: the
 // origin topic and group, the delivery count as attempts, and the cause as
 // the error when no other header gave one. A source that could not be
-// read back makes the entry malformed, with the reason.
+// read back makes a header-only entry malformed, with the reason.
 func applyShare(e *envelope.Envelope, s shareDeadLetter, fail func(error)) {
 	e.Origin.Topic = s.Topic
 	if s.Group != "" {
@@ -138,7 +139,7 @@ func applyShare(e *envelope.Envelope, s shareDeadLetter, fail func(error)) {
 	if e.Attempts == 0 {
 		e.Attempts = s.DeliveryCount
 	}
-	if s.Gone != "" {
+	if s.Gone != "" && len(e.Payload) == 0 && e.Key == "" {
 		fail(errors.New("source gone: " + s.Gone))
 	}
 }

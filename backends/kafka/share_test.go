@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backends/kafka"
@@ -119,29 +120,95 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 	return *shareOnce.off, *shareOnce.on
 }
 
-func TestShareGroupDeadLettersDecode(t *testing.T) {
+// TestShareGroupDeadLetters runs on dead letters that the 4.4 broker wrote
+// for a real share consumer, with copy off and on: they decode, their
+// payloads come back from the source records, and entries whose source
+// retention or a deleted topic took say so (last: it deletes).
+func TestShareGroupDeadLetters(t *testing.T) {
+	ctx := ctxFor(t)
 	off, on := shareFixtures(t)
-	for _, f := range []shareFixture{off, on} {
-		if len(f.dead) != 2 {
-			t.Fatalf("%s: %d dead letters, want 2", f.dlq, len(f.dead))
-		}
-		want := []struct {
-			offset   int64
-			attempts int
-			err      string
-		}{{1, 1, "Offset rejected by client."}, {2, 2, "Offset delivery count exceeded the threshold."}}
-		for i, r := range f.dead {
-			e := kafkadlq.FromKafka(kafkaRecordOf(r), envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
-			if e.Origin.Topic != f.src || e.Origin.Subscription != f.group || e.Attempts != want[i].attempts || e.LastError != want[i].err {
-				t.Errorf("%s %d: origin %+v attempts %d error %q, want %s/%s %d %q", f.dlq, r.Offset, e.Origin, e.Attempts, e.LastError,
-					f.src, f.group, want[i].attempts, want[i].err)
+	fixtures := []shareFixture{off, on}
+	t.Run("decode", func(t *testing.T) {
+		for _, f := range fixtures {
+			if len(f.dead) != 2 {
+				t.Fatalf("%s: %d dead letters, want 2", f.dlq, len(f.dead))
 			}
-			o, err := kafkadlq.OriginOf(kafkaRecordOf(r).Headers)
-			if err != nil || o.Partition != 0 || o.Offset != want[i].offset {
-				t.Errorf("%s %d: OriginOf = %+v, %v; want offset %d", f.dlq, r.Offset, o, err, want[i].offset)
+			want := []struct {
+				offset   int64
+				attempts int
+				err      string
+			}{{1, 1, "Offset rejected by client."}, {2, 2, "Offset delivery count exceeded the threshold."}}
+			for i, r := range f.dead {
+				e := kafkadlq.FromKafka(kafkaRecordOf(r), envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
+				if e.Origin.Topic != f.src || e.Origin.Subscription != f.group || e.Attempts != want[i].attempts || e.LastError != want[i].err {
+					t.Errorf("%s %d: origin %+v attempts %d error %q, want %s/%s %d %q", f.dlq, r.Offset, e.Origin, e.Attempts, e.LastError,
+						f.src, f.group, want[i].attempts, want[i].err)
+				}
+				o, err := kafkadlq.OriginOf(kafkaRecordOf(r).Headers)
+				if err != nil || o.Partition != 0 || o.Offset != want[i].offset {
+					t.Errorf("%s %d: OriginOf = %+v, %v; want offset %d", f.dlq, r.Offset, o, err, want[i].offset)
+				}
 			}
 		}
-	}
+	})
+	t.Run("payload from the source", func(t *testing.T) {
+		for _, f := range fixtures {
+			es := scanAll(t, ctx, openTopic(t, ctx, f.dlq, kafkadlq.Options{}), "")
+			if len(es) != 2 {
+				t.Fatalf("%s: %d entries, want 2", f.dlq, len(es))
+			}
+			for i, v := range []string{"poison-2", "flaky-3"} {
+				e := es[i]
+				if e.Malformed != "" || e.EventID != fmt.Sprintf("%s-%d", f.src, i+1) || e.Key != "k"+v || string(e.Payload) != v ||
+					e.Fingerprint == "" || e.Origin.Topic != f.src {
+					t.Errorf("%s %s: %+v", f.dlq, e.ID, e)
+				}
+				if e.DeadLetteredAt != f.dead[i].Timestamp.UTC() {
+					t.Errorf("%s %s: dead_lettered_at %s, want the dead letter's time %s", f.dlq, e.ID, e.DeadLetteredAt, f.dead[i].Timestamp.UTC())
+				}
+			}
+		}
+	})
+	t.Run("source gone", func(t *testing.T) {
+		adm := kadm.NewClient(rawClient(t))
+		for _, f := range fixtures {
+			del := kadm.Offsets{}
+			del.Add(kadm.Offset{Topic: f.src, Partition: 0, At: 2})
+			if _, err := adm.DeleteRecords(ctx, del); err != nil {
+				t.Fatal(err)
+			}
+		}
+		es := scanAll(t, ctx, openTopic(t, ctx, off.dlq, kafkadlq.Options{}), "")
+		want := "source gone: offset 1 is below log start 2 of " + off.src + "/0"
+		if len(es) != 2 || !strings.Contains(es[0].Malformed, want) || es[1].Malformed != "" {
+			t.Fatalf("copy off, offset 1 deleted: %+v", es)
+		}
+		got, err := openTopic(t, ctx, off.dlq, kafkadlq.Options{}).Get(ctx, es[0].ID)
+		if err != nil || !strings.Contains(got.Malformed, want) {
+			t.Fatalf("Get: %+v %v", got, err)
+		}
+		// Copied: the key and value stay, the headers (and the event ID) do not.
+		es = scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), "")
+		if len(es) != 2 || string(es[0].Payload) != "poison-2" || strings.Contains(es[0].Malformed, "source gone") ||
+			es[0].Properties[kafkadlq.SourceGoneHeader] == "" || es[1].Malformed != "" {
+			t.Fatalf("copy on, offset 1 deleted: %+v", es)
+		}
+		if _, err := adm.DeleteTopics(ctx, off.src); err != nil {
+			t.Fatal(err)
+		}
+		want = "source gone: topic " + off.src + " no longer exists"
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			es = scanAll(t, ctx, openTopic(t, ctx, off.dlq, kafkadlq.Options{}), "")
+			if len(es) == 2 && strings.Contains(es[0].Malformed, want) && strings.Contains(es[1].Malformed, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("source topic deleted: %+v", es)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 }
 
 // kafkaRecordOf is r as the decoder takes it.
