@@ -33,8 +33,7 @@ type shareFixture struct {
 // "poison" and release those containing "flaky" until the delivery limit
 // (2) archives them, and waits for the broker's dead letters. It runs
 // beside another, so it returns its error rather than failing t.
-func makeShareDeadLetters(ctx context.Context, t *testing.T, copyRecord bool, values ...string) (shareFixture, error) {
-	bootstrap := kafkaServer(t).Bootstrap()
+func makeShareDeadLetters(ctx context.Context, t *testing.T, bootstrap string, copyRecord bool, values ...string) (shareFixture, error) {
 	w, err := shareWorker()
 	if err != nil {
 		return shareFixture{}, err
@@ -97,6 +96,7 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 	shareOnce.Lock()
 	defer shareOnce.Unlock()
 	if shareOnce.off == nil {
+		bootstrap := kafkaServer(t).Bootstrap() // here: under -short it skips the test
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -106,7 +106,7 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fs[i], errs[i] = makeShareDeadLetters(ctx, t, cp, "ok-1", "poison-2", "flaky-3", "ok-4")
+				fs[i], errs[i] = makeShareDeadLetters(ctx, t, bootstrap, cp, "ok-1", "poison-2", "flaky-3", "ok-4")
 			}()
 		}
 		wg.Wait()
