@@ -56,7 +56,7 @@ public final class ShareWorker {
                     for (String s : reject) if (v.contains(s)) t = AcknowledgeType.REJECT;
                     c.acknowledge(r, t);
                     Header id = r.headers().lastHeader("event_id");
-                    System.out.println(t + "\t" + r.topic() + "\t" + r.partition() + "\t" + r.offset() + "\t"
+                    System.out.println(t.name() + "\t" + r.topic() + "\t" + r.partition() + "\t" + r.offset() + "\t"
                             + r.deliveryCount().map(String::valueOf).orElse("") + "\t"
                             + (id == null ? "" : new String(id.value(), StandardCharsets.UTF_8)) + "\t"
                             + v.replace('\t', ' ').replace('\n', ' '));
