@@ -117,7 +117,10 @@ type Topic struct {
 	state     *stateCache       // the state topic as last read (loadState, under stateMu)
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
-	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
+	// shareMoved names, per share-group source record (shareMoveKey), the
+	// entry that moved it in this process (share_move.go).
+	shareMoved map[string]shareMove
+	imported   map[string]bool // dlqctl_source_id of every entry, read on first need
 	// firstSeen is, per DLQ partition, the first record the last scan gave
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.

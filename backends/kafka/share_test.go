@@ -2,6 +2,7 @@ package kafkadlq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -198,6 +199,41 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			t.Fatalf("left in the DLQ: %+v", left)
 		}
 	})
+	t.Run("duplicates", func(t *testing.T) {
+		// Two more dead letters of the released record, as a broker that
+		// retried its write leaves them: one move, in a chunk and across.
+		var again []*kgo.Record
+		for range 2 {
+			again = append(again, &kgo.Record{Topic: on.dlq, Key: on.dead[1].Key, Value: on.dead[1].Value, Headers: on.dead[1].Headers})
+		}
+		produceManual(t, ctx, again...)
+		src := openTopic(t, ctx, on.dlq, kafkadlq.Options{})
+		es := scanAll(t, ctx, src, "")
+		if len(es) != 4 || es[3].EventID != es[1].EventID || es[3].Malformed != "" {
+			t.Fatalf("entries: %+v", es)
+		}
+		items := itemsOf(es, on.src)
+		res, err := src.Publish(ctx, []backend.MoveItem{items[1], items[2]}, backend.Markers{RunID: "share-dup"})
+		if err != nil || res[0].Err != nil || !errors.Is(res[1].Err, backend.ErrSameMessage) || !errors.Is(res[1].Err, backend.ErrNotFound) {
+			t.Fatalf("publish in one chunk: %+v %v", res, err)
+		}
+		res, err = src.Publish(ctx, items[3:], backend.Markers{RunID: "share-dup"})
+		if err != nil || !errors.Is(res[0].Err, backend.ErrSameMessage) || !strings.Contains(res[0].Err.Error(), "which the entry "+es[1].ID+" moved") {
+			t.Fatalf("publish in a later chunk: %+v %v", res, err)
+		}
+		n := 0
+		for _, r := range readCommitted(t, ctx, on.src) {
+			if id, _ := header(r, "event_id"); id == es[1].EventID {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("the source holds %s %d times, want 2: the original and one record put back for three dead letters", es[1].EventID, n)
+		}
+		if left := scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), ""); len(left) != 1 || left[0].ID != es[0].ID {
+			t.Fatalf("left in the DLQ: %+v", left)
+		}
+	})
 	t.Run("source gone", func(t *testing.T) {
 		adm := kadm.NewClient(rawClient(t))
 		for _, f := range fixtures {
@@ -218,8 +254,8 @@ func TestShareGroupDeadLetters(t *testing.T) {
 		}
 		// Copied: the key and value stay, the headers (and the event ID) do not.
 		es = scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), "")
-		if len(es) != 2 || string(es[0].Payload) != "poison-2" || strings.Contains(es[0].Malformed, "source gone") ||
-			es[0].Properties[kafkadlq.SourceGoneHeader] == "" || es[1].Malformed != "" {
+		if len(es) != 1 || string(es[0].Payload) != "poison-2" || strings.Contains(es[0].Malformed, "source gone") ||
+			es[0].Properties[kafkadlq.SourceGoneHeader] == "" {
 			t.Fatalf("copy on, offset 1 deleted: %+v", es)
 		}
 		if _, err := adm.DeleteTopics(ctx, off.src); err != nil {
