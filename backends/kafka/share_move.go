@@ -10,15 +10,17 @@ import (
 )
 
 // shareMoveKey names the source record a share-group dead letter stands
-// for — topic, partition, offset and group — or "" for any other record.
-// A broker that retries a dead-letter write can leave two dead letters for
-// one such record: they are one move.
+// for — topic, partition and offset — or "" for any other record. A broker
+// that retries a dead-letter write leaves two dead letters for one record,
+// and two share groups that both gave up on it leave one each: they are
+// one move, since a record put back on the topic reaches every group that
+// reads it (the group is not part of the key).
 func shareMoveKey(r *kgo.Record) string {
 	s, ok, err := shareDeadLetterOf(toKafkaRecord(r).Headers)
 	if !ok || err != nil || s.Partition < 0 || s.Offset < 0 {
 		return ""
 	}
-	return s.Topic + "/" + strconv.Itoa(int(s.Partition)) + ":" + strconv.FormatInt(s.Offset, 10) + " of group " + s.Group
+	return s.Topic + "/" + strconv.Itoa(int(s.Partition)) + ":" + strconv.FormatInt(s.Offset, 10)
 }
 
 // shareMove is the move of a share-group source record that this process
@@ -72,7 +74,7 @@ type sameSourceError struct {
 }
 
 func (e *sameSourceError) Error() string {
-	return fmt.Sprintf("entry %s is a second dead letter of %s, which the entry %s moved: nothing published, entry resolved", e.id, e.source, e.by)
+	return fmt.Sprintf("entry %s is another dead letter of record %s, which the entry %s moved: nothing published, entry resolved", e.id, e.source, e.by)
 }
 
 func (e *sameSourceError) Is(target error) bool {
