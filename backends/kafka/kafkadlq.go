@@ -1,6 +1,7 @@
 // Package kafkadlq is the Apache Kafka backend (kafka://host:port?topic=T):
 // the DLQ is a topic as Spring Kafka, Kafka Connect, Karafka or a
-// dlqctl-style producer writes it.
+// dlqctl-style producer writes it, or as the broker writes it for a share
+// group (share.go: the records are read back from their source).
 //
 // Reading never consumes and never commits a consumer offset: every read
 // assigns partitions directly (no consumer group) and reads

@@ -252,6 +252,14 @@ func TestShareGroupDeadLetters(t *testing.T) {
 		if err != nil || !strings.Contains(got.Malformed, want) {
 			t.Fatalf("Get: %+v %v", got, err)
 		}
+		// stats reads lean: the entry counts as malformed there too.
+		var lean []envelope.Envelope
+		if err := openTopic(t, ctx, off.dlq, kafkadlq.Options{}).ScanLean(ctx, "", func(e envelope.Envelope) error {
+			lean = append(lean, e)
+			return nil
+		}); err != nil || len(lean) != 1 || !strings.Contains(lean[0].Malformed, want) {
+			t.Fatalf("lean scan: %+v %v", lean, err)
+		}
 		// Copied: the key and value stay, the headers (and the event ID) do not.
 		es = scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), "")
 		if len(es) != 1 || string(es[0].Payload) != "poison-2" || strings.Contains(es[0].Malformed, "source gone") ||
