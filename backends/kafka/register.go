@@ -47,6 +47,7 @@ func Registration() backend.Registration {
 			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from, Stderr: o.Stderr})
 		},
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		InitDLQ: initShareDLQ,
 	}
 }
 

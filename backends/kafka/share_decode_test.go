@@ -90,3 +90,16 @@ func TestFromKafkaShareGroup(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitShareInit(t *testing.T) {
+	rest, group, cp, err := splitShareInit("kafka://u:p@b:9092?group=workers&copy=1&timeout=5s")
+	if err != nil || group != "workers" || cp != "true" || rest != "kafka://u:p@b:9092?timeout=5s&topic=dlq.workers" {
+		t.Fatalf("got %q %q %q %v", rest, group, cp, err)
+	}
+	if _, _, _, err := splitShareInit("kafka://b:9092?topic=dlq.x"); err == nil || !strings.Contains(err.Error(), "dlq init needs &group=G") {
+		t.Fatalf("no group: %v", err)
+	}
+	if _, _, _, err := splitShareInit("kafka://b:9092?group=g&copy=maybe"); err == nil || !strings.Contains(err.Error(), "want true or false") {
+		t.Fatalf("bad copy: %v", err)
+	}
+}

@@ -45,7 +45,22 @@ func makeShareDeadLetters(ctx context.Context, t *testing.T, bootstrap string, c
 	if err := kafkatest.CreateTopic(ctx, bootstrap, f.src, 1); err != nil {
 		return f, err
 	}
-	if err := kafkatest.ConfigureShareGroup(ctx, bootstrap, f.group, kafkatest.ShareDLQ{Topic: f.dlq, Copy: copyRecord, DeliveryLimit: 2}); err != nil {
+	cfg := kafkatest.ShareDLQ{Topic: f.dlq, Copy: copyRecord, DeliveryLimit: 2}
+	if !copyRecord {
+		// dlqctl dlq init sets this group's DLQ up (dlq.GROUP), twice:
+		// the second finds it done.
+		f.dlq, cfg.Topic = "dlq."+f.group, ""
+		for i, want := range []bool{true, false} {
+			res, err := kafkadlq.Registration().InitDLQ(ctx, "kafka://"+bootstrap+"?group="+f.group, backend.OpenOptions{}, false)
+			if err != nil {
+				return f, err
+			}
+			if res.Created != want || res.Stream != f.dlq || res.Source != "kafka://"+bootstrap+"?topic="+f.dlq {
+				return f, fmt.Errorf("dlq init #%d: %+v, want created=%t of %s", i+1, res, want, f.dlq)
+			}
+		}
+	}
+	if err := kafkatest.ConfigureShareGroup(ctx, bootstrap, f.group, cfg); err != nil {
 		return f, err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(f.dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

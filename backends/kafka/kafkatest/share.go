@@ -185,7 +185,9 @@ func tail(s string, n int) string {
 
 // ShareDLQ is a share group's dead-letter configuration.
 type ShareDLQ struct {
-	Topic string // errors.deadletterqueue.topic.name (the broker wants the prefix "dlq.")
+	// Topic is errors.deadletterqueue.topic.name (the broker wants the
+	// prefix "dlq."); "" leaves the group's DLQ topic as it is.
+	Topic string
 	// Copy turns on errors.deadletterqueue.copy.record.enable: the dead
 	// letter carries the record's key, value and headers, not only the
 	// broker's headers.
@@ -195,11 +197,12 @@ type ShareDLQ struct {
 	DeliveryLimit int
 }
 
-// ConfigureShareGroup sets a share group's dead-letter topic, copy mode
-// and delivery limit, and makes it start at the earliest offset so that it
-// reads what a test produced before it joined; it creates the dead-letter
-// topic, opted in with errors.deadletterqueue.group.enable=true, when
-// that topic does not exist yet.
+// ConfigureShareGroup sets a share group's dead-letter topic (unless
+// dlq.Topic is ""), copy mode and delivery limit, and makes it start at
+// the earliest offset so that it reads what a test produced before it
+// joined; it creates the dead-letter topic, opted in with
+// errors.deadletterqueue.group.enable=true, when that topic does not
+// exist yet.
 func ConfigureShareGroup(ctx context.Context, bootstrap, group string, dlq ShareDLQ) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
@@ -218,8 +221,10 @@ func ConfigureShareGroup(ctx context.Context, bootstrap, group string, dlq Share
 	}
 	set := map[string]string{
 		"share.auto.offset.reset":                   "earliest",
-		"errors.deadletterqueue.topic.name":         dlq.Topic,
 		"errors.deadletterqueue.copy.record.enable": strconv.FormatBool(dlq.Copy),
+	}
+	if dlq.Topic != "" {
+		set["errors.deadletterqueue.topic.name"] = dlq.Topic
 	}
 	if dlq.DeliveryLimit > 0 {
 		set["share.delivery.count.limit"] = strconv.Itoa(dlq.DeliveryLimit)
