@@ -249,6 +249,26 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			t.Fatalf("left in the DLQ: %+v", left)
 		}
 	})
+	t.Run("doctor", func(t *testing.T) {
+		checks := openTopic(t, ctx, off.dlq, kafkadlq.Options{}).DoctorChecks(ctx)
+		if len(checks) != 1 || checks[0].Name != "share group "+off.group || !checks[0].OK ||
+			!strings.Contains(checks[0].Detail, "copy off") || !strings.Contains(checks[0].Detail, "delivery limit 2") {
+			t.Fatalf("copy off: %+v", checks)
+		}
+		hour := "3600000"
+		if _, err := kadm.NewClient(rawClient(t)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &hour}}, off.src); err != nil {
+			t.Fatal(err)
+		}
+		checks = openTopic(t, ctx, off.dlq, kafkadlq.Options{}).DoctorChecks(ctx)
+		if len(checks) != 1 || checks[0].OK || !strings.Contains(checks[0].Detail, off.src+" keeps records for 1h0m0s") ||
+			!strings.Contains(checks[0].Fix, "errors.deadletterqueue.copy.record.enable=true") {
+			t.Fatalf("copy off, retention 1h: %+v", checks)
+		}
+		checks = openTopic(t, ctx, on.dlq, kafkadlq.Options{}).DoctorChecks(ctx)
+		if len(checks) != 1 || !checks[0].OK || !strings.Contains(checks[0].Detail, "copy on") {
+			t.Fatalf("copy on: %+v", checks)
+		}
+	})
 	t.Run("source gone", func(t *testing.T) {
 		adm := kadm.NewClient(rawClient(t))
 		for _, f := range fixtures {
