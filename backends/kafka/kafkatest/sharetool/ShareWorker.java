@@ -10,21 +10,49 @@
 // printed as one tab-separated line: ACTION TOPIC PARTITION OFFSET
 // DELIVERY_COUNT EVENT_ID VALUE. It stops once IDLE_MS pass without a
 // record after the first one, or after MAX_MS in all.
+//
+// Two more modes stand in for what a team's own tools do, for the
+// runbook's rehearsal:
+//
+//   java ShareWorker setup BOOTSTRAP GROUP TOPIC   create TOPIC (one partition) and have
+//                                                  GROUP start at its beginning
+//   java ShareWorker produce BOOTSTRAP TOPIC VALUE...  one record per VALUE, its event_id
+//                                                  header the value itself
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 
 public final class ShareWorker {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws Exception {
+        if (args.length >= 4 && args[0].equals("setup")) {
+            setup(args[1], args[2], args[3]);
+            return;
+        }
+        if (args.length >= 3 && args[0].equals("produce")) {
+            produce(args[1], args[2], Arrays.copyOfRange(args, 3, args.length));
+            return;
+        }
         if (args.length < 5) {
             System.err.println("usage: ShareWorker BOOTSTRAP GROUP TOPIC IDLE_MS MAX_MS [reject=TEXT|release=TEXT]...");
             System.exit(2);
@@ -63,6 +91,33 @@ public final class ShareWorker {
                 }
                 c.commitSync(Duration.ofSeconds(30));
                 System.out.flush();
+            }
+        }
+    }
+
+    static void setup(String bootstrap, String group, String topic) throws Exception {
+        try (Admin a = Admin.create(Map.<String, Object>of("bootstrap.servers", bootstrap))) {
+            try {
+                a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get();
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof TopicExistsException)) throw e;
+            }
+            ConfigResource g = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(g, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)))).all().get();
+        }
+    }
+
+    static void produce(String bootstrap, String topic, String[] values) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> pr = new KafkaProducer<>(p)) {
+            for (String v : values) {
+                ProducerRecord<String, String> r = new ProducerRecord<>(topic, 0, v, v);
+                r.headers().add("event_id", v.getBytes(StandardCharsets.UTF_8));
+                pr.send(r).get();
             }
         }
     }
