@@ -95,7 +95,7 @@ func initShareDLQ(ctx context.Context, raw string, opts backend.OpenOptions, dry
 	if copyRecord != "" {
 		set[GroupDLQCopyRecord] = copyRecord
 	}
-	if err := alterGroupConfigs(ctx, t.cl, group, set); err != nil {
+	if err := SetGroupConfigs(ctx, t.cl, group, set); err != nil {
 		return res, t.connErr(ctx, "set the configs of group "+group, err)
 	}
 	return res, nil
@@ -158,8 +158,9 @@ func groupConfigs(ctx context.Context, cl *kgo.Client, groups ...string) (map[st
 	return out, nil
 }
 
-// alterGroupConfigs sets configs of a group (resource type GROUP).
-func alterGroupConfigs(ctx context.Context, cl *kgo.Client, group string, set map[string]string) error {
+// SetGroupConfigs sets configs of a group (resource type GROUP: a share
+// group's dead-letter topic, copy mode, delivery limit, start offset).
+func SetGroupConfigs(ctx context.Context, cl *kgo.Client, group string, set map[string]string) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group

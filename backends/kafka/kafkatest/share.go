@@ -17,10 +17,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	kafkadlq "github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
@@ -229,33 +228,8 @@ func ConfigureShareGroup(ctx context.Context, bootstrap, group string, dlq Share
 	if dlq.DeliveryLimit > 0 {
 		set["share.delivery.count.limit"] = strconv.Itoa(dlq.DeliveryLimit)
 	}
-	return alterGroupConfig(ctx, cl, group, set)
-}
-
-// alterGroupConfig sets group-level configs (resource type GROUP).
-func alterGroupConfig(ctx context.Context, cl *kgo.Client, group string, set map[string]string) error {
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeGroupConfig
-	res.ResourceName = group
-	for k, v := range set {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("kafkatest: alter group %s configs: %w", group, err)
-	}
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			msg := ""
-			if r.ErrorMessage != nil {
-				msg = *r.ErrorMessage
-			}
-			return fmt.Errorf("kafkatest: alter group %s configs: %w %s", group, err, msg)
-		}
+	if err := kafkadlq.SetGroupConfigs(ctx, cl, group, set); err != nil {
+		return fmt.Errorf("kafkatest: set group %s configs: %w", group, err)
 	}
 	return nil
 }
