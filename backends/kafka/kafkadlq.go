@@ -192,7 +192,7 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 		from.Kind = "property"
 	}
 	if src.shareGroup != "" {
-		return nil, backend.Configf("kafka source %s: group= is for dlq init (it sets the share group's DLQ up); read the DLQ with topic=", src.display())
+		return nil, backend.Configf("kafka source %s: group= is for dlq init (it sets the share group's DLQ up); read the DLQ with topic=", src.Display())
 	}
 	if src.user != "" && pw == "" {
 		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.Display(), src.user)

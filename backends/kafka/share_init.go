@@ -43,7 +43,7 @@ func initShareDLQ(ctx context.Context, raw string, opts backend.OpenOptions, dry
 	}
 	defer t.Close()
 	topic := t.src.topic
-	res := backend.DLQInit{Source: t.src.display(), Stream: topic, Subjects: []string{group}}
+	res := backend.DLQInit{Source: t.src.Display(), Stream: topic, Subjects: []string{group}}
 	cfgs, err := groupConfigs(ctx, t.cl, group)
 	if err != nil {
 		return res, t.connErr(ctx, "configs of group "+group, err)
