@@ -66,7 +66,10 @@ type Stream struct {
 	move     *redis.Script
 	moveOne  *redis.Script
 	pageSize int
-	password string // only to scrub error messages
+	// plainPages reads every page through go-redis's own parser instead
+	// of the fast one (xrange.go): tests and benchmarks compare the two.
+	plainPages bool
+	password   string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
 	missing  bool
 	leaseTTL time.Duration
@@ -235,29 +238,33 @@ func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelo
 		}
 		start = "(" + after
 	}
+	pg := &pager{s: s}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, start, "+", int64(s.pageSize)).Result()
+		n, err := pg.next(ctx, start, "+", int64(s.pageSize))
 		if err != nil {
 			return s.cmdErr(ctx, "xrange", err)
 		}
-		for _, m := range msgs {
+		last := ""
+		for i := range n {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := fn(s.decode(m)); err != nil {
+			e := pg.entry(i)
+			last = e.ID
+			if err := fn(s.decodeEntry(e)); err != nil {
 				if errors.Is(err, backend.ErrStop) {
 					return nil
 				}
 				return err
 			}
 		}
-		if len(msgs) < s.pageSize {
+		if n < s.pageSize {
 			return nil
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		start = "(" + last
 	}
 }
 
@@ -366,33 +373,36 @@ func idMillis(id string) (uint64, bool) {
 func (s *Stream) scanFingerprints(ctx context.Context, r idRange, fn func(id, fingerprint string) error) error {
 	names := s.names[envelope.FieldFingerprint]
 	start := r.start
+	pg := &pager{s: s}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, start, r.end, int64(s.pageSize)).Result()
+		n, err := pg.next(ctx, start, r.end, int64(s.pageSize))
 		if err != nil {
 			return s.cmdErr(ctx, "xrange", err)
 		}
-		for _, m := range msgs {
+		id := ""
+		for i := range n {
+			id = pg.id(i)
 			fp := ""
 			for _, n := range names {
-				if v, ok := m.Values[n].(string); ok && v != "" {
+				if v, ok := pg.lookup(i, n); ok && v != "" {
 					fp = v
 					break
 				}
 			}
 			if fp == "" {
-				fp = s.decode(m).Fingerprint
+				fp = s.decodeEntry(pg.entry(i)).Fingerprint
 			}
-			if err := fn(m.ID, fp); err != nil {
+			if err := fn(id, fp); err != nil {
 				return err
 			}
 		}
-		if len(msgs) < s.pageSize {
+		if n < s.pageSize {
 			return nil
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		start = "(" + id
 	}
 }
 
@@ -422,6 +432,10 @@ func (s *Stream) Len(ctx context.Context) (int64, error) {
 
 func (s *Stream) decode(m redis.XMessage) envelope.Envelope {
 	return envelope.DecodeFields(m.ID, "redis", stringFields(m.Values), s.names)
+}
+
+func (s *Stream) decodeEntry(e streamEntry) envelope.Envelope {
+	return envelope.DecodeFields(e.ID, "redis", e.fieldMap(), s.names)
 }
 
 func stringFields(values map[string]any) map[string]string {
