@@ -132,6 +132,9 @@ type Run struct {
 	In        time.Duration
 	InAllocs  uint64
 	InBytes   uint64
+	// Floor is the bare XRANGE loop as a process of its own, start to
+	// exit, and its user+sys CPU (redis-stats only).
+	Floor, FloorCPU time.Duration
 }
 
 // RSSPoint is the peak RSS of `dlqctl stats` and of the raw loop at N,
@@ -238,7 +241,7 @@ func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Tim
 	}
 	rs := &redisStreams{c: c, rdb: rdb, now: now, seeded: map[int]string{}}
 	if slices.Contains(c.Cases, caseRedisStats) {
-		if err := c.redisStats(ctx, d, srv, rs, res); err != nil {
+		if err := c.redisStats(ctx, h, d, srv, rs, res); err != nil {
 			return err
 		}
 	}
@@ -279,8 +282,9 @@ func (rs *redisStreams) seed(ctx context.Context, n int) (string, time.Duration,
 	return key, time.Since(start), nil
 }
 
-// redisStats is redis-stats: alternately the raw XRANGE loop and dlqctl.
-func (c Config) redisStats(ctx context.Context, d *dlqctl, srv *redistest.Server, rs *redisStreams, res *Results) error {
+// redisStats is redis-stats: alternately the raw XRANGE loop, the floor
+// (the bare XRANGE loop as a process of its own) and dlqctl.
+func (c Config) redisStats(ctx context.Context, h helpers, d *dlqctl, srv *redistest.Server, rs *redisStreams, res *Results) error {
 	key, took, err := rs.seed(ctx, c.N)
 	if err != nil {
 		return err
@@ -298,11 +302,16 @@ func (c Config) redisStats(ctx context.Context, d *dlqctl, srv *redistest.Server
 			return fmt.Errorf("raw redis loop read %d entries, want %d", raw.Count, c.N)
 		}
 		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+		floor, err := rawRedisChild(ctx, h, srv.Addr(), key, c.N, "floor")
+		if err != nil {
+			return err
+		}
+		r.Floor, r.FloorCPU = floor.Wall, floor.User+floor.Sys
 		if err := c.dlqctlRun(ctx, d, source, c.N, &r); err != nil {
 			return err
 		}
 		t.Runs = append(t.Runs, r)
-		c.logf("redis-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+		c.logf("redis-stats run %d/%d: raw %s, floor %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Floor.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
 	}
 	return c.profile(ctx, d, source, "redis", res)
 }
