@@ -53,8 +53,10 @@ type Config struct {
 	PulsarN     int
 	KafkaN      int // the kafka-stats dead-letter topic's records
 	SQSN        int // the sqs-stats queue's messages
-	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
-	ScaleN int
+	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10);
+	// ScaleCompact seeds compact entries and checks the moves by count.
+	ScaleN       int
+	ScaleCompact bool
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
