@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -253,7 +252,8 @@ func TestGatesStopTheRun(t *testing.T) {
 // TestGateInTheLastBatch trips the re-dead-lettered gate in the plan's
 // last batch: every entry was moved, so the messages say that nothing is
 // left to resume, name the event that came back and give the command
-// that plans it again, which works as printed. approve --again, resume
+// that plans it again (the plan's flags, taking what came back in another
+// category), which works as printed. approve --again, resume
 // and a second apply say the same instead of pointing at a run that has
 // nothing left.
 func TestGateInTheLastBatch(t *testing.T) {
@@ -266,15 +266,7 @@ func TestGateInTheLastBatch(t *testing.T) {
 		"--reason", "gate test", "--effects", "sqlite:"+inbox, "--settle", "3s", "--rate", "500", "--ramp", "5", "--out", "p.json"); code != 0 {
 		t.Fatalf("plan: %s", out)
 	}
-	var plan struct {
-		Entries []struct {
-			EventID string `json:"event_id"`
-		} `json:"entries"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "p.json")); err != nil || json.Unmarshal(b, &plan) != nil || len(plan.Entries) != 8 {
-		t.Fatalf("read the plan: %v (%d entries)", err, len(plan.Entries))
-	}
-	victim := plan.Entries[6].EventID // in batch 2 of 5+3, the last
+	victim := victimIn(t, dir, 5, 8) // in batch 2 of 5+3, the last
 	workertest.Start(t, append(wargs, "--fail", victim)...)
 	if code, out := dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
 		t.Fatalf("approve: %s", out)
@@ -299,13 +291,21 @@ func TestGateInTheLastBatch(t *testing.T) {
 			}
 		}
 	}
-	replan := "\n  dlqctl --source '" + src + "' redrive plan --effects sqlite:" + inbox + " --event-id " + victim + " --reason 'gate test (came back)' --out redrive-again.plan.json"
+	replan := shellBlock(t, out, "Once the cause is fixed, plan it again:")
+	for _, want := range []string{"dlqctl --source '" + src + "' redrive plan --category transient --category unknown --origin payments --event-id " + victim,
+		"--allow-disposition investigate --ramp 5 --rate 500 --burst 10 --effects sqlite:" + inbox + " --settle 3s --max-failed-ratio 0 --reason 'gate test (came back)' --out redrive-again-"} {
+		if !strings.Contains(replan, want) {
+			t.Errorf("the re-plan lacks %q:\n%s", want, replan)
+		}
+	}
 	cameBack := "1 event came back to the DLQ: " + victim
 	wantAll("apply", out, "stopped by the re-dead-lettered gate", "nothing is left to resume (journal p.journal)", cameBack, replan, "; 1 came back to the DLQ.")
+	// Printed again later, it names the file of its own time.
+	again := replan[:strings.Index(replan, "--out redrive-again-")]
 	refuseAll("apply", out, "PLAN", "--past-gate", "approve p.json")
 
 	code, out = dlqctlProc(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall", "--again")
-	wantAll("approve --again", out, "nothing is left to apply or resume", cameBack, replan)
+	wantAll("approve --again", out, "nothing is left to apply or resume", cameBack, again)
 	refuseAll("approve --again", out, "next:")
 	if code != 0 {
 		t.Errorf("approve --again: exit %d", code)
@@ -316,23 +316,19 @@ func TestGateInTheLastBatch(t *testing.T) {
 		if code != 3 {
 			t.Errorf("%s: exit %d, want 3", what, code)
 		}
-		wantAll(what, out, "nothing is left to resume", cameBack, replan)
+		wantAll(what, out, "nothing is left to resume", cameBack, again)
 		refuseAll(what, out, "Redrive complete!", "PLAN", "approve p.json")
 	}
 	code, out = dlqctlProc(t, dir, nil, "--source", src, "redrive", "apply", "p.json")
-	wantAll("apply again", out, "p.json was already applied (journal p.journal)", cameBack, replan)
+	wantAll("apply again", out, "p.json was already applied (journal p.journal)", cameBack, again)
 	refuseAll("apply again", out, "stale", "--skip-missing")
 	if code != 2 {
 		t.Errorf("apply again: exit %d, want 2", code)
 	}
 
 	// The command printed plans the event that came back.
-	line := strings.TrimSpace(replan)
-	c := exec.Command("sh", "-c", line+" -o json")
-	c.Dir = dir
-	c.Env = append(os.Environ(), "DLQCTL_APPROVAL_KEY=test-approval-key-0123456789abcdef")
-	b, err := c.CombinedOutput()
-	if err != nil || !strings.Contains(string(b), victim) {
-		t.Errorf("%s: %v\n%s", line, err, b)
+	code, out = runAsPrinted(t, dir, replan)
+	if code != 0 || !strings.Contains(out, "plan written to redrive-again-") || !strings.Contains(out, "\nentries\t1\n") {
+		t.Errorf("the re-plan as printed: exit %d\n%s", code, out)
 	}
 }

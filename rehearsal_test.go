@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,9 +17,12 @@ import (
 // written: the sh blocks of each rehearsal section, in one bash with -e,
 // from a view of the checkout (every top-level entry linked into a
 // temporary folder, so that what the commands write lands there). The
-// servers are the ones the runbook starts: redis-server on its port,
-// scripts/kafka.sh and scripts/elasticmq.sh on free ones. Not under
-// -short: it starts Kafka and ElasticMQ.
+// servers are the ones the runbook starts: redis-server on the port the
+// section names, which the test swaps for a free one (the documented port
+// is held by a stand-in meanwhile, as another Redis on the machine would
+// hold it), and scripts/kafka.sh, scripts/elasticmq.sh, scripts/rabbitmq.sh
+// and scripts/nats.sh on free ones. Not under -short: it starts Kafka and
+// ElasticMQ.
 func TestRunbookRehearsals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the servers the runbook starts, Kafka and ElasticMQ among them")
@@ -28,14 +33,22 @@ func TestRunbookRehearsals(t *testing.T) {
 	}
 	for _, c := range []struct {
 		heading string
-		stop    string // the server to stop if the script fails before it does
+		port    string   // the fixed port the section documents, swapped for a free one
+		stop    string   // the server to stop if the script fails before it does
+		says    []string // what the output must show besides success
 	}{
-		{"## 0. Rehearse it on your machine", ""},
-		{"## Rehearse it on Kafka", "scripts/kafka.sh stop rehearsal/kafka"},
-		{"## Rehearse it on SQS", "scripts/elasticmq.sh stop rehearsal/sqs"},
+		// The gate trip the section shows: a halt by the gate it names.
+		{"## 0. Rehearse it on your machine", "REDIS_PORT=6391", "", []string{"stopped by the duplicate-effect gate", "apply exited 3"}},
+		{"## Rehearse it on Kafka", "", "scripts/kafka.sh stop rehearsal/kafka", nil},
+		{"## Rehearse it on SQS", "", "scripts/elasticmq.sh stop rehearsal/sqs", nil},
+		{"## Rehearse it on RabbitMQ", "", "scripts/rabbitmq.sh stop rehearsal/rabbitmq", nil},
+		{"## Rehearse it on NATS", "", "scripts/nats.sh stop rehearsal/nats", nil},
 	} {
 		t.Run(strings.TrimLeft(c.heading, "# 0."), func(t *testing.T) {
 			script := shBlocks(t, section(t, string(doc), c.heading))
+			if c.port != "" {
+				script = freePort(t, script, c.port)
+			}
 			dir := checkoutView(t)
 			if c.stop != "" {
 				t.Cleanup(func() {
@@ -53,8 +66,45 @@ func TestRunbookRehearsals(t *testing.T) {
 					t.Errorf("the rehearsal says %q:\n%s", bad, out)
 				}
 			}
+			for _, want := range c.says {
+				if !strings.Contains(out, want) {
+					t.Errorf("the rehearsal does not say %q:\n%s", want, out)
+				}
+			}
 		})
 	}
+}
+
+// freePort swaps the documented NAME=PORT assignment in script for a free
+// port, and holds the documented port meanwhile with a listener that
+// drops every connection, as another server on the machine would hold
+// it: a rehearsal that still reached for it would fail.
+func freePort(t *testing.T, script, assignment string) string {
+	t.Helper()
+	name, port, _ := strings.Cut(assignment, "=")
+	script = "\n" + script
+	if !strings.Contains(script, "\n"+assignment) {
+		t.Fatalf("the section no longer sets %s: the test cannot move its server to a free port", assignment)
+	}
+	if l, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	return strings.Replace(script, "\n"+assignment, "\n"+name+"="+free, 1)[1:]
 }
 
 // section is the text under heading, up to the next heading of its level.
@@ -133,7 +183,7 @@ func runRehearsal(t *testing.T, dir, script string) (string, error) {
 	}
 	// Servers the scripts start stop with this test, whatever happens.
 	pid := fmt.Sprint(os.Getpid())
-	cmd.Env = append(env, "KAFKA_WATCH_PID="+pid, "ELASTICMQ_WATCH_PID="+pid, "AWS_EC2_METADATA_DISABLED=true")
+	cmd.Env = append(env, "KAFKA_WATCH_PID="+pid, "ELASTICMQ_WATCH_PID="+pid, "RABBITMQ_WATCH_PID="+pid, "AWS_EC2_METADATA_DISABLED=true")
 	// A file, not a pipe: what the script leaves in the background holds
 	// its output open, and Wait would wait for that too.
 	out, err := os.Create(filepath.Join(t.TempDir(), "out"))

@@ -106,17 +106,19 @@ const Redacted = "xxxxx"
 // errors. errors.Is and errors.As still see through the result, and a
 // ConfigError stays one.
 func Scrub(err error, secrets ...string) error {
+	return ScrubAround(err, nil, secrets...)
+}
+
+// ScrubAround is Scrub that leaves every occurrence of the keep strings
+// as it is: a URL's display forms, which hide its password already. A
+// password that equals the user name (RabbitMQ's guest:guest) would
+// otherwise hide the user name in them, which every other echo of that URL
+// shows.
+func ScrubAround(err error, keep []string, secrets ...string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	hit := false
-	for _, s := range secrets {
-		if len(s) >= 3 && strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, Redacted)
-			hit = true
-		}
-	}
+	msg, hit := scrubText(err.Error(), keep, secrets)
 	if !hit {
 		return err
 	}
@@ -125,6 +127,32 @@ func Scrub(err error, secrets ...string) error {
 		return &ConfigError{Err: errors.New(msg)}
 	}
 	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubText replaces the secrets in msg outside the keep strings, and
+// says whether it replaced any.
+func scrubText(msg string, keep, secrets []string) (string, bool) {
+	for len(keep) > 0 && (keep[0] == "" || !strings.Contains(msg, keep[0])) {
+		keep = keep[1:]
+	}
+	if len(keep) > 0 {
+		pieces := strings.Split(msg, keep[0])
+		hit := false
+		for i, p := range pieces {
+			var h bool
+			pieces[i], h = scrubText(p, keep[1:], secrets)
+			hit = hit || h
+		}
+		return strings.Join(pieces, keep[0]), hit
+	}
+	hit := false
+	for _, s := range secrets {
+		if len(s) >= 3 && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, Redacted)
+			hit = true
+		}
+	}
+	return msg, hit
 }
 
 // scrubbedError keeps errors.Is working on an error whose text was scrubbed.

@@ -56,7 +56,7 @@ func ThisProcess(runID string, since time.Time) LeaseHolder {
 // SamePIDSpace says whether the PID that a lease records (held) names a
 // process that me can look for with ProcessAlive: same host name, same
 // boot and same PID namespace. A lease from another namespace or boot is
-// then judged as one from another host (by its expiry, or its run ID),
+// then judged as one from another host (by its expiry),
 // never by a PID that means another process here, or none. A lease that
 // records neither boot nor namespace (written by an older dlqctl, or on
 // an OS that gives none) is judged by its host name alone, as before.
@@ -68,6 +68,22 @@ func SamePIDSpace(held, me LeaseHolder) bool {
 		return true
 	}
 	return held.BootID == me.BootID && held.PIDNamespace == me.PIDNamespace
+}
+
+// HolderGone says whether the process behind a lease that held's run ID
+// left (its own run's, being resumed by me) has provably ended, so that
+// me may take the lease over before it expires: it is me, or it is in
+// my PID space (SamePIDSpace) and its PID is dead. A holder elsewhere
+// cannot be looked for and is waited out, so that two live resumes of
+// copies of one journal are refused wherever they run.
+func HolderGone(held, me LeaseHolder) bool {
+	if !SamePIDSpace(held, me) {
+		return false
+	}
+	if held.PID == me.PID || held.PID <= 0 {
+		return true
+	}
+	return !ProcessAlive(held.PID)
 }
 
 func (h LeaseHolder) String() string {

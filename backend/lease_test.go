@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -43,3 +45,34 @@ func TestThisProcessPlacesItself(t *testing.T) {
 		t.Fatalf("ThisProcess: %+v then %+v", a, b)
 	}
 }
+
+// TestHolderGone: a lease of our own run ID is taken over early only from
+// a process that is provably gone: this one, or a dead PID in this PID
+// space. A live process, or one elsewhere that cannot be looked for, is
+// waited out.
+func TestHolderGone(t *testing.T) {
+	me := ThisProcess("r", time.Now())
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := me
+	elsewhere.PIDNamespace += "-other"
+	for _, c := range []struct {
+		name string
+		held LeaseHolder
+		want bool
+	}{
+		{"this very process", me, true},
+		{"a dead process here", withPID(me, dead.Process.Pid), true},
+		{"a live process here (the parent of this test)", withPID(me, os.Getppid()), false},
+		{"a process in another PID namespace", withPID(elsewhere, dead.Process.Pid), false},
+		{"a process on another host", LeaseHolder{RunID: "r", PID: dead.Process.Pid, Host: me.Host + "-other"}, false},
+	} {
+		if got := HolderGone(c.held, me); got != c.want {
+			t.Errorf("%s: HolderGone = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func withPID(h LeaseHolder, pid int) LeaseHolder { h.PID = pid; return h }

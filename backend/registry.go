@@ -67,6 +67,10 @@ func (o OpenOptions) ProfileSecret(key string) string { return o.secret(key) }
 type EnvVar struct {
 	Name string
 	Help string
+	// Password: the variable gives the password of the URL's user when
+	// the URL carries none. A command that dlqctl prints for someone to
+	// run names it instead of a password it cannot show.
+	Password bool
 }
 
 // Capabilities say what a backend can do; docs/backends.md and the
@@ -328,6 +332,11 @@ func SchemeOf(raw string) string {
 // scheme. When the scheme has one backend only, it gets raw even if its
 // predicate says no, so that its Parse explains what is wrong.
 func (r *Registry) Lookup(raw string) (Registration, error) {
+	if fixed := r.missingSlashes(raw); fixed != "" {
+		// raw itself is not echoed: without its "//" it does not parse as
+		// a URL, so its password could not be hidden.
+		return Registration{}, Configf("source: want %s://…; did you mean %q?", SchemeOf(fixed), RedactURL(fixed))
+	}
 	scheme := SchemeOf(raw)
 	r.mu.RLock()
 	regs := r.byScheme[scheme]
@@ -354,6 +363,26 @@ func (r *Registry) Lookup(raw string) (Registration, error) {
 		return Registration{}, Configf("source %q has no scheme: for a queue folder write dir:%s (other schemes: %s)", raw, raw, r.schemeList())
 	}
 	return Registration{}, Configf("source %q: unknown scheme %q (want one of %s)", RedactURL(raw), scheme, r.schemeList())
+}
+
+// missingSlashes is raw with the "://" its scheme lacks ("redis:/host",
+// "redis//host", "redis:host" for a URL scheme other than dir:), or ""
+// when it lacks nothing. (A bare "redis/x" is a folder's path.)
+func (r *Registry) missingSlashes(raw string) string {
+	if strings.Contains(raw, "://") {
+		return ""
+	}
+	for _, s := range r.Schemes() {
+		if s == "dir" {
+			continue
+		}
+		for _, typo := range []string{s + ":", s + "//"} {
+			if rest, ok := strings.CutPrefix(raw, typo); ok && rest != "" {
+				return s + "://" + strings.TrimLeft(rest, ":/")
+			}
+		}
+	}
+	return ""
 }
 
 func (r *Registry) schemeList() string {
@@ -391,9 +420,26 @@ func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Sour
 	}
 	src, err := reg.Open(ctx, raw, opts)
 	if err != nil {
-		return nil, Scrub(err, secrets...)
+		// The URL's display forms stay whole: with a password that equals
+		// the user name, scrubbing them would hide the user name too.
+		return nil, ScrubAround(err, []string{p.Display, WithHiddenPassword(p.Display)}, secrets...)
 	}
 	return src, nil
+}
+
+// PasswordEnv is the variable that gives raw's backend the password its
+// URL leaves out ("" when it has none, or raw names no backend).
+func (r *Registry) PasswordEnv(raw string) string {
+	reg, err := r.Lookup(raw)
+	if err != nil {
+		return ""
+	}
+	for _, e := range reg.Env {
+		if e.Password {
+			return e.Name
+		}
+	}
+	return ""
 }
 
 // Display returns raw as it may be printed: through its backend's parser

@@ -13,6 +13,10 @@ import (
 // `dlqctl stats -o json` on the same Redis DLQ stream of N entries, both
 // subprocesses, alternately. Discover's JSON carries every entry id, so
 // it writes the whole DLQ's ids where stats writes a page of numbers.
+// Then the same on the stream seeded again with errors that carry their
+// entry's order, attempt and worker: the bench's errors are fourteen
+// texts, which the miner meets again and does not mine, where real ones
+// carry IDs and are each masked and mined.
 const caseRedisDiscover = "redis-discover"
 
 // DiscoverResult is the redis-discover case.
@@ -23,6 +27,16 @@ type DiscoverResult struct {
 	Stats    string
 	Discover string
 	Groups   int
+	// Varied and VariedGroups are the same on errors that carry IDs.
+	Varied       []DiscoverRun
+	VariedSeed   time.Duration
+	VariedGroups int
+}
+
+// withIDs makes an entry's error carry what real ones do, so that no two
+// errors are one text.
+func withIDs(e *entry) {
+	e.LastError = fmt.Sprintf("%s (order %s, attempt %d, %s)", e.LastError, e.Key, e.Attempts, e.OriginConsumer)
 }
 
 // DiscoverRun is one alternation.
@@ -69,6 +83,7 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 		}
 		return err
 	}
+	groups := &r.Groups
 	checkDiscover := func(out []byte) error {
 		var doc struct {
 			Total  int `json:"total"`
@@ -87,31 +102,53 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 		if doc.Total != c.N || ids != c.N {
 			return fmt.Errorf("categorize --discover: total %d, %d ids, want %d", doc.Total, ids, c.N)
 		}
-		r.Groups = len(doc.Groups)
+		*groups = len(doc.Groups)
 		return nil
 	}
-	for i := range c.Runs {
-		var dr DiscoverRun
-		if dr.Stats, err = run(statsArgs, checkStats); err != nil {
-			return err
+	alternate := func(what string, runs *[]DiscoverRun) error {
+		for i := range c.Runs {
+			var dr DiscoverRun
+			if dr.Stats, err = run(statsArgs, checkStats); err != nil {
+				return err
+			}
+			if dr.Discover, err = run(discArgs, checkDiscover); err != nil {
+				return err
+			}
+			*runs = append(*runs, dr)
+			c.logf("redis-discover%s run %d/%d: stats %s, discover %s (%.2f×)", what, i+1, c.Runs,
+				dr.Stats.Wall.Round(time.Millisecond), dr.Discover.Wall.Round(time.Millisecond), dr.Discover.Wall.Seconds()/dr.Stats.Wall.Seconds())
 		}
-		if dr.Discover, err = run(discArgs, checkDiscover); err != nil {
-			return err
-		}
-		r.Runs = append(r.Runs, dr)
-		c.logf("redis-discover run %d/%d: stats %s, discover %s (%.2f×)", i+1, c.Runs,
-			dr.Stats.Wall.Round(time.Millisecond), dr.Discover.Wall.Round(time.Millisecond), dr.Discover.Wall.Seconds()/dr.Stats.Wall.Seconds())
+		return nil
 	}
-	return nil
+	if err := alternate("", &r.Runs); err != nil {
+		return err
+	}
+	c.logf("redis-discover: seeding %s again with %d entries whose errors carry IDs", key, c.N)
+	start = time.Now()
+	if err := seedStreamEdited(ctx, rdb, key, c.N, now, withIDs); err != nil {
+		return err
+	}
+	r.VariedSeed = time.Since(start)
+	groups = &r.VariedGroups
+	return alternate(" (errors with IDs)", &r.Varied)
 }
 
 func (r *DiscoverResult) write(w io.Writer) {
 	fmt.Fprintf(w, "\n### redis-discover — N = %s entries (seeded in %s), %d templates\n\n", group(float64(r.N)), r.Seed.Round(100*time.Millisecond), r.Groups)
 	fmt.Fprintf(w, "`%s` against `%s`, subprocesses, alternately; ratio = discover ÷ stats (target ≤ 1.5×).\n\n", r.Discover, r.Stats)
+	writeDiscoverRuns(w, r.Runs)
+	if len(r.Varied) > 0 {
+		fmt.Fprintf(w, "\nThe same stream seeded again (in %s) with errors that carry their entry's order, attempt and worker, so that each is masked and mined: %d templates.\n\n",
+			r.VariedSeed.Round(100*time.Millisecond), r.VariedGroups)
+		writeDiscoverRuns(w, r.Varied)
+	}
+}
+
+func writeDiscoverRuns(w io.Writer, runs []DiscoverRun) {
 	fmt.Fprintln(w, "| run | stats s | stats CPU s | stats RSS MiB | discover s | discover CPU s | discover RSS MiB | wall ratio | CPU ratio |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	var walls, cpus []float64
-	for i, x := range r.Runs {
+	for i, x := range runs {
 		wr, cr := x.Discover.Wall.Seconds()/x.Stats.Wall.Seconds(), x.Discover.CPU.Seconds()/x.Stats.CPU.Seconds()
 		walls, cpus = append(walls, wr), append(cpus, cr)
 		fmt.Fprintf(w, "| %d | %.2f | %.2f | %.1f | %.2f | %.2f | %.1f | %.2f× | %.2f× |\n", i+1,

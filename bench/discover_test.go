@@ -23,6 +23,10 @@ func TestDiscoverHarnessSmall(t *testing.T) {
 	if r == nil || len(r.Runs) != 1 || r.Runs[0].Stats.Wall <= 0 || r.Runs[0].Discover.Wall <= 0 || r.Groups == 0 {
 		t.Fatalf("redis-discover: %+v", r)
 	}
+	// IDs in the errors change no template.
+	if len(r.Varied) != 1 || r.Varied[0].Discover.Wall <= 0 || r.VariedGroups != r.Groups {
+		t.Fatalf("redis-discover, errors with IDs: %d runs, %d templates, want 1 and %d", len(r.Varied), r.VariedGroups, r.Groups)
+	}
 	var out bytes.Buffer
 	res.Write(&out)
 	if !strings.Contains(out.String(), "### redis-discover") {

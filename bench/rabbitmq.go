@@ -32,7 +32,7 @@ const (
 	caseRabbitRedrive = "rabbitmq-redrive"
 	// targetRabbitRedriveRatio: dlqctl's unthrottled redrive at least this
 	// share of the raw loop's messages/s.
-	targetRabbitRedriveRatio = 0.6
+	targetRabbitRedriveRatio = 0.7
 	rabbitChunk              = 256
 )
 

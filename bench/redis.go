@@ -20,6 +20,12 @@ const seedBatch = 1000
 // seedStream appends n entries to key with pipelined XADD, seedBatch per
 // round trip.
 func seedStream(ctx context.Context, rdb *redis.Client, key string, n int, now time.Time) error {
+	return seedStreamEdited(ctx, rdb, key, n, now, nil)
+}
+
+// seedStreamEdited is seedStream with edit, when not nil, applied to each
+// entry before it is written.
+func seedStreamEdited(ctx context.Context, rdb *redis.Client, key string, n int, now time.Time, edit func(*entry)) error {
 	if err := rdb.Del(ctx, key).Err(); err != nil {
 		return err
 	}
@@ -34,7 +40,11 @@ func seedStream(ctx context.Context, rdb *redis.Client, key string, n int, now t
 			hi := min(lo+seedBatch, n)
 			b := make([][]any, hi-lo)
 			for i := lo; i < hi; i++ {
-				b[i-lo] = g.entry(i).redisValues()
+				e := g.entry(i)
+				if edit != nil {
+					edit(&e)
+				}
+				b[i-lo] = e.redisValues()
 			}
 			select {
 			case batches <- b:

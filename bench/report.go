@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dlqctl/dlqctl/report"
 )
 
 // Targets (docs/performance.md).
@@ -41,17 +44,7 @@ func rate(n int, d time.Duration) float64 {
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
-func group(x float64) string {
-	s := fmt.Sprintf("%.0f", x)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func group(x float64) string { return report.Thousands(int64(math.Round(x))) }
 
 func verdict(ok bool) string {
 	if ok {

@@ -88,6 +88,13 @@ func runApply(ctx context.Context, o *applyOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseEmpty(plan, path, "apply"); err != nil {
+		return err
+	}
+	if o.Runner.Source == "" {
+		// None given: the plan's own, as resume takes the journal's.
+		o.Runner.Source = plan.Source
+	}
 	if err := o.PlanApprovals(plan, path); err != nil {
 		return err
 	}
@@ -143,13 +150,13 @@ func (p planRunner) apply(ctx context.Context, r approvedRun) error {
 	var stale *redrive.StaleError
 	switch {
 	case errors.As(err, &started):
-		return p.Out.startedAlready(r.plan, r.planPath, started, r.hint)
+		return p.Out.startedAlready(ctx, r.plan, r.planPath, started, r.hint)
 	case errors.As(err, &stale):
 		return staleRefusal(r.plan, r.journalPath, stale)
 	case err != nil:
 		return busyOr(err)
 	}
-	return p.Out.finishRun(ran, r.journalPath, r.hint)
+	return p.Out.finishRun(ctx, ran, r.journalPath, r.hint)
 }
 
 // staleRefusal is the error for a plan some of whose entries left the
@@ -196,40 +203,41 @@ func entryIDs(es []redrive.Entry) string {
 // finishRun says how a run went: it prints the run document, turns the
 // outcome into an exit code with the advice that goes with it, and then
 // says what failed in giving the DLQ lease back.
-func (f *Factory) finishRun(ran *redrive.Ran, journalPath string, hint hintFlags) error {
-	return redrive.AfterRelease(f.IO.ErrOut, f.runOutcome(ran.State, ran.Err, journalPath, hint), ran.Release)
+func (f *Factory) finishRun(ctx context.Context, ran *redrive.Ran, journalPath string, hint hintFlags) error {
+	return redrive.AfterRelease(f.IO.ErrOut, f.runOutcome(ctx, ran.State, ran.Err, journalPath, hint), ran.Release)
 }
 
 // runOutcome is the run document and the error of a run that ended with
 // runErr (nil when it ended by itself).
-func (f *Factory) runOutcome(st *redrive.State, runErr error, journalPath string, hint hintFlags) error {
+func (f *Factory) runOutcome(ctx context.Context, st *redrive.State, runErr error, journalPath string, hint hintFlags) error {
 	hint.pastGate = st.Status == redrive.StatusHalted
 	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
-	resume := cmdline + secretsNote(st.Plan)
+	resume := "\n" + shellLines(f.secretNotes(st.Plan), cmdline)
 	doc := f.liveRunDoc(st, journalPath)
 	if doc.Resume != "" {
 		doc.Resume = cmdline
 	}
+	doc.Needs = f.secretNotes(st.Plan)
 	if err := f.printRun(doc); err != nil {
 		return err
 	}
 	switch {
 	case errors.Is(runErr, redrive.ErrDeadline):
-		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitError, fmt.Errorf("--timeout reached; stopped after the step in flight, the journal is consistent. Resume with:%s", resume))
 	case errors.Is(runErr, redrive.ErrInterrupted):
-		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with: %s", resume))
+		return withCode(ExitInterrupted, fmt.Errorf("interrupted after the step in flight; the journal is consistent. Resume with:%s", resume))
 	case runErr != nil:
-		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with: %s", runErr, resume))
+		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with:%s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return f.haltError(st, doc, runPlanPath(st, ""), journalPath, hint)
+		return f.haltError(ctx, st, doc, runPlanPath(st, ""), journalPath, hint)
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {
-			retry = "; try the failed ones again with: " + resume + " --retry-failed"
+			retry = "; try the failed ones again with:\n" + shellLines(f.secretNotes(st.Plan), cmdline+" --retry-failed")
 		}
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
 	}
-	if advice := f.cameBackAdvice(st, journalPath); advice != "" {
+	if advice := f.cameBackAdvice(ctx, st, runPlanPath(st, ""), journalPath); advice != "" {
 		// The gates let them pass (--max-failed-ratio), but they are in
 		// the DLQ again.
 		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))

@@ -44,7 +44,7 @@ type approveOptions struct {
 	// approver whose earlier one is in force (unless again).
 	Review func(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error
 	// NextStep says what to run once approved.
-	NextStep func(plan *redrive.Plan, path string, keys keyFlags) string
+	NextStep func(ctx context.Context, plan *redrive.Plan, path string, keys keyFlags) string
 
 	by       string
 	ttl      time.Duration
@@ -95,7 +95,7 @@ into a ticket) and apply picks it up.`,
 
 // runApprove checks the TTL and the approver against the policy, shows
 // the plan, and records the approval in the plan or beside it.
-func runApprove(_ context.Context, o *approveOptions) error {
+func runApprove(ctx context.Context, o *approveOptions) error {
 	path := o.Plan
 	maxTTL := trust.MaxTTL(o.Policy)
 	if err := approval.CheckTTL(o.ttl, maxTTL); err != nil {
@@ -103,6 +103,9 @@ func runApprove(_ context.Context, o *approveOptions) error {
 	}
 	plan, err := o.ReadPlan(path, o.Kind)
 	if err != nil {
+		return err
+	}
+	if err := refuseEmpty(plan, path, "approve"); err != nil {
 		return err
 	}
 	// Approvals handed over beside the plan count for the review (one
@@ -152,7 +155,7 @@ func runApprove(_ context.Context, o *approveOptions) error {
 			return fmt.Errorf("write plan: %w", err)
 		}
 	}
-	fmt.Fprintf(o.IO.ErrOut, "approved by %s until %s, in %s; %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, o.NextStep(plan, path, o.keys))
+	fmt.Fprintf(o.IO.ErrOut, "approved by %s until %s, in %s; %s\n", a.By, a.ExpiresAt.Format(time.RFC3339), where, o.NextStep(ctx, plan, path, o.keys))
 	return nil
 }
 

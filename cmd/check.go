@@ -44,7 +44,7 @@ a check without one would always pass.`,
   dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing, f.refusesMissing = opts.allowMissing, true
+			f.allowMissing, f.refusesMissing, f.offersAllowMissing = opts.allowMissing, true, true
 			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -56,7 +56,7 @@ a check without one would always pass.`,
 	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
 	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
 	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
-	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, allowMissingUsage)
 	return c
 }
 

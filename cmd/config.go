@@ -60,8 +60,9 @@ func (c *Config) checkKeys(backendKeys []string) error {
 	for _, name := range sortedKeys(c.Profiles) {
 		for _, k := range sortedKeys(c.Profiles[name].BackendKeys) {
 			if !slices.Contains(backendKeys, k) {
-				return usageErrorf("config %s: profile %q: unknown key %q (a profile takes %s)", c.path, name, k,
-					strings.Join(append(profileFields(), backendKeys...), ", "))
+				known := append(profileFields(), backendKeys...)
+				return usageErrorf("config %s: profile %q: unknown key %q%s (a profile takes %s)", c.path, name, k,
+					didYouMeanText(k, known), strings.Join(known, ", "))
 			}
 		}
 	}
@@ -114,7 +115,7 @@ func loadConfig(explicit string, getenv func(string) string, backendKeys []strin
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return nil, usageErrorf("config %s: %v", p, err)
+			return nil, usageErrorf("config %s: %v", p, explainUnknownKeys(err, reflect.TypeOf(c)))
 		}
 		c.path = p
 		if err := c.checkKeys(backendKeys); err != nil {
@@ -136,11 +137,15 @@ func (c *Config) profile(name string) (Profile, error) {
 	}
 	p, ok := c.Profiles[name]
 	if !ok {
-		where := "no config file found"
-		if c.path != "" {
-			where = "not in " + c.path
+		if c.path == "" {
+			return Profile{}, usageErrorf("profile %q: no config file found", name)
 		}
-		return Profile{}, usageErrorf("profile %q: %s", name, where)
+		known := sortedKeys(c.Profiles)
+		list := "it has none"
+		if len(known) > 0 {
+			list = "its profiles: " + strings.Join(known, ", ")
+		}
+		return Profile{}, usageErrorf("profile %q: not in %s%s (%s)", name, c.path, didYouMeanText(name, known), list)
 	}
 	if _, err := p.Fields.Complete(); err != nil {
 		return Profile{}, usageErrorf("profile %q: %v", name, err)
@@ -165,7 +170,7 @@ func readRulesFile(path string) (envelope.RulesSpec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&spec); err != nil && !errors.Is(err, io.EOF) {
-		return spec, usageErrorf("--rules %s: %v", path, err)
+		return spec, usageErrorf("--rules %s: %v", path, explainUnknownKeys(err, reflect.TypeOf(spec)))
 	}
 	return spec, nil
 }

@@ -249,7 +249,7 @@ func optional(p string) bool {
 	for _, suffix := range []string{"malformed", "raw", "key", "owner", "fingerprint", "payload_version", "content_type",
 		"origin.subscription", "origin.consumer", "first_received_at", "recover_by", "schema_info", "properties{}", "date",
 		"origin.backend", "origin.topic", "dead_lettered_at", "backend{}", "params.to", "params.effects",
-		"params.effects_query", "approved_by", "halt_reason", "resume_command", "gate_reason", "events", "events[].event_id",
+		"params.effects_query", "approved_by", "halt_reason", "resume_command", "needs[]", "gate_reason", "events", "events[].event_id",
 		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
 		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac", "approvals[].signature", "approvals[].principal", "exact_base64{}",
 		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]",

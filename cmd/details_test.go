@@ -54,7 +54,7 @@ func TestOneStepWithoutEffectsDoesNotWait(t *testing.T) {
 		t.Errorf("the one-step redrive took %s: it waited the settle time after its last batch", took)
 	}
 	journal := strings.TrimSuffix(plan, ".json") + ".journal"
-	if !strings.Contains(out, "check later\t3 unverified: dlqctl reconcile --journal "+journal) {
+	if !strings.Contains(out, "check later\t3 unverified: a reconcile shows any that came back to the DLQ\nreconcile\tdlqctl reconcile --journal "+journal+"\n") {
 		t.Errorf("the summary does not say how to check the unverified events later:\n%s", out)
 	}
 	if _, err := os.Stat(journal + ".lock"); !os.IsNotExist(err) {
@@ -73,7 +73,11 @@ func TestOneStepWithoutEffectsDoesNotWait(t *testing.T) {
 	if !strings.Contains(out, "\t3→0\tre-dead-lettered\tre-dead-lettered=1 unverified=2") {
 		t.Errorf("reconcile --journal lost the run's DLQ sizes or the event that came back:\n%s", out)
 	}
-	if _, errOut, code = run(t, nil, "reconcile", "--journal", journal); code != 2 || !strings.Contains(errOut, "--source") {
+	// As the summary prints it: the run's own source.
+	if out, errOut, code = run(t, nil, "reconcile", "--journal", journal); code != 0 || !strings.Contains(out, "re-dead-lettered=1 unverified=2") {
+		t.Errorf("reconcile --journal without a source: exit %d, %s%s", code, out, errOut)
+	}
+	if _, errOut, code = run(t, nil, "reconcile", "--event-id", "E1"); code != 2 || !strings.Contains(errOut, "--source") {
 		t.Errorf("reconcile without effects or source: exit %d, %s", code, errOut)
 	}
 }

@@ -30,23 +30,29 @@ type dlqInitOptions struct {
 // runDLQInit.
 func newDLQCmd(f *Factory, runF func(context.Context, *dlqInitOptions) error) *cobra.Command {
 	c := &cobra.Command{
-		Use:     "dlq",
-		Short:   "Create what holds dead letters where the broker keeps none",
-		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers'`,
-		Args:    cobra.NoArgs,
+		Use:   "dlq",
+		Short: "Create what holds dead letters where the broker keeps none",
+		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers'
+  dlqctl dlq init 'amqp://user@127.0.0.1:5672/?queue=orders&admin=http://127.0.0.1:15672'`,
+		Args: cobra.NoArgs,
 	}
 	o := &dlqInitOptions{}
 	initCmd := &cobra.Command{
 		Use:   "init [URL]",
-		Short: "Create a DLQ for a broker without one (NATS JetStream: an advisory stream for a consumer)",
+		Short: "Create a DLQ for a broker without one, or without one that reads safely",
 		Long: `Create what a backend needs to hold dead letters where the broker keeps
-none. For NATS JetStream: a stream that captures the server's MAX_DELIVERIES
-and MSG_TERMINATED advisories for one stream's consumer, so that every
-message the consumer gave up on becomes a DLQ entry. The URL (or --source)
-names the stream and the consumer. Idempotent: what exists already is
-reported with created=false. --dry-run says what it would create.`,
+none, or none that can be read safely. For NATS JetStream: a stream that
+captures the server's MAX_DELIVERIES and MSG_TERMINATED advisories for one
+stream's consumer, so that every message the consumer gave up on becomes a
+DLQ entry; the URL (or --source) names the stream and the consumer. For
+RabbitMQ: a stream DLQ bound to an origin queue's dead-letter exchange, read
+by offset at no cost (queue= names the origin; dlq=, dlx= and
+dlx_routing_key= are described in docs/rabbitmq.md). Idempotent: what
+exists already is reported with created=false. --dry-run says what it would
+create.`,
 		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' --dry-run
-  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' -o json`,
+  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' -o json
+  dlqctl dlq init 'amqp://user@127.0.0.1:5672/?queue=orders&admin=http://127.0.0.1:15672'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.URL = f.source

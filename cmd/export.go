@@ -49,11 +49,16 @@ only what the producer carried. --out writes the file atomically, mode 0600.`,
 		},
 	}
 	opts.sel.register(c.Flags(), 0)
-	c.Flags().StringVar(&opts.out, "out", "", "write to this file instead of stdout")
+	c.Flags().StringVar(&opts.out, "out", "", "write to this file instead of stdout (- is stdout)")
 	return c
 }
 
 func runExport(ctx context.Context, opts *exportOptions) error {
+	if opts.out == "-" {
+		// As every tool that takes a file reads "-": stdout, not a file
+		// named "-".
+		opts.out = ""
+	}
 	sel, err := opts.sel.selector()
 	if err != nil {
 		return err

@@ -59,12 +59,15 @@ type settings struct {
 	cancel     context.CancelFunc
 	jq         *jqFilter
 	started    time.Time
-	// allowMissing is check's and stats's --allow-missing.
+	// allowMissing is --allow-missing of the commands that take it.
 	allowMissing bool
-	// refusesMissing: check and stats refuse a DLQ that does not exist
-	// (unless allowMissing) when they open it, before any note that it
+	// refusesMissing: the command refuses a DLQ that does not exist
+	// (unless allowMissing) when it opens it, before any note that it
 	// reads as empty.
 	refusesMissing bool
+	// offersAllowMissing: the command takes --allow-missing (not every
+	// command that refuses a missing DLQ does).
+	offersAllowMissing bool
 }
 
 // GlobalOptions are the flags every command takes (the command contract).

@@ -18,7 +18,11 @@ type IOStreams struct {
 	InTTY  bool
 	OutTTY bool
 	ErrTTY bool
-	Width  int
+	// Width is the terminal's width in columns when Out is one (0:
+	// unknown); ErrWidth the same for ErrOut, which messages and progress
+	// are fitted to.
+	Width    int
+	ErrWidth int
 	// Height is the terminal's height in lines when Out is one (0:
 	// unknown); a view that repaints the screen (stats --watch) fits it.
 	Height int
@@ -33,6 +37,11 @@ func SystemIO() *IOStreams {
 	if io.OutTTY {
 		if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
 			io.Width, io.Height = w, h
+		}
+	}
+	if io.ErrTTY {
+		if w, _, err := term.GetSize(int(os.Stderr.Fd())); err == nil {
+			io.ErrWidth = w
 		}
 	}
 	return io

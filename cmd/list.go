@@ -184,13 +184,18 @@ func finishList(ios *IOStreams, doc ListDoc, streamed, oneCategory bool, ro repo
 	return nil
 }
 
+// listErrorLines is how many lines an error may take in a terminal table:
+// errors of one kind often differ only at their end (missing field
+// "currency", "weightGrams"), which a one-line cell would cut away.
+const listErrorLines = 4
+
 // listColumns are the columns of list's table; categoryTone colours the
 // category on a terminal (nil: plain).
 func listColumns(categoryTone func(string) report.Tone) []report.Column {
 	return []report.Column{
 		{Name: "id", Kind: report.Key}, {Name: "event id", Kind: report.Key}, {Name: "age", Right: true},
 		{Name: "attempts", Right: true, Optional: true}, {Name: "category", Kind: report.Key, Tone: categoryTone},
-		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 100},
+		{Name: "origin", MaxWidth: 24, Optional: true}, {Name: "error", MaxWidth: 100, WrapLines: listErrorLines},
 	}
 }
 
@@ -200,7 +205,9 @@ func listRow(li ListItem) []any {
 
 // listError is the error cell: the entry's own last error, and for a
 // malformed entry why it is malformed as well, since that reason alone
-// says nothing about why the consumer gave up on it.
+// says nothing about why the consumer gave up on it. The reason comes
+// first: it is why the entry is in the malformed category, and a narrow
+// cell keeps the start of its text.
 func listError(li ListItem) string {
 	switch {
 	case li.Malformed == "":
@@ -208,7 +215,7 @@ func listError(li ListItem) string {
 	case li.LastError == "":
 		return "malformed: " + li.Malformed
 	}
-	return li.LastError + " (malformed: " + li.Malformed + ")"
+	return "(malformed: " + li.Malformed + ") " + li.LastError
 }
 
 // writeListTable draws the whole page at once: a terminal table takes its

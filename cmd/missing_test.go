@@ -20,15 +20,15 @@ func (m missingSource) MissingDLQ() string { return m.what }
 // empty on purpose, is not refused.
 func TestRefuseMissing(t *testing.T) {
 	const what = `kafka://127.0.0.1:9092?topic=typo: topic "typo" does not exist`
-	err := refuseMissing(missingSource{what: what}, false)
+	err := refuseMissing(missingSource{what: what}, false, true)
 	want := what + "; check the source (--allow-missing reads a missing DLQ as empty on purpose)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("refuseMissing = %v, want %q", err, want)
 	}
-	if err := refuseMissing(missingSource{what: what}, true); err != nil {
+	if err := refuseMissing(missingSource{what: what}, true, true); err != nil {
 		t.Errorf("with --allow-missing: %v", err)
 	}
-	if err := refuseMissing(missingSource{}, false); err != nil {
+	if err := refuseMissing(missingSource{}, false, true); err != nil {
 		t.Errorf("an existing DLQ: %v", err)
 	}
 }

@@ -75,6 +75,12 @@ func runOneStep(ctx context.Context, o *oneStepOptions) error {
 	if !o.yes && !o.dryRun && !o.IO.CanPrompt() {
 		return usageErrorf("not on a terminal: give --yes to %s without a prompt (or --dry-run to only see the plan)", kind)
 	}
+	planPath := firstNonEmpty(o.plan.out, fmt.Sprintf("%s-%s.plan.json", kind, o.Started.Format("20060102T150405Z")))
+	if !o.dryRun {
+		if err := checkPlanOut(planPath); err != nil {
+			return err
+		}
+	}
 	s, err := o.OpenSession(ctx)
 	if err != nil {
 		return err
@@ -84,17 +90,19 @@ func runOneStep(ctx context.Context, o *oneStepOptions) error {
 	if err != nil {
 		return err
 	}
-	planPath := firstNonEmpty(o.plan.out, fmt.Sprintf("%s-%s.plan.json", kind, o.Started.Format("20060102T150405Z")))
 	if o.dryRun {
 		fmt.Fprintln(o.IO.ErrOut, "(dry run) nothing will be changed")
 		return o.PrintPlan(plan, "(dry run, not written)")
 	}
+	if plan.Entries.Len() == 0 {
+		if err := o.PrintPlan(plan, notWritten); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.ErrOut, "nothing to do: the selection takes no entry%s\n", leftOutNote(plan))
+		return nil
+	}
 	if err := o.PrintPlan(plan, planPath); err != nil {
 		return err
-	}
-	if plan.Entries.Len() == 0 {
-		fmt.Fprintln(o.IO.ErrOut, "nothing to do: no entry selected")
-		return nil
 	}
 	if err := o.Confirm(ctx, o.yes, fmt.Sprintf("%s %s? Only \"yes\" is accepted: ", strings.ToUpper(kind[:1])+kind[1:], entries(plan.Entries.Len()))); err != nil {
 		return err
@@ -109,5 +117,6 @@ func runOneStep(ctx context.Context, o *oneStepOptions) error {
 	if err != nil {
 		return err
 	}
-	return o.Runner.apply(ctx, approvedRun{plan: plan, planPath: planPath, journalPath: journal, key: key, hint: hintFlags{yes: len(key) == 0}})
+	// The effects URL as typed: the plan keeps it with its password hidden.
+	return o.Runner.apply(ctx, approvedRun{plan: plan, planPath: planPath, journalPath: journal, key: key, effectsURL: o.plan.effects, hint: hintFlags{yes: len(key) == 0}})
 }

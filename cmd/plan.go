@@ -177,6 +177,8 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 	return redrive.BuildPlan(ctx, s.walker, mover, req, f.now())
 }
 
+// openProbe opens the effects store at url. A URL recorded by a plan
+// hides its password; DLQCTL_EFFECTS_PASSWORD gives it.
 func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
 	return f.effectsStores().OpenEffects(ctx, url, query)
 }
@@ -282,7 +284,7 @@ func newPlanCmd(f *Factory, kind string, runF func(context.Context, *planOptions
 		},
 	}
 	p.register(c)
-	c.Flags().StringVar(&p.out, "out", "", "plan file to write (required)")
+	c.Flags().StringVar(&p.out, "out", "", "plan file to write (required; never over a plan whose run has a journal beside it)")
 	return c
 }
 
@@ -294,6 +296,9 @@ func runPlan(ctx context.Context, o *planOptions) error {
 		return usageErrorf("--out is required: where to write the plan")
 	}
 	if err := p.check(); err != nil {
+		return err
+	}
+	if err := checkPlanOut(p.out); err != nil {
 		return err
 	}
 	s, err := o.OpenSession(ctx)
@@ -308,12 +313,33 @@ func runPlan(ctx context.Context, o *planOptions) error {
 	if u, ok := s.src.(backend.UnseenCounter); ok && u.Unseen() > 0 {
 		fmt.Fprintf(o.IO.ErrOut, "dlqctl: warning: %d messages in the DLQ were in flight and not seen by the scan, so this plan cannot hold them: plan again once they are visible (dlqctl stats says not_seen)\n", u.Unseen())
 	}
+	if plan.Entries.Len() == 0 {
+		// Nothing to approve or apply: say so, and why, instead of a
+		// plan that would "complete" having moved nothing.
+		if err := o.PrintPlan(plan, notWritten); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.ErrOut, "nothing to plan: the selection takes no entry%s; no plan written\n", leftOutNote(plan))
+		return nil
+	}
 	if err := redrive.WritePlan(p.out, plan); err != nil {
 		return fmt.Errorf("write plan: %w", err)
 	}
 	if err := o.PrintPlan(plan, p.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.ErrOut, "plan written to %s; next: dlqctl %s approve %s\n", p.out, p.kind, p.out)
+	fmt.Fprintf(o.IO.ErrOut, "plan written to %s; next: dlqctl %s approve %s\n", p.out, p.kind, shellQuote(p.out))
 	return nil
+}
+
+// notWritten stands for the plan file of a plan that takes nothing.
+const notWritten = "(not written: it takes no entry)"
+
+// leftOutNote says how many selected entries a plan left out, and where
+// it shows why (the plan's own tables).
+func leftOutNote(plan *redrive.Plan) string {
+	if len(plan.Excluded) == 0 {
+		return " (nothing matched the selectors)"
+	}
+	return fmt.Sprintf(" (%s left out, by disposition above)", entries(len(plan.Excluded)))
 }

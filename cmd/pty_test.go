@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func onScreenAt(t *testing.T, cols, rows int, now func() time.Time, env map[stri
 		io.Copy(&screen, ptmx) // ends with EIO once tty is closed
 		close(done)
 	}()
-	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, Height: h}
+	streams := &IOStreams{In: tty, Out: tty, ErrOut: tty, InTTY: true, OutTTY: true, ErrTTY: true, Width: w, ErrWidth: w, Height: h}
 	f := &Factory{Deps: Deps{Backends: testBackends(), IO: streams, Now: now, Getenv: func(k string) string { return env[k] }}}
 	code := Execute(context.Background(), f, args)
 	tty.Close()
@@ -138,22 +139,54 @@ func TestEightyColumnsKeepIDsWhole(t *testing.T) {
 
 // TestEightyColumnsListOneCategory: with --category the category column
 // would repeat the filter on every row; it is left out and the error gets
-// the room. A malformed entry shows its own last error and why it is
-// malformed.
+// the room. On 80 columns that room is narrow, so an error wraps in its
+// cell rather than being cut: schema errors that differ only at their end
+// read apart, and a malformed entry shows why it is malformed, first, as
+// well as its own last error.
 func TestEightyColumnsListOneCategory(t *testing.T) {
 	src := incidentSource(t)
 	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "transient", "--limit", "3")
 	if code != 0 {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service Unavail…? +│`).MatchString(screen) {
+	if strings.Contains(screen, "CATEGORY") || !regexp.MustCompile(`│ psp: 503 Service +│\n.*│ Unavailable: upstream +│`).MatchString(screen) {
 		t.Errorf("list --category keeps its category column or starves the error:\n%s", screen)
+	}
+	cell := func(screen string) string { // the ERROR cells' text, joined
+		var b strings.Builder
+		for _, m := range regexp.MustCompile(`(?m)│ ([^│]*?) *│$`).FindAllStringSubmatch(screen, -1) {
+			b.WriteString(m[1] + " ")
+		}
+		return b.String()
+	}
+	screen, code = onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "schema", "--limit", "0")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{`deserialize ShipmentRequested: missing field "weightGrams"`,
+		`json: cannot unmarshal string into Go struct field Order.amount of type int`,
+		`validate order: required field "currency" is missing`} {
+		if !strings.Contains(cell(screen), want) {
+			t.Errorf("at 80 columns the schema errors lose %q:\n%s", want, screen)
+		}
+	}
+	screen, code = onTerminal(t, 80, nil, "--source", src, "--no-color", "list", "--category", "malformed")
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s", code, screen)
+	}
+	if !strings.Contains(cell(screen), "(malformed: no event_id) capture payment: context deadline exceeded") {
+		t.Errorf("at 80 columns a malformed entry hides why it is malformed:\n%s", screen)
+	}
+	for _, line := range strings.Split(screen, "\n") {
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("line is %d columns wide: %q", w, line)
+		}
 	}
 	screen, code = onTerminal(t, 200, nil, "--source", src, "--no-color", "list", "--category", "malformed")
 	if code != 0 {
 		t.Fatalf("list exit %d:\n%s", code, screen)
 	}
-	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ capture payment: context deadline exceeded \(malformed: no event_id\) +│`).MatchString(screen) {
+	if !regexp.MustCompile(`│ 20261129T082640Z-0014 .*│ payments +│ \(malformed: no event_id\) capture payment: context deadline exceeded +│`).MatchString(screen) {
 		t.Errorf("a malformed entry hides its origin or last error:\n%s", screen)
 	}
 }
@@ -234,14 +267,15 @@ func TestShowPrettyPrintsOnATerminal(t *testing.T) {
 	}
 }
 
-// TestShowRedactsForPeople: show hides personal data on a terminal and in
-// markdown (a ticket) unless --reveal; piped tables and JSON, which scripts
-// read, carry the payload whole.
-func TestShowRedactsForPeople(t *testing.T) {
+// TestShowRedactsEverywhere: show hides personal data in every format —
+// on a terminal, piped (an operator piping show into a ticket), in JSON
+// and in markdown — unless --reveal, which shows it whole everywhere. What
+// is not personal (an item's name, a product) is shown.
+func TestShowRedactsEverywhere(t *testing.T) {
 	src := incidentSource(t)
-	const email = "noah.dubois@example.com"
+	const email, holder = "noah.dubois@example.com", "Noah Dubois"
 	screen, code := onTerminal(t, 80, nil, "--source", src, "--no-color", "show", "20261129T082640Z-0014")
-	if code != 0 || strings.Contains(screen, email) || !strings.Contains(screen, `"email": "[redacted]"`) ||
+	if code != 0 || strings.Contains(screen, email) || strings.Contains(screen, holder) || !strings.Contains(screen, `"email": "[redacted]"`) ||
 		!strings.Contains(screen, "--reveal") {
 		t.Errorf("show on a terminal (exit %d) did not redact, or did not say how to reveal:\n%s", code, screen)
 	}
@@ -249,15 +283,25 @@ func TestShowRedactsForPeople(t *testing.T) {
 	if !strings.Contains(screen, email) {
 		t.Errorf("show --reveal hid the payload:\n%s", screen)
 	}
-	out, _, _ := run(t, nil, "--source", src, "-o", "markdown", "show", "20261129T082640Z-0014")
-	if strings.Contains(out, email) || !strings.Contains(out, "[redacted]") {
-		t.Errorf("show -o markdown did not redact:\n%s", out)
-	}
-	for _, format := range []string{"table", "json"} {
-		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
-		if !strings.Contains(out, email) {
-			t.Errorf("piped show -o %s redacted what a script reads:\n%s", format, out)
+	for _, format := range []string{"table", "json", "markdown"} {
+		out, _, _ := run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014")
+		if strings.Contains(out, email) || strings.Contains(out, holder) || !strings.Contains(out, "[redacted]") {
+			t.Errorf("piped show -o %s leaks personal data:\n%s", format, out)
 		}
+		out, _, _ = run(t, nil, "--source", src, "-o", format, "show", "20261129T082640Z-0014", "--reveal")
+		if !strings.Contains(out, email) {
+			t.Errorf("piped show -o %s --reveal hid the payload:\n%s", format, out)
+		}
+	}
+	out, _, _ := run(t, nil, "--source", src, "-o", "json", "--jq", "[.payload_redacted, .envelope.fingerprint]", "show", "20261129T082640Z-0014")
+	if !strings.Contains(out, "true") || !strings.Contains(out, "sha256:") {
+		t.Errorf("show -o json does not say that it redacted, or lost the stored fingerprint:\n%s", out)
+	}
+	// An order's items and its customer: the item names are shown, the
+	// customer's name is not.
+	out, _, _ = run(t, nil, "--source", src, "-o", "json", "--jq", ".envelope.payload", "show", "20261129T083821Z-0027")
+	if !strings.Contains(out, `"name":"[redacted]"`) || !regexp.MustCompile(`"items":\[\{[^]]*"name":"[^[]`).MatchString(out) {
+		t.Errorf("show redacts what is no one's, or shows a customer's name:\n%s", out)
 	}
 	// A conflict's differing personal field is named, its values hidden.
 	screen, _ = onTerminal(t, 120, nil, "--source", src, "--no-color", "show", "20261129T083821Z-0027")
@@ -374,10 +418,55 @@ func TestResumedBarCountsFromTheTotalMoved(t *testing.T) {
 }
 
 // TestTrippedGateOnEightyColumns: a batch whose event came back to the DLQ
-// trips the re-dead-lettered gate; on an 80-column terminal its row is not
-// wrapped mid-word and its verdicts are whole.
+// trips the re-dead-lettered gate; on an 80-column terminal its row keeps
+// the gate under GATE, its verdicts are whole on the line below, and the
+// explanation and the halt's advice are wrapped to the terminal, while
+// each command it prints stays one line to copy.
 func TestTrippedGateOnEightyColumns(t *testing.T) {
 	root := smallDLQ(t, 4)
+	screen, code := trippedOnEighty(t, root, filepath.Join(root, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	batchTableFits(t, screen, 80)
+	if !regexp.MustCompile(`(?m)^BATCH +SIZE +MOVED +ATTEMPTS +EFFECTS +UNIQUE +DLQ +GATE$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered$`).MatchString(screen) ||
+		!regexp.MustCompile(`(?m)^ +verdicts: re-dead-lettered=1 unverified=1$`).MatchString(screen) {
+		t.Errorf("the tripped gate's row or its verdicts are cut or out of line:\n%s", screen)
+	}
+	shown := ansiEscape.ReplaceAllString(screen, "")
+	column := func(line, s string) int { return lipgloss.Width(line[:strings.Index(line, s)]) }
+	header := regexp.MustCompile(`(?m)^BATCH .*$`).FindString(shown)
+	row := regexp.MustCompile(`(?m)^    1 .*re-dead-lettered$`).FindString(shown)
+	if row == "" || column(row, "re-dead-lettered") != column(header, "GATE") {
+		t.Errorf("the tripped gate is not under GATE:\n%s", shown)
+	}
+	var commands int
+	for _, line := range strings.Split(shown, "\n") {
+		line = line[strings.LastIndex(line, "\r")+1:]
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "dlqctl ") {
+			commands++ // a command to copy: one line, whatever its width
+			continue
+		}
+		if strings.HasPrefix(line, "run ") && strings.Contains(line, ", journal ") {
+			continue // apply's start line, written before the run (not a halt's)
+		}
+		if w := lipgloss.Width(line); w > 80 {
+			t.Errorf("a line of prose is %d columns wide on an 80-column terminal: %q", w, line)
+		}
+	}
+	if commands == 0 || !strings.Contains(shown, "batch 1 stopped by the re-dead-lettered gate") ||
+		!strings.Contains(shown, "dlqctl: stopped by the re-dead-lettered gate") {
+		t.Errorf("the halt lost its explanation or its commands:\n%s", shown)
+	}
+}
+
+// trippedOnEighty runs the one-step redrive of the transients of
+// smallDLQ root on an 80-column terminal in batches of 2, its plan at
+// plan, and puts the first moved entry back into the DLQ while the batch
+// settles: the re-dead-lettered gate trips in batch 1.
+func trippedOnEighty(t *testing.T, root, plan string) (string, int) {
+	t.Helper()
 	time.AfterFunc(600*time.Millisecond, func() {
 		moved, _ := filepath.Glob(filepath.Join(root, "inbox", "*"))
 		if len(moved) > 0 {
@@ -385,16 +474,8 @@ func TestTrippedGateOnEightyColumns(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "error", "29991231T000000Z-0001.json"), b, 0o644)
 		}
 	})
-	screen, code := onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
-		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", filepath.Join(root, "p.json"))
-	if code != ExitGate {
-		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
-	}
-	batchTableFits(t, screen, 80)
-	if !regexp.MustCompile(`(?m)^    1     2      2 .* re-dead-lettered\s*$`).MatchString(screen) ||
-		!regexp.MustCompile(`(?m)^ +re-dead-lettered=1 unverified=1$`).MatchString(screen) {
-		t.Errorf("the tripped gate's row or its verdicts are cut or wrapped:\n%s", screen)
-	}
+	return onScreenAt(t, 80, 60, time.Now, nil, "--no-color", "--source", "dir:"+root, "redrive", "--category", "transient",
+		"--ramp", "2", "--unverified-ok", "--rate", "0", "--settle", "3s", "--reason", "r", "--yes", "--out", plan)
 }
 
 // batchTableFits checks the batch table on a screen: from its header to
@@ -430,5 +511,116 @@ func TestWideIsBorderlessOnATerminal(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^20261129T081352Z-0003   evt-441aced0e699 .* orders +fraud check rejected order order-99819 \(score 0\.97\)$`).MatchString(screen) {
 		t.Errorf("-o wide rows are not whole, aligned columns:\n%s", screen)
+	}
+}
+
+// conflictedDLQ is a dir DLQ of n entries in which each of the first
+// conflicts event IDs has two entries with different payloads.
+func conflictedDLQ(t *testing.T, n, conflicts int) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		event := i
+		if i < 2*conflicts {
+			event = i / 2
+		}
+		e := fmt.Sprintf(`{"schema":"dlqctl.envelope/v1","id":"e%05d","event_id":"evt-%05d","origin":{"backend":"dir","topic":"payments"},`+
+			`"dead_lettered_at":"2026-11-29T08:00:00Z","last_error":"timeout calling payments","payload":{"n":%d}}`, i, event, i)
+		if err := os.WriteFile(filepath.Join(root, "error", fmt.Sprintf("e%05d.json", i)), []byte(e), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "dir:" + root
+}
+
+// TestStatsOnALargeConflictedDLQ: stats on a terminal shows how far it has
+// read a large DLQ while it reads (on stderr, gone before the report), and
+// names a few of its 360 conflicting event IDs rather than every one
+// ahead of the report; -o json lists them all.
+func TestStatsOnALargeConflictedDLQ(t *testing.T) {
+	src := conflictedDLQ(t, 2400, 360)
+	screen, code := onTerminal(t, 80, nil, "--no-color", "--source", src, "stats")
+	if code != 0 {
+		t.Fatalf("stats exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{"\rreading the DLQ: 1,000 of 2,400 entries", "\rreading the DLQ: 2,000 of 2,400 entries",
+		"\rconflicts found, reading again: 2,000 of 2,400 entries"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no progress %q on the terminal:\n%q", want, screen[:min(len(screen), 600)])
+		}
+	}
+	if !regexp.MustCompile(`\r\x1b\[KDLQ `).MatchString(screen) {
+		t.Errorf("the progress line is not cleared before the report:\n%q", screen[:min(len(screen), 600)])
+	}
+	joined := strings.Join(strings.Fields(screen), " ")
+	if !strings.Contains(joined, " conflicts 360: evt-00000, evt-00001, evt-00002, evt-00003, evt-00004 … and 355 more (-o json lists them all) malformed ") {
+		t.Errorf("the conflicts line is not the first few and a count:\n%s", screen)
+	}
+	if head := screen[:strings.Index(screen, "By category")]; strings.Count(head, "\n") > 20 {
+		t.Errorf("%d lines before the counts by category:\n%s", strings.Count(head, "\n"), head)
+	}
+	out, _, code := run(t, nil, "--source", src, "stats", "-o", "json", "--jq", ".conflict_event_ids | length")
+	if code != 0 || strings.TrimSpace(out) != "360" {
+		t.Errorf("-o json lists %s conflicting event IDs (exit %d), want all 360", out, code)
+	}
+}
+
+// TestWatchLabelsDaysByTheirDay: a timeline of whole days counts each day's
+// dead letters under that day's label: the seven of 11-29 under 11-29, not
+// in a rolling 24 hours labelled 11-28 because it began the day before.
+func TestWatchLabelsDaysByTheirDay(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"error", "inbox"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var times []time.Time
+	for day := 11; day <= 28; day++ {
+		times = append(times, time.Date(2026, 11, day, 10, 0, 0, 0, time.UTC))
+	}
+	times = append(times, time.Date(2026, 11, 28, 20, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 20, 30, 0, 0, time.UTC))
+	for i := range 7 {
+		times = append(times, time.Date(2026, 11, 29, 8, 10*i, 0, 0, time.UTC))
+	}
+	for i, at := range times {
+		e := fmt.Sprintf(`{"schema":"dlqctl.envelope/v1","id":"e%03d","event_id":"evt-%03d","dead_lettered_at":%q,"last_error":"timeout","payload":{}}`,
+			i, i, at.Format(time.RFC3339))
+		if err := os.WriteFile(filepath.Join(root, "error", fmt.Sprintf("e%03d.json", i)), []byte(e), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	screen, code := onScreen(t, 80, 60, nil, "--no-color", "--source", "dir:"+root, "stats", "--watch", "--count", "1")
+	if code != 0 {
+		t.Fatalf("stats --watch exit %d:\n%s", code, screen)
+	}
+	for _, want := range []string{`(?m)^Dead letters per 1d$`, `(?m)^11-29 +█+ 7$`, `(?m)^11-28 +█+ 3$`, `(?m)^11-11 +█+ 1$`} {
+		if !regexp.MustCompile(want).MatchString(screen) {
+			t.Errorf("the timeline lacks %s:\n%s", want, screen)
+		}
+	}
+}
+
+// TestResumeRowWholeAtEightyColumns: the summary's resume command, with a
+// journal path too long for an 80-column terminal, is one line that is
+// never wrapped: pasted, it runs.
+func TestResumeRowWholeAtEightyColumns(t *testing.T) {
+	root := smallDLQ(t, 4)
+	plans := filepath.Join(root, "plans-of-the-incident-with-a-long-name", "payments-psp-outage-2026-11-29")
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	screen, code := trippedOnEighty(t, root, filepath.Join(plans, "p.json"))
+	if code != ExitGate {
+		t.Fatalf("exit %d, want %d:\n%s", code, ExitGate, screen)
+	}
+	journal := filepath.Join(plans, "p.journal")
+	if !regexp.MustCompile(`(?m)^resume\r?\n` + regexp.QuoteMeta("dlqctl redrive resume "+journal+" --past-gate --yes") + `\r?$`).MatchString(screen) {
+		t.Errorf("the resume row is not the whole command on a line of its own:\n%s", screen)
 	}
 }

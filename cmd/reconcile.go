@@ -31,6 +31,9 @@ type reconcileOptions struct {
 	// LoadRunPlan reads the run start of a journal and the plan it ran
 	// (--plan, else where the journal says).
 	LoadRunPlan func(journal, planPath string) (redrive.Record, *redrive.Plan, error)
+	// PlanSource makes a plan's own source (as it recorded it) the one
+	// OpenSession opens.
+	PlanSource func(recorded string)
 
 	journal  string
 	eventIDs []string
@@ -51,8 +54,9 @@ func newReconcileCmd(f *Factory, runF func(context.Context, *reconcileOptions) e
 pending, duplicate-effect, conflict) on demand: for every batch of a run's journal
 (--journal), or for the events named with --event-id. One effects round trip
 per batch. With a source, events found in the DLQ count as re-dead-lettered;
-without effects (none given, none in the plan) a source is all there is, and
-the events not back in the DLQ stay unverified. With --journal, each batch's
+without effects (none given, none in the plan) a source is all there is (a
+journal's run's own when none is given), and the events not back in the DLQ
+stay unverified. With --journal, each batch's
 DLQ column is the sizes the run recorded around it.`,
 		Example: `  dlqctl reconcile --journal plan.journal --source redis://127.0.0.1:6379/0?stream=dlq
   dlqctl reconcile --event-id E42 --event-id E43 --effects sqlite:inbox.db`,
@@ -60,6 +64,7 @@ DLQ column is the sizes the run recorded around it.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Now, o.Source = f.IO, f.reportOptions(), f.Now, f.source
 			o.OpenSession, o.OpenProbe, o.LoadRunPlan = f.openSession, f.openProbe, f.loadRunPlan
+			o.PlanSource = func(recorded string) { f.source = recorded }
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -92,7 +97,12 @@ func runReconcile(ctx context.Context, o *reconcileOptions) error {
 	}
 	batches, watermarks, recorded, url, query := in.batches, in.watermarks, in.recorded, in.url, in.query
 	// Without effects only a source can say anything: which events came
-	// back to the DLQ (re-dead-lettered); the others stay unverified.
+	// back to the DLQ (re-dead-lettered); the others stay unverified. A
+	// journal's run names its own.
+	if url == "" && o.Source == "" && in.source != "" && o.PlanSource != nil {
+		o.PlanSource(in.source)
+		o.Source = in.source
+	}
 	if url == "" && o.Source == "" {
 		return usageErrorf("no effects URL and no source: give --effects, or --source to see which events came back to the DLQ")
 	}
@@ -152,6 +162,8 @@ type reconcileSet struct {
 	watermarks []string
 	recorded   []redrive.BatchReport
 	url, query string
+	// source is the journal's run's source ("" for --event-id).
+	source string
 }
 
 // reconcileInput reads the moved events from the journal (streamed: the
@@ -178,7 +190,7 @@ func reconcileInput(o *reconcileOptions) (reconcileSet, error) {
 	}
 	in.url = firstNonEmpty(in.url, plan.Params.Effects)
 	in.query = firstNonEmpty(in.query, plan.Params.EffectsQuery)
-	in.batches, in.watermarks, in.recorded = b, w, r
+	in.batches, in.watermarks, in.recorded, in.source = b, w, r, plan.Source
 	return in, nil
 }
 

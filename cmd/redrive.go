@@ -60,8 +60,8 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	c.Flags().BoolVar(&one.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().StringVar(&one.journal, "journal", "", "journal file (default: next to the plan)")
 	c.Flags().StringVar(&one.plan.out, "out", "", "where to keep the plan (default: "+kind+"-TIME.plan.json here)")
-	c.AddCommand(newPlanCmd(f, kind, nil), newPlanShowCmd(f, kind, nil), newApproveCmd(f, kind, nil), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind, nil))
-	return c
+	c.AddCommand(refusingMissing(f, newPlanCmd(f, kind, nil), false), newPlanShowCmd(f, kind, nil), newApproveCmd(f, kind, nil), newApplyCmd(f, kind, nil), newStatusCmd(f, kind, nil), newResumeCmd(f, kind, nil))
+	return refusingMissing(f, c, false)
 }
 
 // readPlanFor reads a plan and refuses a tampered one (exit 5).

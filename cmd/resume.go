@@ -263,7 +263,7 @@ func runResume(ctx context.Context, o *resumeOptions) (err error) {
 				return err
 			}
 		}
-		return fmt.Errorf("run %s was %w", st.RunID, o.Out.haltError(st, doc, runPlanPath(st, o.plan), path, hint))
+		return fmt.Errorf("run %s was %w", st.RunID, o.Out.haltError(ctx, st, doc, runPlanPath(st, o.plan), path, hint))
 	}
 	if err := approveGoingOn(ctx, tr, o); err != nil {
 		return err
@@ -286,7 +286,7 @@ func goOn(ctx context.Context, tr *trustedRun, o *resumeOptions, hint hintFlags)
 	if err != nil {
 		return busyOr(err)
 	}
-	return o.Out.finishRun(ran, path, hint)
+	return o.Out.finishRun(ctx, ran, path, hint)
 }
 
 // nothingLeft says that every entry of the run's plan was moved or left

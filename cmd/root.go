@@ -91,7 +91,12 @@ func (f *Factory) printError(code int, err error, args []string) {
 		fmt.Fprintln(f.IO.ErrOut, string(b))
 		return
 	}
-	fmt.Fprintln(f.IO.ErrOut, "dlqctl: "+msg)
+	text := "dlqctl: " + msg
+	if f.IO.ErrTTY {
+		// Prose fits the terminal; commands to copy stay whole lines.
+		text = report.WrapProse(text, f.IO.ErrWidth)
+	}
+	fmt.Fprintln(f.IO.ErrOut, text)
 }
 
 func fillBuildInfo(b BuildInfo) BuildInfo {
@@ -145,7 +150,7 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	}
 	root.SetUsageFunc(usageFunc(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(ExitUsage, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+		return withCode(ExitUsage, fmt.Errorf("%w%s\nRun '%s --help' for usage.", err, flagHint(c, err), c.CommandPath()))
 	})
 	g := &f.Global
 	pf := root.PersistentFlags()
@@ -165,13 +170,13 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 	pf.StringVar(&g.KeyFrom, "key-from", "", keyFromHelp)
 
 	root.AddCommand(
-		newListCmd(f, nil),
-		newShowCmd(f, nil),
+		refusingMissing(f, newListCmd(f, nil), true),
+		refusingMissing(f, newShowCmd(f, nil), false),
 		newStatsCmd(f, nil),
-		newCategorizeCmd(f, nil),
-		newSampleCmd(f, nil),
+		refusingMissing(f, newCategorizeCmd(f, nil), true),
+		refusingMissing(f, newSampleCmd(f, nil), true),
 		newCheckCmd(f, nil),
-		newExportCmd(f, nil),
+		refusingMissing(f, newExportCmd(f, nil), true),
 		newImportCmd(f, nil),
 		newPendingCmd(f, nil),
 		newRedriveCmd(f),
@@ -179,12 +184,13 @@ Start with:  dlqctl --source dir:testdata/incident categorize`,
 		newReconcileCmd(f, nil),
 		newQuarantineCmd(f, nil),
 		newDLQCmd(f, nil),
-		newUICmd(f, nil),
+		refusingMissing(f, newUICmd(f, nil), false),
 		newDoctorCmd(f, nil),
 		newVersionCmd(f, nil),
 		newDocsCmd(f, root, nil, nil),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	registerCompletions(f, root)
 	addExamples(root)
 	usageArgs(root)

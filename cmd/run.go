@@ -40,6 +40,10 @@ type RunDoc struct {
 	HaltedBy        string                `json:"halted_by"`
 	HaltReason      string                `json:"halt_reason,omitempty"`
 	Resume          string                `json:"resume_command,omitempty"`
+	// Needs says what to set before the commands the document gives run
+	// (resume, reconcile): the variables that give the passwords that
+	// plans and journals do not keep.
+	Needs []string `json:"needs,omitempty"`
 	// CameBack is the events the consumer dead-lettered again: they are
 	// in the DLQ once more, and only a new plan sends them again.
 	CameBack []string `json:"came_back,omitempty"`

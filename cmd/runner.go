@@ -13,14 +13,15 @@ import (
 // run that did not complete. The Factory's repeats the global flags in
 // effect in every command it prints.
 type runOutput interface {
-	// finishRun says how a run that reached its engine went.
-	finishRun(ran *redrive.Ran, journalPath string, hint hintFlags) error
+	// finishRun says how a run that reached its engine went. The context
+	// is for the advice, which reads the DLQ to see what came back.
+	finishRun(ctx context.Context, ran *redrive.Ran, journalPath string, hint hintFlags) error
 	// startedAlready is apply's answer when the plan's journal exists.
-	startedAlready(plan *redrive.Plan, planPath string, started *redrive.StartedError, hint hintFlags) error
+	startedAlready(ctx context.Context, plan *redrive.Plan, planPath string, started *redrive.StartedError, hint hintFlags) error
 	// printRun writes a run document in the output format.
 	printRun(RunDoc) error
 	// haltError is the error of a run a gate halted, with what to do.
-	haltError(st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error
+	haltError(ctx context.Context, st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error
 }
 
 // runner is the redrive.Runner of this invocation: sources and effects
@@ -53,7 +54,13 @@ func (s sourceOpener) OpenSource(ctx context.Context, url string) (backend.Sourc
 	if reg, err := s.backends.Lookup(url); err == nil {
 		paceCollector(reg, s.getenv)
 	}
-	return s.backends.Open(ctx, url, s.opts)
+	// A source recorded by a plan or a journal hides its password; the
+	// backend's variable gives it.
+	raw, err := withHiddenPassword(url, s.backends.PasswordEnv(url), "source", s.getenv)
+	if err != nil {
+		return nil, err
+	}
+	return s.backends.Open(ctx, raw, s.opts)
 }
 
 // effectsOpener opens the effects stores of this build, with the
@@ -71,6 +78,11 @@ func (f *Factory) effectsStores() effectsOpener {
 // OpenEffects opens the effects store at url; query is the custom
 // PostgreSQL query ("" for the default).
 func (e effectsOpener) OpenEffects(ctx context.Context, url, query string) (effects.Probe, error) {
+	// A URL recorded by a plan hides its password; the variable gives it.
+	url, err := withHiddenPassword(url, effectsPasswordEnv, "effects", func(string) string { return e.password })
+	if err != nil {
+		return nil, err
+	}
 	return e.stores.Open(ctx, url, effects.Options{Query: query, Password: e.password})
 }
 

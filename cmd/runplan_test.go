@@ -49,8 +49,13 @@ func TestJournalNamesItsPlanByDigest(t *testing.T) {
 	c.must(0, "redrive", "status", journal, "--plan", moved)
 	c.must(0, "redrive", "resume", journal, "--plan", moved)
 
-	// Another plan at the recorded path: its digest is not the run's.
-	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--rate", "0", "--settle", "0s", "--reason", "another", "--out", plan)
+	// Another plan at the recorded path (put there by hand: plan --out
+	// refuses to write it there): its digest is not the run's.
+	other := filepath.Join(c.dir, "other.json")
+	c.must(0, "redrive", "plan", "--category", "transient", "--max", "3", "--rate", "0", "--settle", "0s", "--reason", "another", "--out", other)
+	if err := os.Rename(other, plan); err != nil {
+		t.Fatal(err)
+	}
 	_, stderr := c.must(ExitApproval, "redrive", "status", journal)
 	if !strings.Contains(stderr, "not the run's") {
 		t.Errorf("status with another plan at the recorded path: %s", stderr)

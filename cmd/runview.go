@@ -109,7 +109,7 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
 	ro := v.f.reportOptions()
 	if v.out != v.f.IO.Out {
-		ro.TTY, ro.Format = v.f.IO.ErrTTY, report.FormatTable
+		ro.TTY, ro.Format, ro.Width = v.f.IO.ErrTTY, report.FormatTable, v.f.IO.ErrWidth
 	}
 	if v.table == nil {
 		fmt.Fprintln(v.out)
@@ -126,8 +126,11 @@ func (v *runView) BatchDone(b redrive.BatchReport) {
 	}
 }
 
-// batchColumns fit 80 columns: numbers and the gate are never cut, the
-// verdicts take what is left (and the line below when that is not enough).
+// batchColumns fit 80 columns: numbers and the gate are never cut, and the
+// gate's column is as wide as the longest gate's name, so that a tripped
+// gate never pushes its row out of line; the verdicts take what is left,
+// or, on a terminal that leaves them too little (80 columns), a line of
+// their own under each row.
 // A resolve moves nothing anywhere and nothing is reconciled: its batches
 // say how many were resolved (archived in the journal) and the DLQ's size.
 func batchColumns(kind string) []report.Column {
@@ -140,7 +143,7 @@ func batchColumns(kind string) []report.Column {
 	return []report.Column{
 		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
 		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
-		{Name: "dlq", Kind: report.Key, MaxWidth: 9}, {Name: "gate", Kind: report.Key, MaxWidth: 7, Tone: report.VerdictTone},
+		{Name: "dlq", Kind: report.Key, MaxWidth: 9}, {Name: "gate", Kind: report.Key, MaxWidth: gateWidth(), Tone: report.VerdictTone},
 		{Name: "verdicts"},
 	}
 }
@@ -174,6 +177,15 @@ func writeBatches(w io.Writer, kind string, batches []redrive.BatchReport, ro re
 		}
 	}
 	return nil
+}
+
+// gateWidth is the length of the longest gate's name.
+func gateWidth() int {
+	w := len(redrive.GatePass)
+	for g := range gateVerdict {
+		w = max(w, len(g))
+	}
+	return w
 }
 
 // gateVerdict is the verdict that fails each gate.
@@ -388,15 +400,22 @@ func runFields(d RunDoc, unreconciled int) []report.Field {
 		fields = append(fields, report.Field{Key: "halted by", Value: d.HaltedBy + ": " + d.HaltReason})
 	}
 	fields = append(fields, report.Field{Key: "journal", Value: d.Journal})
+	// Commands, each a value of its own that is never wrapped, after what
+	// to set before they run.
+	var commands []report.Field
 	if n := d.Verdicts[redrive.VerdictUnverified]; n > 0 && d.Status == redrive.StatusCompleted {
 		// The run did not wait after its last batch (nothing settles
 		// without effects); a later reconcile sees what came back.
-		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: dlqctl reconcile --journal %s shows any that came back to the DLQ", n, d.Journal)})
+		fields = append(fields, report.Field{Key: "check later", Value: fmt.Sprintf("%d unverified: a reconcile shows any that came back to the DLQ", n)})
+		commands = append(commands, report.Field{Key: "reconcile", Value: report.Command("dlqctl reconcile --journal " + shellQuote(d.Journal))})
 	}
 	if d.Resume != "" && d.Remaining > 0 {
-		fields = append(fields, report.Field{Key: "resume", Value: d.Resume})
+		commands = append(commands, report.Field{Key: "resume", Value: report.Command(d.Resume)})
 	}
-	return fields
+	if len(commands) > 0 && len(d.Needs) > 0 {
+		fields = append(fields, report.Field{Key: "needs", Value: strings.Join(d.Needs, "; ")})
+	}
+	return append(fields, commands...)
 }
 
 // settleProbe passes the engine's effects lookups through, remembering how

@@ -80,7 +80,7 @@ func checkDispositions(flag string, names []string) error {
 			found = found || d == n
 		}
 		if !found {
-			return usageErrorf("%s %q: no such disposition (want one of %s)", flag, n, strings.Join(envelope.Dispositions(), ", "))
+			return usageErrorf("%s %q: no such disposition%s (want one of %s)", flag, n, didYouMeanText(n, envelope.Dispositions()), strings.Join(envelope.Dispositions(), ", "))
 		}
 	}
 	return nil
@@ -103,7 +103,7 @@ func (f *Factory) openSession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	if f.refusesMissing {
-		if err := refuseMissing(src, f.allowMissing); err != nil {
+		if err := refuseMissing(src, f.allowMissing, f.offersAllowMissing); err != nil {
 			src.Close()
 			return nil, err
 		}

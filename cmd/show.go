@@ -46,10 +46,11 @@ sha256 fingerprint matches the payload, and the category with the rule that
 chose it. The argument is an entry id (the backend's locator) or an event ID;
 when an event ID has several entries, the first is shown and the others named.
 
-On a terminal and in markdown (what goes into a ticket) personal data in the
-payload is redacted as sample and ui redact it (email, phone, name, address,
-card, ssn, password, token, plus --redact) unless --reveal. Piped tables and
-JSON, which scripts read, carry the payload as it is.`,
+Personal data in the payload is redacted in every format — on a terminal,
+piped, in JSON and in markdown — as sample and ui redact it (email, phone,
+a person's name, address, card, ssn, password, token, plus --redact), so
+that show can be pasted or piped into a ticket as it is. --reveal shows the
+payload whole; the fingerprint is always the stored payload's.`,
 		Example: `  dlqctl show 20261129T083821Z-0027
   dlqctl show evt-7ab4c1b91885 --reveal
   dlqctl show evt-7ab4c1b91885 -o markdown --redact orderId`,
@@ -63,24 +64,9 @@ JSON, which scripts read, carry the payload as it is.`,
 			return runShow(c.Context(), opts)
 		},
 	}
-	c.Flags().BoolVar(&opts.reveal, "reveal", false, "show personal data in the payload on a terminal and in markdown")
+	c.Flags().BoolVar(&opts.reveal, "reveal", false, "show personal data in the payload (redacted in every format without it)")
 	c.Flags().StringSliceVar(&opts.redact, "redact", nil, "more payload fields to redact: a key (anywhere) or a dotted path from the root")
 	return c
-}
-
-// redacts says whether show hides personal data: for people (a terminal)
-// and for tickets (markdown), never for scripts, and never with --reveal.
-func (o *showOptions) redacts(ro report.Options) bool {
-	if o.reveal {
-		return false
-	}
-	switch ro.Format {
-	case report.FormatMarkdown:
-		return true
-	case "", report.FormatTable, report.FormatWide:
-		return ro.TTY
-	}
-	return false
 }
 
 // ShowDoc is dlqctl.show/v1.
@@ -96,6 +82,9 @@ type ShowDoc struct {
 	Overdue           bool              `json:"overdue"`
 	// Others are the ids of other entries with the same event_id.
 	Others []string `json:"others"`
+	// PayloadRedacted says that personal data in Envelope's payload was
+	// replaced (all but --reveal); the fingerprint is the stored one's.
+	PayloadRedacted bool `json:"payload_redacted"`
 }
 
 func runShow(ctx context.Context, opts *showOptions) error {
@@ -124,18 +113,21 @@ func runShow(ctx context.Context, opts *showOptions) error {
 	for _, m := range matches[1:] {
 		doc.Others = append(doc.Others, m.ID)
 	}
-	ro := opts.Report
-	if done, err := emitJSON(opts.IO.Out, ro.Format, doc); done {
-		return err
-	}
 	// Everything is computed from the entry as stored; only what is shown
-	// is redacted.
+	// is redacted, in every format: a piped show goes into tickets too.
 	shown, payloadKey := e, "payload"
 	var red *inspect.Redactor
-	if opts.redacts(ro) {
+	if !opts.reveal {
 		r := inspect.NewRedactor(opts.redact)
 		red = &r
 		shown, payloadKey = r.Envelope(e), "payload (personal data redacted; --reveal shows it)"
+		doc.PayloadRedacted = true
+	}
+	ro := opts.Report
+	jsonDoc := doc
+	jsonDoc.Envelope = shown
+	if done, err := emitJSON(opts.IO.Out, ro.Format, jsonDoc); done {
+		return err
 	}
 	fields := showFields(doc, shown, payloadKey)
 	if c.Category == envelope.CategoryConflict {
@@ -175,7 +167,9 @@ func findEntries(ctx context.Context, src backend.Source, ref string) ([]envelop
 		return nil, err
 	}
 	if len(matches) == 0 {
-		return nil, fmt.Errorf("%q: no entry with that id or event_id in %s", ref, src)
+		// The argument names nothing there (a typo, or an entry moved
+		// since): not a failure to read the DLQ, which is exit 1.
+		return nil, usageErrorf("%q: no entry with that id or event_id in %s", ref, src)
 	}
 	return matches, nil
 }
@@ -213,8 +207,11 @@ func showFields(doc ShowDoc, shown envelope.Envelope, payloadKey string) []repor
 	}
 	if e.Malformed != "" {
 		fields = append(fields, report.Field{Key: "malformed", Value: e.Malformed})
-		if len(shown.Raw) > 0 {
+		switch {
+		case len(shown.Raw) > 0:
 			fields = append(fields, report.Field{Key: "raw", Value: escapeBytes(shown.Raw)})
+		case len(e.Raw) > 0:
+			fields = append(fields, report.Field{Key: "raw", Value: fmt.Sprintf("(%d bytes, hidden: they may hold personal data; --reveal shows them)", len(e.Raw))})
 		}
 	}
 	if len(doc.Others) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,9 @@ type statsOptions struct {
 	// OpenSession opens the source in effect with the category rules in
 	// effect, refusing a DLQ that does not exist unless allowMissing.
 	OpenSession func(context.Context) (*session, error)
+
+	// Now is the clock --watch reads the DLQ by.
+	Now func() time.Time
 
 	sel          selectorFlags
 	allowMissing bool
@@ -46,8 +50,8 @@ growth per minute, and a timeline of dead letters per interval, which shows
 when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			f.allowMissing, f.refusesMissing = opts.allowMissing, true
-			opts.IO, opts.Report, opts.OpenSession = f.IO, f.reportOptions(), f.openSession
+			f.allowMissing, f.refusesMissing, f.offersAllowMissing = opts.allowMissing, true, true
+			opts.IO, opts.Report, opts.OpenSession, opts.Now = f.IO, f.reportOptions(), f.openSession, f.Now
 			switch {
 			case runF != nil:
 				return runF(c.Context(), opts)
@@ -58,7 +62,7 @@ when an incident started. Ctrl-C stops it (exit 130, as for every command).`,
 		},
 	}
 	sel.register(c.Flags(), 0)
-	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, "read a DLQ that does not exist (stream, queue folder, topic) as empty instead of exit 2")
+	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, allowMissingUsage)
 	c.Flags().BoolVar(&w.watch, "watch", false, "redraw every --interval until Ctrl-C")
 	c.Flags().DurationVar(&w.interval, "interval", 10*time.Second, "with --watch: time between draws")
 	c.Flags().IntVar(&w.count, "count", 0, "with --watch: stop after N draws (0: until Ctrl-C)")
@@ -136,7 +140,13 @@ func runStats(ctx context.Context, opts *statsOptions) error {
 	if err := checkCategories("--category", sel.Categories, s.walker.Classifier); err != nil {
 		return err
 	}
+	var progress *scanProgress
+	if opts.IO.ErrTTY {
+		progress = newScanProgress(ctx, opts.IO.ErrOut, s.src)
+		s.walker.Progress = progress.update
+	}
 	sum, err := s.walker.SummarizeSelected(ctx, sel)
+	progress.clear()
 	if err != nil {
 		return err
 	}
@@ -173,7 +183,7 @@ func writeStats(w io.Writer, cl *envelope.Classifier, doc StatsDoc, extra *backe
 		{Key: "age p50", Value: report.AgeSeconds(doc.AgeP50Seconds)},
 		{Key: "age p95", Value: report.AgeSeconds(doc.AgeP95Seconds)},
 		{Key: "overdue", Value: doc.Overdue},
-		{Key: "conflicts", Value: fmt.Sprintf("%d %s", doc.Conflicts, joinOr(doc.ConflictEventIDs, ""))},
+		{Key: "conflicts", Value: conflictsText(doc.ConflictEventIDs)},
 		{Key: "malformed", Value: doc.Malformed},
 	}, ro)
 	if err != nil {
@@ -212,6 +222,61 @@ func writeStats(w io.Writer, cl *envelope.Classifier, doc StatsDoc, extra *backe
 		return report.WriteFields(w, extra.Title, fs, ro)
 	}
 	return nil
+}
+
+// conflictsShown is how many conflicting event IDs stats names in text;
+// -o json lists them all.
+const conflictsShown = 5
+
+// conflictsText is the count of event IDs in conflict and the first few
+// of them: hundreds of IDs before the rest of the report would push it off
+// the screen.
+func conflictsText(ids []string) string {
+	if len(ids) <= conflictsShown {
+		return strings.TrimSpace(fmt.Sprintf("%d %s", len(ids), joinOr(ids, "")))
+	}
+	return fmt.Sprintf("%d: %s … and %d more (-o json lists them all)", len(ids),
+		strings.Join(ids[:conflictsShown], ", "), len(ids)-conflictsShown)
+}
+
+// scanProgress shows on a terminal's stderr how far stats has read a DLQ:
+// a large one takes seconds, and a silent terminal reads as a hang.
+type scanProgress struct {
+	w     io.Writer
+	total int64 // -1: unknown
+	drawn bool
+}
+
+func newScanProgress(ctx context.Context, w io.Writer, src backend.Source) *scanProgress {
+	p := &scanProgress{w: w, total: -1}
+	if n, err := src.Len(ctx); err == nil {
+		p.total = n
+	}
+	return p
+}
+
+// update redraws the line: how many entries this pass has read, of how
+// many.
+func (p *scanProgress) update(pass, read int) {
+	of := ""
+	if p.total > 0 {
+		of = " of " + report.Thousands(p.total)
+	}
+	text := fmt.Sprintf("reading the DLQ: %s%s entries", report.Thousands(int64(read)), of)
+	if pass > 1 {
+		text = fmt.Sprintf("conflicts found, reading again: %s%s entries", report.Thousands(int64(read)), of)
+	}
+	fmt.Fprint(p.w, "\r"+text+"\033[K")
+	p.drawn = true
+}
+
+// clear removes the line, before the report is written; nil or never
+// drawn, it does nothing.
+func (p *scanProgress) clear() {
+	if p != nil && p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.drawn = false
+	}
 }
 
 // section separates blocks of output: a blank line between tables.

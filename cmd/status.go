@@ -26,6 +26,9 @@ type statusOptions struct {
 	LoadRunPlan func(journal, planPath string) (redrive.Record, *redrive.Plan, error)
 	// ResumeCommand is the command line that resumes the run.
 	ResumeCommand func(kind, journal string, h hintFlags) string
+	// SecretNotes say what to set before a command that runs the plan can
+	// run (the passwords that plans and journals do not keep).
+	SecretNotes func(*redrive.Plan) []string
 	// ApprovalPolicy is the policy the run's approvals are judged by, from
 	// the key flags, the environment and the config.
 	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
@@ -54,7 +57,7 @@ not count.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Now, o.Journal = f.IO, f.reportOptions(), f.Now, args[0]
-			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy = f.loadRunPlan, f.resumeCommand, f.approvalPolicy
+			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy, o.SecretNotes = f.loadRunPlan, f.resumeCommand, f.approvalPolicy, f.secretNotes
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -82,6 +85,10 @@ func runStatus(o *statusOptions) error {
 	judgeRunApprovals(&doc, st, o.ApprovalPolicy, o.keys)
 	if doc.Resume != "" {
 		doc.Resume = o.ResumeCommand(o.Kind, o.Journal, hintFlags{pastGate: st.Status == redrive.StatusHalted, yes: len(st.Start.RecordedApprovals()) == 0 && st.Start.MAC == ""})
+
+	}
+	if o.SecretNotes != nil {
+		doc.Needs = o.SecretNotes(st.Plan)
 	}
 	if !o.Report.Format.IsJSON() {
 		if err := writeBatches(o.IO.Out, st.Plan.Kind, st.Batches, o.Report); err != nil {

@@ -1,11 +1,18 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/inspect"
 )
 
 // suggestDistance is how many edits a typo may be from a name it is taken
@@ -75,6 +82,102 @@ func checkCategories(flag string, names []string, cl *envelope.Classifier) error
 		return usageErrorf("%s (known: %s; a --rules file adds its own)", msg, strings.Join(known, ", "))
 	}
 	return nil
+}
+
+// didYouMeanText is "; did you mean "a" or "b"?" for the known names typed
+// may be a typo of, or "".
+func didYouMeanText(typed string, known []string) string {
+	if s := closest(typed, known); len(s) > 0 {
+		return fmt.Sprintf("; did you mean %s?", quoteJoin(s, " or "))
+	}
+	return ""
+}
+
+var (
+	unknownFlag     = regexp.MustCompile(`^unknown flag: --([^\s=]+)`)
+	badDurationFlag = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?--([\w-]+)" flag: time: `)
+)
+
+// flagHint is what a flag error of c adds: the flags a mistyped one may
+// be (cobra's "Did you mean this?", as for a mistyped command), or the
+// duration a mistyped one means ("3days" for --settle is 72h); "" when it
+// has nothing to add.
+func flagHint(c *cobra.Command, err error) string {
+	if m := unknownFlag.FindStringSubmatch(err.Error()); m != nil {
+		var names []string
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		if s := closest(m[1], names); len(s) > 0 {
+			return "\n\nDid you mean this?\n\t--" + strings.Join(s, "\n\t--") + "\n"
+		}
+		return ""
+	}
+	if m := badDurationFlag.FindStringSubmatch(err.Error()); m != nil {
+		if sug := inspect.SuggestDuration(m[1], false); sug != "" {
+			return fmt.Sprintf("; did you mean --%s %s?", m[2], sug)
+		}
+	}
+	return ""
+}
+
+// unknownKey is yaml's error for a key that no field of the type takes
+// (KnownFields).
+var unknownKey = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+
+// explainUnknownKeys rewrites yaml's "field X not found in type T" in err,
+// for a document decoded into root, as the key it is, the keys that T
+// takes that it may be a typo of, and all of them.
+func explainUnknownKeys(err error, root reflect.Type) error {
+	keys := yamlKeys(root, map[string][]string{})
+	msg := unknownKey.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		p := unknownKey.FindStringSubmatch(m)
+		known, ok := keys[p[3]]
+		if !ok {
+			return m
+		}
+		return fmt.Sprintf("line %s: unknown key %q%s (known here: %s)", p[1], p[2], didYouMeanText(p[2], known), strings.Join(known, ", "))
+	})
+	return errors.New(msg)
+}
+
+// yamlKeys maps every struct type reachable from t (as reflect names it,
+// which is how yaml names it) to the keys its fields take.
+func yamlKeys(t reflect.Type, out map[string][]string) map[string][]string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	if _, seen := out[t.String()]; seen {
+		return out
+	}
+	out[t.String()] = nil
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
+			continue
+		case strings.Contains(opts, "inline"):
+			inner := yamlKeys(f.Type, map[string][]string{})
+			keys = append(keys, inner[f.Type.String()]...)
+			continue
+		case name == "":
+			name = strings.ToLower(f.Name)
+		}
+		keys = append(keys, name)
+		yamlKeys(f.Type, out)
+	}
+	out[t.String()] = keys
+	return out
 }
 
 func quoteJoin(items []string, sep string) string {

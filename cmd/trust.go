@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/dlqctl/dlqctl/approval"
-	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/trust"
 )
@@ -164,27 +163,9 @@ func shellQuote(s string) string {
 }
 
 // journalSource is the source a resume runs on when none is given: the
-// run's own, as its journal recorded it. A URL whose password was hidden
-// when it was recorded cannot be used as it is.
+// run's own, as its journal recorded it. A password hidden when it was
+// recorded comes from the backend's variable when it is opened
+// (openSource), or the open says which variable to set.
 func journalSource(recorded string) (string, error) {
-	if strings.Contains(recorded, backend.Redacted) {
-		return "", usageErrorf("the run was on %s, whose password the journal does not keep: give --source with it, or set the backend's password variable and give --source without it", recorded)
-	}
 	return recorded, nil
-}
-
-// secretsNote says what a printed resume command cannot carry: a password
-// that the plan or journal recorded hidden.
-func secretsNote(p *redrive.Plan) string {
-	var need []string
-	if strings.Contains(p.Source, backend.Redacted) {
-		need = append(need, "--source with its password (or the backend's password variable)")
-	}
-	if strings.Contains(p.Params.Effects, backend.Redacted) {
-		need = append(need, "--effects with its password (or DLQCTL_EFFECTS_PASSWORD)")
-	}
-	if len(need) == 0 {
-		return ""
-	}
-	return " (add " + strings.Join(need, " and ") + ": the journal does not keep passwords)"
 }

@@ -386,7 +386,7 @@ func TestPrintedResumeCommandRunsAsPrinted(t *testing.T) {
 	if code := Execute(ctx, c.factory(io, onStep), []string{"redrive", "apply", plan, "--keys-dir", keys}); code != ExitInterrupted {
 		t.Fatalf("exit %d, want 130; stderr: %s", code, errOut)
 	}
-	m := regexp.MustCompile(`Resume with: (.*)`).FindStringSubmatch(errOut.String())
+	m := regexp.MustCompile(`Resume with:\n  (.*)`).FindStringSubmatch(errOut.String())
 	if m == nil {
 		t.Fatalf("no resume command: %s", errOut)
 	}

@@ -137,6 +137,9 @@ func uiDeps(o *uiOptions, s *session) ui.Deps {
 			if err != nil {
 				return ui.PlanResult{}, err
 			}
+			if plan.Entries.Len() == 0 {
+				return ui.PlanResult{}, fmt.Errorf("nothing to plan: what is shown takes no entry (%s left out); no plan written", entries(len(plan.Excluded)))
+			}
 			path, err := newPlanPath(o.planDir, plan)
 			if err != nil {
 				return ui.PlanResult{}, err

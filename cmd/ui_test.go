@@ -345,6 +345,52 @@ func TestUIOnRedis(t *testing.T) {
 	}
 }
 
+// screenLines is the terminal's screen as it stands, one string a row.
+func (s *ptyScreen) screenLines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(s.vt.String(), "\n")
+}
+
+// waitForLine waits until a row of the screen matches re, and fails with
+// the screen when none does.
+func (s *ptyScreen) waitForLine(re *regexp.Regexp) string {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, l := range s.screenLines() {
+			if re.MatchString(strings.TrimRight(l, " ")) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no row of the screen matches %s:\n%s", re, strings.Join(s.screenLines(), "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUIOnEightyColumns: on an 80×24 terminal every screen's key line
+// ends with the way to the other keys and the way out, and an entry's
+// fingerprint is drawn whole on one row, to be copied.
+func TestUIOnEightyColumns(t *testing.T) {
+	s, done := startUI(t, 80, 24, nil, "--no-color", "--source", incidentSource(t), "ui", "--plan-dir", t.TempDir())
+	s.waitFor("scan complete")
+	footer := regexp.MustCompile(`• \? keys • q quit$`)
+	s.waitForLine(footer)
+	s.press("\r")
+	s.waitFor("page 1 · entries 1–50")
+	s.waitForLine(footer)
+	s.press("\r")
+	s.waitFor("fingerprint")
+	s.waitForLine(regexp.MustCompile(`^(fingerprint +)?sha256:[0-9a-f]{64}( \(match\))?$`))
+	s.waitForLine(footer)
+	s.press("q")
+	if code := waitExit(t, s, done); code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+}
+
 // TestUIFollowsAResize: the example errors are cut to fit 60 columns, and
 // drawn whole once the terminal is widened.
 func TestUIFollowsAResize(t *testing.T) {

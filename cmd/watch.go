@@ -68,7 +68,7 @@ func runWatch(ctx context.Context, opts *statsOptions) error {
 	tick := time.NewTicker(o.interval)
 	defer tick.Stop()
 	for draw := 1; ; draw++ {
-		now := time.Now().UTC().Truncate(time.Second)
+		now := opts.Now().UTC().Truncate(time.Second)
 		s.walker.Now = now
 		sum, err := s.walker.Summarize(ctx)
 		if err != nil {
@@ -118,11 +118,14 @@ func deadLetterTimes(ctx context.Context, src interface {
 	return out, err
 }
 
-// timeline fills w.Timeline with timelineBuckets buckets ending now. A
-// bucket is one interval, or wider when the DLQ's history is longer than
-// the timeline, so the oldest entry still falls in the first bucket.
+// timeline fills w.Timeline with buckets intervals, the last one holding
+// now. A bucket is one interval, or wider when the DLQ's history is longer
+// than the timeline, so that the oldest entry still falls in the first
+// bucket. Buckets start on whole multiples of their width in UTC (a day's
+// at midnight, an hour's on the hour), so that a bucket labelled 11-29
+// holds 11-29's dead letters, not a rolling 24 hours that began on 11-28.
 func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Duration, buckets int) time.Duration {
-	timelineBuckets := time.Duration(buckets)
+	n := time.Duration(buckets)
 	bucket := interval
 	oldest := now
 	for _, t := range times {
@@ -130,10 +133,12 @@ func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Durat
 			oldest = t
 		}
 	}
-	if span := now.Sub(oldest); span > bucket*timelineBuckets {
-		bucket = niceDuration(span / timelineBuckets)
+	// The bucket holding now may have only begun: the others must cover
+	// the span.
+	if span := now.Sub(oldest); buckets > 1 && span > bucket*(n-1) {
+		bucket = niceDuration(span / (n - 1))
 	}
-	start := now.Add(-bucket * timelineBuckets)
+	start := now.Truncate(bucket).Add(-bucket * (n - 1))
 	w.BucketSeconds = bucket.Seconds()
 	w.Timeline = make([]TimelineBucket, buckets)
 	for i := range w.Timeline {
@@ -150,7 +155,8 @@ func timeline(w *WatchDoc, times []time.Time, now time.Time, interval time.Durat
 	return bucket
 }
 
-// niceDuration rounds d up to a bucket width people read at a glance.
+// niceDuration rounds d up to a bucket width people read at a glance:
+// one that divides a day, or whole days.
 func niceDuration(d time.Duration) time.Duration {
 	for _, n := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
 		3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour} {
@@ -158,7 +164,8 @@ func niceDuration(d time.Duration) time.Duration {
 			return n
 		}
 	}
-	return d.Round(24 * time.Hour)
+	const day = 24 * time.Hour
+	return (d + day - 1) / day * day
 }
 
 // drawWatch draws one view. On a terminal the view is repainted from the

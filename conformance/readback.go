@@ -2,8 +2,9 @@
 // cases every backend must pass (suite.go lists them; each backend's own
 // conformance_test.go calls Run): reading back,
 // redrive with the reference consumer, stale plans, resolve, the crash
-// matrix, a server restart mid-apply. A backend that lacks a capability
-// declares it in its registration, and the suite checks the refusal.
+// matrix, a server restart mid-apply, and the battery of the broker's own
+// behaviour (battery.go). A backend that lacks a capability declares it
+// in its registration, and the suite checks the refusal.
 package conformance
 
 import (

@@ -86,6 +86,79 @@ type Target struct {
 	// is a key of another type; Pulsar: dest is terminated), for the case
 	// of one refused entry in a chunk. nil: no way is known here.
 	Refuse func(t *testing.T, fx Fixture, dest, entryID string)
+
+	// The battery's hooks (battery.go). A case whose hook is missing
+	// fails, unless NotApplicable declares it (where mayNotApply allows).
+
+	// Kill ends the server with SIGKILL, as a crash does (no clean
+	// shutdown); Up brings it back with what it had stored.
+	Kill func() error
+	// PID is the server's process ID now (it changes over a restart).
+	PID func() int
+	// Published counts what fx's origin has taken in so far (a stream's
+	// or topic's messages, a queue's depth); asked while the run is
+	// frozen, it tells that a publish has reached the broker.
+	Published func(t *testing.T, fx Fixture) int
+	// Held counts the dead letters the broker itself would still hand
+	// out from fx's DLQ, whatever dlqctl's own records say (a RabbitMQ
+	// queue's messages, a Pulsar subscription's backlog, a stream's
+	// messages). nil where a removal is dlqctl's record alone (Kafka: a
+	// record stays in its topic; the state topic says it was moved).
+	Held func(t *testing.T, fx Fixture) int
+	// Churn, when set, applies the broker's own housekeeping to fx now,
+	// as its defaults would in time: retention and compaction of the
+	// DLQ and of what dlqctl keeps beside it (Pulsar: unload and trim
+	// the topics).
+	Churn func(t *testing.T, fx Fixture)
+	// Recreate deletes fx's DLQ and makes it again, empty, the way an
+	// operator does with the broker's own tools (dlqctl's records beside
+	// it are left as they are).
+	Recreate func(t *testing.T, fx Fixture)
+	// Deduplicating, when set, makes a fresh DLQ whose origin drops a
+	// publish it takes for a duplicate (SQS: FIFO queues; Pulsar:
+	// deduplication on), for the case of a DLQ made again. nil: Fresh's
+	// origin does already (NATS: every stream has a duplicate window), or
+	// the broker has no such thing.
+	Deduplicating func(t *testing.T) Fixture
+	// Snapshot is what the broker holds in fx's DLQ: one line per
+	// message in the broker's order, with its delivery count (a delivery
+	// count, a receive count) written deliveries=N where the broker keeps
+	// one, and lines for the broker's state of the DLQ that a read could
+	// change (consumers, groups, cursors). Lines name messages by what a
+	// twin DLQ seeded alike shares (event ID, position), never by an ID
+	// the broker made. It may cost (a RabbitMQ queue is read by
+	// delivering): the read cases take it once, at the end.
+	Snapshot func(t *testing.T, fx Fixture) []string
+	// ReadCost, on a broker that cannot be read at all without raising a
+	// delivery count, says so (SQS: a receive); mayCostReads lists who
+	// may.
+	ReadCost string
+	// Limited makes a fresh DLQ with the lowest delivery limit the
+	// broker allows on it (a RabbitMQ quorum queue's delivery limit, an
+	// SQS DLQ's own redrive policy).
+	Limited func(t *testing.T) Fixture
+	// Native writes copies byte-identical dead letters of e into fx's
+	// DLQ in the broker's own form, as a producer or the broker's
+	// dead-lettering would: not through import, which marks each entry
+	// with its id and reads the DLQ first.
+	Native func(t *testing.T, fx Fixture, e envelope.Envelope, copies int)
+	// TwoPointers makes a fresh DLQ holding two entries that point at
+	// one message (two advisories about one stream message, two
+	// share-group dead letters about one record), and returns it with
+	// that message's event ID; its Consume sees only what is published
+	// after the hook returns.
+	TwoPointers func(t *testing.T) (Fixture, string)
+	// Forge writes, as a plain producer would (not dlqctl), a record of
+	// dlqctl's bookkeeping in the broker saying that fx's entry entryID
+	// was removed.
+	Forge func(t *testing.T, fx Fixture, entryID string)
+	// Bookkeeping names, as a redrive's destination would name them,
+	// what dlqctl keeps in the broker for fx's DLQ: a state topic, a
+	// record topic or queue, a lease key, queue or subject.
+	Bookkeeping func(fx Fixture) []string
+	// NotApplicable names battery cases that cannot arise on this
+	// backend, each with the reason.
+	NotApplicable map[string]string
 }
 
 // Fixture is one empty DLQ and the origin its entries go back to.
@@ -140,6 +213,7 @@ func (s Suite) Run(t *testing.T, start func(t *testing.T) *Target) {
 		{"refused-in-chunk", caseRefusedInChunk},
 		{"killed-scan", caseKilledScan},
 		{"paused-holder", casePausedHolder},
+		{"battery", runBattery},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, srv) })
 	}
@@ -178,9 +252,15 @@ func seed(t *testing.T, fx Fixture, n int, lastError string, first int) map[stri
 // entries of one event ID and payload.
 func seedAs(t *testing.T, fx Fixture, n int, lastError string, first int, eventOf func(int) (string, int)) map[string]string {
 	t.Helper()
+	return seedAt(t, fx, n, lastError, first, eventOf, time.Now().UTC().Add(-time.Hour))
+}
+
+// seedAt is seedAs with the first dead-letter time given: two DLQs
+// seeded at the same base hold the same envelopes.
+func seedAt(t *testing.T, fx Fixture, n int, lastError string, first int, eventOf func(int) (string, int), base time.Time) map[string]string {
+	t.Helper()
 	var in bytes.Buffer
 	fps := map[string]string{}
-	base := time.Now().UTC().Add(-time.Hour)
 	for i := first; i < first+n; i++ {
 		eventID, order := eventOf(i)
 		payload := []byte(fmt.Sprintf(`{"order":%d}`, order))
@@ -296,11 +376,7 @@ func dlqLen(t *testing.T, fx Fixture) int {
 // and returns its inbox.
 func consumeAll(t *testing.T, fx Fixture, inbox string) map[string]workertest.Row {
 	t.Helper()
-	w := fx.worker.Start(t, append(append([]string{}, fx.Consume...), "--inbox", "sqlite:"+inbox, "--until-idle", "3s")...)
-	if err := w.Wait(); err != nil {
-		t.Fatalf("worker: %v\n%s", err, w.Output())
-	}
-	return workertest.ReadInbox(t, inbox)
+	return consumeAllOf(t, []Fixture{fx}, []string{inbox})[0]
 }
 
 // checkOnce checks that every seeded event produced exactly one effect,

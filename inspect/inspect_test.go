@@ -221,3 +221,28 @@ func TestWalkLimitAndCursor(t *testing.T) {
 		t.Errorf("the next page %v does not follow %v", more, got)
 	}
 }
+
+// TestRedactorTargetsPersonalNames: the default list hides a person's name
+// wherever the payload keeps it and leaves the names of things alone; a
+// "name" given with --redact hides every name, as any word does.
+func TestRedactorTargetsPersonalNames(t *testing.T) {
+	payload := []byte(`{"name":"Root Person","customer":{"name":"Ann Lee","id":"c1"},"recipient":{"name":"Bo Chan"},` +
+		`"first_name":"Cy","lastName":"Dee","fullname":"Ed Fox","surname":"Gu","username":"hi99","customerName":"Ivy",` +
+		`"accountHolder":"Jo","items":[{"name":"Espresso beans 1kg","sku":"S1"}],"product":{"name":"Grinder"},` +
+		`"productName":"Kettle","hostname":"web-1","fileName":"a.csv","companyName":"Acme GmbH","merchant":{"name":"Shop"}}`)
+	e := envelope.Envelope{PayloadEncoding: envelope.EncodingJSON, Payload: payload}
+	got := string(NewRedactor(nil).Envelope(e).Payload)
+	for _, leak := range []string{"Root Person", "Ann Lee", "Bo Chan", `"Cy"`, `"Dee"`, "Ed Fox", `"Gu"`, "hi99", "Ivy", `"Jo"`} {
+		if strings.Contains(got, leak) {
+			t.Errorf("a person's name %s is shown: %s", leak, got)
+		}
+	}
+	for _, kept := range []string{"Espresso beans 1kg", "Grinder", "Kettle", "web-1", "a.csv", "Acme GmbH", `"Shop"`, `"c1"`, `"S1"`} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("%s is no person's and was redacted: %s", kept, got)
+		}
+	}
+	if got := string(NewRedactor([]string{"name"}).Envelope(e).Payload); strings.Contains(got, "Espresso") || strings.Contains(got, "web-1") {
+		t.Errorf("--redact name must hide every name: %s", got)
+	}
+}

@@ -106,31 +106,103 @@ func IsOverdue(e envelope.Envelope, now time.Time) bool {
 	return !e.RecoverBy.IsZero() && now.After(e.RecoverBy)
 }
 
-// ParseDuration reads Go durations plus whole days ("2d", "1d12h").
+// ParseDuration reads Go durations plus whole days ("2d", "1d12h"). A
+// duration written with words ("3days", "90 mins") is refused with the
+// form it would be here.
 func ParseDuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	days := time.Duration(0)
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		n, err := strconv.Atoi(s[:i])
-		if err != nil {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		days = time.Duration(n) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
+	d, err := parseDays(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (e.g. 90s, 15m, 2h, 3d)", s)
+		msg := fmt.Sprintf("invalid duration %q (e.g. 90s, 15m, 2h, 3d)", s)
+		if sug := SuggestDuration(s, true); sug != "" {
+			msg += fmt.Sprintf("; did you mean %s?", sug)
+		}
+		return 0, errors.New(msg)
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("invalid duration %q: negative", s)
 	}
-	return days + d, nil
+	return d, nil
+}
+
+// parseDays is time.ParseDuration after an optional leading whole number
+// of days ("2d", "1d12h").
+func parseDays(s string) (time.Duration, error) {
+	days := time.Duration(0)
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		n, err := strconv.Atoi(s[:i])
+		if err != nil {
+			return 0, err
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		if s = s[i+1:]; s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	return days + d, err
+}
+
+// durationUnits maps the unit words people type to the units durations
+// take ("w" is made of days).
+var durationUnits = map[string]string{
+	"d": "d", "day": "d", "days": "d",
+	"w": "w", "wk": "w", "wks": "w", "week": "w", "weeks": "w",
+	"h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+	"m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",
+	"s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+	"ms": "ms", "msec": "ms", "msecs": "ms", "millisecond": "ms", "milliseconds": "ms",
+}
+
+var durationPart = regexp.MustCompile(`(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*`)
+
+// SuggestDuration is the duration a mistyped one most likely means
+// ("3days" is "3d", "90 mins" is "90m"), written as a flag takes it: with
+// days when the flag reads days (ParseDuration), else in hours (Go's
+// time.ParseDuration); "" when s is not numbers with unit words.
+func SuggestDuration(s string, days bool) string {
+	s = strings.TrimSpace(s)
+	parts := durationPart.FindAllStringSubmatch(s, -1)
+	if len(parts) == 0 || strings.Join(durationPart.FindAllString(s, -1), "") != s {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		unit, ok := durationUnits[strings.ToLower(p[2])]
+		if !ok {
+			return ""
+		}
+		n := p[1]
+		switch {
+		case unit == "w" && days:
+			unit, n = "d", scale(n, 7)
+		case unit == "w":
+			unit, n = "h", scale(n, 7*24)
+		case unit == "d" && !days:
+			unit, n = "h", scale(n, 24)
+		case unit == "d" && strings.Contains(n, "."):
+			unit, n = "h", scale(n, 24)
+		}
+		if n == "" {
+			return ""
+		}
+		b.WriteString(n + unit)
+	}
+	if b.String() == s {
+		return ""
+	}
+	return b.String()
+}
+
+// scale multiplies the decimal n by k and writes it back ("" on error).
+func scale(n string, k float64) string {
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return ""
+	}
+	return strconv.FormatFloat(f*k, 'f', -1, 64)
 }
 
 // Item is one entry with its classification.
@@ -144,7 +216,15 @@ type Walker struct {
 	Source     backend.Source
 	Classifier *envelope.Classifier
 	Now        time.Time
+	// Progress, when set, is told how far a whole-DLQ pass of Summarize
+	// has read, every ProgressEvery entries: pass 1, then pass 2 when the
+	// first found conflicts.
+	Progress func(pass, read int)
 }
+
+// ProgressEvery is how many entries a pass reads between two calls of
+// Walker.Progress.
+const ProgressEvery = 1000
 
 // scanLean is Source.Scan from the start, lean when the source can be and
 // nothing needs what lean envelopes lack: the caller reads no properties,

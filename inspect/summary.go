@@ -100,7 +100,14 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	if !sel.IsZero() {
 		selected = envelope.NewConflictTracker()
 	}
+	pass, read := 1, 0
+	if !track {
+		pass = 2
+	}
 	err := w.scanLean(ctx, true, func(e envelope.Envelope) error {
+		if read++; w.Progress != nil && read%ProgressEvery == 0 {
+			w.Progress(pass, read)
+		}
 		if track {
 			tracker.Add(e)
 		}

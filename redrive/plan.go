@@ -208,6 +208,14 @@ func DefaultJournalPath(planPath string) string {
 	return strings.TrimSuffix(planPath, filepath.Ext(planPath)) + ".journal"
 }
 
+// entries is "1 entry" or "N entries": plural would write "entrys".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("1 %s", word)

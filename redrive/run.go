@@ -208,7 +208,7 @@ func (r Runner) Apply(ctx context.Context, q ApplyRequest) (*Ran, error) {
 			return nil, err
 		}
 		r.noteWeakMoves(src, plan)
-		fmt.Fprintf(r.notes(), "run %s: %s, journal %s\n", runID, plural(plan.Entries.Len(), "entry"), q.JournalPath)
+		fmt.Fprintf(r.notes(), "run %s: %s, journal %s\n", runID, entries(plan.Entries.Len()), q.JournalPath)
 		return r.run(ctx, eng, st), nil
 	})
 }
@@ -263,7 +263,7 @@ func (r Runner) Resume(ctx context.Context, q ResumeRequest) (*Ran, error) {
 		}
 		if q.RetryFailed {
 			if n := st.RetryFailed(); n > 0 {
-				fmt.Fprintf(r.notes(), "trying %s that failed once more\n", plural(n, "entry"))
+				fmt.Fprintf(r.notes(), "trying %s that failed once more\n", entries(n))
 			}
 		}
 		r.noteWeakMoves(src, st.Plan)

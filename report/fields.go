@@ -25,6 +25,11 @@ type Block struct {
 	Lang  string // the fence's info string in markdown, e.g. "json"
 }
 
+// Command is a value someone copies to run (a resume command): on a
+// terminal it is never wrapped, so that it pastes as one line. When it
+// does not fit beside its key it goes whole on a line of its own.
+type Command string
+
 const (
 	// keyMaxWidth: on a terminal, keys up to this wide set the column the
 	// values line up in; a longer key goes whole on a line of its own, so
@@ -46,10 +51,11 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 		return err
 	}
 	now := o.now()
-	c := fieldCells{keys: make([]string, len(fs)), values: make([]string, len(fs)), blocks: make([]*Block, len(fs))}
+	c := fieldCells{keys: make([]string, len(fs)), values: make([]string, len(fs)), blocks: make([]*Block, len(fs)), whole: make([]bool, len(fs))}
 	for i, f := range fs {
 		// Never cut: six kafka_dlt-original-* headers must stay apart.
 		c.keys[i] = Truncate(f.Key, 0)
+		_, c.whole[i] = f.Value.(Command)
 		if b, ok := f.Value.(Block); ok {
 			c.blocks[i] = &b
 			c.values[i] = Truncate(b.Flat, 0)
@@ -76,6 +82,8 @@ func WriteFields(w io.Writer, title string, fs []Field, o Options) error {
 type fieldCells struct {
 	keys, values []string
 	blocks       []*Block
+	// whole[i]: field i's value is never wrapped (a Command).
+	whole []bool
 }
 
 // writeFieldsTTY writes the block for a terminal: bold keys aligned, values
@@ -101,6 +109,8 @@ func writeFieldsTTY(bw *bufio.Writer, re renderer, title string, c fieldCells, o
 				// Keep the block's indentation; wrap only what is too long.
 				lines = append(lines, strings.Split(wrap.Render(Truncate(l, 0)), "\n")...)
 			}
+		} else if c.whole[i] {
+			lines = []string{c.values[i]}
 		} else {
 			lines = wrapWords(c.values[i], valueWidth)
 		}

@@ -546,3 +546,25 @@ func TestWriteFieldsKeepsKeysAndLongValuesWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFieldsKeepsACommandOnOneLine: a Command (a resume command with
+// a long journal path) is never wrapped on a terminal: beside its key
+// when it fits, else whole on the next line; piped it is one value.
+func TestWriteFieldsKeepsACommandOnOneLine(t *testing.T) {
+	long := "dlqctl redrive resume /var/lib/dlqctl/incidents/INC-2211/payments-psp-outage/inc2211.plan.journal --past-gate"
+	fs := []Field{{Key: "journal", Value: "j"}, {Key: "resume", Value: Command(long)}, {Key: "short", Value: Command("dlqctl redrive resume j")}}
+	var buf bytes.Buffer
+	if err := WriteFields(&buf, "", fs, Options{TTY: true, NoColor: true, Width: 80, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "resume\n" + long + "\nshort    dlqctl redrive resume j\n"; !strings.Contains(buf.String(), want) {
+		t.Errorf("terminal fields lack %q:\n%s", want, buf.String())
+	}
+	buf.Reset()
+	if err := WriteFields(&buf, "", fs, Options{Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "resume\t"+long+"\n") {
+		t.Errorf("piped fields:\n%s", buf.String())
+	}
+}

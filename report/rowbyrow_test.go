@@ -61,39 +61,92 @@ func TestStreamMatchesTable(t *testing.T) {
 }
 
 // TestStreamTrippedGateAtEightyColumns: a run's batch table on an
-// 80-column terminal. A tripped gate's long name pushes its row, and
-// verdicts too long for what is left go whole on the line below, so no
-// line is wider than the terminal (which would wrap it mid-word) and no
-// verdict is cut.
+// 80-column terminal. The gate's column holds the longest gate's name, so
+// a tripped gate keeps its row in line under its header; the verdicts,
+// which 80 columns leave too little room for, go under each row,
+// labelled, whole; no line is wider than the terminal (which would wrap
+// it mid-word). On a wider terminal they stay in their column.
 func TestStreamTrippedGateAtEightyColumns(t *testing.T) {
 	cols := []Column{
 		{Name: "batch", Right: true}, {Name: "size", Right: true}, {Name: "moved", Right: true},
 		{Name: "attempts", Right: true}, {Name: "effects", Right: true}, {Name: "unique", Right: true},
-		{Name: "dlq", Kind: Key, MaxWidth: 9}, {Name: "gate", Kind: Key, MaxWidth: 7, Tone: VerdictTone},
+		{Name: "dlq", Kind: Key, MaxWidth: 9}, {Name: "gate", Kind: Key, MaxWidth: 16, Tone: VerdictTone},
 		{Name: "verdicts"},
 	}
-	var buf bytes.Buffer
-	s, err := NewStream(&buf, "Batches", cols, Options{TTY: true, NoColor: true, Width: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
 	verdicts := "absorbed-duplicate=1 applied=40 re-dead-lettered=9"
-	for _, row := range [][]any{
+	rows := [][]any{
 		{1, 5, 5, 5, 5, 5, "60→55", "pass", "applied=5"},
 		{2, 50, 50, 50, 50, 50, "55→14", "re-dead-lettered", verdicts},
-	} {
-		if err := s.Row(row...); err != nil {
+	}
+	draw := func(width int) string {
+		var buf bytes.Buffer
+		s, err := NewStream(&buf, "Batches", cols, Options{TTY: true, NoColor: true, Width: width})
+		if err != nil {
 			t.Fatal(err)
 		}
+		for _, row := range rows {
+			if err := s.Row(row...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := buf.String()
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if w := lipgloss.Width(line); w > width {
+				t.Errorf("line is %d columns wide on %d: %q", w, width, line)
+			}
+		}
+		if strings.Contains(out, "…") {
+			t.Errorf("a value was cut:\n%s", out)
+		}
+		return out
 	}
-	out := buf.String()
-	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-		if w := lipgloss.Width(line); w > 80 {
-			t.Errorf("line is %d columns wide: %q", w, line)
+	out := draw(80)
+	column := func(out, s string) int {
+		i := strings.Index(out, s)
+		return lipgloss.Width(out[strings.LastIndex(out[:i], "\n")+1 : i])
+	}
+	for _, gate := range []string{" pass\n", " re-dead-lettered\n"} {
+		if column(out, gate)+1 != column(out, "GATE") {
+			t.Errorf("%q is not under GATE:\n%s", gate, out)
 		}
 	}
-	if strings.Contains(out, "…") || !strings.Contains(out, "pass     applied=5\n") ||
-		!strings.Contains(out, "re-dead-lettered\n") || !strings.Contains(out, " "+verdicts+"\n") {
-		t.Errorf("a verdict was cut or misplaced:\n%s", out)
+	if strings.Contains(out, "VERDICTS") || !strings.Contains(out, "\n       verdicts: applied=5\n") ||
+		!strings.Contains(out, "\n       verdicts: "+verdicts+"\n") {
+		t.Errorf("the verdicts are not under their rows, labelled:\n%s", out)
+	}
+	out = draw(140)
+	if !strings.Contains(out, "VERDICTS\n") || !strings.Contains(out, "re-dead-lettered  "+verdicts+"\n") {
+		t.Errorf("at 120 columns the verdicts left their column:\n%s", out)
+	}
+}
+
+// TestWrapProse: prose wraps at words to the terminal, a word wider than
+// the terminal stays whole on its own line, a command (an indented line)
+// is never broken, and a comment wraps into comment lines.
+func TestWrapProse(t *testing.T) {
+	path := "/var/lib/dlqctl/" + strings.Repeat("x", 40) + "/inc2211.plan.journal"
+	cmd := "  dlqctl redrive resume " + path + " --past-gate --key-file /etc/dlqctl/approval.key"
+	in := "stopped by the duplicate-effect gate: 1 event produced more than one effect (journal " + path + ").\n" +
+		cmd + "\n# DLQCTL_AMQP_PASSWORD must hold the source's password: set it from your secret store before you run this"
+	got := strings.Split(WrapProse(in, 60), "\n")
+	for _, l := range got {
+		if lipgloss.Width(l) > 60 && l != path+")." && l != cmd {
+			t.Errorf("line %q is %d columns wide", l, lipgloss.Width(l))
+		}
+		if l != cmd && strings.Contains(l, "--past-gate") {
+			t.Errorf("the command was broken: %q", l)
+		}
+	}
+	joined := strings.Join(got, "\n")
+	if !strings.Contains(joined, "\n"+path+").\n") || !strings.Contains(joined, "\n"+cmd+"\n") {
+		t.Errorf("the path or the command is not whole on its line:\n%s", joined)
+	}
+	for _, l := range got[len(got)-2:] {
+		if !strings.HasPrefix(l, "# ") {
+			t.Errorf("a comment wrapped out of its #: %q\n%s", l, joined)
+		}
+	}
+	if WrapProse(in, 0) != in {
+		t.Errorf("width 0 changed the text")
 	}
 }

@@ -11,11 +11,14 @@ import (
 // Stream is a table whose rows arrive one at a time (a run's batches): the
 // header is written once, before the first row, and each row is appended
 // as it comes, so a long run reads as one table. On a terminal the columns
-// have fixed widths from the header and the terminal width: nothing is
-// cut; a Key or Number cell longer than its column pushes its line wider,
-// and the Text column's cell goes on the lines below its row when it does
-// not fit in what is left. Piped it is tab-separated,
-// in markdown a GitHub table; neither is ever cut.
+// have fixed widths from the header, MaxWidth and the terminal width:
+// nothing is cut; a Key or Number cell longer than its column pushes its
+// line wider, and the Text column's cell goes on the lines below its row
+// when it does not fit in what is left. When the terminal leaves the Text
+// column fewer than usableTextWidth columns (a run's batch table on 80
+// columns), the column leaves the header and every row's text goes below
+// it, labelled with the column's name. Piped it is tab-separated, in
+// markdown a GitHub table; neither is ever cut.
 type Stream struct {
 	w      io.Writer
 	title  string
@@ -24,7 +27,11 @@ type Stream struct {
 	m      mode
 	widths []int
 	header bool
-	re     renderer // decided once: the profile does not change mid-table
+	// textCol is the free-text column (-1: none); below says it is drawn
+	// under each row, labelled, rather than in the row's line.
+	textCol int
+	below   bool
+	re      renderer // decided once: the profile does not change mid-table
 }
 
 // NewStream starts a streamed table; nothing is written before Row.
@@ -33,7 +40,7 @@ func NewStream(w io.Writer, title string, cols []Column, o Options) (*Stream, er
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{w: w, title: title, cols: cols, o: o, m: m, widths: make([]int, len(cols))}
+	s := &Stream{w: w, title: title, cols: cols, o: o, m: m, widths: make([]int, len(cols)), textCol: -1}
 	if m == modeTTY {
 		s.re = o.renderer(w)
 	}
@@ -49,7 +56,10 @@ func NewStream(w io.Writer, title string, cols []Column, o Options) (*Stream, er
 	if text >= 0 {
 		// Two spaces between columns. The text column is never cut: what
 		// does not fit goes on the lines below (see writeTTYRow).
-		s.widths[text] = max(o.width()-fixed-2*(len(cols)-1), lipgloss.Width(cols[text].Name))
+		room := o.width() - fixed - 2*(len(cols)-1)
+		s.widths[text] = max(room, lipgloss.Width(cols[text].Name))
+		s.textCol = text
+		s.below = room < usableTextWidth && !o.wide()
 		if o.wide() {
 			s.widths[text] = 0
 		}
@@ -89,12 +99,13 @@ func (s *Stream) Row(cells ...any) error {
 }
 
 // writeTTYRow lays out one row in the stream's fixed columns. Key and
-// Number cells are never cut; one wider than its column (a tripped gate's
-// name) pushes the rest of its line right. The free-text cell is never cut
-// either: when it does not fit in what is left of the line, it goes on the
-// lines below, word-wrapped and lined up under its column (or past the
-// first column when its own starts too far right), so the terminal never
-// wraps a row mid-word.
+// Number cells are never cut; one wider than its column pushes the rest
+// of its line right. The free-text cell is never cut either: when it does
+// not fit in what is left of the line, it goes on the lines below,
+// word-wrapped and lined up under its column (or past the first column
+// when its own starts too far right), so the terminal never wraps a row
+// mid-word. A stream whose text column is below (see Stream) writes it
+// there on every row, after its label.
 func (s *Stream) writeTTYRow(b *strings.Builder, texts []string) {
 	re := s.re
 	styled := func(j int, t string) string {
@@ -104,27 +115,30 @@ func (s *Stream) writeTTYRow(b *strings.Builder, texts []string) {
 		return t
 	}
 	var line strings.Builder
-	at, textAt, textCol := 0, 0, -1
+	at, textAt, last := 0, 0, len(texts)-1
+	if s.below && s.textCol == last {
+		last--
+	}
 	for j, t := range texts {
-		c := s.cols[j]
-		if j > 0 {
+		if s.below && j == s.textCol {
+			continue
+		}
+		if at > 0 {
 			line.WriteString("  ")
 			at += 2
 		}
-		if c.cuttable() && s.widths[j] > 0 && textCol < 0 {
-			textCol, textAt = j, at
-		}
-		if j == textCol {
-			if !s.o.wide() && (at+lipgloss.Width(t) > s.o.width() || j != len(texts)-1) {
+		if j == s.textCol {
+			textAt = at
+			if !s.o.wide() && (at+lipgloss.Width(t) > s.o.width() || j != last) {
 				// Placed below; keep the columns after it lined up.
 				t = ""
 			}
 		}
 		pad := strings.Repeat(" ", max(s.widths[j]-lipgloss.Width(t), 0))
 		switch {
-		case c.Right:
+		case s.cols[j].Right:
 			line.WriteString(pad + styled(j, t))
-		case j == len(texts)-1:
+		case j == last:
 			line.WriteString(styled(j, t))
 		default:
 			line.WriteString(styled(j, t) + pad)
@@ -132,17 +146,30 @@ func (s *Stream) writeTTYRow(b *strings.Builder, texts []string) {
 		at += max(s.widths[j], lipgloss.Width(t))
 	}
 	b.WriteString(re.text(strings.TrimRight(line.String(), " ")) + "\n")
-	if textCol < 0 || s.o.wide() || lipgloss.Width(texts[textCol]) == 0 || (textCol == len(texts)-1 && textAt+lipgloss.Width(texts[textCol]) <= s.o.width()) {
+	if s.textCol < 0 || s.o.wide() || lipgloss.Width(texts[s.textCol]) == 0 {
+		return
+	}
+	text := texts[s.textCol]
+	if !s.below && s.textCol == last && textAt+lipgloss.Width(text) <= s.o.width() {
 		return
 	}
 	indent := textAt
-	if s.o.width()-indent < minValueWidth {
+	if s.below || s.o.width()-indent < minValueWidth {
 		// Past the first column, so that the row's first cell (a batch
 		// number) still starts every row.
 		indent = s.widths[0] + 2
 	}
-	for _, l := range wrapWords(texts[textCol], s.o.width()-indent) {
-		b.WriteString(re.text(strings.Repeat(" ", indent)+styled(textCol, l)) + "\n")
+	label := ""
+	if s.below {
+		label = strings.ToLower(Truncate(s.cols[s.textCol].Name, 0)) + ": "
+	}
+	hang := strings.Repeat(" ", lipgloss.Width(label))
+	for i, l := range wrapWords(text, s.o.width()-indent-lipgloss.Width(label)) {
+		lead := hang
+		if i == 0 {
+			lead = label
+		}
+		b.WriteString(re.text(strings.Repeat(" ", indent)+lead+styled(s.textCol, l)) + "\n")
 	}
 }
 
@@ -178,16 +205,20 @@ func (s *Stream) writeHeader(b *strings.Builder) {
 		if s.title != "" {
 			b.WriteString(re.text(bold.Render(Truncate(s.title, 0))) + "\n")
 		}
-		parts := make([]string, len(names))
+		var parts []string
 		for j, n := range names {
+			if s.below && j == s.textCol {
+				continue
+			}
 			n = strings.ToUpper(n)
 			pad := max(s.widths[j]-lipgloss.Width(n), 0)
-			if s.cols[j].Right {
-				parts[j] = strings.Repeat(" ", pad) + bold.Render(n)
-			} else if j == len(names)-1 {
-				parts[j] = bold.Render(n)
-			} else {
-				parts[j] = bold.Render(n) + strings.Repeat(" ", pad)
+			switch {
+			case s.cols[j].Right:
+				parts = append(parts, strings.Repeat(" ", pad)+bold.Render(n))
+			case j == len(names)-1 || (s.below && j == len(names)-2 && s.textCol == len(names)-1):
+				parts = append(parts, bold.Render(n))
+			default:
+				parts = append(parts, bold.Render(n)+strings.Repeat(" ", pad))
 			}
 		}
 		b.WriteString(re.text(strings.Join(parts, "  ")) + "\n")

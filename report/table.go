@@ -54,6 +54,12 @@ type Column struct {
 	// Right aligns the column to the right on a terminal (numbers). A Right
 	// column is never cut, whatever its Kind.
 	Right bool
+	// WrapLines, on a Text column, word-wraps its cells on a terminal to the
+	// column's width, up to that many lines (the last ending in "…" when
+	// more would follow), instead of cutting each to one line: an error
+	// whose end tells it from the next (`missing field "currency"`) stays
+	// readable in a narrow column. MaxWidth is then the width of a line.
+	WrapLines int
 	// Optional columns are left out on a terminal narrower than 100 columns
 	// when the table would not fit otherwise (lowest value first: the last
 	// Optional column goes first).
@@ -74,6 +80,9 @@ func (c Column) maxWidth() int {
 }
 
 func (c Column) cuttable() bool { return c.Kind == Text && !c.Right }
+
+// wraps says whether the column's cells wrap rather than cut (WrapLines).
+func (c Column) wraps() bool { return c.cuttable() && c.WrapLines > 1 }
 
 // Table is rows of cells. A cell is a string, []byte, int, int64, float64,
 // bool, time.Time (a point in time), Age, or nil (empty); anything else is
@@ -157,6 +166,9 @@ func (t Table) cells(m mode, o Options, vertical bool) ([][]string, error) {
 			limit := 0
 			if m == modeTTY && !o.wide() {
 				limit = col.maxWidth()
+				if col.wraps() && limit > 0 {
+					limit *= col.WrapLines // cut to its lines when the table is drawn
+				}
 				if vertical && limit > 0 {
 					limit = max(limit, verticalTextLines*(o.width()-verticalKeyWidth(t.Columns)-2))
 				}
@@ -326,8 +338,18 @@ func tableWidth(widths []int) int {
 // block per row instead.
 func fitColumns(headers []string, rows [][]string, cols []Column, width int) ([]Column, []string, [][]string, bool) {
 	widths := measureColumns(headers, rows)
+	for j, c := range cols {
+		if c.wraps() && c.maxWidth() > 0 {
+			// A wrapping column is as wide as its lines may be.
+			widths[j] = min(widths[j], max(c.maxWidth(), lipgloss.Width(headers[j])))
+		}
+	}
 	if tableWidth(widths) <= width {
-		return cols, headers, rows, true
+		fitted := make([][]string, len(rows))
+		for i, r := range rows {
+			fitted[i] = cutCells(cols, widths, r) // wraps what wraps; cuts nothing
+		}
+		return cols, headers, fitted, true
 	}
 	if width < narrowWidth {
 		cols, headers, rows, widths = dropOptional(cols, headers, rows, widths, width)
@@ -417,11 +439,15 @@ func narrowColumns(cols []Column, headers []string, widths []int, width int) int
 	return total
 }
 
-// cutCells is row r with its free-text cells cut to widths.
+// cutCells is row r with its free-text cells cut to widths, or wrapped
+// to them (WrapLines).
 func cutCells(cols []Column, widths []int, r []string) []string {
 	out := make([]string, len(r))
 	for j, c := range r {
-		if cols[j].cuttable() {
+		switch {
+		case cols[j].wraps():
+			c = strings.Join(capLines(breakWords(c, widths[j]), cols[j].WrapLines, widths[j]), "\n")
+		case cols[j].cuttable():
 			c = Truncate(c, widths[j])
 		}
 		out[j] = c

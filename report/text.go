@@ -130,6 +130,8 @@ func text(v any, m mode, now time.Time, long bool) string {
 		return "—"
 	case string:
 		return x
+	case Command:
+		return string(x)
 	case []byte:
 		return string(x)
 	case int:
@@ -207,4 +209,21 @@ func AgeSeconds(seconds *int64) any {
 		return Unknown{}
 	}
 	return Age(time.Duration(*seconds) * time.Second)
+}
+
+// Thousands writes 1000000 as 1,000,000: counts that climb during a scan
+// are read at a glance.
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

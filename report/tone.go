@@ -69,12 +69,17 @@ func VerdictTone(v string) Tone {
 }
 
 // WriteLine writes one line of status text, coloured by its tone on a
-// colour terminal.
+// colour terminal; on a terminal it is wrapped at words to its width
+// (WrapProse).
 func WriteLine(w io.Writer, t Tone, s string, o Options) error {
 	s = Truncate(s, 0)
 	if o.TTY && o.Format != FormatMarkdown {
 		re := o.renderer(w)
-		s = re.text(o.tone(re.NewStyle(), t).Render(s))
+		lines := strings.Split(WrapProse(s, o.width()), "\n")
+		for i, l := range lines {
+			lines[i] = re.text(o.tone(re.NewStyle(), t).Render(l))
+		}
+		s = strings.Join(lines, "\n")
 	}
 	_, err := fmt.Fprintln(w, s)
 	return err

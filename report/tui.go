@@ -73,34 +73,56 @@ func (t TUI) StyleInput(m *textinput.Model) {
 // KeyHint is one key and what it does, for the key help.
 type KeyHint struct{ Key, Desc string }
 
-// KeyLine is the one-line key help: as many hints as fit in width, then
-// "…" (bubbles/help can overflow the width by one item, so it is drawn
-// here).
-func (t TUI) KeyLine(hints []KeyHint, width int) string {
-	const sep = " • "
+// KeyLine is the one-line key help: the hints in order, as many as fit
+// in width, then "…" for those left out, then always the last `always`
+// hints (help and quit: the way to every other key and the way out must
+// show on any terminal). bubbles/help can overflow the width by one item,
+// so it is drawn here.
+func (t TUI) KeyLine(hints []KeyHint, always, width int) string {
+	const sep, more = " • ", "…"
 	key, desc := t.style(plain().Bold(true)), t.style(plain().Faint(true))
+	always = min(max(always, 0), len(hints))
+	head, tail := hints[:len(hints)-always], hints[len(hints)-always:]
+	sepWidth := lipgloss.Width(sep)
+	hintWidth := func(h KeyHint) int { return lipgloss.Width(h.Key) + 1 + lipgloss.Width(h.Desc) }
 	var b strings.Builder
 	used := 0
-	for i, h := range hints {
-		w := lipgloss.Width(h.Key) + 1 + lipgloss.Width(h.Desc)
-		if i > 0 {
-			w += len([]rune(sep))
+	add := func(text string, w int) {
+		if used > 0 {
+			b.WriteString(desc.Render(sep))
+			used += sepWidth
 		}
-		rest := 0
-		if i < len(hints)-1 {
-			rest = 2 // room for " …" if more would follow
+		b.WriteString(text)
+		used += w
+	}
+	gap := func() int { // the separator the next item needs
+		if used > 0 {
+			return sepWidth
 		}
-		if used+w+rest > width {
-			if used+2 <= width {
-				b.WriteString(desc.Render(" …"))
+		return 0
+	}
+	tailWidth := 0
+	for _, h := range tail {
+		tailWidth += sepWidth + hintWidth(h)
+	}
+	for i, h := range head {
+		reserve := tailWidth
+		if i < len(head)-1 {
+			reserve += sepWidth + lipgloss.Width(more) // room to say more would follow
+		}
+		if used+gap()+hintWidth(h)+reserve > width {
+			if used+gap()+lipgloss.Width(more) <= width {
+				add(desc.Render(more), lipgloss.Width(more))
 			}
 			break
 		}
-		if i > 0 {
-			b.WriteString(desc.Render(sep))
+		add(key.Render(h.Key)+" "+desc.Render(h.Desc), hintWidth(h))
+	}
+	for _, h := range tail {
+		if used+gap()+hintWidth(h) > width {
+			break // a terminal too narrow even for these
 		}
-		b.WriteString(key.Render(h.Key) + " " + desc.Render(h.Desc))
-		used += w
+		add(key.Render(h.Key)+" "+desc.Render(h.Desc), hintWidth(h))
 	}
 	return b.String()
 }
@@ -258,6 +280,20 @@ func TUIWrap(s string, width int) []string {
 		}
 	}
 	return out
+}
+
+// TUIField lays out one key and its value as `show` does, for the
+// browser: the key bold, the value word-wrapped in the room beside it, and
+// a word too wide for that room (a fingerprint, a URL) whole on a line of
+// its own from the left edge, so that copying it from the screen gives one
+// piece. Control characters are made harmless.
+func (t TUI) TUIField(key, value string, keyWidth, width int) []string {
+	valueWidth := max(width-keyWidth-2, minValueWidth)
+	var lines []string
+	for _, l := range strings.Split(value, "\n") {
+		lines = append(lines, wrapWords(Truncate(l, 0), valueWidth)...)
+	}
+	return keyedLines(Truncate(key, 0), lines, keyWidth, width, t.Label)
 }
 
 // TUITitle is the browser's title line, "dlqctl ui · SOURCE · CRUMBS",

@@ -43,11 +43,18 @@ func TestKeyLineFitsTheWidth(t *testing.T) {
 	tui := NewTUI(true)
 	hints := []KeyHint{{"enter", "open"}, {"/", "filter"}, {"p", "plan a redrive"}, {"r", "reload"}, {"?", "keys"}, {"q", "quit"}}
 	for w := 10; w <= 80; w++ {
-		if n := utf8.RuneCountInString(tui.KeyLine(hints, w)); n > w {
+		got := tui.KeyLine(hints, 2, w)
+		if n := utf8.RuneCountInString(got); n > w {
 			t.Errorf("width %d: a key line of %d columns", w, n)
 		}
+		if w >= 20 && !strings.HasSuffix(got, "? keys • q quit") {
+			t.Errorf("width %d: help and quit are not shown: %q", w, got)
+		}
 	}
-	if got := tui.KeyLine(hints, 200); !strings.HasSuffix(got, "q quit") {
+	if got := tui.KeyLine(hints, 2, 45); got != "enter open • / filter • … • ? keys • q quit" {
+		t.Errorf("45 columns: %q", got)
+	}
+	if got := tui.KeyLine(hints, 2, 200); got != "enter open • / filter • p plan a redrive • r reload • ? keys • q quit" {
 		t.Errorf("wide: %q", got)
 	}
 	for _, l := range tui.KeyColumns([][]KeyHint{hints[:3], hints[3:]}, 80) {

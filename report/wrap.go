@@ -61,9 +61,10 @@ func capLines(lines []string, n, width int) []string {
 	lines = append([]string(nil), lines[:n]...)
 	last := lines[n-1]
 	if lipgloss.Width(last)+1 > width {
-		last = Truncate(last, max(width, 2))
+		// Room for the ellipsis: a line that fits exactly is cut too.
+		last = Truncate(last, max(width-1, 1))
 		if !strings.HasSuffix(last, ellipsis) {
-			last = Truncate(last, lipgloss.Width(last)) + ellipsis
+			last += ellipsis
 		}
 	} else {
 		last += ellipsis
@@ -110,4 +111,31 @@ func keyedLines(key string, value []string, keyWidth, width int, styleKey func(s
 		out = append(out, strings.TrimRight(lead, " "))
 	}
 	return out
+}
+
+// WrapProse wraps the prose of a message to a terminal of the given width:
+// each line that starts with a letter is word-wrapped, a word wider than
+// width kept whole on a line of its own (an ID, a path). A line that
+// starts with a space or a tab — a command to copy, a value set apart —
+// is never wrapped: pasted, a wrapped command would be two. A "#" comment
+// line wraps into comment lines, so that a pasted note stays a note.
+// Control characters are made harmless. width <= 0 leaves the lines whole.
+func WrapProse(s string, width int) string {
+	lines := strings.Split(s, "\n")
+	var out []string
+	for _, l := range lines {
+		l = Truncate(l, 0)
+		switch {
+		case width <= 0 || l == "" || l[0] == ' ' || l[0] == '\t' || lipgloss.Width(l) <= width:
+			out = append(out, l)
+		case l[0] == '#':
+			body := strings.TrimLeft(strings.TrimPrefix(l, "#"), " ")
+			for _, w := range wrapWords(body, width-2) {
+				out = append(out, "# "+w)
+			}
+		default:
+			out = append(out, wrapWords(l, width)...)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -13,7 +13,10 @@
 # start picks a free loopback port and records it in DATA_DIR/port; a later
 # start on the same DATA_DIR reuses it, and queues (queues-storage) and
 # messages (messages-storage, an H2 file) are kept in DATA_DIR, so a
-# restarted server has the same endpoint, queue URLs and messages.
+# restarted server has the same endpoint, queue URLs and messages. The H2
+# file is written at every commit (WRITE_DELAY=0; H2's default waits up to
+# 500 ms), so that a server killed with -9 keeps every send and delete it
+# acknowledged, as SQS does.
 # Queues are created by the callers through the SQS API; a file
 # DATA_DIR/queues.conf, when present, is included in the config as well
 # (HOCON `queues { … }` blocks, with deadLettersQueue { name, maxReceiveCount }).
@@ -175,7 +178,7 @@ cmd_start() {
     echo "pekko.http.server.idle-timeout = infinite"
     echo "queues-storage { enabled = true, path = \"$data/queues-storage.conf\" }"
     if [ "${ELASTICMQ_PERSIST:-1}" = 1 ]; then
-      echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages\" }"
+      echo "messages-storage { enabled = true, uri = \"jdbc:h2:$data/messages;WRITE_DELAY=0\" }"
     fi
     if [ -f "$data/queues.conf" ]; then echo "include file(\"$data/queues.conf\")"; fi
   } >"$data/elasticmq.conf"

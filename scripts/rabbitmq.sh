@@ -20,8 +20,8 @@
 # so a restarted broker has the same URL, queues and persistent messages.
 #
 # Environment: RABBITMQ_HOME_DIR (/usr/lib/rabbitmq), RABBITMQ_READY_TIMEOUT
-# (120 s), RABBITMQ_MANAGEMENT (1; 0 starts without the management plugin,
-# which starts faster), RABBITMQ_WATCH_PID: when set, start leaves a watchdog
+# (120 s), RABBITMQ_MANAGEMENT (1, with the shovel plugin; 0 starts without
+# the management plugin, which starts faster), RABBITMQ_WATCH_PID: when set, start leaves a watchdog
 # that stops the broker once that process has exited.
 set -euo pipefail
 
@@ -149,7 +149,9 @@ cmd_start() {
     fi
   } >"$data/rabbitmq.conf"
   if [ "${RABBITMQ_MANAGEMENT:-1}" = 1 ]; then
-    echo '[rabbitmq_management].' >"$data/enabled_plugins"
+    # The shovel feeds a stream DLQ on brokers that cannot dead-letter
+    # into one (3.10); dlq init declares it through the management API.
+    echo '[rabbitmq_management,rabbitmq_shovel].' >"$data/enabled_plugins"
   else
     echo '[].' >"$data/enabled_plugins"
   fi

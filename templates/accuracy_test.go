@@ -11,7 +11,7 @@ import (
 )
 
 // readLabelled reads a corpus: one message a line, "<true template id>\t<message>".
-func readLabelled(t *testing.T, path string) (truth, msgs []string) {
+func readLabelled(t testing.TB, path string) (truth, msgs []string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -75,26 +75,40 @@ func TestGroupingAccuracy(t *testing.T) {
 	}
 }
 
-// TestCorpusAccuracy measures the default miner on the corpus in
-// testdata/errors.tsv: error messages of many systems written with their
-// true templates. Below the threshold the miner got worse.
+// TestCorpusAccuracy measures the default miner on the corpora in
+// testdata: errors.tsv, error messages of many systems, and dlqerrors.tsv,
+// the last_error texts of Java, Go, Python, Node and .NET services that
+// dead letters carry (their generators say how each was labelled). Below
+// its threshold the miner got worse.
 func TestCorpusAccuracy(t *testing.T) {
-	truth, msgs := readLabelled(t, filepath.Join("testdata", "errors.tsv"))
-	got := mine(msgs)
-	acc := GroupingAccuracy(truth, got)
-	t.Logf("grouping accuracy on %d messages, %d true templates: %.3f", len(msgs), count(truth), acc)
-	if testing.Verbose() {
-		reportMisgrouped(t, truth, got, msgs)
-	}
-	if acc < corpusThreshold {
-		reportMisgrouped(t, truth, got, msgs)
-		t.Errorf("grouping accuracy %.3f below %.2f", acc, corpusThreshold)
+	for _, c := range []struct {
+		file      string
+		threshold float64
+	}{
+		// Its labels make a variable of every word the generator varied,
+		// a state or a reason among three included, where the miner keeps
+		// a word that takes at most FewValues values as part of the
+		// template: 0.919 (0.983 before it did).
+		{"errors.tsv", 0.90},
+		// Labelled as the product defines a template (its generator says
+		// how): 0.984 (0.882 before).
+		{"dlqerrors.tsv", 0.97},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			truth, msgs := readLabelled(t, filepath.Join("testdata", c.file))
+			got := mine(msgs)
+			acc := GroupingAccuracy(truth, got)
+			t.Logf("grouping accuracy on %d messages, %d true templates: %.3f", len(msgs), count(truth), acc)
+			if testing.Verbose() {
+				reportMisgrouped(t, truth, got, msgs)
+			}
+			if acc < c.threshold {
+				reportMisgrouped(t, truth, got, msgs)
+				t.Errorf("grouping accuracy %.3f below %.2f", acc, c.threshold)
+			}
+		})
 	}
 }
-
-// corpusThreshold sits a little under what the miner scores today, so a
-// change that makes it group worse fails here.
-const corpusThreshold = 0.95
 
 func count(xs []string) int {
 	m := map[string]bool{}
@@ -138,7 +152,8 @@ func reportMisgrouped(t *testing.T, truth, got, msgs []string) {
 // TestExternalAccuracy measures the default miner on labelled corpora in
 // the directory DLQCTL_TEMPLATE_CORPORA (one <name>.tsv per corpus, as
 // testdata/errors.tsv), such as the loghub 2k samples converted from their
-// structured CSV (EventId, Content). Nothing of them is committed.
+// structured CSV by testdata/loghub2tsv.go (EventId, or EventTemplate for
+// the corrected labels, and Content). Nothing of them is committed.
 func TestExternalAccuracy(t *testing.T) {
 	dir := os.Getenv("DLQCTL_TEMPLATE_CORPORA")
 	if dir == "" {

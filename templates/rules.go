@@ -9,9 +9,9 @@ import (
 
 // Pattern is an anchored regular expression that matches every message of
 // the group: literal tokens as they are, each variable as any run of
-// non-space characters (of any characters where one of its messages had
-// spaces there, a quoted string or a run of variables), tokens separated
-// by whitespace. A group that held a cut message is anchored at the start
+// non-space characters (of any characters, newlines included, where one of
+// its messages had whitespace there, a quoted string or a run of
+// variables), tokens separated by whitespace. A group that held a cut message is anchored at the start
 // only, since what came past the cut was never seen.
 func (g Group) Pattern() string {
 	if g.overflow {
@@ -27,14 +27,17 @@ func (g Group) Pattern() string {
 			b.WriteString(regexp.QuoteMeta(t.text))
 			continue
 		}
-		pre, suf, _ := strings.Cut(t.text, Wildcard)
-		b.WriteString(regexp.QuoteMeta(pre))
-		if t.spans {
-			b.WriteString(`.*?`)
-		} else {
-			b.WriteString(`\S*?`)
+		// A token may hold several variables ("ready=<*>,policy=<*>").
+		for j, lit := range strings.Split(t.text, Wildcard) {
+			if j > 0 {
+				if t.spans {
+					b.WriteString(`(?s:.*?)`) // newlines too: a stack trace
+				} else {
+					b.WriteString(`\S*?`)
+				}
+			}
+			b.WriteString(regexp.QuoteMeta(lit))
 		}
-		b.WriteString(regexp.QuoteMeta(suf))
 	}
 	if !g.Cut {
 		b.WriteString(`\s*$`)

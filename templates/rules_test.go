@@ -6,13 +6,15 @@ import (
 	"testing"
 )
 
-// TestSuggestedRulesSeparateTheCorpus: over the whole corpus, the first
+// TestSuggestedRulesSeparateTheCorpus: over each whole corpus, the first
 // suggested rule (in the order Suggest gives) that matches a message is the
 // rule of the group the miner put it in.
 func TestSuggestedRulesSeparateTheCorpus(t *testing.T) {
-	_, msgs := readLabelled(t, filepath.Join("testdata", "errors.tsv"))
-	if wrong := ruleMisses(t, msgs, true); wrong > 0 {
-		t.Errorf("%d of %d messages matched another group's rule first", wrong, len(msgs))
+	for _, f := range []string{"errors.tsv", "dlqerrors.tsv"} {
+		_, msgs := readLabelled(t, filepath.Join("testdata", f))
+		if wrong := ruleMisses(t, msgs, true); wrong > 0 {
+			t.Errorf("%s: %d of %d messages matched another group's rule first", f, wrong, len(msgs))
+		}
 	}
 }
 
@@ -91,5 +93,21 @@ func TestPatternCut(t *testing.T) {
 	}
 	if !regexp.MustCompile(g.Pattern()).MatchString(long) {
 		t.Errorf("the pattern of a cut group does not match its message")
+	}
+}
+
+// TestPatternSpansLines: a variable that spans whitespace spans newlines
+// too, so the rule of a multi-line error matches it.
+func TestPatternSpansLines(t *testing.T) {
+	m := New(Default())
+	msgs := []string{"gift message \"blue\ngift wrap\" contains blocked words", "job 7\n8 9 failed"}
+	for _, s := range msgs {
+		m.Add(s)
+	}
+	gs := m.Groups()
+	for i, s := range msgs {
+		if p := gs[i].Pattern(); !regexp.MustCompile(p).MatchString(s) {
+			t.Errorf("%s does not match %q", p, s)
+		}
 	}
 }

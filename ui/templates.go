@@ -194,7 +194,7 @@ func (m *Model) templatesView() string {
 		if g.OldestKnown {
 			age = report.FormatAge(g.OldestAge)
 		}
-		rows[i] = []string{thousands(int64(g.Count)), age, g.Template}
+		rows[i] = []string{report.Thousands(int64(g.Count)), age, g.Template}
 	}
 	t.top = scrollTop(t.top, t.cursor, m.listHeight())
 	return m.deps.Styles.TUIList(cols, rows, t.cursor, t.top, m.listHeight(), m.width)

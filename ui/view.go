@@ -127,7 +127,8 @@ func (m *Model) render() string {
 		b.WriteString(strings.Join(m.fullHelpLines(), "\n"))
 		b.WriteByte('\n')
 	}
-	b.WriteString(m.deps.Styles.KeyLine(hints(helpKeys{m.keys, m.screen}.ShortHelp()), m.width))
+	// Help and quit close every screen's key line: they always show.
+	b.WriteString(m.deps.Styles.KeyLine(hints(helpKeys{m.keys, m.screen}.ShortHelp()), 2, m.width))
 	return b.String()
 }
 
@@ -213,7 +214,7 @@ func (m *Model) progressLine() string {
 func (m *Model) progressText() string {
 	of := ""
 	if m.total >= 0 {
-		of = " of " + thousands(m.total)
+		of = " of " + report.Thousands(m.total)
 	}
 	selected := 0
 	for _, r := range m.rows {
@@ -221,11 +222,11 @@ func (m *Model) progressText() string {
 	}
 	switch {
 	case !m.scanDone && m.pass == 2:
-		return fmt.Sprintf("conflicts found: recounting… %s%s entries", thousands(int64(m.seen)), of)
+		return fmt.Sprintf("conflicts found: recounting… %s%s entries", report.Thousands(int64(m.seen)), of)
 	case !m.scanDone:
-		return fmt.Sprintf("scanning… %s%s entries read, %s selected", thousands(int64(m.seen)), of, thousands(int64(selected)))
+		return fmt.Sprintf("scanning… %s%s entries read, %s selected", report.Thousands(int64(m.seen)), of, report.Thousands(int64(selected)))
 	}
-	return fmt.Sprintf("scan complete: %s entries read, %s selected in %d categories", thousands(int64(m.seen)), thousands(int64(selected)), len(m.rows))
+	return fmt.Sprintf("scan complete: %s entries read, %s selected in %d categories", report.Thousands(int64(m.seen)), report.Thousands(int64(selected)), len(m.rows))
 }
 
 func (m *Model) categoriesView() string {
@@ -242,7 +243,7 @@ func (m *Model) categoriesView() string {
 	}
 	rows := make([][]string, len(m.rows))
 	for i, r := range m.rows {
-		rows[i] = []string{r.Name, r.Disposition, thousands(int64(r.Count)), report.FormatAge(r.OldestAge), r.ExampleError}
+		rows[i] = []string{r.Name, r.Disposition, report.Thousands(int64(r.Count)), report.FormatAge(r.OldestAge), r.ExampleError}
 	}
 	m.catTop = scrollTop(m.catTop, m.catCursor, m.listHeight())
 	return m.deps.Styles.TUIList(cols, rows, m.catCursor, m.catTop, m.listHeight(), m.width)
@@ -320,15 +321,10 @@ func (m *Model) envelopeLines() []string {
 		if v == "" {
 			return
 		}
-		const keyWidth = 18
-		pad := strings.Repeat(" ", max(keyWidth-lenCols(k), 1))
-		for i, l := range report.TUIWrap(v, max(w-keyWidth, 20)) {
-			if i == 0 {
-				out = append(out, st.Label(k)+pad+l)
-			} else {
-				out = append(out, strings.Repeat(" ", keyWidth)+l)
-			}
-		}
+		// The longest key of an envelope, first_received_at; a property's
+		// longer name goes on a line of its own.
+		const keyWidth = 17
+		out = append(out, st.TUIField(k, v, keyWidth, w)...)
 	}
 	at := func(t time.Time) string {
 		if t.IsZero() {
@@ -411,21 +407,4 @@ func payloadText(e envelope.Envelope) string {
 		return string(e.Payload)
 	}
 	return fmt.Sprintf("(%d bytes, base64) %s", len(e.Payload), base64.StdEncoding.EncodeToString(e.Payload))
-}
-
-// thousands writes 1000000 as 1,000,000: counts climb fast during a scan
-// and are read at a glance.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

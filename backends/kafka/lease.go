@@ -135,7 +135,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	}
 	var over *int64
 	if cur := replayLease(m.leases); cur != nil && cur.RunID == h.RunID {
-		if !holderGone(cur.holder(), h) {
+		if !backend.HolderGone(cur.holder(), h) {
 			return nil, &backend.BusyError{What: t.leaseWhat(), Holder: cur.holder().String() + ", which is still running"}
 		}
 		e := cur.epoch
@@ -175,16 +175,6 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	l := &lease{t: t, h: h, epoch: epoch, ctx: context.WithoutCancel(ctx), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renew()
 	return l, nil
-}
-
-// holderGone says whether the process behind a lease of our run ID has
-// ended (or cannot be checked, being on another host or in another PID
-// namespace).
-func holderGone(cur, me backend.LeaseHolder) bool {
-	if !backend.SamePIDSpace(cur, me) || cur.PID == me.PID || cur.PID <= 0 {
-		return true
-	}
-	return !backend.ProcessAlive(cur.PID)
 }
 
 // writeLease writes a lease record and returns its offset.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -27,14 +26,18 @@ const (
 )
 
 type leaseDoc struct {
-	RunID string    `json:"run_id"`
-	PID   int       `json:"pid"`
-	Host  string    `json:"host"`
+	RunID string `json:"run_id"`
+	PID   int    `json:"pid"`
+	Host  string `json:"host"`
+	// Boot and PIDNS place the PID (backend.SamePIDSpace); absent from
+	// leases written before they were recorded.
+	Boot  string    `json:"boot_id,omitempty"`
+	PIDNS string    `json:"pid_ns,omitempty"`
 	Since time.Time `json:"since"`
 }
 
 func (d leaseDoc) holder() backend.LeaseHolder {
-	return backend.LeaseHolder{RunID: d.RunID, PID: d.PID, Host: d.Host, Since: d.Since}
+	return backend.LeaseHolder{RunID: d.RunID, PID: d.PID, Host: d.Host, BootID: d.Boot, PIDNamespace: d.PIDNS, Since: d.Since}
 }
 
 // leaseKey is the DLQ's key in the bucket: the stream name, which holds
@@ -93,7 +96,9 @@ func readLease(ctx context.Context, kv jetstream.KeyValue, key string) (leaseDoc
 }
 
 // Lease takes the DLQ for h.RunID (backend.Leaser). A lease that the same
-// run ID holds (a crashed run being resumed) is taken over. A DLQ stream
+// run ID holds (a crashed run being resumed) is taken over once its
+// process is provably gone (backend.HolderGone); from another host or PID
+// namespace it is waited out. A DLQ stream
 // whose deletes a crash can undo is refused (checkDurableDLQ): every run
 // that moves entries takes the lease first.
 func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
@@ -104,10 +109,11 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 		return nil, err
 	}
 	if h.PID == 0 {
-		h.PID = os.Getpid()
-	}
-	if h.Host == "" {
-		h.Host, _ = os.Hostname()
+		me := backend.ThisProcess(h.RunID, h.Since)
+		h.PID, h.BootID, h.PIDNamespace = me.PID, me.BootID, me.PIDNamespace
+		if h.Host == "" {
+			h.Host = me.Host
+		}
 	}
 	if h.Since.IsZero() {
 		h.Since = s.now()
@@ -116,7 +122,7 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 	if err != nil {
 		return nil, err
 	}
-	doc := leaseDoc{RunID: h.RunID, PID: h.PID, Host: h.Host, Since: h.Since.UTC()}
+	doc := leaseDoc{RunID: h.RunID, PID: h.PID, Host: h.Host, Boot: h.BootID, PIDNS: h.PIDNamespace, Since: h.Since.UTC()}
 	val, _ := json.Marshal(doc) // strings, an int and a time always marshal
 	key := s.leaseKey()
 	rctx, cancel := s.reqCtx(ctx)
@@ -129,7 +135,7 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 			return nil, s.wrap("read the lease", rerr)
 		case !ok:
 			rev, err = kv.Create(rctx, key, val) // expired between the two calls
-		case cur.RunID != h.RunID:
+		case cur.RunID != h.RunID || !backend.HolderGone(cur.holder(), h):
 			return nil, s.busy(cur)
 		default:
 			rev, err = kv.Update(rctx, key, val, curRev)

@@ -16,7 +16,7 @@ func Registration() backend.Registration {
 		Usage:   "nats://[user:pass@|token@]host:port?stream=DLQSTREAM[&advisories=1][&creds=FILE] or tls://…",
 		Summary: "a JetStream stream of dead-letter copies that consumers publish (headers carry the envelope fields), or with advisories=1 a stream of the server's MAX_DELIVERIES and MSG_TERMINATED advisories that `dlq init` creates",
 		Env: []backend.EnvVar{
-			{Name: PasswordEnv, Help: "password for the URL's user when the URL has none"},
+			{Name: PasswordEnv, Help: "password for the URL's user when the URL has none", Password: true},
 		},
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,

@@ -123,6 +123,31 @@ func (a *adminClient) get(ctx context.Context, path string, out any) error {
 	return nil
 }
 
+// put sends body (as JSON) to path; a refusal is an error with the
+// broker's reason.
+func (a *adminClient) put(ctx context.Context, path string, body any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.base+path, strings.NewReader(string(raw)))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(a.user, a.pass)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return backend.Scrub(fmt.Errorf("management API %s: %w", backend.RedactURL(a.base), err), a.secrets...)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("management API %s: PUT %s: %s %s", backend.RedactURL(a.base), path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
 func (a *adminClient) queue(ctx context.Context, vhost, name string) (queueInfo, error) {
 	var info queueInfo
 	err := a.get(ctx, "/api/queues/"+url.PathEscape(vhost)+"/"+url.PathEscape(name), &info)
@@ -148,11 +173,26 @@ type Stats struct {
 	// Source says where the counts come from: "management" (lags a few
 	// seconds) or "amqp" (ready messages and consumers only).
 	Source string `json:"source"`
+	// CameBack counts messages in the queue that dlqctl removed (a broker
+	// crash lost the acks, or an ack never reached the broker): the
+	// removal record hides them from every read, and the next run that
+	// removes entries acks them again.
+	CameBack int64 `json:"came_back"`
+	// NotSeen counts messages other consumers held unacknowledged while
+	// the scan read (from the management API): not in the totals.
+	NotSeen int64 `json:"not_seen"`
+	// RecordEntries is the size of dlqctl's removal record for this DLQ.
+	RecordEntries int `json:"record_entries"`
+	// RecordIgnored counts messages in the record's streams that dlqctl
+	// did not write: they count for nothing.
+	RecordIgnored int `json:"record_ignored,omitempty"`
 }
 
 // Extras reports the DLQ queue's depth, ready and unacked messages,
-// consumers and arguments: through the management API when admin= is
-// set, else the ready count and consumers from a passive declare.
+// consumers and arguments (through the management API when admin= is
+// set, else the ready count and consumers from a passive declare), its
+// type, and what the last whole read learnt: entries dlqctl removed that
+// are back in the queue, and messages other consumers held.
 func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, error) {
 	st := Stats{Queue: q.src.queue, Vhost: q.src.vhost, Source: "amqp"}
 	if q.admin != nil {
@@ -169,22 +209,31 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 			return backend.ExtraStats{}, err
 		}
 		st.Messages, st.Ready, st.Consumers = int64(qs.Messages), int64(qs.Messages), int64(qs.Consumers)
+		if sh, err := q.shapeOf(ctx); err == nil {
+			st.Type = sh.Type
+		}
 	}
+	q.mu.Lock()
+	st.CameBack, st.NotSeen = q.hiddenSeen, q.unseen
+	q.mu.Unlock()
+	q.rec.mu.Lock()
+	if q.rec.set != nil {
+		st.RecordEntries = q.rec.set.size()
+	}
+	st.RecordIgnored = q.rec.forged
+	q.rec.mu.Unlock()
+	return backend.ExtraStats{JSON: st, Title: "RabbitMQ queue", Rows: st.rows()}, nil
+}
+
+// rows are st as a table's rows.
+func (st Stats) rows() [][2]string {
 	rows := [][2]string{
 		{"queue", st.Queue + " (vhost " + st.Vhost + ")"},
 		{"messages", fmt.Sprintf("%d (ready %d, unacked %d)", st.Messages, st.Ready, st.Unacked)},
 		{"consumers", strconv.FormatInt(st.Consumers, 10)},
 	}
 	if st.Type != "" {
-		shape := st.Type
-		if st.Type == "quorum" {
-			if st.DeliveryLimit > 0 {
-				shape += fmt.Sprintf(", delivery limit %d: every read counts as a delivery", st.DeliveryLimit)
-			} else {
-				shape += ", no delivery limit"
-			}
-		}
-		rows = append(rows, [2]string{"type", shape})
+		rows = append(rows, [2]string{"type", shapeNote(st.Type, st.DeliveryLimit)})
 	}
 	if len(st.Arguments) > 0 {
 		b, _ := json.Marshal(st.Arguments)
@@ -193,10 +242,45 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 	if st.Policy != "" {
 		rows = append(rows, [2]string{"policy", st.Policy})
 	}
-	if st.Source == "amqp" {
-		rows = append(rows, [2]string{"note", "ready messages only: add admin= for unacked messages, arguments and the queue type"})
+	if st.CameBack > 0 {
+		rows = append(rows, [2]string{"came back", fmt.Sprintf("%d messages dlqctl removed are in the queue again (a broker crash lost the acks, or an ack never reached the broker): "+
+			"they are not counted, listed or planned, and the next run that removes entries acks them again", st.CameBack)})
 	}
-	return backend.ExtraStats{JSON: st, Title: "RabbitMQ queue", Rows: rows}, nil
+	if st.NotSeen > 0 {
+		rows = append(rows, [2]string{"not seen", fmt.Sprintf("%d messages were held unacknowledged by other consumers while dlqctl read the queue: not in the totals above", st.NotSeen)})
+	}
+	if st.RecordEntries > 0 || st.RecordIgnored > 0 {
+		r := fmt.Sprintf("%d entries", st.RecordEntries)
+		if st.RecordIgnored > 0 {
+			r += fmt.Sprintf("; %d messages dlqctl did not write were ignored", st.RecordIgnored)
+		}
+		rows = append(rows, [2]string{"removal record", r})
+	}
+	if st.Source == "amqp" {
+		rows = append(rows, [2]string{"note", "ready messages only: add admin= for unacked messages, arguments and the delivery limit"})
+	}
+	return rows
+}
+
+// shapeNote says what a DLQ of type typ costs to read.
+func shapeNote(typ string, limit int) string {
+	switch {
+	case typ == "stream":
+		return "stream: read by offset, reads cost nothing; removals are recorded by dlqctl"
+	case typ == "quorum" && limit > 0:
+		return fmt.Sprintf("quorum, delivery limit %d: every read counts as a delivery", limit)
+	case typ == "quorum":
+		return "quorum, no delivery limit: every read counts as a delivery, none can drop a message"
+	}
+	return typ + ": reads give every message back in place, at no cost"
+}
+
+// Unseen is how many messages other consumers held unacknowledged during
+// the last whole read (what it could not see).
+func (q *Queue) Unseen() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.unseen
 }
 
 // DoctorChecks gives doctor its line on the DLQ itself (CheckDLQ).
@@ -223,30 +307,32 @@ func (q *Queue) CheckDLQ(ctx context.Context) backend.OriginStatus {
 	}
 	switch {
 	case sh.Type == "stream":
-		return backend.OriginStatus{Detail: "a stream queue: dlqctl reads classic and quorum DLQs", Fix: "dead-letter into a classic queue"}
+		return backend.OriginStatus{OK: true, Detail: "a stream DLQ: read by offset with no delivery counts, so reads cost nothing; what dlqctl redrives or resolves is recorded in " +
+			q.recordNote() + " and skipped by every read; the stream's retention (x-max-age, x-max-length-bytes) is what drops messages; " + api}
 	case sh.Type == "quorum" && !sh.Known:
 		return backend.OriginStatus{Detail: "a quorum queue, which counts every read as a delivery; its delivery limit cannot be read without admin=, so dlqctl does not read it; " + api,
-			Fix: "add admin=http://HOST:15672, or dead-letter into a classic queue (docs/rabbitmq.md)"}
+			Fix: "add admin=http://HOST:15672, or dead-letter into a stream DLQ (dlqctl dlq init amqp://…?queue=ORIGIN) or a classic queue (docs/rabbitmq.md)"}
 	case sh.Type == "quorum" && sh.Limit > 0:
 		prior, err := q.readReads(ctx)
 		if err != nil {
 			return backend.OriginStatus{Detail: err.Error(), Fix: "check the broker"}
 		}
-		// A read is refused once it would bring a message to the limit:
-		// counts 0 … limit-2 can each be read once more.
-		left := max(int64(sh.Limit)-1-prior, 0)
+		// A read is refused once it would bring a message above limit-1,
+		// the ceiling that keeps one read in hand.
+		g := quorumGuard{limit: int64(sh.Limit)}
+		left := max(g.ceiling()-prior, 0)
 		detail := fmt.Sprintf("a quorum queue with delivery limit %d: every read by dlqctl (a scan, each chunk and batch of a redrive) counts as a delivery; "+
-			"its reads so far left x-delivery-count at up to %d (recorded in %s): %d more before it refuses to read (it never reads a message past the limit); %s",
+			"its reads so far left x-delivery-count at up to %d (recorded in %s): %d more before it refuses to read (it leaves every message one read below the limit); %s",
 			sh.Limit, prior, q.readsQueue(), left, api)
 		if left == 0 {
 			return backend.OriginStatus{Detail: detail,
-				Fix: fmt.Sprintf("raise the limit with a policy (4.x: delivery-limit -1 for none), or move the messages to a classic queue and delete %s", q.readsQueue())}
+				Fix: fmt.Sprintf("dead-letter into a stream DLQ (dlqctl dlq init amqp://…?queue=ORIGIN), raise the limit with a policy (4.x: delivery-limit -1 for none), or move the messages to a classic queue and delete %s", q.readsQueue())}
 		}
-		return backend.OriginStatus{OK: true, Detail: detail + "; a classic or unlimited quorum DLQ is the safe shape"}
+		return backend.OriginStatus{OK: true, Detail: detail + "; a stream DLQ (dlqctl dlq init) is the shape that reads for free"}
 	case sh.Type == "quorum":
-		return backend.OriginStatus{OK: true, Detail: "a quorum queue with no delivery limit: reads cannot drop a message; " + api}
+		return backend.OriginStatus{OK: true, Detail: "a quorum queue with no delivery limit: every read counts as a delivery but none can drop a message; its acks are written lazily, so dlqctl records what it removes; " + api}
 	}
-	return backend.OriginStatus{OK: true, Detail: "a " + sh.Type + " queue: reads give every message back in place, no delivery limit; " + api}
+	return backend.OriginStatus{OK: true, Detail: "a " + sh.Type + " queue: reads give every message back in place, no delivery limit; its acks are written lazily, so dlqctl records what it removes; " + api}
 }
 
 // CheckOrigin says whether an origin queue exists and has consumers.

@@ -7,11 +7,11 @@ import (
 )
 
 // GuardDestination refuses the DLQ itself and dlqctl's own queues
-// (dlqctl.lease.…, dlqctl.reads.…): anyone who can dead-letter a message
-// writes its x-death, and so chooses where a redrive would send it. A
-// publish to the DLQ would bring the entry straight back; one to a
-// bookkeeping queue would forge who holds the lease or how often a quorum
-// DLQ was read. An exchange other than the default one routes by bindings
+// (dlqctl.lease.…, dlqctl.reads.…, dlqctl.removed.…, dlqctl.epoch.…):
+// anyone who can dead-letter a message writes its x-death, and so chooses
+// where a redrive would send it. A publish to the DLQ would bring the
+// entry straight back; one to a bookkeeping queue would forge who holds
+// the lease, how often a quorum DLQ was read, or what was removed. An exchange other than the default one routes by bindings
 // that can change after the plan, so it is not checked here.
 func (q *Queue) GuardDestination(_ context.Context, raw string) error {
 	d, err := parseDest(raw)

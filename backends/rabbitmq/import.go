@@ -15,7 +15,8 @@ import (
 )
 
 // Import publishes e to the DLQ queue (default exchange, publisher
-// confirm, mandatory) and returns its entry id. The body is the payload;
+// confirm, mandatory) and returns its entry id (on a stream DLQ "": the
+// offset a stream gives a message is not in its confirm). The body is the payload;
 // message_id is the event ID, and the envelope's fields are headers under
 // the first of their names, the origin queue under origin_stream, then
 // its properties (amqp.* properties go back to the message properties
@@ -63,24 +64,47 @@ func (q *Queue) Import(ctx context.Context, e envelope.Envelope) (string, error)
 		return "", fmt.Errorf("%s: import %s: the broker refused the message (nack)", q, e.ID)
 	}
 	m := message{props: p, headers: p.Headers}
+	q.mu.Lock()
+	if q.present != nil && e.ID != "" {
+		q.present[e.ID] = true
+	}
+	q.mu.Unlock()
+	if stream, _ := q.streamShaped(ctx); stream {
+		return "", nil
+	}
 	return identity(m, q.dec.carriedFingerprint(p.Headers), death{}), nil
 }
 
 // Has reports whether id is the entry id or the dlqctl_source_id of a
-// message in the DLQ (one scan).
+// message in the DLQ. The first call reads the whole DLQ and keeps its ids;
+// later calls, and this Queue's imports, use and extend them (an import
+// asks for every entry before it writes any).
 func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 	if q.missing {
 		return false, nil
 	}
-	found := false
-	err := q.pass(ctx, 0, func(got string, d *amqp.Delivery) error {
-		if got == id || d.Headers[envelope.ImportedFromProperty] == id {
-			found = true
-			return backend.ErrStop
+	q.mu.Lock()
+	present := q.present
+	q.mu.Unlock()
+	if present == nil {
+		present = map[string]bool{}
+		err := q.each(ctx, passOpts{}, func(got string, d *amqp.Delivery) error {
+			present[got] = true
+			if s, ok := d.Headers[envelope.ImportedFromProperty].(string); ok {
+				present[s] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
 		}
-		return nil
-	}, nil)
-	return found, err
+		q.mu.Lock()
+		q.present = present
+		q.mu.Unlock()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.present[id], nil
 }
 
 func (q *Queue) importMessage(e envelope.Envelope) amqp.Publishing {

@@ -137,6 +137,9 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if err != nil {
 		return nil, err
 	}
+	q.mu.Lock()
+	q.runID = h.RunID
+	q.mu.Unlock()
 	l := &lease{q: q, h: h, conn: c, lost: make(chan struct{}), released: make(chan struct{}), done: make(chan struct{})}
 	go l.watch()
 	return l, nil

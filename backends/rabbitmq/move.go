@@ -13,12 +13,30 @@ import (
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
-// holding is a consume channel left open by Publish: the planned
-// deliveries stay unacknowledged on it, by entry id, until Remove acks
-// them and closes it (every other message read on it goes back then).
+// holding is what a Publish read, for the Remove that follows. On a
+// classic or quorum DLQ it is the consume channel, left open with the
+// planned deliveries unacknowledged, by entry id, until Remove acks them
+// and closes it (every other message read on it goes back then), and the
+// copies the read met that the removal record hides (acked again with
+// them). On a stream DLQ it is each entry's content, for its record.
 type holding struct {
-	ch   *amqp.Channel
-	tags map[string]uint64
+	ch     *amqp.Channel
+	tags   map[string]uint64
+	hidden []heldCopy
+	bases  map[string]base
+}
+
+// heldCopy is a delivery the removal record hides, and its content.
+type heldCopy struct {
+	tag uint64
+	b   base
+}
+
+// close gives back what h holds.
+func (h *holding) close() {
+	if h != nil && h.ch != nil {
+		h.ch.Close()
+	}
 }
 
 // dest is where a redriven message goes: an exchange and a routing key
@@ -49,6 +67,15 @@ func (d dest) String() string {
 	return "exchange " + d.exchange + " (routing key " + d.key + ")"
 }
 
+var _ backend.ChunkSizer = (*Queue)(nil)
+
+// UnlimitedChunk: an unthrottled redrive moves 2,048 entries per call. A
+// chunk costs a read from the DLQ's head (a channel, a consumer, a window),
+// a record page and its confirm, a channel close for the acks and the
+// journal's syncs, whatever its size; the publishes and their confirms
+// are pipelined. 2,048 entries fill one record page.
+func (q *Queue) UnlimitedChunk() int { return pageEntries }
+
 // Atomic is false: the publish to the origin and the ack on the DLQ are
 // two steps; the journal covers the gap.
 func (q *Queue) Atomic() bool { return false }
@@ -64,18 +91,26 @@ func (q *Queue) release() {
 	h := q.held
 	q.held = nil
 	q.mu.Unlock()
-	if h != nil {
-		h.ch.Close()
-	}
+	h.close()
 }
 
-// take reads the DLQ from its head until every id in want has come (or
-// the queue is exhausted) and returns their deliveries, on a channel kept
-// open: the caller acks what it moved and closes the channel.
-func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amqp.Delivery, *amqp.Channel, error) {
+// take reads the DLQ from its head (a stream DLQ: from the lowest offset
+// wanted) until every id in want has come, or the DLQ has no more, and
+// returns their deliveries and what the read holds (see holding): on a
+// classic or quorum DLQ the caller acks what it moved and closes h.ch.
+func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amqp.Delivery, *holding, error) {
 	got := map[string]*amqp.Delivery{}
-	var kept *amqp.Channel
-	err := q.pass(ctx, len(want)+16, func(id string, d *amqp.Delivery) error {
+	h := &holding{tags: map[string]uint64{}, bases: map[string]base{}}
+	o := passOpts{window: len(want) + 16, keep: func(ch *amqp.Channel) { h.ch = ch }}
+	o.hidden = func(d *amqp.Delivery, b base) { h.hidden = append(h.hidden, heldCopy{d.DeliveryTag, b}) }
+	stream, err := q.streamShaped(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stream {
+		o.from = lowestOffset(want)
+	}
+	err = q.each(ctx, o, func(id string, d *amqp.Delivery) error {
 		if want[id] {
 			dd := *d
 			got[id] = &dd
@@ -84,14 +119,26 @@ func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amq
 			}
 		}
 		return nil
-	}, func(ch *amqp.Channel) { kept = ch })
+	})
 	if errors.Is(err, errNoQueue) {
-		return got, nil, nil
+		return got, h, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return got, kept, nil
+	return got, h, nil
+}
+
+// lowestOffset is the lowest of ids read as stream offsets (0 when none
+// reads as one).
+func lowestOffset(ids map[string]bool) int64 {
+	low := int64(-1)
+	for id := range ids {
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n >= 0 && (low < 0 || n < low) {
+			low = n
+		}
+	}
+	return max(low, 0)
 }
 
 // Publish sends each item's message to item.Dest with publisher confirms
@@ -111,20 +158,22 @@ func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amq
 // of every item is then unknown, and a resend keeps the message_id.
 func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend.Markers) ([]backend.MoveResult, error) {
 	q.release()
+	if err := q.prepareRemovals(ctx); err != nil {
+		return nil, err
+	}
 	results := make([]backend.MoveResult, len(items))
 	want := map[string]bool{}
 	for _, it := range items {
 		want[it.ID] = true
 	}
-	got, consumeCh, err := q.take(ctx, want)
+	got, hold, err := q.take(ctx, want)
 	if err != nil {
 		return nil, err
 	}
-	hold := &holding{ch: consumeCh, tags: map[string]uint64{}}
 	keep := false
 	defer func() {
-		if !keep && consumeCh != nil {
-			consumeCh.Close()
+		if !keep {
+			hold.close()
 		}
 	}()
 	pub, returns, err := q.publisher(ctx, len(items))
@@ -148,27 +197,35 @@ func (q *Queue) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			return nil, q.wrap(ctx, "publish to "+to.String(), err)
 		}
 		hold.tags[it.ID] = d.DeliveryTag
+		hold.bases[it.ID] = contentOf(q, d)
 		results[i].DestID = destID(d, it)
 		inflight = append(inflight, sentItem{i, dc})
 	}
-	if err := q.awaitConfirms(ctx, inflight, items, results); err != nil {
+	if err := q.awaitConfirms(ctx, pub, inflight, items, results); err != nil {
 		return nil, err
 	}
 	// A return comes before its confirm, so every return is in the
 	// buffer once every confirm has come.
-	takeReturns(returns, items, results)
+	if !takeReturns(returns, items, results) {
+		return nil, q.wrap(ctx, "read the broker's returns", errConfirmsLost)
+	}
 	for i, it := range items {
 		if results[i].Err != nil {
 			delete(hold.tags, it.ID)
+			delete(hold.bases, it.ID)
 		}
 	}
-	if consumeCh != nil {
-		keep = true
-		q.mu.Lock()
-		q.held = hold
-		q.mu.Unlock()
-	}
+	keep = true
+	q.mu.Lock()
+	q.held = hold
+	q.mu.Unlock()
 	return results, nil
+}
+
+// contentOf is d's content identity (the hash part of its entry id).
+func contentOf(q *Queue, d *amqp.Delivery) base {
+	b, _, _ := splitID(identity(fromDelivery(d), q.dec.carriedFingerprint(d.Headers), lastDeath(d.Headers)))
+	return b
 }
 
 // sentItem is item i, published, and its confirm to come.
@@ -194,28 +251,52 @@ func (q *Queue) checkMove(d *amqp.Delivery, it backend.MoveItem) (dest, error) {
 	return to, nil
 }
 
+// errConfirmsLost: the publish channel closed (a lost connection, a
+// broker going down) before every confirm came. The client then resolves
+// the pending confirms as nacks, which are no refusal: the broker may
+// have taken any of those messages.
+var errConfirmsLost = errors.New("the publish channel closed before the broker confirmed every message: the outcome of this chunk's publishes is unknown")
+
 // awaitConfirms waits for each publish's confirm, in order; a nack is
-// that item's error.
-func (q *Queue) awaitConfirms(ctx context.Context, inflight []sentItem, items []backend.MoveItem, results []backend.MoveResult) error {
+// that item's error. A confirm resolved by the channel's shutdown is an
+// unknown outcome, for the whole chunk: an error.
+func (q *Queue) awaitConfirms(ctx context.Context, pub *amqp.Channel, inflight []sentItem, items []backend.MoveItem, results []backend.MoveResult) error {
 	for _, s := range inflight {
 		ok, err := s.dc.WaitContext(ctx)
 		if err != nil {
 			return q.wrap(ctx, "wait for the broker's confirm", err)
 		}
 		if !ok {
+			if pub.IsClosed() {
+				return q.wrap(ctx, "wait for the broker's confirm", errConfirmsLost)
+			}
 			results[s.i].Err = fmt.Errorf("move %s: the broker refused the message (nack) for %s", items[s.i].ID, items[s.i].Dest)
 			results[s.i].DestID = ""
+		}
+	}
+	// A nack that came just before the channel closed reads like one the
+	// shutdown made up: count them all unknown.
+	if pub.IsClosed() {
+		for _, s := range inflight {
+			if results[s.i].Err != nil {
+				return q.wrap(ctx, "wait for the broker's confirm", errConfirmsLost)
+			}
 		}
 	}
 	return nil
 }
 
 // takeReturns makes each message the broker returned (unroutable) its
-// item's error; it takes what returns holds now.
-func takeReturns(returns <-chan amqp.Return, items []backend.MoveItem, results []backend.MoveResult) {
+// item's error; it takes what returns holds now. It reports false when
+// returns was closed (the channel shut down): what it held is read, and
+// whatever was on its way is lost.
+func takeReturns(returns <-chan amqp.Return, items []backend.MoveItem, results []backend.MoveResult) bool {
 	for {
 		select {
-		case r := <-returns:
+		case r, open := <-returns:
+			if !open {
+				return false
+			}
 			seq, _ := toInt(r.Headers[backend.MarkerSeq])
 			if s, ok := r.Headers[backend.MarkerSeq].(string); ok {
 				seq, _ = strconv.ParseInt(s, 10, 64)
@@ -227,7 +308,7 @@ func takeReturns(returns <-chan amqp.Return, items []backend.MoveItem, results [
 				}
 			}
 		default:
-			return
+			return true
 		}
 	}
 }
@@ -320,69 +401,177 @@ func (q *Queue) redriven(d *amqp.Delivery, it backend.MoveItem, mk backend.Marke
 	return p
 }
 
-// Remove acks each item's DLQ message: on the channel its Publish kept
-// when there is one, else after reading the DLQ up to it. The channel is
-// closed after the acks, which is how dlqctl knows the broker has them
-// (an ack has no answer; the close does, after everything sent before it).
+// Remove removes each item's DLQ message: it records the removal (and
+// waits for the broker's confirm), then, on a classic or quorum DLQ, acks
+// the message on the channel its Publish kept when there is one, else
+// after reading the DLQ up to it. A message the record hides that the
+// read met is acked again with them (a broker crash brought it back). The
+// channel is closed after the acks, which is how dlqctl knows the broker
+// has them (an ack has no answer; the close does, after everything sent
+// before it). On a stream DLQ the record is the removal.
 func (q *Queue) Remove(ctx context.Context, items []backend.MoveItem) ([]backend.MoveResult, error) {
+	if err := q.prepareRemovals(ctx); err != nil {
+		return nil, err
+	}
 	results := make([]backend.MoveResult, len(items))
+	h, err := q.holdFor(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	es, hidden := q.removalEntries(items, h)
+	if err := q.writeRemovals(ctx, q.runID, es); err != nil {
+		h.close()
+		return nil, err
+	}
+	if h.ch != nil {
+		for i, it := range items {
+			if t, ok := h.tags[it.ID]; ok {
+				if err := h.ch.Ack(t, false); err != nil {
+					h.close()
+					return nil, q.wrap(ctx, "ack "+items[i].ID, err)
+				}
+			}
+		}
+		for _, c := range hidden {
+			if err := h.ch.Ack(c.tag, false); err != nil {
+				h.close()
+				return nil, q.wrap(ctx, "ack again a message that came back", err)
+			}
+		}
+		if err := h.ch.Close(); err != nil {
+			return nil, q.wrap(ctx, "ack on the DLQ (channel close)", err)
+		}
+		q.noteRemoved(es, len(hidden))
+	}
+	for i, it := range items {
+		if _, ok := h.tags[it.ID]; ok {
+			results[i].Removed = true
+		} else {
+			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
+		}
+	}
+	return results, nil
+}
+
+// holdFor is what Publish held for items, or, when it holds less than all
+// of them (a resume, a resolve), a fresh read of the DLQ up to them.
+func (q *Queue) holdFor(ctx context.Context, items []backend.MoveItem) (*holding, error) {
 	q.mu.Lock()
 	h := q.held
 	q.held = nil
 	q.mu.Unlock()
-	tags := map[string]uint64{}
-	var ch *amqp.Channel
 	if h != nil {
-		ch = h.ch
+		all := true
 		for _, it := range items {
-			if t, ok := h.tags[it.ID]; ok {
-				tags[it.ID] = t
+			_, ok := h.tags[it.ID]
+			all = all && ok
+		}
+		if all {
+			return h, nil
+		}
+		h.close()
+	}
+	want := map[string]bool{}
+	for _, it := range items {
+		want[it.ID] = true
+	}
+	got, h, err := q.take(ctx, want)
+	if err != nil {
+		return nil, err
+	}
+	for id, d := range got {
+		h.tags[id] = d.DeliveryTag
+		h.bases[id] = contentOf(q, d)
+	}
+	return h, nil
+}
+
+// removalEntries are the record entries for removing items (those h
+// holds) and the hidden copies h met, which are acked again: on a stream
+// DLQ each entry's content and offset; on a classic or quorum DLQ each
+// one's content, the copies of it in the DLQ before the removal, and its
+// rank.
+func (q *Queue) removalEntries(items []backend.MoveItem, h *holding) ([]removal, []heldCopy) {
+	var es []removal
+	if h.ch == nil {
+		for _, it := range items {
+			if b, ok := h.bases[it.ID]; ok {
+				off, _ := strconv.ParseInt(it.ID, 10, 64)
+				es = append(es, removal{b: b, n: off})
+			}
+		}
+		return es, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	left := map[base]int64{}
+	copies := func(b base) int64 {
+		if n, ok := left[b]; ok {
+			return n
+		}
+		n := q.dups[b]
+		return max(n, 1)
+	}
+	for _, it := range items {
+		if _, ok := h.tags[it.ID]; !ok {
+			continue
+		}
+		b, rank, ok := splitID(it.ID)
+		if !ok {
+			b, rank = h.bases[it.ID], 1
+		}
+		n := copies(b)
+		es = append(es, removal{b: b, n: n, rank: rank})
+		left[b] = max(n-1, 0)
+	}
+	set := q.rec.set
+	for _, c := range h.hidden {
+		rank := int64(1)
+		if set != nil && set.bases[c.b] != nil {
+			rank = hiddenRank(set.bases[c.b], set.epoch)
+		}
+		n := copies(c.b)
+		es = append(es, removal{b: c.b, n: n, rank: rank})
+		left[c.b] = max(n-1, 0)
+	}
+	return es, h.hidden
+}
+
+// noteRemoved counts the removals es (and the hidden copies acked again)
+// out of what the last whole read learnt.
+func (q *Queue) noteRemoved(es []removal, reacked int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range es {
+		if n, ok := q.dups[e.b]; ok {
+			if n <= 2 {
+				delete(q.dups, e.b)
+			} else {
+				q.dups[e.b] = n - 1
 			}
 		}
 	}
-	if len(tags) < len(items) {
-		// Some were not held (a resume, or a resolve): read them afresh.
-		if ch != nil {
-			ch.Close()
-		}
-		want := map[string]bool{}
-		for _, it := range items {
-			want[it.ID] = true
-		}
-		got, kept, err := q.take(ctx, want)
-		if err != nil {
-			return nil, err
-		}
-		ch = kept
-		tags = map[string]uint64{}
-		for id, d := range got {
-			tags[id] = d.DeliveryTag
-		}
+	q.hiddenSeen = max(q.hiddenSeen-int64(reacked), 0)
+}
+
+// prepareRemovals readies what a removal needs before the read that
+// finds its messages: the record's writer (which may read the whole DLQ
+// once, after a broker restart) and, on a classic or quorum DLQ, the
+// number of copies of each content (one whole read per process; an
+// apply's staleness check has done it).
+func (q *Queue) prepareRemovals(ctx context.Context) error {
+	if _, err := q.writer(ctx); err != nil {
+		return err
 	}
-	if ch == nil {
-		for i, it := range items {
-			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
-		}
-		return results, nil
+	stream, err := q.streamShaped(ctx)
+	if err != nil || stream {
+		return err
 	}
-	for i, it := range items {
-		t, ok := tags[it.ID]
-		if !ok {
-			results[i].Err = fmt.Errorf("message %s: %w in %s", it.ID, backend.ErrNotFound, q)
-			continue
-		}
-		if err := ch.Ack(t, false); err != nil {
-			ch.Close()
-			return nil, q.wrap(ctx, "ack "+it.ID, err)
-		}
+	q.mu.Lock()
+	known := q.dups != nil
+	q.mu.Unlock()
+	if known || q.missing {
+		return nil
 	}
-	if err := ch.Close(); err != nil {
-		return nil, q.wrap(ctx, "ack on the DLQ (channel close)", err)
-	}
-	for i := range results {
-		if results[i].Err == nil {
-			results[i].Removed = true
-		}
-	}
-	return results, nil
+	return q.each(ctx, passOpts{}, func(string, *amqp.Delivery) error { return nil })
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,8 @@ var (
 	_ backend.DestinationGuard   = (*Queue)(nil)
 	_ backend.Noticer            = (*Queue)(nil)
 	_ backend.FingerprintScanner = (*Queue)(nil)
+	_ backend.Tailer             = (*Queue)(nil)
+	_ backend.LenTailer          = (*Queue)(nil)
 )
 
 // Options are what Open takes besides the URL.
@@ -76,11 +79,27 @@ type Queue struct {
 	shape *queueShape
 	// limits caches origin queues' delivery limits (quorum origins).
 	limits map[string]int
-	// held is the consume channel a Publish left open with the planned
-	// deliveries unacked, for the Remove that follows (see move.go).
+	// held is what a Publish read, for the Remove that follows: on a
+	// classic or quorum DLQ the consume channel left open with the planned
+	// deliveries unacked (see move.go).
 	held *holding
 	// pub is the publish channel moves reuse (see publisher).
 	pub *publisher
+	// runID is the run holding the DLQ's lease through this Queue: the
+	// removal record names it, and its redriven messages carry it.
+	runID string
+
+	// rec is the removal record as read and written (record.go).
+	rec record
+	// What the last pass that read the whole DLQ learnt: messages other
+	// consumers held (unseen), those the record hid, and how many copies
+	// of each content with more than one (dups; nil: no such pass yet).
+	unseen     int64
+	hiddenSeen int64
+	dups       map[base]int64
+	// present are the entry ids and dlqctl_source_ids Has read (nil: not
+	// yet), with what this Queue imported since.
+	present map[string]bool
 }
 
 // Open parses rawURL, connects and checks that the DLQ queue exists (a
@@ -89,6 +108,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	src, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if keys := src.initOnly(); keys != "" {
+		return nil, backend.Configf("amqp source %s: %s: only dlqctl dlq init takes these (queue= then names the origin whose dead letters to keep)", src.display(), keys)
 	}
 	names, err := opts.Fields.Complete()
 	if err != nil {
@@ -269,21 +291,38 @@ func (q *Queue) inspect(ctx context.Context) (amqp.Queue, error) {
 	return q.inspectQueue(ctx, q.src.queue)
 }
 
+// A queue that exists but whose replica is not running yet — a stream or
+// quorum queue for some seconds after the broker started — answers a
+// declare with NOT_FOUND "… is down or inaccessible": it is waited for
+// (up to recoverWait), never read as missing.
+const recoverWait = 30 * time.Second
+
 func (q *Queue) inspectQueue(ctx context.Context, name string) (amqp.Queue, error) {
-	ch, err := q.channel(ctx)
-	if err != nil {
-		return amqp.Queue{}, err
-	}
-	st, err := ch.QueueDeclarePassive(name, false, false, false, false, nil)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return amqp.Queue{}, fmt.Errorf("%s: the queue %q %w", q, name, errNoQueue)
+	deadline := time.Now().Add(recoverWait)
+	for {
+		ch, err := q.channel(ctx)
+		if err != nil {
+			return amqp.Queue{}, err
 		}
-		return amqp.Queue{}, q.wrap(ctx, "declare "+name+" passively", err)
+		st, err := ch.QueueDeclarePassive(name, false, false, false, false, nil)
+		if err == nil {
+			ch.Close()
+			return st, nil
+		}
+		var ae *amqp.Error
+		switch {
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "down or inaccessible") && time.Now().Before(deadline):
+			if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+				return amqp.Queue{}, q.wrap(ctx, "wait for the queue "+name+" to come up", err)
+			}
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "down or inaccessible"):
+			return amqp.Queue{}, fmt.Errorf("%s: the queue %q exists, but the broker has not brought it up within %s: %w", q, name, recoverWait, err)
+		case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+			return amqp.Queue{}, fmt.Errorf("%s: the queue %q %w", q, name, errNoQueue)
+		default:
+			return amqp.Queue{}, q.wrap(ctx, "declare "+name+" passively", err)
+		}
 	}
-	ch.Close()
-	return st, nil
 }
 
 // MissingDLQ names the DLQ queue and its vhost when the queue did not exist
@@ -312,9 +351,7 @@ func (q *Queue) Close() error {
 	c, h, p := q.conn, q.held, q.pub
 	q.conn, q.held, q.pub = nil, nil, nil
 	q.mu.Unlock()
-	if h != nil {
-		h.ch.Close()
-	}
+	h.close()
 	if p != nil {
 		p.ch.Close()
 	}
@@ -324,19 +361,32 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Len is the number of messages ready in the DLQ, from a passive
-// declare: exact when no consumer holds any (the management API's counts
-// would add those, but lag by seconds — a redrive's batch report read them
-// as the DLQ's size after a chunk that had emptied it).
+// Len is the number of entries in the DLQ. On a classic or quorum DLQ:
+// the messages ready, from a passive declare, less those the removal
+// record hid in the last whole read (the management API's counts would
+// add messages consumers hold, but lag by seconds — a redrive's batch
+// report read them as the DLQ's size after a chunk that had emptied it).
+// On a stream DLQ: its offsets less those the record holds.
 func (q *Queue) Len(ctx context.Context) (int64, error) {
 	if q.missing {
 		return 0, nil
+	}
+	stream, err := q.streamShaped(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if stream {
+		n, _, err := q.streamLen(ctx)
+		return n, err
 	}
 	st, err := q.inspect(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return int64(st.Messages), nil
+	q.mu.Lock()
+	hidden := q.hiddenSeen
+	q.mu.Unlock()
+	return max(int64(st.Messages)-hidden, 0), nil
 }
 
 // wrap names the queue and the step in an error; when ctx has ended, the

@@ -15,12 +15,12 @@ func Registration() backend.Registration {
 		EventIDFrom: "property:message_id, header:NAME or json:PATH",
 		KeyFrom:     "header:NAME",
 		Usage:       "amqp://[user:pass@]host:port/VHOST?queue=DLQ[&admin=HTTPURL] (amqps:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
-		Summary:     "a RabbitMQ queue fed by a dead-letter exchange, classic or quorum (x-death decoded); read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached",
+		Summary:     "a RabbitMQ queue fed by a dead-letter exchange (x-death decoded): a stream (dlq init makes one), read by offset for free; or a classic or quorum queue, read by consuming without acks and giving every message back, so a quorum DLQ's delivery limit is read through admin= and never reached; removals are recorded in queues of dlqctl's so that a broker crash cannot bring them back",
 		Env: []backend.EnvVar{
-			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)"},
+			{Name: "DLQCTL_AMQP_PASSWORD", Help: "password when the URL names a user without one (also the profile's amqp_password)", Password: true},
 		},
 		Capabilities: backend.Capabilities{
-			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: false, Extras: true, Lease: true,
+			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
 		Parse: func(raw string) (backend.Parsed, error) {
 			u, err := parseURL(raw)
@@ -37,6 +37,7 @@ func Registration() backend.Registration {
 			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom, KeyFrom: o.KeyFrom})
 		},
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		InitDLQ: initStreamDLQ,
 	}
 }
 

@@ -54,10 +54,7 @@ func deadLetter(t *testing.T, srv *rabbitmqtest.Server, origin, dlq string, ids 
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if err := ch.PublishWithContext(context.Background(), "", origin, true, false, amqp.Publishing{
-			MessageId: id, ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			Body: []byte(`{"id":"` + id + `"}`), Headers: amqp.Table{"tenant": "acme"},
-		}); err != nil {
+		if err := ch.PublishWithContext(context.Background(), "", origin, true, false, publishing(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,6 +71,14 @@ func deadLetter(t *testing.T, srv *rabbitmqtest.Server, origin, dlq string, ids 
 		}
 	}
 	waitDepth(t, srv, dlq, len(ids))
+}
+
+// publishing is the message the tests dead-letter for event id.
+func publishing(id string) amqp.Publishing {
+	return amqp.Publishing{
+		MessageId: id, ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Body: []byte(`{"id":"` + id + `"}`), Headers: amqp.Table{"tenant": "acme"},
+	}
 }
 
 func waitDepth(t *testing.T, srv *rabbitmqtest.Server, queue string, n int) {
@@ -240,9 +245,10 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 			t.Fatalf("scan %d saw %d entries", i, n)
 		}
 	}
-	// The third read leaves the message at the limit (3): it stops the
-	// scan, and every later one is refused before reading anything, so
-	// the message is never pushed past the limit and dropped.
+	// Two reads leave the message at limit-1 (2): every later read is
+	// refused before reading anything, so the message keeps a read in
+	// hand for a read that lost the record (see
+	// TestQuorumDLQReadsRecordLost), and is never pushed past the limit.
 	for i := 0; i < 3; i++ {
 		err := q.Scan(ctx, "", func(envelope.Envelope) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "delivery limit is 3") {
@@ -254,15 +260,54 @@ func TestQuorumDLQStopsBeforeTheLimit(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	waitDepth(t, srv, base+"-dlq", 1) // nothing dropped
-	if d, ok, err := ch.Get(base+"-dlq", false); err != nil || !ok || d.Headers["x-delivery-count"] != int64(3) {
+	if d, ok, err := ch.Get(base+"-dlq", false); err != nil || !ok || d.Headers["x-delivery-count"] != int64(2) {
 		t.Fatalf("the message after the refusals: %v %v %v", ok, err, d.Headers)
 	}
 }
 
-// quorumDLQ dead-letters one message (E1) from origin through a DLX into
-// both classic, a classic DLQ, and quorum, a quorum queue with the given
-// delivery limit bound to the same exchange.
-func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin, classic, quorum string, limit int) {
+// TestQuorumDLQReadsRecordLost: with the record of dlqctl's reads of a
+// quorum DLQ gone (dlqctl's queues cleaned up, a definitions reset), a
+// read must still drop nothing. dlqctl read the DLQ up to its refusal;
+// the record is deleted; one more stats reads with a window of one
+// message, sees the head's own x-delivery-count, and stops there: the
+// head reaches the limit, nothing passes it. (With unlimited prefetch it
+// took all twenty, and closing the channel dropped them all.)
+func TestQuorumDLQReadsRecordLost(t *testing.T) {
+	srv := broker.Get(t)
+	if srv.AdminURL() == "" {
+		t.Fatal("this test needs the management API (DLQCTL_TEST_AMQP_ADMIN)")
+	}
+	base := uniq(t)
+	ctx := context.Background()
+	ch := srv.Channel(t)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprintf("E%02d", i))
+	}
+	quorumDLQ(t, srv, ch, base+"-orders", base+"-dlq-plain", base+"-dlq", 3, ids...)
+	q := open(t, srv, base+"-dlq", true)
+	refused := false
+	for i := 0; i < 5 && !refused; i++ {
+		refused = q.Scan(ctx, "", func(envelope.Envelope) error { return nil }) != nil
+	}
+	if !refused {
+		t.Fatal("five reads of a quorum DLQ with a delivery limit of 3 were never refused")
+	}
+	if _, err := ch.QueueDelete("dlqctl.reads."+base+"-dlq", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	err := open(t, srv, base+"-dlq", true).Scan(ctx, "", func(envelope.Envelope) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "delivery limit is 3") {
+		t.Fatalf("a read without the record: %v, want it stopped at the limit", err)
+	}
+	time.Sleep(2 * time.Second) // a quorum queue drops asynchronously
+	waitDepth(t, srv, base+"-dlq", 20)
+}
+
+// quorumDLQ dead-letters messages (ids, E1 when none) from origin through
+// a DLX into both classic, a classic DLQ, and quorum, a quorum queue with
+// the given delivery limit bound to the same exchange.
+func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin, classic, quorum string, limit int, ids ...string) {
 	t.Helper()
 	if err := rabbitmqtest.DeclareDLX(context.Background(), ch, origin, classic, false, 0); err != nil {
 		t.Fatal(err)
@@ -273,8 +318,11 @@ func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin,
 	if err := ch.QueueBind(quorum, "", classic+".dlx", false, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadLetter(t, srv, origin, classic, "E1")
-	waitDepth(t, srv, quorum, 1)
+	if len(ids) == 0 {
+		ids = []string{"E1"}
+	}
+	deadLetter(t, srv, origin, classic, ids...)
+	waitDepth(t, srv, quorum, len(ids))
 }
 
 func TestLease(t *testing.T) {
@@ -557,7 +605,7 @@ func TestCheckDLQ(t *testing.T) {
 	scanAll(t, q)
 	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), true, "at up to 1", ": 1 more before")
 	scanAll(t, q)
-	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), false, "at up to 2", ": 0 more before", "fix: raise the limit")
+	check(open(t, srv, base+"-quorum", true).CheckDLQ(ctx), false, "at up to 2", ": 0 more before", "raise the limit", "dlqctl dlq init")
 	// An admin= that does not answer is this line's failure.
 	bad, err := rabbitmq.Open(ctx, strings.TrimSuffix(srv.URL(), "/")+"/?queue="+base+"-classic&admin=http://127.0.0.1:1&timeout=2s", rabbitmq.Options{})
 	if err != nil {

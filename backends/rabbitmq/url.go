@@ -19,6 +19,9 @@ import (
 //	       [&heartbeat=10s][&timeout=30s]
 //	amqps://…[&tls_ca=FILE][&tls_insecure=true][&tls_server_name=NAME]
 //
+// dlq init takes dlq=, dlx= and dlx_routing_key= too (queue= then names
+// the origin); Open refuses them.
+//
 // The vhost is the path, percent-decoded ("/" or none: the default vhost
 // "/"; %2F writes a slash inside a name).
 type sourceURL struct {
@@ -37,6 +40,9 @@ type sourceURL struct {
 	tlsCA         string
 	tlsInsecure   bool
 	tlsServerName string
+
+	// init holds dlq init's keys.
+	init initOpts
 }
 
 const (
@@ -44,7 +50,7 @@ const (
 	defaultTimeout   = 30 * time.Second
 )
 
-var knownParams = []string{"admin", "heartbeat", "queue", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
+var knownParams = []string{"admin", "dlq", "dlx", "dlx_routing_key", "heartbeat", "queue", "timeout", "tls_ca", "tls_insecure", "tls_server_name"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
@@ -96,6 +102,7 @@ func parseURL(raw string) (sourceURL, error) {
 		}
 		s.admin = strings.TrimSuffix(a, "/")
 	}
+	s.init = initOpts{dlq: q.Get("dlq"), dlx: q.Get("dlx"), dlxKey: q.Get("dlx_routing_key"), dlxSet: q.Has("dlx")}
 	q.Duration("heartbeat", &s.heartbeat)
 	q.Duration("timeout", &s.timeout)
 	tlsOpts := q.TLS(s.scheme == "amqps", "amqps")
@@ -130,6 +137,21 @@ func brokerAddr(authority, scheme string, quote func(string) string) (string, er
 
 // contains says whether list holds s.
 func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// initOnly names the dlq init keys the URL has, "" when none.
+func (s sourceURL) initOnly() string {
+	var ks []string
+	if s.init.dlq != "" {
+		ks = append(ks, "dlq=")
+	}
+	if s.init.dlxSet {
+		ks = append(ks, "dlx=")
+	}
+	if s.init.dlxKey != "" {
+		ks = append(ks, "dlx_routing_key=")
+	}
+	return strings.Join(ks, ", ")
+}
 
 // display is the URL with the password replaced by backend.Redacted (in
 // the admin URL too).

@@ -67,10 +67,13 @@ func (t leaseToken) holder() backend.LeaseHolder {
 func (s *Stream) leaseKey() string { return "dlqctl:lease:{" + s.key + "}" }
 
 // Lease takes the DLQ for h.RunID with SET NX PX (in a script). A lease
-// left by the same run ID is taken over when its process is gone: on
-// another host (or in another PID namespace) that cannot be checked and
-// the run ID is trusted; in this PID space the PID must be dead, so that
-// two live processes resuming copies of one journal are still refused.
+// left by the same run ID is taken over at once when its process is
+// provably gone: in this PID space (same host, boot and PID namespace)
+// its PID is dead. From another host or PID namespace that cannot be
+// checked, so the lease is judged by its expiry like any other holder's:
+// two live processes resuming copies of one journal are refused wherever
+// they run, and a resume on another host waits at most one TTL for a
+// crashed holder's lease to lapse.
 func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	ttl := s.leaseTTL
 	if ttl <= 0 {
@@ -92,25 +95,12 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 		if json.Unmarshal([]byte(found), &cur) != nil {
 			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "an unreadable lease " + s.leaseKey()}
 		}
-		if cur.RunID != h.RunID || !holderGone(cur, h) || prev != "" {
+		if cur.RunID != h.RunID || !backend.HolderGone(cur.holder(), h) || prev != "" {
 			return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: cur.holder().String()}
 		}
 		prev = found // our own run's lease, left by a crash: take it over
 	}
 	return nil, &backend.BusyError{What: "DLQ " + s.String(), Holder: "a run that took the lease meanwhile"}
-}
-
-// holderGone says whether the process behind a lease of our run ID has
-// ended (or cannot be checked, being on another host or in another PID
-// namespace).
-func holderGone(cur leaseToken, me backend.LeaseHolder) bool {
-	if !backend.SamePIDSpace(cur.holder(), me) {
-		return true
-	}
-	if cur.PID == me.PID {
-		return true
-	}
-	return !backend.ProcessAlive(cur.PID)
 }
 
 type redisLease struct {

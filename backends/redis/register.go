@@ -18,7 +18,7 @@ func Registration() backend.Registration {
 		Usage:   "redis://[user:pass@]host:port/db?stream=KEY",
 		Summary: "A Redis stream, redriven to the stream its envelope names; `rediss://` for TLS, `&cluster=true` for Redis Cluster (a move across hash slots takes two journaled steps)",
 		Env: []backend.EnvVar{
-			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none"},
+			{Name: "DLQCTL_REDIS_PASSWORD", Help: "password when the URL has none", Password: true},
 		},
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true, Lease: true,

@@ -119,7 +119,7 @@ func (q *Queue) busy(v leaseValue) error {
 // space (backend.SamePIDSpace) when its process is dead (so that two live
 // processes resuming copies of one journal are refused, and a run killed
 // before its journal existed does not lock the DLQ until the TTL);
-// elsewhere by the same run ID.
+// elsewhere never: it is waited out.
 func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease, error) {
 	if h.RunID == "" || strings.Contains(h.RunID, "|") {
 		return nil, fmt.Errorf("%s: lease: bad run ID %q", q, h.RunID)
@@ -259,10 +259,12 @@ func sameHolder(a, b backend.LeaseHolder) bool {
 // journal existed, leaves nothing a lease still guards; waiting out the
 // TTL would only lock the DLQ), or when it is this very process and run.
 // Elsewhere — another host, or another container on this one — the
-// process cannot be checked: only the same run ID (a resume) is trusted.
+// process cannot be checked, so the lease is judged by its expiry even
+// for the same run ID: two live resumes of copies of one journal are
+// refused wherever they run.
 func canTakeOver(cur, me backend.LeaseHolder) bool {
 	if !backend.SamePIDSpace(cur, me) {
-		return cur.RunID == me.RunID
+		return false
 	}
 	if cur.PID == me.PID {
 		return cur.RunID == me.RunID

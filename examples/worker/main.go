@@ -51,7 +51,7 @@ type Options struct {
 	DLQ    string // redis: the DLQ stream key ("" means <origin>-dlq); pulsar: the DLQ topic ("" means <origin>-<sub>-DLQ)
 	Inbox  string // sqlite:PATH or postgres://…
 
-	// Pulsar only.
+	// Pulsar; some also for nats, sqs and rabbitmq (see their flags).
 	MaxDeliveries   int           // deliveries before the client dead-letters
 	RedeliveryDelay time.Duration // nack (or retry) redelivery delay
 	Retry           bool          // use the client's retry topic (carries last_error)
@@ -70,7 +70,9 @@ type Options struct {
 	Ready string
 
 	// Create makes the origin and its DLQ (kafka: the topic and its DLT;
-	// sqs: the queue and its DLQ, with a redrive policy) and exits.
+	// sqs: the queue and its DLQ, with a redrive policy; rabbitmq: the
+	// queue, its dead-letter exchange and the DLQ; nats: the stream and
+	// its copy stream) and exits.
 	Create bool
 
 	// Now is the clock (dead_lettered_at, applied_at, DLQ file names).
@@ -152,8 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&opts.Source, "source", "", "`URL` to consume: "+sourceForms(func(m mode) string { return m.help }))
-	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); nats: the copy stream (default ORIGIN_DLQ); kafka: the DLT (default ORIGIN.DLT); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); dir: ignored, always PATH/error")
-	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message; nats (deadletter=nak): the consumer's MaxDeliver")
+	fs.StringVar(&opts.DLQ, "dlq", "", "redis: the DLQ stream `KEY` on the same server (default ORIGIN-dlq); nats: the copy stream (default ORIGIN_DLQ); kafka: the DLT (default ORIGIN.DLT); pulsar: the DLQ topic (default ORIGIN-SUB-DLQ); sqs, rabbitmq (with --create): the DLQ (default QUEUE-dlq); dir: ignored, always PATH/error")
+	fs.IntVar(&opts.MaxDeliveries, "max-deliveries", opts.MaxDeliveries, "pulsar: deliveries (or retries, with --retry) before the client dead-letters a message; nats (deadletter=nak): the consumer's MaxDeliver; sqs, rabbitmq (requeue=1) with --create: deliveries before the queue dead-letters")
 	fs.DurationVar(&opts.RedeliveryDelay, "redelivery-delay", opts.RedeliveryDelay, "pulsar, nats: delay before a nacked (or retried) message is delivered again")
 	fs.BoolVar(&opts.Retry, "retry", false, "pulsar: fail through the client's retry topic (ReconsumeLater), so dead letters carry last_error")
 	fs.StringVar(&opts.Inbox, "inbox", "", "effect store `URL`: sqlite:PATH or postgres://…")
@@ -164,7 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, error) {
 	fs.DurationVar(&opts.UntilIdle, "until-idle", 0, "exit 0 after this long without a message (0: run until SIGINT/SIGTERM)")
 	fs.IntVar(&opts.Max, "max", 0, "stop after N messages (0: no limit)")
 	fs.StringVar(&opts.Ready, "ready", "", "create `FILE` once the source and the inbox are open, before the first message is read")
-	fs.BoolVar(&opts.Create, "create", false, "kafka, sqs: create the origin and its DLQ when they do not exist (kafka: the topic, 3 partitions, and its DLT; sqs: the queue, and its DLQ (--dlq, default QUEUE-dlq) in its redrive policy with maxReceiveCount --max-deliveries), then exit; no --inbox needed")
+	fs.BoolVar(&opts.Create, "create", false, "create the origin and its DLQ when they do not exist, then exit; no --inbox needed. kafka: the topic, 3 partitions, and its DLT; sqs: the queue, and its DLQ (--dlq, default QUEUE-dlq) in its redrive policy with maxReceiveCount --max-deliveries; rabbitmq: the DLQ (--dlq, default QUEUE-dlq, classic), its fanout exchange DLQ.dlx, and the queue dead-lettering through it (with requeue=1 a quorum queue that dead-letters after --max-deliveries deliveries); nats: the stream, taking subject= (default: the stream's name), and in copy mode its copy stream (--dlq, default ORIGIN_DLQ, taking dlq.DLQ.>)")
 	fs.BoolVar(&opts.Log, "log", false, "one line per message on stderr (event_id, attempts, effects, outcome; never the payload)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: worker --source URL --inbox URL [flags]

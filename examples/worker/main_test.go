@@ -297,7 +297,7 @@ func TestUsage(t *testing.T) {
 		{"--source", "redis://127.0.0.1:1/0?stream=s", "--inbox", "sqlite:x.db"},
 		{"--source", "dir:" + t.TempDir(), "--inbox", "mysql://x"},
 		{"--source", "dir:x", "--inbox", "sqlite:x.db", "extra"},
-		{"--source", "redis://127.0.0.1:1/0?stream=s", "--create"}, // kafka and sqs only
+		{"--source", "redis://127.0.0.1:1/0?stream=s", "--create"}, // not for redis
 		{"--source", "kafka://127.0.0.1:1", "--create"},            // no topic
 	} {
 		if r := runWorker(t, args...); r.code != 2 {

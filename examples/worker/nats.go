@@ -48,6 +48,9 @@ func natsMode() mode {
 		open: func(ctx context.Context, opts Options, _ io.Writer) (Source, error) {
 			return openNATSSource(ctx, opts.Source, opts.DLQ, opts.MaxDeliveries, opts.RedeliveryDelay)
 		},
+		create: func(ctx context.Context, opts Options, stdout io.Writer) error {
+			return createNATS(ctx, opts.Source, opts.DLQ, stdout)
+		},
 	}
 }
 
@@ -65,47 +68,88 @@ type natsSource struct {
 	buf    []jetstream.Msg
 }
 
-func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
+// natsURL is a parsed nats://[user:pass@]HOST:PORT?stream=ORIGIN&consumer=C[&subject=FILTER][&deadletter=copy|nak|term].
+type natsURL struct {
+	server   string // scheme://host:port
+	user     *url.Userinfo
+	stream   string
+	consumer string
+	subject  string
+	mode     string // copy, nak or term
+}
+
+// parseNATSURL reads the --source; consumer= is required unless
+// forCreate (--create makes streams, not the consumer).
+func parseNATSURL(raw string, forCreate bool) (natsURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, usagef("--source %s: want nats://HOST:PORT?stream=ORIGIN&consumer=C", sourceURL(raw))
+		return natsURL{}, usagef("--source %s: want nats://HOST:PORT?stream=ORIGIN&consumer=C", sourceURL(raw))
 	}
 	q, err := sourceQuery(raw, u.RawQuery, u.User != nil, "stream", "consumer", "subject", "deadletter")
 	if err != nil {
-		return nil, err
+		return natsURL{}, err
 	}
-	s := &natsSource{stream: q.Get("stream"), group: q.Get("consumer"), dlq: dlq, mode: q.Get("deadletter"),
-		delay: delay, names: envelope.DefaultFieldNames()}
-	if s.stream == "" || s.group == "" {
-		return nil, usagef("--source: nats needs ?stream=ORIGIN&consumer=C")
+	n := natsURL{server: u.Scheme + "://" + u.Host, user: u.User, stream: q.Get("stream"), consumer: q.Get("consumer"),
+		subject: q.Get("subject"), mode: q.Get("deadletter")}
+	if n.stream == "" || (n.consumer == "" && !forCreate) {
+		return n, usagef("--source: nats needs ?stream=ORIGIN&consumer=C")
 	}
-	switch s.mode {
+	switch n.mode {
 	case "":
-		s.mode = "copy"
+		n.mode = "copy"
 	case "copy", "nak", "term":
 	default:
-		return nil, usagef("--source: deadletter=%s: want copy, nak or term", masked)
+		return n, usagef("--source: deadletter=%s: want copy, nak or term", masked)
 	}
-	if s.mode == "copy" && s.dlq == "" {
-		s.dlq = s.stream + "_DLQ"
-	}
+	return n, nil
+}
+
+// connect dials the server with the URL's user and password, or its
+// token (a user without a password).
+func (n natsURL) connect() (*nats.Conn, jetstream.JetStream, error) {
 	var opts []nats.Option
-	if u.User != nil {
-		if pass, ok := u.User.Password(); ok {
-			opts = append(opts, nats.UserInfo(u.User.Username(), pass))
+	if n.user != nil {
+		if pass, ok := n.user.Password(); ok {
+			opts = append(opts, nats.UserInfo(n.user.Username(), pass))
 		} else {
-			opts = append(opts, nats.Token(u.User.Username()))
+			opts = append(opts, nats.Token(n.user.Username()))
 		}
 	}
-	if s.nc, err = nats.Connect(u.Scheme+"://"+u.Host, opts...); err != nil {
-		return nil, fmt.Errorf("nats: connect %s: %w", u.Host, err)
+	nc, err := nats.Connect(n.server, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats: connect %s: %w", strings.TrimPrefix(n.server, "nats://"), err)
 	}
-	if s.js, err = jetstream.New(s.nc); err != nil {
-		s.nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// copyDLQ is the stream the copy mode dead-letters into: dlq, or
+// ORIGIN_DLQ.
+func (n natsURL) copyDLQ(dlq string) string {
+	if dlq == "" {
+		return n.stream + "_DLQ"
+	}
+	return dlq
+}
+
+func openNATSSource(ctx context.Context, raw, dlq string, maxDeliveries int, delay time.Duration) (*natsSource, error) {
+	n, err := parseNATSURL(raw, false)
+	if err != nil {
+		return nil, err
+	}
+	s := &natsSource{stream: n.stream, group: n.consumer, mode: n.mode, delay: delay, names: envelope.DefaultFieldNames()}
+	if s.mode == "copy" {
+		s.dlq = n.copyDLQ(dlq)
+	}
+	if s.nc, s.js, err = n.connect(); err != nil {
 		return nil, err
 	}
 	cfg := jetstream.ConsumerConfig{Durable: s.group, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxDeliver: -1, FilterSubject: q.Get("subject")}
+		MaxDeliver: -1, FilterSubject: n.subject}
 	if s.mode == "nak" {
 		cfg.MaxDeliver = maxDeliveries
 	}
@@ -210,5 +254,52 @@ func (r *natsReceipt) DeadLetter(ctx context.Context, dl DeadLetter) error {
 
 func (s *natsSource) Close() error {
 	s.nc.Close()
+	return nil
+}
+
+// createNATS makes the origin stream (its one subject is subject=, else
+// the stream's name) and, in copy mode, the stream the copies go to (--dlq,
+// default ORIGIN_DLQ, taking dlq.<DLQ>.>, as dlqctl import --init makes
+// it); a stream that exists is left as it is. In nak and term modes the
+// dead letters are the server's advisories: dlqctl dlq init makes their
+// stream.
+func createNATS(ctx context.Context, raw, dlq string, stdout io.Writer) error {
+	n, err := parseNATSURL(raw, true)
+	if err != nil {
+		return err
+	}
+	nc, js, err := n.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	subject := n.subject
+	if subject == "" {
+		subject = n.stream
+	}
+	if err := natsStream(ctx, js, jetstream.StreamConfig{Name: n.stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}, stdout); err != nil {
+		return err
+	}
+	if n.mode != "copy" {
+		fmt.Fprintf(stdout, "deadletter=%s: the server's advisories are the dead letters (dlqctl dlq init %s&consumer=C makes their stream)\n", n.mode, n.server+"?stream="+n.stream)
+		return nil
+	}
+	d := n.copyDLQ(dlq)
+	return natsStream(ctx, js, jetstream.StreamConfig{Name: d, Subjects: natsdlq.CopySubjects(d), Storage: jetstream.FileStorage,
+		AllowDirect: true, Description: "dead-letter copies, read by dlqctl"}, stdout)
+}
+
+// natsStream creates the stream cfg names unless it exists.
+func natsStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, stdout io.Writer) error {
+	if st, err := js.Stream(ctx, cfg.Name); err == nil {
+		fmt.Fprintf(stdout, "stream %s exists (subjects %s)\n", cfg.Name, strings.Join(st.CachedInfo().Config.Subjects, ", "))
+		return nil
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("nats: look up stream %s: %w", cfg.Name, err)
+	}
+	if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("nats: create stream %s: %w", cfg.Name, err)
+	}
+	fmt.Fprintf(stdout, "created stream %s (subjects %s)\n", cfg.Name, strings.Join(cfg.Subjects, ", "))
 	return nil
 }

@@ -19,8 +19,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +200,57 @@ func (s *Server) Down() error {
 	return nil
 }
 
+// Kill crashes the broker: SIGKILL to its process group, with no chance
+// to write anything it holds in memory (what a power cut or an OOM kill
+// does to it), then stops what the broker leaves behind (its epmd and the
+// watchdog), so that Up can start it again on the same ports and
+// database.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dataDir == "" {
+		return errors.New("rabbitmqtest: Kill on a broker this test did not start")
+	}
+	if s.stopped {
+		return errors.New("rabbitmqtest: Kill after Stop")
+	}
+	raw, err := os.ReadFile(filepath.Join(s.dataDir, "rabbitmq.pid"))
+	if err != nil {
+		return fmt.Errorf("kill RabbitMQ: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("kill RabbitMQ: bad pid %q", raw)
+	}
+	// The broker leads its own session (setsid): the group is its shell
+	// wrapper, beam and beam's children.
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill RabbitMQ: %w", err)
+	}
+	deadline := time.Now().Add(stopTimeout)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kill RabbitMQ: pid %d still alive after SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := testproc.RunScript(stopTimeout, nil, "RABBITMQ_WATCH_PID", s.script, "stop", s.dataDir); err != nil {
+		return fmt.Errorf("kill RabbitMQ: clean up: %w", err)
+	}
+	return nil
+}
+
+// alive says whether pid runs and is not a zombie (the broker's parent,
+// the script's subshell, is gone: init reaps it, eventually).
+func alive(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	_, rest, _ := strings.Cut(string(raw), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
 // Up starts a broker stopped by Down again.
 func (s *Server) Up() error {
 	s.mu.Lock()
@@ -268,5 +321,16 @@ func DeclareDLX(ctx context.Context, ch *amqp.Channel, origin, dlq string, quoru
 		oargs["x-delivery-limit"] = int32(deliveryLimit)
 	}
 	_, err := ch.QueueDeclare(origin, true, false, false, false, oargs)
+	return err
+}
+
+// DeclareOrigin declares, on ch, a classic origin queue whose dead
+// letters go to the fanout exchange dlx (declared too), and no DLQ: dlqctl
+// dlq init makes one.
+func DeclareOrigin(ctx context.Context, ch *amqp.Channel, origin, dlx string) error {
+	if err := ch.ExchangeDeclare(dlx, "fanout", true, false, false, false, nil); err != nil {
+		return err
+	}
+	_, err := ch.QueueDeclare(origin, true, false, false, false, amqp.Table{"x-dead-letter-exchange": dlx})
 	return err
 }
