@@ -51,7 +51,7 @@ func (t *Topic) Import(ctx context.Context, e envelope.Envelope) (string, error)
 	if err != nil {
 		return "", err
 	}
-	id, err := p.Send(ctx, t.importMessage(e))
+	id, err := p.send(ctx, t.importMessage(e))
 	if err != nil {
 		return "", t.connErr(ctx, "import "+e.ID, err)
 	}
@@ -111,21 +111,28 @@ func (t *Topic) Has(ctx context.Context, id string) (bool, error) {
 	return false, err
 }
 
-func (t *Topic) importProducer(ctx context.Context) (pulsar.Producer, error) {
+// importProducer is the producer of imports, never reconnected by the
+// client (sendonce.go): a copy the client wrote again would be a second
+// dead letter, redriven twice. One whose connection was lost is replaced.
+func (t *Topic) importProducer(ctx context.Context) (onceProducer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.importer != nil {
-		return t.importer, nil
+	if t.importer.Producer != nil {
+		if !t.importer.isLost() {
+			return t.importer, nil
+		}
+		t.importer.Close()
+		t.importer = onceProducer{}
 	}
-	p, err := withCtx(ctx, func() (pulsar.Producer, error) {
-		return t.client.CreateProducer(pulsar.ProducerOptions{
+	p, err := withCtx(ctx, func() (onceProducer, error) {
+		return t.createOnceProducer(pulsar.ProducerOptions{
 			Topic:           t.topic.String(),
 			DisableBatching: true, // one message per entry: each can be acked alone
 			SendTimeout:     t.sendTimeout,
 		})
-	}, pulsar.Producer.Close)
+	}, func(p onceProducer) { p.Close() })
 	if err != nil {
-		return nil, t.connErr(ctx, "create a producer", err)
+		return onceProducer{}, t.connErr(ctx, "create a producer", err)
 	}
 	t.importer = p
 	return p, nil

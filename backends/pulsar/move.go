@@ -115,7 +115,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("move %s: %s: %v", it.ID, it.Dest, err)
 			continue
 		}
-		sent, err := p.Send(ctx, redriveMessage(msgs[i], ids[i], it, m, t.names))
+		sent, err := p.send(ctx, redriveMessage(msgs[i], ids[i], it, m, t.names))
 		if err != nil {
 			if !definite(err) {
 				return nil, t.connErr(ctx, "send "+it.ID+" to "+it.Dest, err)
@@ -231,25 +231,32 @@ func redriveMessage(src pulsar.Message, id msgID, it backend.MoveItem, m backend
 
 // redriveProducer is the run's producer on one destination.
 type redriveProducer struct {
-	pulsar.Producer
+	onceProducer
 	partitioned bool
 }
 
 // producer is the run's producer on dest: named name, never batching, so
-// that each message's sequence id is its own.
+// that each message's sequence id is its own, and never reconnected by
+// the client, so that nothing is sent twice behind the run's back
+// (sendonce.go). One whose connection was lost is replaced by a new one
+// of the same name.
 func (t *Topic) producer(ctx context.Context, dest, name string) (redriveProducer, error) {
 	key := [2]string{name, dest}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p, ok := t.producers[key]; ok {
-		return p, nil
+		if !p.isLost() {
+			return p, nil
+		}
+		delete(t.producers, key)
+		p.Close()
 	}
 	p, err := withCtx(ctx, func() (redriveProducer, error) {
 		parts, err := t.client.TopicPartitions(dest)
 		if err != nil {
 			return redriveProducer{}, err
 		}
-		p, err := t.client.CreateProducer(pulsar.ProducerOptions{
+		p, err := t.createOnceProducer(pulsar.ProducerOptions{
 			Topic:           dest,
 			Name:            name,
 			DisableBatching: true,

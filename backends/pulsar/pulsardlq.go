@@ -91,7 +91,7 @@ type Topic struct {
 	partitions int
 	// missing: the topic did not exist when the Topic was opened.
 	missing  bool
-	importer pulsar.Producer
+	importer onceProducer
 	// producers are the redrive producers, by run producer name and
 	// destination topic.
 	producers map[[2]string]redriveProducer
@@ -249,7 +249,7 @@ func (t *Topic) Close() error {
 	for _, c := range t.ackers {
 		c.Close()
 	}
-	if t.importer != nil {
+	if t.importer.Producer != nil {
 		t.importer.Close()
 	}
 	t.removed.mu.Lock()
@@ -258,7 +258,7 @@ func (t *Topic) Close() error {
 		t.removed.producer = nil
 	}
 	t.removed.mu.Unlock()
-	t.producers, t.ackers, t.importer = map[[2]string]redriveProducer{}, map[string]pulsar.Consumer{}, nil
+	t.producers, t.ackers, t.importer = map[[2]string]redriveProducer{}, map[string]pulsar.Consumer{}, onceProducer{}
 	if t.client != nil {
 		t.client.Close()
 		t.client = nil
