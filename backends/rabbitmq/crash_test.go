@@ -368,6 +368,69 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 	}
 }
 
+// TestForgedEpochHidesNothing: a token published to dlqctl's epoch queue
+// by anyone but dlqctl reads as no broker restart. A copy that arrives
+// after its content was removed within the epoch (a producer's retry, the
+// same envelope imported again) is an entry; a forged epoch would make
+// the removal look older than a restart and hide the copy as one that
+// came back.
+func TestForgedEpochHidesNothing(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch := srv.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(queue string, m amqp.Publishing) bool {
+		t.Helper()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dc.Wait()
+	}
+	copyOf := publishing("E1")
+	if !publish(base+"-dlq", copyOf) {
+		t.Fatal("the broker refused the dead letter")
+	}
+	q := open(t, srv, base+"-dlq", true)
+	es := scanAll(t, q)
+	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
+	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	if !publish(base+"-dlq", copyOf) {
+		t.Fatal("the broker refused the second copy")
+	}
+	if n := len(scanAll(t, open(t, srv, base+"-dlq", false))); n != 1 {
+		t.Fatalf("the copy that arrived after the removal reads as %d entries, want 1", n)
+	}
+	if publish("dlqctl.epoch."+base+"-dlq", amqp.Publishing{Body: []byte("0123456789abcdef")}) {
+		t.Log("the epoch queue took a forged token")
+	}
+	dir := t.TempDir()
+	if doc := stats(t, dir, srv.Source(base+"-dlq")); doc.Total != 1 || doc.Backend.CameBack != 0 {
+		t.Errorf("stats after a forged epoch: total %d, came back %d; want 1 and 0", doc.Total, doc.Backend.CameBack)
+	}
+	planApproved(t, dir, srv.Source(base+"-dlq"), "--to", base+"-orders")
+	if code, out := run(t, dir, "--source", srv.Source(base+"-dlq"), "redrive", "apply", "p.json"); code != 0 {
+		t.Fatalf("apply after a forged epoch: exit %d\n%s", code, out)
+	}
+	if n := depth(t, srv, base+"-dlq"); n != 0 {
+		t.Errorf("the DLQ still holds %d messages after the redrive, want 0", n)
+	}
+	if n := depth(t, srv, base+"-orders"); n != 2 {
+		t.Errorf("the origin holds %d messages, want 2 (one per redrive)", n)
+	}
+}
+
 // TestKeyQueueLeftEmpty: a run stopped (the broker went down) between
 // declaring the record's key queue and writing the key leaves it empty,
 // with no page written: reads go on, and the next removal writes the key.
