@@ -29,6 +29,41 @@ func depth(t *testing.T, srv *rabbitmqtest.Server, queue string) int {
 	return st.Messages
 }
 
+// drainCounts takes every message of queue and counts them by message ID.
+func drainCounts(t *testing.T, srv *rabbitmqtest.Server, queue string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	ch := srv.Channel(t)
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return got
+		}
+		got[d.MessageId]++
+	}
+}
+
+// moveFirst moves the first entry of base's DLQ (event E1) to base's
+// origin through the backend, as a run does (publish, then remove), and
+// returns what the DLQ held before.
+func moveFirst(t *testing.T, srv *rabbitmqtest.Server, base string) []envelope.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	q := open(t, srv, base+"-dlq", true)
+	es := scanAll(t, q)
+	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
+	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	return es
+}
+
 // recoveredDepth is queue's depth once a restarted broker has recovered
 // it: the broker answers before every queue has read its index back, and
 // a quorum queue replays its log, so the depth is read until it has not
@@ -269,18 +304,7 @@ func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
 	if n := recoveredDepth(t, srv, base+"-dlq"); n != 0 {
 		t.Errorf("the DLQ holds %d messages after the resume, want 0", n)
 	}
-	got := map[string]int{}
-	ch := srv.Channel(t)
-	for {
-		d, ok, err := ch.Get(base+"-orders", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		got[d.MessageId]++
-	}
+	got := drainCounts(t, srv, base+"-orders")
 	for _, id := range ids {
 		if got[id] != 1 {
 			t.Errorf("%s is on the origin %d times, want once", id, got[id])
@@ -322,15 +346,7 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3")
-	q := open(t, srv, base+"-dlq", true)
-	es := scanAll(t, q)
-	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
-	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
-		t.Fatal(err)
-	}
-	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
-		t.Fatalf("remove: %v %+v", err, rm)
-	}
+	es := moveFirst(t, srv, base)
 	raw, err := hex.DecodeString(es[1].ID)
 	if err != nil {
 		t.Fatal(err)
@@ -397,15 +413,7 @@ func TestForgedEpochHidesNothing(t *testing.T) {
 	if !publish(base+"-dlq", copyOf) {
 		t.Fatal("the broker refused the dead letter")
 	}
-	q := open(t, srv, base+"-dlq", true)
-	es := scanAll(t, q)
-	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
-	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
-		t.Fatal(err)
-	}
-	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
-		t.Fatalf("remove: %v %+v", err, rm)
-	}
+	moveFirst(t, srv, base)
 	if !publish(base+"-dlq", copyOf) {
 		t.Fatal("the broker refused the second copy")
 	}
