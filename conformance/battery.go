@@ -48,6 +48,7 @@ func batteryCases() []batteryCase {
 		{"pid-namespace", casePIDNamespace},
 		{"forged-record", caseForgedRecord},
 		{"bookkeeping-destination", caseBookkeepingDestination},
+		{"random-kills", caseRandomKills},
 	}
 }
 

@@ -273,7 +273,8 @@ func (e *Engine) publishedRecs(recs []Record, st *State, part []Entry, results [
 			// removed this one: done, with nothing published.
 			recs = append(recs, e.entryRec(RecRemoved, st, en, res.Err.Error()))
 		case errors.Is(res.Err, backend.ErrNotFound):
-			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published"))
+			// The backend's word says who took it, where it knows.
+			recs = append(recs, e.entryRec(RecGone, st, en, "no longer in the DLQ: nothing published ("+res.Err.Error()+")"))
 		case errors.Is(res.Err, backend.ErrChanged):
 			recs = append(recs, e.entryRec(RecSkipped, st, en, res.Err.Error()))
 		case res.Err != nil:

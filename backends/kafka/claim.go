@@ -49,8 +49,12 @@ func (t *Topic) firstClaim(ctx context.Context) (string, error) {
 		}
 	}
 	found := ""
+	prov := newProvenance()
 	err = t.readRangeIso(ctx, topic, ranges, kgo.ReadUncommitted(), func(r *kgo.Record) error {
 		k := string(r.Key)
+		if !prov.written(r) {
+			return nil
+		}
 		switch {
 		case strings.HasPrefix(k, claimKeyPrefix):
 			var c claimRecord
@@ -58,9 +62,12 @@ func (t *Topic) firstClaim(ctx context.Context) (string, error) {
 				return nil
 			}
 			found = c.StateTopic
-		case k == leaseKey:
+		case k == leaseKey, k == formatKey:
 			return nil
 		default:
+			if _, ok := parseStateRecord(r); !ok {
+				return nil
+			}
 			// State from before claims: the default topic is the one.
 			found = topic
 		}
@@ -102,13 +109,9 @@ func (t *Topic) claim(ctx context.Context) error {
 		}
 	}
 	v, _ := json.Marshal(claimRecord{DLT: t.src.topic, StateTopic: t.src.stateTopic})
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()
-	res, err := produceSync(rctx, t.cl, []*kgo.Record{{Topic: t.defaultState(), Partition: 0, Key: []byte(claimKeyPrefix + t.src.stateTopic), Value: v}})
-	if err == nil {
-		err = res.FirstErr()
-	}
-	if err != nil {
+	if err := t.writeMeta(rctx, &kgo.Record{Topic: t.defaultState(), Key: []byte(claimKeyPrefix + t.src.stateTopic), Value: v}); err != nil {
 		return t.connErr(ctx, fmt.Sprintf("record %s as the state topic of %s", t.src.stateTopic, t.src.topic), err)
 	}
 	return t.checkClaim(ctx)

@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 				return n
 			},
 			Churn: func(t *testing.T, fx conformance.Fixture) {
-				compact(t, client, filepath.Join(b.DataDir(), "logs"), fx.Self+".dlqctl-state")
+				churn(t, client, filepath.Join(b.DataDir(), "logs"), fx.Self+".dlqctl-state")
 			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				recreate(t, client, fx.Self)
@@ -168,21 +168,44 @@ func recreate(t *testing.T, client clientFunc, topic string) {
 	}
 }
 
-// compact has the broker compact topic now, as its log cleaner does in
-// time (once a segment rolls, when enough of it is superseded): segments
-// roll at once and are all cleanable, tombstones and transaction markers
-// go at once; one record (a tombstone of a key dlqctl never writes) rolls
-// the segment. It waits until the cleaner's checkpoint (in the broker's
-// log folder, logs) has passed everything before that record.
-func compact(t *testing.T, client clientFunc, logs, topic string) {
+// churn applies the broker's housekeeping to topic now, as its own
+// policy would in time. dlqctl keeps a state topic uncompacted with no
+// retention (cleanup.policy=delete, retention.ms=-1): there the broker
+// only rolls segments and deletes nothing, and churn rolls the segment.
+// A state topic that is compacted all the same (one dlqctl has not
+// written to since someone set it so) is compacted now (compact).
+func churn(t *testing.T, client clientFunc, logs, topic string) {
+	_, adm := client(t)
+	rc, err := adm.DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rc.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, kv := range c.Configs {
+		if kv.Key == "cleanup.policy" && kv.Value != nil {
+			policy = *kv.Value
+		}
+	}
+	if strings.Contains(policy, "compact") {
+		compact(t, client, logs, topic)
+		return
+	}
+	roll(t, client, topic, nil)
+	t.Logf("%s: cleanup.policy=%s; its segment rolled, and the broker deletes nothing", topic, policy)
+}
+
+// roll sets segment.ms on topic to 1 ms with the other configs given, and
+// writes one record (a tombstone of a key dlqctl never writes) past it, so
+// that the segment before it rolls; it returns that record's offset.
+func roll(t *testing.T, client clientFunc, topic string, also []kadm.AlterConfig) int64 {
 	ctx := context.Background()
 	cl, adm := client(t)
-	zero, one := "0", "1"
-	ratio := "0.0001"
-	resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-		{Op: kadm.SetConfig, Name: "segment.ms", Value: &one}, {Op: kadm.SetConfig, Name: "min.cleanable.dirty.ratio", Value: &ratio},
-		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero}, {Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: &zero},
-	}, topic)
+	one := "1"
+	resp, err := adm.AlterTopicConfigs(ctx, append([]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "segment.ms", Value: &one}}, also...), topic)
 	if err == nil {
 		_, err = resp.On(topic, nil)
 	}
@@ -194,7 +217,22 @@ func compact(t *testing.T, client clientFunc, logs, topic string) {
 	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	roll, start := res[0].Record.Offset, time.Now()
+	return res[0].Record.Offset
+}
+
+// compact has the broker compact topic now, as its log cleaner does in
+// time (once a segment rolls, when enough of it is superseded): segments
+// roll at once and are all cleanable, tombstones and transaction markers
+// go at once. It waits until the cleaner's checkpoint (in the broker's
+// log folder, logs) has passed everything before the record that rolled
+// the segment.
+func compact(t *testing.T, client clientFunc, logs, topic string) {
+	zero, ratio := "0", "0.0001"
+	roll := roll(t, client, topic, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "min.cleanable.dirty.ratio", Value: &ratio},
+		{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: &zero}, {Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: &zero},
+	})
+	start := time.Now()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		raw, _ := os.ReadFile(filepath.Join(logs, "cleaner-offset-checkpoint"))
 		for _, line := range strings.Split(string(raw), "\n") {

@@ -565,11 +565,22 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 		}
 		_, imported := kv.Fields.Lookup(envelope.ImportedFromProperty)
 		_, redriven := kv.Fields.Lookup(redrivenFromHeader)
-		if at, stale := staleDeadLettering(e.DeadLetteredAt, origTS, r.Timestamp, imported && !redriven); stale {
-			// The dlqctl fields describe an earlier dead-lettering (an
-			// imported entry redriven and failed again, by a consumer
-			// that copies headers): the newer one's error and time win.
-			e.LastError, e.ErrorClass, e.DeadLetteredAt = "", "", at
+		if !redriven {
+			_, redriven = kv.Fields.Lookup(runIDHeader)
+		}
+		// Only a record that passed through dlqctl (imported, or put back
+		// by a redrive) can carry dlqctl fields of an earlier
+		// dead-lettering: a producer that writes the envelope fields and
+		// Spring's headers, its record relayed, copied between clusters or
+		// restored later, keeps its own.
+		if imported || redriven {
+			if at, stale := staleDeadLettering(e.DeadLetteredAt, origTS, r.Timestamp, imported && !redriven); stale {
+				// The dlqctl fields describe an earlier dead-lettering
+				// (an imported entry redriven and failed again, by a
+				// consumer that copies headers): the newer one's error
+				// and time win.
+				e.LastError, e.ErrorClass, e.DeadLetteredAt = "", "", at
+			}
 		}
 	}
 	if e.LastError == "" {
@@ -689,6 +700,10 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 // puts back (backend.MarkerRedrivenFrom): a record that has it passed
 // through a redrive, so its time is not only that of an import.
 const redrivenFromHeader = "dlqctl_redriven_from"
+
+// runIDHeader is the run marker a dlqctl redrive adds with it
+// (backend.MarkerRunID).
+const runIDHeader = "dlqctl_run_id"
 
 // staleDeadLettering says whether a dead_lettered_at header (recorded) is
 // older than the dead-lettering that the Spring or Connect headers

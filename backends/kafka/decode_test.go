@@ -465,6 +465,40 @@ func TestFromKafkaNewerDeadLetteringWins(t *testing.T) {
 	}
 }
 
+// TestFromKafkaRelayedKeepsProducerFields: a record whose producer wrote
+// the envelope fields and Spring's headers at one dead-lettering, published
+// again much later (a relay, a copy between clusters, a restore from
+// backup), never passed through dlqctl: its error_class stands (the
+// producer's hint picks the category) and its age runs from its
+// dead_lettered_at, not from the copy's time.
+func TestFromKafkaRelayedKeepsProducerFields(t *testing.T) {
+	deadAt := time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC)
+	copiedAt := deadAt.Add(36 * time.Hour)
+	hs := []KafkaHeader{
+		{Key: "event_id", Value: []byte("E7")},
+		{Key: "last_error", Value: []byte("card declined")},
+		{Key: "error_class", Value: []byte("payment-declined")},
+		{Key: "dead_lettered_at", Value: []byte(deadAt.Format(time.RFC3339))},
+		{Key: SpringOriginalTopic, Value: []byte("orders")},
+		{Key: SpringOriginalTimestamp, Value: be64(deadAt.Add(-time.Second).UnixMilli())},
+		{Key: SpringExceptionFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+		{Key: SpringExceptionMessage, Value: []byte("Listener failed; card declined")},
+	}
+	r := KafkaRecord{Topic: "orders.DLT", Partition: 0, Offset: 3, Value: []byte(`{}`), Headers: hs, Timestamp: copiedAt}
+	e := FromKafka(r, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
+	envelopetest.Check(t, e, "0:3")
+	if e.ErrorClass != "payment-declined" || e.LastError != "card declined" || !e.DeadLetteredAt.Equal(deadAt) {
+		t.Errorf("error_class %q, last_error %q, dead_lettered_at %v; want the producer's: payment-declined, card declined, %v", e.ErrorClass, e.LastError, e.DeadLetteredAt, deadAt)
+	}
+	// The same record once it went through a dlqctl redrive and failed
+	// again: its fields are the earlier dead-lettering's.
+	redriven := r
+	redriven.Headers = append(append([]KafkaHeader(nil), hs...), KafkaHeader{Key: "dlqctl_run_id", Value: []byte("run-1")})
+	if e := FromKafka(redriven, envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames()); e.ErrorClass == "payment-declined" || !e.DeadLetteredAt.Equal(copiedAt) {
+		t.Errorf("redriven and failed again: error_class %q, dead_lettered_at %v; want Spring's and %v", e.ErrorClass, e.DeadLetteredAt, copiedAt)
+	}
+}
+
 // maxPublishMillis is 9999-12-31T23:59:59.999Z: a broker's publish time
 // is a wall clock, never outside RFC 3339's years.
 const maxPublishMillis = 253402300799999

@@ -66,8 +66,10 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 		return backend.ExtraStats{}, err
 	}
 	x := KafkaExtras{Topic: t.src.topic, StateTopic: t.src.stateTopic, RetentionMs: -1}
-	if w := t.mismatchWarning(); w != "" {
-		x.Warnings = append(x.Warnings, w)
+	for _, w := range []string{t.mismatchWarning(), t.ignoredWarning()} {
+		if w != "" {
+			x.Warnings = append(x.Warnings, w)
+		}
 	}
 	var oldest time.Time
 	if x.Partitions, oldest, err = t.partitionExtras(ctx, spans, t.doneByPartition(st)); err != nil {

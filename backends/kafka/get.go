@@ -128,8 +128,8 @@ func (t *Topic) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	if err != nil {
 		return envelope.Envelope{}, err
 	}
-	if rec, ok := st.done.get(id); ok && t.hides(rec, r) {
-		return envelope.Envelope{}, fmt.Errorf("entry %s (recorded in %s): %w in %s", id, t.src.stateTopic, backend.ErrNotFound, t)
+	if err := t.goneErr(st, id, r); err != nil {
+		return envelope.Envelope{}, err
 	}
 	return t.decode(r), nil
 }

@@ -2,10 +2,12 @@ package kafkadlq
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,11 +137,18 @@ func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []o
 			again = append(again, o)
 			continue
 		}
-		commit, why, err := t.hangingOutcome(ctx, o)
+		commit, why, alsoOpen, err := t.hangingOutcome(ctx, o)
 		if err != nil {
 			return 0, nil, fmt.Errorf("%s: the state topic %s holds a transaction no coordinator holds open, %s, and it cannot be settled: %w; end it with kafka-transactions.sh (find-hanging, then abort or commit as its origin records say) and resume", t, t.src.stateTopic, o, err)
 		}
-		if err := t.writeMarker(ctx, o, commit); err != nil {
+		// The origin partitions where it hangs too first: should this
+		// stop half way, the next settling finds their markers.
+		for _, h := range alsoOpen {
+			if err := t.writeMarker(ctx, h.topic, h.openTxn, commit); err != nil {
+				return 0, nil, err
+			}
+		}
+		if err := t.writeMarker(ctx, t.src.stateTopic, o, commit); err != nil {
 			return 0, nil, err
 		}
 		settled++
@@ -154,44 +163,119 @@ func (t *Topic) settleHanging(ctx context.Context, suspects []openTxn) (int, []o
 	return settled, again, nil
 }
 
-// hangingOutcome decides how a hanging state transaction ended: by the
-// origin records its state records name, read at read_committed once the
-// origin's partitions are settled past them.
-func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why string, err error) {
+// hangingOutcome decides how a hanging state transaction ended. It must
+// be dlqctl's own (ownTxn). Its state records name the origin records
+// written in the same transaction, and on each origin partition the
+// transaction's own marker says how it ended: the first control record
+// of its producer after those records. A named record that the log
+// cleaner removed since (a compacted origin keeps only the newest record
+// of a key, and drops aborted ones) is decided by that marker too, never
+// by its absence; where no such marker is left, the outcome is unknown and
+// nothing is settled.
+//
+// A transaction can hang on its origin partitions as well (a coordinator
+// that lost them in a broker restart): no marker there, its records all
+// there, still open. Where it hangs on every origin partition, none of
+// its records was ever read committed, and it is aborted everywhere;
+// where some partitions have a marker, the others get the same. alsoOpen
+// lists the origin partitions to end with the state topic's.
+func (t *Topic) hangingOutcome(ctx context.Context, o openTxn) (commit bool, why string, alsoOpen []topicTxn, err error) {
+	if err := t.ownTxn(ctx, o); err != nil {
+		return false, "", nil, err
+	}
 	named, err := t.hangingRecords(ctx, o)
 	if err != nil {
-		return false, "", err
+		return false, "", nil, err
 	}
 	if len(named) == 0 {
-		return false, "", errors.New("none of its records names an origin record")
+		return false, "", nil, errors.New("none of its records names an origin record")
 	}
-	committed, aborted := 0, 0
-	spansOf := map[string][]span{} // each origin topic's offsets, asked once
+	type topicPart struct {
+		topic     string
+		partition int32
+	}
+	byPart := map[topicPart][]originRecord{}
+	var parts []topicPart
 	for _, n := range named {
-		ok, err := t.committedAt(ctx, spansOf, n.topic, n.partition, n.offset)
+		tp := topicPart{n.topic, n.partition}
+		if _, ok := byPart[tp]; !ok {
+			parts = append(parts, tp)
+		}
+		byPart[tp] = append(byPart[tp], n)
+	}
+	committed, aborted, removed := 0, 0, 0
+	for _, tp := range parts {
+		v, err := t.originOutcome(ctx, o, tp.topic, tp.partition, byPart[tp])
 		if err != nil {
-			return false, "", err
+			return false, "", nil, err
 		}
-		if ok {
-			committed++
-		} else {
-			aborted++
+		switch {
+		case v.open != nil:
+			alsoOpen = append(alsoOpen, topicTxn{tp.topic, *v.open})
+		case v.commit:
+			committed += len(byPart[tp])
+		default:
+			aborted += len(byPart[tp])
 		}
+		removed += v.removed
 	}
-	switch {
-	case aborted == 0:
-		return true, fmt.Sprintf("the %d origin records its state records name are committed", committed), nil
-	case committed == 0:
-		return false, fmt.Sprintf("the %d origin records its state records name were aborted", aborted), nil
+	if committed > 0 && aborted > 0 {
+		return false, "", nil, fmt.Errorf("of the origin records its state records name, the markers say %d committed and %d aborted", committed, aborted)
 	}
-	return false, "", fmt.Errorf("of the origin records its state records name, %d are committed and %d aborted", committed, aborted)
+	commit = committed > 0
+	outcome := fmt.Sprintf("the markers of the %d origin records its state records name say aborted", aborted)
+	if commit {
+		outcome = fmt.Sprintf("the markers of the %d origin records its state records name say committed", committed)
+	}
+	if committed+aborted == 0 {
+		outcome = "it hangs on every origin partition it wrote too, with no marker anywhere, so none of its records was ever read committed"
+	}
+	if removed > 0 {
+		outcome += fmt.Sprintf(" (%d of them removed by the log cleaner since)", removed)
+	}
+	if len(alsoOpen) > 0 && committed+aborted > 0 {
+		outcome += fmt.Sprintf("; it hangs on %d origin partitions too, which are ended alike", len(alsoOpen))
+	}
+	return commit, outcome, alsoOpen, nil
 }
 
-// originRecord is where a state record says its entry went.
+// topicTxn is a transaction open on a partition of topic.
+type topicTxn struct {
+	topic string
+	openTxn
+}
+
+// ownTxn refuses a hanging transaction that is not dlqctl's: its producer
+// ID must be the one the broker gave the DLT's transactional ID, which
+// this lease holder's producer holds now, at an epoch no later than this
+// holder's (taking the lease fenced the transactional ID, so a crashed
+// run's epoch is lower). Another producer's transaction on the state
+// topic is never ended by dlqctl, whatever its records say.
+func (t *Topic) ownTxn(ctx context.Context, o openTxn) error {
+	cl, err := t.txnClient(ctx)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	pid, epoch, err := cl.ProducerID(rctx)
+	if err != nil {
+		return t.connErr(ctx, "the producer ID of "+TransactionalID(t.src.topic), err)
+	}
+	if o.producerID != pid || o.epoch > epoch {
+		return fmt.Errorf("it is not dlqctl's: the transactional ID %s has producer ID %d, at epoch %d now", TransactionalID(t.src.topic), pid, epoch)
+	}
+	return nil
+}
+
+// originRecord is where a state record of a hanging transaction says its
+// entry went, and the run markers the record there must carry.
 type originRecord struct {
 	topic     string
 	partition int32
 	offset    int64
+	runID     string
+	seq       int64
 }
 
 // hangingRecords reads the hanging transaction's state records (read
@@ -220,27 +304,38 @@ func (t *Topic) hangingRecords(ctx context.Context, o openTxn) ([]originRecord, 
 			return fmt.Errorf("its record %d:%d is not a dlqctl state record", r.Partition, r.Offset)
 		}
 		p, off, ok := ParseKafkaID(sr.DestID)
-		if sr.Dest == "" || !ok {
-			return fmt.Errorf("its record %d:%d (entry %s) names no origin record", r.Partition, r.Offset, r.Key)
+		if sr.Dest == "" || !ok || sr.RunID == "" {
+			return fmt.Errorf("its record %d:%d (entry %s) names no origin record and run", r.Partition, r.Offset, r.Key)
 		}
-		named = append(named, originRecord{topic: sr.Dest, partition: p, offset: off})
+		named = append(named, originRecord{topic: sr.Dest, partition: p, offset: off, runID: sr.RunID, seq: sr.Seq})
 		return nil
 	})
 	return named, err
 }
 
-// committedAt says whether the record at topic/partition/offset is
-// committed: a read_committed fetch from its offset returns it first,
-// where an aborted one is skipped. The partition must be settled past it.
-// spansOf caches each topic's offsets across the calls of one outcome.
-func (t *Topic) committedAt(ctx context.Context, spansOf map[string][]span, topic string, partition int32, offset int64) (bool, error) {
-	spans, known := spansOf[topic]
-	if !known {
-		var err error
-		if spans, _, err = t.spans(ctx, topic); err != nil {
-			return false, err
-		}
-		spansOf[topic] = spans
+// originVerdict is how the hanging transaction ended on one origin
+// partition: committed or not by its marker there, or still open there
+// (open), and how many of its records the cleaner removed since.
+type originVerdict struct {
+	commit  bool
+	open    *openTxn
+	removed int
+}
+
+// originOutcome says how the hanging transaction o ended on one origin
+// partition, where recs (its records there) went: the partition is read
+// uncommitted, markers included, from the first of them to the first
+// marker of o's producer — o's own, since a producer's next transaction on
+// a partition starts only after its marker there. Each named record still
+// there must be o's (its producer and epoch) and carry its run's markers
+// (dlqctl_run_id, dlqctl_seq). A record of o's producer at a later epoch
+// before any marker means o's marker is gone: the outcome is unknown. With
+// no marker at all, o is open there too when every named record is there
+// and the partition's producers say so.
+func (t *Topic) originOutcome(ctx context.Context, o openTxn, topic string, partition int32, recs []originRecord) (originVerdict, error) {
+	spans, _, err := t.spans(ctx, topic)
+	if err != nil {
+		return originVerdict{}, err
 	}
 	var s *span
 	for i := range spans {
@@ -248,30 +343,136 @@ func (t *Topic) committedAt(ctx context.Context, spansOf map[string][]span, topi
 			s = &spans[i]
 		}
 	}
-	if s == nil || offset < s.start {
-		return false, fmt.Errorf("origin record %s/%s is gone (deleted or past retention)", topic, KafkaID(partition, offset))
+	want := make(map[int64]originRecord, len(recs))
+	first, last := recs[0].offset, recs[0].offset
+	for _, n := range recs {
+		want[n.offset] = n
+		first, last = min(first, n.offset), max(last, n.offset)
 	}
-	if offset >= s.end {
-		return false, fmt.Errorf("origin record %s/%s is in a transaction still open there too", topic, KafkaID(partition, offset))
+	where := fmt.Sprintf("%s partition %d", topic, partition)
+	if s == nil || last >= s.hwm {
+		return originVerdict{}, fmt.Errorf("origin record %s/%s is not there (past the partition's end)", topic, KafkaID(partition, last))
 	}
-	first := int64(-1)
-	err := t.readRange(ctx, topic, map[int32][2]int64{partition: {offset, s.end}}, func(r *kgo.Record) error {
-		first = r.Offset
+	seen, decided, commit := 0, false, false
+	marker := int64(-1)
+	err = t.readRecords(ctx, topic, map[int32][2]int64{partition: {max(first, s.start), s.hwm}}, kgo.ReadUncommitted(), true, func(r *kgo.Record) error {
+		if n, ok := want[r.Offset]; ok && !r.Attrs.IsControl() {
+			if err := n.check(r, o); err != nil {
+				return err
+			}
+			seen++
+		}
+		if r.ProducerID != o.producerID {
+			return nil
+		}
+		if !r.Attrs.IsControl() {
+			if r.ProducerEpoch != o.epoch {
+				return fmt.Errorf("on %s, a later transaction of producer %d (epoch %d) comes before any marker of this one: its marker is gone, and its outcome unknown", where, o.producerID, r.ProducerEpoch)
+			}
+			return nil
+		}
+		// A transaction's markers carry its epoch, or the next one where
+		// the coordinator bumps the epoch as it ends the transaction
+		// (transaction version 2, Kafka 4.0 and later).
+		if r.ProducerEpoch != o.epoch && r.ProducerEpoch != o.epoch+1 {
+			return fmt.Errorf("on %s, the first marker of producer %d after the transaction's records is of epoch %d, not this transaction's (%d): its own marker is gone, and its outcome unknown", where, o.producerID, r.ProducerEpoch, o.epoch)
+		}
+		c, ok := controlCommit(r.Key)
+		if !ok {
+			return fmt.Errorf("on %s, the control record at offset %d is no transaction marker", where, r.Offset)
+		}
+		commit, decided, marker = c, true, r.Offset
 		return backend.ErrStop
 	})
-	return first == offset, err
+	switch {
+	case err != nil:
+		return originVerdict{}, err
+	case decided && last > marker:
+		return originVerdict{}, fmt.Errorf("origin record %s/%s comes after the transaction's marker there: it is not the transaction's", topic, KafkaID(partition, last))
+	case decided:
+		return originVerdict{commit: commit, removed: len(recs) - seen}, nil
+	}
+	if seen == len(recs) {
+		open, err := t.openOn(ctx, topic, partition, o)
+		if err != nil {
+			return originVerdict{}, err
+		}
+		if open != nil && open.start <= first {
+			return originVerdict{open: open}, nil
+		}
+	}
+	return originVerdict{}, fmt.Errorf("on %s, no marker of producer %d follows offset %d (the log cleaner removed it, or it is not written yet): the outcome is unknown", where, o.producerID, first)
 }
 
-// writeMarker ends a hanging transaction on its state topic partition
+// openOn is o's transaction as open on partition of topic by the
+// partition's producers (its producer, at its epoch), nil when it is not.
+func (t *Topic) openOn(ctx context.Context, topic string, partition int32, o openTxn) (*openTxn, error) {
+	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	ps, err := t.adm.DescribeProducers(rctx, kadm.TopicsSet{topic: {partition: {}}})
+	if err != nil {
+		return nil, t.connErr(ctx, "describe the producers of "+topic, err)
+	}
+	var open *openTxn
+	ps.EachProducer(func(p kadm.DescribedProducer) {
+		if p.Topic == topic && p.Partition == partition && p.ProducerID == o.producerID && p.ProducerEpoch == o.epoch && p.CurrentTxnStartOffset >= 0 {
+			open = &openTxn{partition: partition, producerID: p.ProducerID, epoch: p.ProducerEpoch, coordEpoch: p.CoordinatorEpoch, start: p.CurrentTxnStartOffset}
+		}
+	})
+	return open, nil
+}
+
+// check says whether r, found where n says its entry went, is the record
+// the hanging transaction o wrote there for n's run.
+func (n originRecord) check(r *kgo.Record, o openTxn) error {
+	at := n.topic + "/" + KafkaID(n.partition, n.offset)
+	if r.ProducerID != o.producerID || r.ProducerEpoch != o.epoch || !r.Attrs.IsTransactional() {
+		return fmt.Errorf("origin record %s is not this transaction's (producer %d, epoch %d)", at, r.ProducerID, r.ProducerEpoch)
+	}
+	run, _ := recordHeader(r, backend.MarkerRunID)
+	seq, _ := recordHeader(r, backend.MarkerSeq)
+	if run != n.runID || seq != strconv.FormatInt(n.seq, 10) {
+		return fmt.Errorf("origin record %s does not carry the markers of run %s, seq %d (%s=%q, %s=%q)", at, n.runID, n.seq, backend.MarkerRunID, run, backend.MarkerSeq, seq)
+	}
+	return nil
+}
+
+// recordHeader is the value of r's last header named k.
+func recordHeader(r *kgo.Record, k string) (string, bool) {
+	v, ok := "", false
+	for _, h := range r.Headers {
+		if h.Key == k {
+			v, ok = string(h.Value), true
+		}
+	}
+	return v, ok
+}
+
+// controlCommit reads a control record's key (version, then type, both
+// int16): type 1 is a commit marker, 0 an abort marker.
+func controlCommit(key []byte) (commit, ok bool) {
+	if len(key) < 4 {
+		return false, false
+	}
+	switch binary.BigEndian.Uint16(key[2:4]) {
+	case 0:
+		return false, true
+	case 1:
+		return true, true
+	}
+	return false, false
+}
+
+// writeMarker ends the hanging transaction o on its partition of topic
 // with the marker of its outcome, fenced by the producer's epoch and the
 // coordinator epoch the partition last saw, as Kafka's own abort tool
 // writes it.
-func (t *Topic) writeMarker(ctx context.Context, o openTxn, commit bool) error {
+func (t *Topic) writeMarker(ctx context.Context, topic string, o openTxn, commit bool) error {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	res, err := t.adm.WriteTxnMarkers(rctx, kadm.TxnMarkers{
 		ProducerID: o.producerID, ProducerEpoch: o.epoch, Commit: commit, CoordinatorEpoch: o.coordEpoch,
-		Topics: kadm.TopicsSet{t.src.stateTopic: {o.partition: {}}},
+		Topics: kadm.TopicsSet{topic: {o.partition: {}}},
 	})
 	if err == nil {
 		res.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
@@ -285,7 +486,7 @@ func (t *Topic) writeMarker(ctx context.Context, o openTxn, commit bool) error {
 		if commit {
 			what = "commit"
 		}
-		return t.connErr(ctx, fmt.Sprintf("%s the hanging transaction on %s %s (writing its marker needs the ClusterAction permission)", what, t.src.stateTopic, o), err)
+		return t.connErr(ctx, fmt.Sprintf("%s the hanging transaction on %s %s (writing its marker needs the ClusterAction permission)", what, topic, o), err)
 	}
 	return nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backend"
 )
 
 // A state record hides the DLT record at its locator only if it is about
@@ -49,11 +52,31 @@ func (t *Topic) hides(rec stateRecord, r *kgo.Record) bool {
 // name in its warning.
 const maxMismatchKept = 3
 
-// doneWith says whether the state takes entry id, now record r, out of
-// the DLQ.
-func (t *Topic) doneWith(st state, id string, r *kgo.Record) bool {
+// goneErr is nil when entry id, whose record is r (nil when none is
+// there), is in the DLQ; else the ErrNotFound it is, naming the run that
+// redrove or resolved it where the state topic took it out.
+func (t *Topic) goneErr(st state, id string, r *kgo.Record) error {
+	if r == nil {
+		return fmt.Errorf("entry %s: %w in %s", id, backend.ErrNotFound, t)
+	}
 	rec, ok := st.done.get(id)
-	return ok && t.hides(rec, r)
+	if !ok || !t.hides(rec, r) {
+		return nil
+	}
+	return fmt.Errorf("entry %s: %w in %s: %s", id, backend.ErrNotFound, t, rec.describe(t.src.stateTopic))
+}
+
+// describe says what the state record records, for an error.
+func (r stateRecord) describe(stateTopic string) string {
+	who := "a run"
+	if r.RunID != "" {
+		who = "run " + r.RunID
+	}
+	at := r.At.UTC().Format(time.RFC3339)
+	if r.Status == StatusResolved {
+		return fmt.Sprintf("%s resolved it at %s (recorded in %s)", who, at, stateTopic)
+	}
+	return fmt.Sprintf("%s redrove it to %s at %s, as %s (recorded in %s)", who, r.Dest, at, r.DestID, stateTopic)
 }
 
 // mismatchWarning says how many state records disagreed with the record

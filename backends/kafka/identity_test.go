@@ -85,11 +85,11 @@ func TestRecreatedDLTShowsNewEntries(t *testing.T) {
 // fingerprint it names is that record's.
 func TestLegacyStateRecordChecksFingerprint(t *testing.T) {
 	ctx := ctxFor(t)
-	_, dlt, src, entries := seedRedrive(t, ctx)
-	if _, err := src.Remove(ctx, nil); err != nil { // makes the state topic
-		t.Fatal(err)
-	}
+	_, dlt, _, entries := seedRedrive(t, ctx)
+	// As an older dlqctl made it and wrote to it: no format record, state
+	// records written without a transaction.
 	state := dlt + ".dlqctl-state"
+	createTopic(t, ctx, state, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 	produceManual(t, ctx,
 		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[0].ID), Value: []byte(`{"status":"redriven","fingerprint":"` + entries[0].Fingerprint + `","at":"2025-01-01T00:00:00Z"}`)},
 		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[1].ID), Value: []byte(`{"status":"redriven","fingerprint":"sha256:another-record","at":"2025-01-01T00:00:00Z"}`)},

@@ -8,10 +8,11 @@
 // offset as it was when the read began.
 //
 // Kafka cannot delete one record, so what dlqctl redrove or resolved is
-// recorded in a compacted state topic (default <DLQ>.dlqctl-state, one
-// partition, created on first write), keyed by the DLQ entry's locator
-// "partition:offset". Every read loads it first and leaves those entries
-// out. A redrive writes its records to the origin and its state records
+// recorded in a state topic that keeps every record (default
+// <DLQ>.dlqctl-state, one partition, created on first write), keyed by
+// the DLQ entry's locator "partition:offset"; only the records dlqctl
+// wrote count (provenance.go). Every read loads it first and leaves those
+// entries out. A redrive writes its records to the origin and its state records
 // in one Kafka transaction, so an entry is either back on its origin and
 // gone from the DLQ, or neither.
 //
@@ -126,8 +127,10 @@ type Topic struct {
 	// read.
 	claimed string
 	// held is the epoch of the DLQ lease taken through this Topic
-	// (lease.go), noEpoch when none, lostEpoch once lost.
+	// (lease.go), noEpoch when none, lostEpoch once lost; lostTo names the
+	// run it was lost to, once known.
 	held   int64
+	lostTo string
 	stderr io.Writer // Options.Stderr
 	// topicID is the DLT's Kafka topic ID when it was opened (identity.go).
 	topicID string
@@ -137,6 +140,18 @@ type Topic struct {
 	mismatches int
 	metaMu     sync.Mutex            // held by readMeta
 	metas      map[string]*metaCache // per state topic read (meta.go)
+	// meta writes the lease, claim and format records; metaID is its
+	// transactional ID once named (provenance.go).
+	meta   metaProducer
+	metaID string
+	// runID is the run that took the lease through this Topic.
+	runID string
+	// guarded is, per redrive destination asked about, why it holds dlqctl
+	// bookkeeping ("" when it does not) (guard.go).
+	guarded map[string]string
+	// made holds the state topics this Topic made or set up: they exist,
+	// whatever a broker that has not heard of them yet says (spans).
+	made map[string]bool
 }
 
 // Open parses rawURL, connects and checks that the DLQ topic exists. URL
@@ -289,7 +304,7 @@ func (t *Topic) String() string { return t.src.display() }
 // TopicName is the DLQ topic.
 func (t *Topic) TopicName() string { return t.src.topic }
 
-// StateTopic is the compacted topic recording redriven and resolved entries.
+// StateTopic is the topic recording redriven and resolved entries.
 func (t *Topic) StateTopic() string { return t.src.stateTopic }
 
 // Close closes the clients. t.cl stays set, closed: a lease renewal still
@@ -297,7 +312,6 @@ func (t *Topic) StateTopic() string { return t.src.stateTopic }
 // no client.
 func (t *Topic) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.txn != nil {
 		t.txn.Close()
 		t.txn = nil
@@ -306,6 +320,10 @@ func (t *Topic) Close() error {
 		t.cl.Close()
 		t.closed = true
 	}
+	t.mu.Unlock()
+	// Not under mu: a meta write holds the meta producer's lock and then
+	// takes mu.
+	t.closeMeta()
 	return nil
 }
 

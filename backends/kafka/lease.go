@@ -70,7 +70,14 @@ type heldLease struct {
 	expires     time.Time // by the broker's clock
 }
 
-func (r leaseRecord) expiry() time.Time { return r.ts.Add(time.Duration(r.TTLms) * time.Millisecond) }
+// maxLeaseTTL bounds the TTL a lease record is held to: dlqctl's own
+// last 30 s, and no record, whoever wrote it, holds the DLQ for longer
+// than this without a renewal.
+const maxLeaseTTL = 10 * time.Minute
+
+func (r leaseRecord) expiry() time.Time {
+	return r.ts.Add(min(time.Duration(r.TTLms)*time.Millisecond, maxLeaseTTL))
+}
 
 // replayLease returns the lease the records leave held (expired or not),
 // or nil. Compaction may have removed the first records: a renew that is
@@ -126,6 +133,7 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 	if h.RunID == "" {
 		return nil, fmt.Errorf("kafka: a lease needs a run ID")
 	}
+	t.setMetaRun(h.RunID)
 	if err := t.ensureStateTopic(ctx); err != nil {
 		return nil, err
 	}
@@ -181,16 +189,13 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 func (t *Topic) writeLease(ctx context.Context, r leaseRecord, h backend.LeaseHolder) (int64, error) {
 	r.RunID, r.PID, r.Host, r.Boot, r.PIDNS, r.Since, r.TTLms = h.RunID, h.PID, h.Host, h.BootID, h.PIDNamespace, h.Since.UTC(), t.leaseTTL.Milliseconds()
 	v, _ := json.Marshal(r)
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	rctx, cancel := context.WithTimeout(ctx, t.metaTimeout())
 	defer cancel()
-	res, err := t.produceState(rctx, []*kgo.Record{{Key: []byte(leaseKey), Value: v}})
-	if err == nil {
-		err = res.FirstErr()
-	}
-	if err != nil {
+	rec := &kgo.Record{Topic: t.src.stateTopic, Key: []byte(leaseKey), Value: v}
+	if err := t.writeMeta(rctx, rec); err != nil {
 		return 0, t.connErr(ctx, r.Op+" the DLQ lease", err)
 	}
-	return res[0].Record.Offset, nil
+	return rec.Offset, nil
 }
 
 // leaseHeld checks, before a chunk moves, that the lease this Topic took
@@ -204,7 +209,7 @@ func (t *Topic) leaseHeld(ctx context.Context) error {
 	case noEpoch:
 		return nil
 	case lostEpoch:
-		return t.lostErr(nil)
+		return t.lostErr(t.leaseNow(ctx))
 	}
 	m, err := t.readMeta(ctx, t.src.stateTopic)
 	if err != nil {
@@ -216,26 +221,44 @@ func (t *Topic) leaseHeld(ctx context.Context) error {
 	return nil
 }
 
-// lostErr is the refusal of a run whose lease another run took.
+// lostErr is the refusal of a run whose lease another run took; cur is
+// the lease as the records leave it (nil: nobody's, or they could not be
+// read), and the holder it names is remembered for later refusals.
 func (t *Topic) lostErr(cur *heldLease) error {
 	t.mu.Lock()
+	held := t.held
 	t.held = lostEpoch
+	if cur != nil && cur.epoch != held {
+		t.lostTo = cur.holder().String()
+	}
+	holder := t.lostTo
 	t.mu.Unlock()
-	holder := "nobody (this run's lease expired)"
-	if cur != nil {
-		holder = cur.holder().String()
+	if holder == "" {
+		holder = "nobody (this run's lease expired)"
 	}
 	return &backend.BusyError{What: t.leaseWhat(), Holder: holder + "; this run lost its lease and stopped"}
+}
+
+// leaseNow is the lease as the records leave it now, nil when none holds
+// it or they cannot be read: what a refusal names.
+func (t *Topic) leaseNow(ctx context.Context) *heldLease {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	defer cancel()
+	m, err := t.readMeta(rctx, t.src.stateTopic)
+	if err != nil {
+		return nil
+	}
+	return replayLease(m.leases)
 }
 
 // lostEpoch marks a Topic whose lease was lost: it moves nothing more.
 const lostEpoch = -2
 
 // fencedErr turns the broker's fencing of this run's producer into the
-// lease refusal it means.
-func (t *Topic) fencedErr(err error) error {
+// lease refusal it means, naming the run that holds the lease now.
+func (t *Topic) fencedErr(ctx context.Context, err error) error {
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return fmt.Errorf("%w (%v)", t.lostErr(nil), err)
+		return fmt.Errorf("%w (%v)", t.lostErr(t.leaseNow(ctx)), err)
 	}
 	return err
 }

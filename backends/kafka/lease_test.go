@@ -121,6 +121,40 @@ func TestLeaseExpiresByBrokerClock(t *testing.T) {
 	lb.Release(ctx)
 }
 
+// TestLostLeaseNamesTheWinner: a run whose lease a resume of it took over
+// (the same run ID; the holder's PID is dead in this PID space, as the
+// resume sees it) stops, and its refusal names the process that holds the
+// lease now, not "nobody".
+func TestLostLeaseNamesTheWinner(t *testing.T) {
+	ctx := ctxFor(t)
+	origin, dlt, _, entries := seedRedrive(t, ctx)
+	a := openTopic(t, ctx, dlt, kafkadlq.Options{LeaseTTL: 1500 * time.Millisecond})
+	gone := backend.ThisProcess("run-r", time.Now())
+	gone.PID = deadPID(t)
+	la, err := a.Lease(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := openTopic(t, ctx, dlt, kafkadlq.Options{})
+	me := backend.ThisProcess("run-r", time.Now())
+	lb, err := b.Lease(ctx, me)
+	if err != nil {
+		t.Fatalf("the resume's takeover: %v", err)
+	}
+	defer lb.Release(ctx)
+	select {
+	case <-la.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first process did not notice it lost its lease")
+	}
+	_, err = a.Publish(ctx, itemsOf(entries[:1], origin), backend.Markers{RunID: "run-r"})
+	var busy *backend.BusyError
+	want := fmt.Sprintf("pid %d on %s", me.PID, me.Host)
+	if !errors.As(err, &busy) || !strings.Contains(busy.Holder, want) || strings.Contains(busy.Holder, "nobody") {
+		t.Fatalf("the process that lost its lease: %v, want a refusal naming %s", err, want)
+	}
+}
+
 // TestPausedHolderStops: a holder paused (SIGSTOP) past its lease finds,
 // once it runs again, that another run took the DLQ: its lease is lost
 // and it moves nothing more — not even the chunk it was in.
@@ -176,7 +210,8 @@ func TestPausedHolderStops(t *testing.T) {
 	left := len(scanAll(t, ctx, b, ""))
 	c.Process.Signal(syscall.SIGCONT)
 	got := wait("stopped ")
-	if !strings.Contains(got, "busy=true") {
+	// The refusal names the run that took the lease, not "nobody".
+	if !strings.Contains(got, "busy=true") || !strings.Contains(got, "run run-b") || strings.Contains(got, "nobody") {
 		t.Fatalf("child: %s", got)
 	}
 	wait("lost")

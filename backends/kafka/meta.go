@@ -12,11 +12,12 @@ import (
 )
 
 // The state topic holds, besides one record per entry taken out of the
-// DLQ (written in the redrive's transaction), records that are never
-// transactional: the lease records (leaseKey) and the claims that bind
-// the DLT to its state topic (claimKeyPrefix, claim.go). They are read
-// read_uncommitted, so that a transaction a crashed run left open never
-// hides who holds the lease.
+// DLQ (written in the redrive's transaction), the lease records
+// (leaseKey), the claims that bind the DLT to its state topic
+// (claimKeyPrefix, claim.go) and the format record (provenance.go). Each
+// is written in a transaction of its own that commits at once; they are
+// read read_uncommitted, so that a transaction a crashed run left open in
+// a chunk never hides who holds the lease.
 
 // claimKeyPrefix starts the key of a claim record.
 const claimKeyPrefix = "dlqctl-claim/"
@@ -24,12 +25,18 @@ const claimKeyPrefix = "dlqctl-claim/"
 // logAppendTime makes the broker stamp each record with its own clock.
 const logAppendTime = "LogAppendTime"
 
-func isMetaKey(k string) bool { return k == leaseKey || strings.HasPrefix(k, claimKeyPrefix) }
+func isMetaKey(k string) bool {
+	return k == leaseKey || k == formatKey || strings.HasPrefix(k, claimKeyPrefix)
+}
 
-// meta is the lease and claim records of a state topic, in log order.
+// meta is the lease and claim records of a state topic that dlqctl wrote,
+// in log order.
 type meta struct {
 	leases []leaseRecord
 	claims []claimRecord
+	// prov judged the records read; prov.cutoff is the offset of the
+	// format record, -1 when there is none.
+	prov provenance
 }
 
 // metaCache is meta as last read, with the offset to read on from.
@@ -44,7 +51,7 @@ type metaCache struct {
 func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 	spans, ok, err := t.spans(ctx, topic)
 	if err != nil || !ok {
-		return meta{}, err
+		return meta{prov: newProvenance()}, err
 	}
 	var s *span
 	for i := range spans {
@@ -53,34 +60,45 @@ func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 		}
 	}
 	if s == nil {
-		return meta{}, nil
+		return meta{prov: newProvenance()}, nil
 	}
 	t.metaMu.Lock()
 	defer t.metaMu.Unlock()
 	c := t.metas[topic]
 	if c == nil || c.upTo > s.hwm || c.upTo < s.start {
 		// First read, or the topic was made again.
-		c = &metaCache{upTo: s.start}
+		c = &metaCache{upTo: s.start, m: meta{prov: newProvenance()}}
 	}
 	if c.upTo >= s.hwm {
 		return c.m, nil
 	}
-	m := meta{leases: append([]leaseRecord(nil), c.m.leases...), claims: append([]claimRecord(nil), c.m.claims...)}
+	m := meta{leases: append([]leaseRecord(nil), c.m.leases...), claims: append([]claimRecord(nil), c.m.claims...), prov: c.m.prov}
 	err = t.readRangeIso(ctx, topic, map[int32][2]int64{0: {c.upTo, s.hwm}}, kgo.ReadUncommitted(), func(r *kgo.Record) error {
 		k := string(r.Key)
+		if !isMetaKey(k) {
+			return nil // a state record: loadState's
+		}
+		if !m.prov.written(r) {
+			m.prov.ignore(r, notWritten(r))
+			return nil
+		}
 		switch {
 		case k == leaseKey:
 			var l leaseRecord
-			if json.Unmarshal(r.Value, &l) == nil {
-				l.offset, l.ts = r.Offset, r.Timestamp
-				m.leases = append(m.leases, l)
+			if json.Unmarshal(r.Value, &l) != nil || l.RunID == "" {
+				m.prov.ignore(r, "not a lease record")
+				return nil
 			}
+			l.offset, l.ts = r.Offset, r.Timestamp
+			m.leases = append(m.leases, l)
 		case strings.HasPrefix(k, claimKeyPrefix):
 			var cl claimRecord
-			if json.Unmarshal(r.Value, &cl) == nil && cl.StateTopic != "" {
-				cl.offset = r.Offset
-				m.claims = append(m.claims, cl)
+			if json.Unmarshal(r.Value, &cl) != nil || cl.StateTopic == "" {
+				m.prov.ignore(r, "not a claim record")
+				return nil
 			}
+			cl.offset = r.Offset
+			m.claims = append(m.claims, cl)
 		}
 		return nil
 	})
@@ -94,26 +112,33 @@ func (t *Topic) readMeta(ctx context.Context, topic string) (meta, error) {
 	return m, nil
 }
 
-// brokerTimestamps makes sure the state topic's records carry the
-// broker's time (message.timestamp.type=LogAppendTime), setting it on a
-// state topic made before dlqctl asked for it.
-func (t *Topic) brokerTimestamps(ctx context.Context, topic string) error {
+// setStateConfig sets what of stateTopicConfig an existing state topic
+// lacks.
+func (t *Topic) setStateConfig(ctx context.Context, topic string) error {
+	have := map[string]string{}
 	rc, err := t.adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil {
 		var c kadm.ResourceConfig
 		if c, err = rc.On(topic, nil); err == nil {
 			err = c.Err
 			for _, kv := range c.Configs {
-				if kv.Key == "message.timestamp.type" && kv.Value != nil && *kv.Value == logAppendTime {
-					return nil
+				if kv.Value != nil {
+					have[kv.Key] = *kv.Value
 				}
 			}
 		}
 	}
-	if err == nil {
-		v := logAppendTime
+	var set []kadm.AlterConfig
+	var fix []string
+	for _, kv := range stateTopicConfig {
+		if have[kv[0]] != kv[1] {
+			set = append(set, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: kadm.StringPtr(kv[1])})
+			fix = append(fix, kv[0]+"="+kv[1])
+		}
+	}
+	if err == nil && len(set) > 0 {
 		var res kadm.AlterConfigsResponses
-		res, err = t.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: &v}}, topic)
+		res, err = t.adm.AlterTopicConfigs(ctx, set, topic)
 		if err == nil {
 			for _, r := range res {
 				if r.Err != nil {
@@ -123,7 +148,8 @@ func (t *Topic) brokerTimestamps(ctx context.Context, topic string) error {
 		}
 	}
 	if err != nil {
-		return t.connErr(ctx, fmt.Sprintf("set message.timestamp.type=LogAppendTime on the state topic %s (the lease is timed by the broker's clock; kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config message.timestamp.type=LogAppendTime)", topic, topic), err)
+		return t.connErr(ctx, fmt.Sprintf("set up the state topic %s (it must keep every record, uncompacted, with the broker's timestamps: kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s)",
+			topic, topic, strings.Join(fix, ",")), err)
 	}
 	return nil
 }

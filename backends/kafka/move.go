@@ -120,7 +120,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	cl, err := t.txnClient(ctx)
 	if err != nil {
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	results, recs, states, err := t.prepare(ctx, items, m)
 	if err != nil {
@@ -132,7 +132,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	refused, err := t.commitRefusing(ctx, cl, recs, states)
 	if err != nil {
 		t.dropTxn(cl)
-		return nil, t.fencedErr(err)
+		return nil, t.fencedErr(ctx, err)
 	}
 	for _, s := range states {
 		if e, ok := refused[s.record]; ok {
@@ -171,9 +171,9 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	}
 	counts := map[string]int{}
 	for i, it := range items {
-		r, ok := found[it.ID]
-		if !ok || t.doneWith(st, it.ID, r) {
-			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+		r := found[it.ID]
+		if err := t.goneErr(st, it.ID, r); err != nil {
+			results[i].Err = err
 			continue
 		}
 		env := t.decode(r)
@@ -192,6 +192,11 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		// Checked here as well as at plan time: a hand-made or older plan
 		// must not write the state topic either.
 		if err := t.GuardDestination(ctx, dest); err != nil {
+			var unknown *backend.GuardUnavailable
+			if errors.As(err, &unknown) {
+				// Nothing is sent on a guess.
+				return nil, nil, nil, err
+			}
 			results[i].Err = fmt.Errorf("entry %s: destination refused: %w", it.ID, err)
 			continue
 		}
@@ -335,14 +340,7 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	if err := cl.BeginTransaction(); err != nil {
 		return nil, t.connErr(ctx, "begin a transaction", err)
 	}
-	abort := func(cause error) error {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
-		defer cancel()
-		if err := cl.AbortBufferedRecords(actx); err == nil {
-			_ = cl.EndTransaction(actx, kgo.TryAbort)
-		}
-		return cause
-	}
+	abort := func(cause error) error { return t.abortTxn(ctx, cl, cause) }
 	res, err := produceSync(ctx, cl, recs)
 	if err == nil {
 		err = res.FirstErr()
@@ -465,13 +463,16 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	results := make([]backend.MoveResult, len(items))
 	var recs []*kgo.Record
 	var idx []int
+	t.mu.Lock()
+	runID := t.runID
+	t.mu.Unlock()
 	for i, it := range items {
-		r, ok := found[it.ID]
-		if !ok || t.doneWith(st, it.ID, r) {
-			results[i].Err = fmt.Errorf("entry %s: %w in %s", it.ID, backend.ErrNotFound, t)
+		r := found[it.ID]
+		if err := t.goneErr(st, it.ID, r); err != nil {
+			results[i].Err = err
 			continue
 		}
-		v, _ := json.Marshal(stateRecord{Status: StatusResolved, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC(),
+		v, _ := json.Marshal(stateRecord{Status: StatusResolved, RunID: runID, Seq: it.Seq, EventID: it.EventID, Fingerprint: it.Fingerprint, At: t.now().UTC(),
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli()})
 		recs = append(recs, &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(it.ID), Value: v})
 		idx = append(idx, i)
@@ -479,33 +480,52 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	if len(recs) == 0 {
 		return results, nil
 	}
-	// Results come in completion order: match them by record.
-	at := make(map[*kgo.Record]int, len(recs))
-	for j, r := range recs {
-		at[r] = idx[j]
-	}
-	res, err := t.produceState(ctx, recs)
+	// In a transaction of the DLT's producer, as a redrive's: only such
+	// records count (provenance.go), and the lease holder's fencing ends
+	// one a crash left open.
+	cl, err := t.txnClient(ctx)
 	if err != nil {
-		return nil, t.connErr(ctx, "write the state records", err)
+		return nil, t.fencedErr(ctx, err)
 	}
-	for _, r := range res {
-		i := at[r.Record]
-		if r.Err != nil {
-			results[i].Err = t.connErr(ctx, "write the state record of "+items[i].ID, r.Err)
-			continue
-		}
+	if err := t.commitRecords(ctx, cl, recs); err != nil {
+		t.dropTxn(cl)
+		return nil, t.fencedErr(ctx, err)
+	}
+	for _, i := range idx {
 		results[i].Removed = true
 	}
 	return results, nil
 }
 
-// produceState writes records to the state topic with the plain
-// (idempotent, acks=all) producer.
-func (t *Topic) produceState(ctx context.Context, recs []*kgo.Record) (kgo.ProduceResults, error) {
-	for _, r := range recs {
-		r.Topic, r.Partition = t.src.stateTopic, 0
+// commitRecords writes recs in one transaction of cl and commits it. An
+// error means it did not commit, or its commit's outcome is unknown.
+func (t *Topic) commitRecords(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	if err := cl.BeginTransaction(); err != nil {
+		return t.connErr(ctx, "begin a transaction", err)
 	}
-	return produceSync(ctx, t.cl, recs)
+	res, err := produceSync(ctx, cl, recs)
+	if err == nil {
+		err = res.FirstErr()
+	}
+	if err != nil {
+		return t.abortTxn(ctx, cl, t.connErr(ctx, "write the state records", err))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// The commit may or may not have reached the coordinator.
+		return t.connErr(ctx, "commit", err)
+	}
+	return nil
+}
+
+// abortTxn aborts cl's open transaction, as far as it can, and returns
+// cause.
+func (t *Topic) abortTxn(ctx context.Context, cl *kgo.Client, cause error) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	defer cancel()
+	if err := cl.AbortBufferedRecords(actx); err == nil {
+		_ = cl.EndTransaction(actx, kgo.TryAbort)
+	}
+	return cause
 }
 
 // produceSync is ProduceSync that gives up when ctx ends. An idempotent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,14 +151,14 @@ func TestRedriveTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, _ := cfg.On(dlt+".dlqctl-state", nil)
-	compact := false
+	kept := 0
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil && *c.Value == "compact" {
-			compact = true
+		if c.Value != nil && (c.Key == "cleanup.policy" && *c.Value == "delete" || c.Key == "retention.ms" && *c.Value == "-1") {
+			kept++
 		}
 	}
-	if !compact {
-		t.Fatal("the state topic is not compacted")
+	if kept != 2 {
+		t.Fatal("the state topic does not keep every record (cleanup.policy=delete, retention.ms=-1)")
 	}
 }
 
@@ -375,5 +376,42 @@ func TestStateCacheSeesOtherWriters(t *testing.T) {
 	// And a second resolve through the first Topic is refused: it knows.
 	if res, _ := src.Remove(ctx, itemsOf(entries[:1], "")); !errors.Is(res[0].Err, backend.ErrNotFound) {
 		t.Fatalf("resolve again: %+v", res)
+	}
+}
+
+// TestGoneNamesTheRun: an entry another run moved is not found, and the
+// refusal names that run and where the entry went, so that a journal
+// that never saw the move says who made it; the state topic tells a
+// resume which gone entries its own run moved.
+func TestGoneNamesTheRun(t *testing.T) {
+	ctx := ctxFor(t)
+	origin, _, src, entries := seedRedrive(t, ctx)
+	items := itemsOf(entries[:2], origin)
+	if res, err := src.Publish(ctx, items[:1], backend.Markers{RunID: "run-loser"}); err != nil || res[0].Err != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if res, err := src.Remove(ctx, items[1:]); err != nil || res[0].Err != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	res, err := src.Publish(ctx, items, backend.Markers{RunID: "run-winner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res[0].Err; !errors.Is(e, backend.ErrNotFound) || !strings.Contains(e.Error(), "run run-loser redrove it to "+origin) {
+		t.Fatalf("entry moved by another run: %v", e)
+	}
+	if e := res[1].Err; !errors.Is(e, backend.ErrNotFound) || !strings.Contains(e.Error(), "resolved it") {
+		t.Fatalf("entry resolved: %v", e)
+	}
+	queries := []backend.PublishedQuery{{Item: items[0]}, {Item: items[1]}, {Item: itemsOf(entries[2:3], origin)[0]}}
+	got, err := src.CheckPublished(ctx, queries, backend.Markers{RunID: "run-loser"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []backend.Presence{backend.PresenceFound, backend.PresenceAbsent, backend.PresenceAbsent}; !slices.Equal(got, want) {
+		t.Fatalf("CheckPublished for run-loser = %v, want %v", got, want)
+	}
+	if got, err := src.CheckPublished(ctx, queries[:1], backend.Markers{RunID: "run-winner"}); err != nil || got[0] != backend.PresenceAbsent {
+		t.Fatalf("CheckPublished for another run = %v %v", got, err)
 	}
 }

@@ -46,10 +46,15 @@ func (t *Topic) spans(ctx context.Context, topic string) ([]span, bool, error) {
 	wait := 50 * time.Millisecond
 	for start := time.Now(); ; {
 		out, ok, err := t.spansOnce(ctx, topic)
-		if err == nil || ctx.Err() != nil || time.Since(start) > leaderWait || !leaderless(err) {
+		// A topic this Topic made (or set up) exists: not found means
+		// the brokers do not know of it yet, a moment after its creation.
+		unseen := err == nil && !ok && t.isMade(topic)
+		if (err == nil && !unseen) || ctx.Err() != nil || time.Since(start) > leaderWait || (err != nil && !leaderless(err)) {
 			return out, ok, err
 		}
-		if done == nil {
+		if unseen {
+			t.cl.PurgeTopicsFromClient(topic)
+		} else if done == nil {
 			done = t.slow(fmt.Sprintf("waiting for the broker to elect the leaders of %s (it restarted?)", topic))
 		}
 		select {
@@ -145,6 +150,12 @@ func (t *Topic) readRange(ctx context.Context, topic string, ranges map[int32][2
 
 // readRangeIso is readRange at the isolation level given.
 func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, fn func(*kgo.Record) error) error {
+	return t.readRecords(ctx, topic, ranges, iso, false, fn)
+}
+
+// readRecords is readRangeIso that also hands fn the control records
+// (transaction markers) when controls is set.
+func (t *Topic) readRecords(ctx context.Context, topic string, ranges map[int32][2]int64, iso kgo.IsolationLevel, controls bool, fn func(*kgo.Record) error) error {
 	from := map[int32]int64{}
 	for p, r := range ranges {
 		if r[0] < r[1] {
@@ -188,7 +199,7 @@ func (t *Topic) readRangeIso(ctx context.Context, topic string, ranges map[int32
 				left--
 				return
 			}
-			if !r.Attrs.IsControl() {
+			if controls || !r.Attrs.IsControl() {
 				if err := fn(r); err != nil {
 					stop = err
 					return

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dlqctl/dlqctl/backend"
 )
 
 // errOpenTxn: a transaction on the state topic stayed open past any time
@@ -102,17 +104,6 @@ func (d *doneSet) set(id string, r stateRecord) {
 	}
 }
 
-// drop forgets id (a tombstone; under mu).
-func (d *doneSet) drop(id string) {
-	if _, had := d.m[id]; !had {
-		return
-	}
-	delete(d.m, id)
-	if p, o, ok := ParseKafkaID(id); ok {
-		d.unindex(p, o)
-	}
-}
-
 func (d *doneSet) unindex(p int32, o int64) {
 	offs := d.byPart[p]
 	if i, found := slices.BinarySearch(offs, o); found {
@@ -175,17 +166,31 @@ func (d *doneSet) ids() []string {
 }
 
 // stateCache is the state topic as a Topic last read it: up to which
-// offset of each partition, and what that held.
+// offset of each partition, what that held, and how its records were
+// judged (provenance.go).
 type stateCache struct {
 	upTo map[int32]int64
 	st   state
+	prov provenance
 }
 
-// stateChange is one state record read: an entry's record (nil: a
-// tombstone).
+// stateChange is one state record read.
 type stateChange struct {
 	key string
-	rec *stateRecord
+	rec stateRecord
+}
+
+// parseStateRecord reads r as an entry's state record: a locator key and
+// a state record of a known status.
+func parseStateRecord(r *kgo.Record) (stateRecord, bool) {
+	var sr stateRecord
+	if r.Value == nil || json.Unmarshal(r.Value, &sr) != nil || (sr.Status != StatusRedriven && sr.Status != StatusResolved) {
+		return stateRecord{}, false
+	}
+	if _, _, ok := ParseKafkaID(string(r.Key)); !ok {
+		return stateRecord{}, false
+	}
+	return sr, true
 }
 
 // loadState reads the state topic. With stable, it first waits until no
@@ -216,21 +221,34 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// Collected first and applied only once the read succeeded, so a
 	// failed read leaves the cache as it was.
 	var changes []stateChange
+	prov := newProvenance()
+	if !fresh {
+		prov = cached.prov
+	}
 	err = t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
-		key := string(r.Key)
-		if isMetaKey(key) {
-			// Lease and claim records: readMeta's.
+		if !prov.written(r) {
+			prov.ignore(r, notWritten(r))
 			return nil
 		}
-		if r.Value == nil {
-			changes = append(changes, stateChange{key: key})
+		if isMetaKey(string(r.Key)) {
+			// Lease, claim and format records: readMeta's.
 			return nil
 		}
-		var sr stateRecord
-		if err := json.Unmarshal(r.Value, &sr); err != nil {
-			return fmt.Errorf("%s: state topic %s: record %d:%d is not a dlqctl state record: %v", t, t.src.stateTopic, r.Partition, r.Offset, err)
+		sr, ok := parseStateRecord(r)
+		if !ok {
+			// A tombstone too: dlqctl never writes one, and an entry it
+			// took out of the DLQ never comes back.
+			prov.ignore(r, "not a dlqctl state record")
+			return nil
 		}
-		changes = append(changes, stateChange{key: key, rec: &sr})
+		if sr.Status == StatusRedriven && !r.Attrs.IsTransactional() {
+			// A redrive's state record commits with the records it put
+			// back, in their transaction, in every dlqctl: one written
+			// otherwise is not its own, in a state topic of any age.
+			prov.ignore(r, "a redrive's state record written outside a transaction")
+			return nil
+		}
+		changes = append(changes, stateChange{key: string(r.Key), rec: sr})
 		return nil
 	})
 	if err != nil {
@@ -242,19 +260,29 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	}
 	st.done.mu.Lock()
 	for _, c := range changes {
-		if c.rec == nil {
-			st.done.drop(c.key)
-		} else {
-			st.done.set(c.key, *c.rec)
-		}
+		st.done.set(c.key, c.rec)
 	}
 	st.done.mu.Unlock()
 	upTo := make(map[int32]int64, len(spans))
 	for _, s := range spans {
 		upTo[s.partition] = s.end
 	}
-	t.state = &stateCache{upTo: upTo, st: st}
+	t.state = &stateCache{upTo: upTo, st: st, prov: prov}
 	return st, nil
+}
+
+// ignoredWarning says how many records of the state topic, as last read,
+// did not count because dlqctl did not write them (provenance.go), ""
+// when none.
+func (t *Topic) ignoredWarning() string {
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	if t.state == nil || t.state.prov.ignored == 0 {
+		return ""
+	}
+	p := t.state.prov
+	return fmt.Sprintf("%d records in the state topic %s were not written by dlqctl and change nothing (e.g. %s): someone else produces to it; grant Write on it only to dlqctl",
+		p.ignored, t.src.stateTopic, p.example)
 }
 
 // toRead says what of the state topic a read must cover given what c
@@ -355,7 +383,12 @@ func (t *Topic) stateSpans(ctx context.Context, stable bool) ([]span, bool, erro
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, t.connErr(ctx, "wait for an open transaction on "+t.src.stateTopic, ctx.Err())
+			what := "wait for an open transaction on " + t.src.stateTopic
+			if unsettled != nil {
+				// Why the wait went on so long.
+				return nil, false, backend.Scrub(fmt.Errorf("%s: %s: %w; settling it failed: %v", t, what, ctx.Err(), unsettled), t.password)
+			}
+			return nil, false, t.connErr(ctx, what, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, stableWaitInterval)
@@ -373,8 +406,8 @@ func anyOpen(spans []span) bool {
 	return false
 }
 
-// ensureStateTopic creates the compacted state topic on first write and
-// records it as the DLT's (claim.go).
+// ensureStateTopic makes the state topic on first write (or sets up one
+// that exists), and records it as the DLT's (claim.go).
 func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	t.mu.Lock()
 	up := t.stateUp
@@ -394,25 +427,38 @@ func (t *Topic) ensureStateTopic(ctx context.Context) error {
 	return nil
 }
 
-// createStateTopic makes topic a state topic (one partition, compacted,
-// the broker's timestamps) unless it exists.
+// stateTopicConfig is what a state topic must be set to. Nothing in it is
+// ever deleted (retention.ms=-1, retention.bytes=-1), and it is not
+// compacted: a record that anyone writes with an entry's key would make
+// compaction delete the entry's state record, and the entry would be
+// moved again. Its records carry the broker's clock, which times the
+// lease.
+var stateTopicConfig = [][2]string{
+	{"cleanup.policy", "delete"},
+	{"retention.ms", "-1"},
+	{"retention.bytes", "-1"},
+	{"message.timestamp.type", logAppendTime},
+}
+
+// createStateTopic makes topic a state topic (one partition, kept for
+// ever, the broker's timestamps, its format record first) unless it
+// exists; one that exists (made by an older dlqctl, by an operator, or by
+// a produce on a broker that creates topics with its own defaults) is set
+// so.
 func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	cleanup, compactLag, tsType := "compact", "0", logAppendTime
-	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, map[string]*string{
-		"cleanup.policy":         &cleanup,
-		"min.compaction.lag.ms":  &compactLag,
-		"message.timestamp.type": &tsType,
-	}, topic)
+	configs := map[string]*string{}
+	for _, kv := range stateTopicConfig {
+		configs[kv[0]] = &kv[1]
+	}
+	resp, err := t.adm.CreateTopic(rctx, stateTopicPartNum, -1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	switch {
 	case errors.Is(err, kerr.TopicAlreadyExists):
-		// Made by an older dlqctl, or by an operator: the lease needs the
-		// broker's clock on its records.
-		if err := t.brokerTimestamps(rctx, topic); err != nil {
+		if err := t.setStateConfig(rctx, topic); err != nil {
 			return err
 		}
 	case err != nil:
@@ -421,5 +467,18 @@ func (t *Topic) createStateTopic(ctx context.Context, topic string) error {
 	// The client caches metadata: a read before the creation would still
 	// find the topic missing.
 	t.cl.PurgeTopicsFromClient(topic)
-	return nil
+	t.mu.Lock()
+	if t.made == nil {
+		t.made = map[string]bool{}
+	}
+	t.made[topic] = true
+	t.mu.Unlock()
+	return t.ensureFormat(ctx, topic)
+}
+
+// isMade says whether createStateTopic made or set up topic.
+func (t *Topic) isMade(topic string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.made[topic]
 }

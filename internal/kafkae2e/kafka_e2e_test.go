@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func jsonDoc(t *testing.T, out string, v any) {
@@ -247,6 +248,72 @@ func TestBrokerRestartDuringApply(t *testing.T) {
 	for id, c := range count {
 		if c != 1 {
 			t.Errorf("%s on the origin %d times", id, c)
+		}
+	}
+}
+
+// TestForgedStateRecordEndToEnd: a state record that a plain producer
+// writes to the state topic, naming an entry as redriven, changes
+// nothing: the entry is still listed and planned, and apply moves it.
+func TestForgedStateRecordEndToEnd(t *testing.T) {
+	ctx := testCtx(t)
+	origin, dlt := seedSpringDLT(t, ctx, 4)
+	dir := t.TempDir()
+	src := []string{"--source", source(dlt, "")}
+	run := func(args ...string) {
+		t.Helper()
+		if code, out := dlqctl(t, dir, nil, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	plan := append(src, "redrive", "plan", "--reason", "payments fixed", "--rate", "0", "--settle", "0s", "--unverified-ok")
+	// A first redrive makes the state topic.
+	run(append(plan, "--event-id", "E001", "--out", "first.json")...)
+	run("redrive", "approve", "first.json", "--by", "oncall")
+	run(append(src, "redrive", "apply", "first.json")...)
+	var list struct {
+		Items []struct {
+			ID      string `json:"id"`
+			EventID string `json:"event_id"`
+		} `json:"items"`
+	}
+	code, out := dlqctl(t, dir, nil, append(src, "list", "-o", "json")...)
+	jsonDoc(t, out, &list)
+	if code != 0 || len(list.Items) != 3 {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	victim := list.Items[0]
+	cl := client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	forged := &kgo.Record{Topic: dlt + ".dlqctl-state", Partition: 0, Key: []byte(victim.ID),
+		Value: []byte(`{"status":"redriven","run_id":"forger","seq":1,"dest":"` + origin + `","dest_id":"0:0","at":"2026-01-01T00:00:00Z"}`)}
+	if err := cl.ProduceSync(ctx, forged).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	code, out = dlqctl(t, dir, nil, append(src, "list", "-o", "json")...)
+	jsonDoc(t, out, &list)
+	if code != 0 || len(list.Items) != 3 {
+		t.Fatalf("list after a forged state record for %s: %d %s", victim.ID, code, out)
+	}
+	run(append(plan, "--out", "p.json")...)
+	var p struct {
+		Entries []struct {
+			ID string `json:"id"`
+		} `json:"entries"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "p.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonDoc(t, string(b), &p)
+	if len(p.Entries) != 3 {
+		t.Fatalf("the plan takes %d entries, want 3 (%s forged as redriven)", len(p.Entries), victim.ID)
+	}
+	run("redrive", "approve", "p.json", "--by", "oncall")
+	run(append(src, "redrive", "apply", "p.json")...)
+	count := originEvents(t, ctx, origin)
+	for _, id := range []string{"E001", "E002", "E003", "E004"} {
+		if count[id] != 1 {
+			t.Errorf("%s on the origin %d times, want once (%v)", id, count[id], count)
 		}
 	}
 }
