@@ -229,14 +229,6 @@ func eventsWith(entries []planEntry, steps map[int][]string, step string) map[st
 	return ids
 }
 
-// JournaledAs is the event IDs of the plan at planPath whose journal at
-// journalPath records step for them (ambiguous: a resend of unknown
-// outcome), for a backend's own crash tests.
-func JournaledAs(t *testing.T, planPath, journalPath, step string) map[string]bool {
-	t.Helper()
-	return eventsWith(planEntries(t, planPath), journalSteps(t, journalPath), step)
-}
-
 // checkOnceOutsideAmbiguous: every seeded event had one effect with its
 // fingerprint, and reached the consumer more than once only where a
 // journal records a resend of unknown outcome (ambiguous) for it. An

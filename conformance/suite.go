@@ -299,7 +299,9 @@ func seedAt(t *testing.T, fx Fixture, n int, lastError string, first int, eventO
 // backend's own crash tests use it too.
 func RunCommand(t *testing.T, dir string, stdin []byte, env []string, args ...string) (int, string) {
 	t.Helper()
-	c := Command(dir, env, args...)
+	c := exec.Command(os.Args[0], args...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), append([]string{asDLQCTL + "=1", "DLQCTL_APPROVAL_KEY=conformance-approval-key-0123456789abcdef"}, env...)...)
 	c.Stdin = bytes.NewReader(stdin)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
@@ -314,15 +316,6 @@ func RunCommand(t *testing.T, dir string, stdin []byte, env []string, args ...st
 		t.Fatal(err)
 	}
 	return 0, out.String()
-}
-
-// Command is dlqctl as RunCommand runs it, in dir with the extra
-// environment env, not yet started: for a test that kills it.
-func Command(dir string, env []string, args ...string) *exec.Cmd {
-	c := exec.Command(os.Args[0], args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), append([]string{asDLQCTL + "=1", "DLQCTL_APPROVAL_KEY=conformance-approval-key-0123456789abcdef"}, env...)...)
-	return c
 }
 
 // planAndApprove writes p.json in dir for fx with the given plan flags and
