@@ -20,6 +20,7 @@ import (
 // origin, fed by the origin's dead-letter exchange (on 3.10 through the
 // staging queue and shovel dlq init sets up).
 func TestConformanceStream(t *testing.T) {
+	t.Parallel() // beside TestConformance (see there)
 	suite.Run(t, func(t *testing.T) *conformance.Target {
 		return streamTarget(t, rabbitmqtest.Start(t))
 	})

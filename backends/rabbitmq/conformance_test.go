@@ -23,8 +23,11 @@ import (
 var suite = conformance.For(rabbitmq.Registration())
 
 // TestConformance runs the shared conformance suite on RabbitMQ, against
-// its real server.
+// its real server. It runs beside TestConformanceStream, each on a broker
+// of its own: both mostly wait (rates, settles, restarts), and one after
+// the other they take the package past ten minutes.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	suite.Run(t, func(t *testing.T) *conformance.Target {
 		b := rabbitmqtest.Start(t)
 		n := 0
