@@ -160,10 +160,21 @@ func recreate(t *testing.T, client clientFunc, topic string) {
 			err = cr.Err
 		}
 		if err == nil {
-			return
+			break
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || time.Now().After(deadline) {
 			t.Fatalf("make %s again: %v", topic, err)
+		}
+	}
+	// The controller answers before every broker's metadata has the new
+	// topic: until then a client is told it does not exist.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		td, err := adm.ListTopics(ctx, topic)
+		if err == nil && td.Has(topic) && td[topic].Err == nil && len(td[topic].Partitions) > 0 && td[topic].Partitions[0].Leader >= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s made again, and its metadata does not show it after 30 s: %v", topic, err)
 		}
 	}
 }
