@@ -223,7 +223,8 @@ func stats(t *testing.T, dir, source string) statsDoc {
 // stats says total 0 and how many came back, a new plan takes nothing,
 // and check --max-total 0 passes; the origin holds each event once.
 func TestRemovalsSurviveABrokerCrash(t *testing.T) {
-	t.Parallel() // beside the conformance suites, each on a broker of its own
+	// Beside the conformance suites, each on a broker of its own.
+	t.Parallel()
 	srv := rabbitmqtest.Start(t) // its own: it is killed
 	t.Run("mid-apply", func(t *testing.T) { crashMidApply(t, srv) })
 	for _, c := range []struct {
