@@ -674,7 +674,7 @@ func TestPulsarResolve(t *testing.T) {
 // needPulsar skips t in the -short tier, where TestMain starts no broker.
 func needPulsar(t *testing.T) {
 	t.Helper()
-	testproc.SkipJavaServerInShort(t, "an Apache Pulsar broker")
+	testproc.SkipServerInShort(t, "an Apache Pulsar broker")
 }
 
 // TestPulsarBrokerCrashKeepsRemovals: a broker acknowledges an ack when

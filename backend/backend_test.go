@@ -11,10 +11,24 @@ import (
 	"time"
 )
 
+// fakeURL is a fake backend's parsed URL: the URL as given.
+type fakeURL string
+
+func (u fakeURL) Display() string   { return RedactURL(string(u)) }
+func (u fakeURL) Secrets() []string { return nil }
+
+// parseFake takes every URL but those that say they are bad.
+func parseFake(raw string) (fakeURL, error) {
+	if strings.Contains(raw, "bad") {
+		return fakeURL(raw), Configf("fake: %s is bad", raw)
+	}
+	return fakeURL(raw), nil
+}
+
 // fakeSourceOpen is a backend's Open that fails as a client library does:
 // quoting the URL it was given, and with it the password.
-func fakeSourceOpen(_ context.Context, raw string, _ OpenOptions) (Source, error) {
-	return nil, fmt.Errorf("dial %s: %w", raw, fs.ErrPermission)
+func fakeSourceOpen(_ context.Context, u fakeURL, _ OpenOptions) (Source, error) {
+	return nil, fmt.Errorf("dial %s: %w", string(u), fs.ErrPermission)
 }
 
 // testRegistry has a dir: backend and a fake network one, neither of
@@ -22,19 +36,13 @@ func fakeSourceOpen(_ context.Context, raw string, _ OpenOptions) (Source, error
 func testRegistry(opened *[]string) *Registry {
 	r := NewRegistry()
 	r.Register(Registration{Name: "dir", Schemes: []string{"dir"}, Title: "directory queue",
-		Parse: func(raw string) (Parsed, error) { return Parsed{Display: raw}, nil },
-		Open: func(_ context.Context, raw string, _ OpenOptions) (Source, error) {
-			*opened = append(*opened, raw)
-			return nil, errors.New("not opened in this test")
-		}})
+		Factory: NewFactory(func(raw string) (fakeURL, error) { return fakeURL(raw), nil },
+			func(_ context.Context, u fakeURL, _ OpenOptions) (Source, error) {
+				*opened = append(*opened, string(u))
+				return nil, errors.New("not opened in this test")
+			})})
 	r.Register(Registration{Name: "fake", Schemes: []string{"fake", "fakes"}, Title: "Fake MQ", KeyFrom: "",
-		Parse: func(raw string) (Parsed, error) {
-			if strings.Contains(raw, "bad") {
-				return Parsed{}, Configf("fake: %s is bad", raw)
-			}
-			return Parsed{Display: RedactURL(raw)}, nil
-		},
-		Open: fakeSourceOpen,
+		Factory: NewFactory(parseFake, fakeSourceOpen),
 		Secrets: func(o OpenOptions) []string {
 			return []string{o.Env("FAKE_PASSWORD"), o.ProfileSecret("fake_token")}
 		}})
@@ -76,7 +84,7 @@ func TestLookupRefusals(t *testing.T) {
 func TestLookupBarePathWithoutDir(t *testing.T) {
 	r := NewRegistry()
 	r.Register(Registration{Name: "fake", Schemes: []string{"fake"},
-		Parse: func(string) (Parsed, error) { return Parsed{}, nil }, Open: fakeSourceOpen})
+		Factory: NewFactory(parseFake, fakeSourceOpen)})
 	_, err := r.Lookup("incident")
 	if err == nil || strings.Contains(err.Error(), "dir:") {
 		t.Fatalf("Lookup(bare path) without dir = %v", err)
@@ -164,13 +172,13 @@ func TestSchemeOf(t *testing.T) {
 }
 
 func TestRegisterRefusesDuplicatesAndGaps(t *testing.T) {
-	ok := Registration{Name: "a", Schemes: []string{"a"}, Parse: func(string) (Parsed, error) { return Parsed{}, nil }, Open: fakeSourceOpen}
+	ok := Registration{Name: "a", Schemes: []string{"a"}, Factory: NewFactory(parseFake, fakeSourceOpen)}
 	for name, reg := range map[string]Registration{
-		"no name":   {Schemes: ok.Schemes, Parse: ok.Parse, Open: ok.Open},
-		"no scheme": {Name: "b", Parse: ok.Parse, Open: ok.Open},
-		"no parse":  {Name: "b", Schemes: []string{"b"}, Open: ok.Open},
-		"no open":   {Name: "b", Schemes: []string{"b"}, Parse: ok.Parse},
-		"duplicate": {Name: "b", Schemes: []string{"b", "a"}, Parse: ok.Parse, Open: ok.Open},
+		"no name":   {Schemes: ok.Schemes, Factory: ok.Factory},
+		"no scheme": {Name: "b", Factory: ok.Factory},
+		"no parse":  {Name: "b", Schemes: []string{"b"}, Factory: Factory{Open: ok.Open}},
+		"no open":   {Name: "b", Schemes: []string{"b"}, Factory: Factory{Parse: ok.Parse}},
+		"duplicate": {Name: "b", Schemes: []string{"b", "a"}, Factory: ok.Factory},
 	} {
 		func() {
 			defer func() {

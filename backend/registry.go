@@ -96,6 +96,9 @@ type Parsed struct {
 	// Secrets are the secret strings found in the URL (passwords, tokens),
 	// so that every echo and error can be scrubbed of them.
 	Secrets []string
+	// Config is the backend's typed form of the URL (URLConfig), which
+	// its Open receives: a URL is parsed once.
+	Config any
 }
 
 // Registration describes one backend to the command layer.
@@ -134,12 +137,10 @@ type Registration struct {
 	// keeps a few bytes) makes it run so often that it costs a quarter of
 	// a scan's CPU. The operator's GOGC, when set, wins.
 	ScanGC int
-	// Parse checks raw without connecting. Its error must not contain a
-	// secret; Parsed.Secrets lists those found so callers can scrub.
-	Parse func(raw string) (Parsed, error)
-	// Open connects. Its errors are scrubbed of every secret that Parse
-	// found and of every secret that it read from opts.
-	Open func(ctx context.Context, raw string, opts OpenOptions) (Source, error)
+	// Factory parses a source URL (Parse, without connecting) and opens
+	// what it parsed (Open); NewFactory makes it from the backend's typed
+	// URL parser and opener.
+	Factory
 	// Init creates an empty DLQ at raw (import --init); nil when the
 	// backend creates its DLQ on first write or cannot create one.
 	Init func(raw string) error
@@ -418,7 +419,7 @@ func (r *Registry) Open(ctx context.Context, raw string, opts OpenOptions) (Sour
 		// back or release entries by the wrong key: refused, not ignored.
 		return nil, Configf("--key-from %q: %s takes no --key-from (only %s): its order key is fixed", opts.KeyFrom, reg.Title, r.keyFromTakers())
 	}
-	src, err := reg.Open(ctx, raw, opts)
+	src, err := reg.Open(ctx, p, opts)
 	if err != nil {
 		// The URL's display forms stay whole: with a password that equals
 		// the user name, scrubbing them would hide the user name too.

@@ -11,8 +11,7 @@ import (
 // the URLs it says yes to.
 func fake(name string, claim func(string) bool, schemes ...string) Registration {
 	return Registration{Name: name, Schemes: schemes, Claims: claim,
-		Parse: func(raw string) (Parsed, error) { return Parsed{}, nil },
-		Open:  func(context.Context, string, OpenOptions) (Source, error) { return nil, nil }}
+		Factory: NewFactory(parseFake, func(context.Context, fakeURL, OpenOptions) (Source, error) { return nil, nil })}
 }
 
 func hostIs(suffix string) func(string) bool {

@@ -84,26 +84,9 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 		return err
 	}
 	groups := &r.Groups
-	checkDiscover := func(out []byte) error {
-		var doc struct {
-			Total  int `json:"total"`
-			Groups []struct {
-				Count int      `json:"count"`
-				IDs   []string `json:"ids"`
-			} `json:"groups"`
-		}
-		if err := json.Unmarshal(out, &doc); err != nil {
-			return fmt.Errorf("categorize --discover: %v", err)
-		}
-		ids := 0
-		for _, g := range doc.Groups {
-			ids += len(g.IDs)
-		}
-		if doc.Total != c.N || ids != c.N {
-			return fmt.Errorf("categorize --discover: total %d, %d ids, want %d", doc.Total, ids, c.N)
-		}
-		*groups = len(doc.Groups)
-		return nil
+	checkDiscover := func(out []byte) (err error) {
+		*groups, err = discoverGroups(out, c.N)
+		return err
 	}
 	alternate := func(what string, runs *[]DiscoverRun) error {
 		for i := range c.Runs {
@@ -131,6 +114,29 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 	r.VariedSeed = time.Since(start)
 	groups = &r.VariedGroups
 	return alternate(" (errors with IDs)", &r.Varied)
+}
+
+// discoverGroups is the number of templates in categorize --discover's
+// JSON output, which must count n entries and name each one's ID.
+func discoverGroups(out []byte, n int) (int, error) {
+	var doc struct {
+		Total  int `json:"total"`
+		Groups []struct {
+			Count int      `json:"count"`
+			IDs   []string `json:"ids"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return 0, fmt.Errorf("categorize --discover: %v", err)
+	}
+	ids := 0
+	for _, g := range doc.Groups {
+		ids += len(g.IDs)
+	}
+	if doc.Total != n || ids != n {
+		return 0, fmt.Errorf("categorize --discover: total %d, %d ids, want %d", doc.Total, ids, n)
+	}
+	return len(doc.Groups), nil
 }
 
 func (r *DiscoverResult) write(w io.Writer) {

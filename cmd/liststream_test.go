@@ -56,9 +56,9 @@ func fakeGenFactory(src *fakeGenSource) (*Factory, *bytes.Buffer) {
 	reg.Register(backend.Registration{
 		Name: "fakegen", Schemes: []string{"fakegen"}, Usage: "fakegen:", Summary: "generated entries (test fake)",
 		Capabilities: backend.Capabilities{Read: true},
-		Parse:        func(raw string) (backend.Parsed, error) { return backend.Parsed{Display: raw}, nil },
-		Open: func(context.Context, string, backend.OpenOptions) (backend.Source, error) {
-			return src, nil
+		Factory: backend.Factory{
+			Parse: func(raw string) (backend.Parsed, error) { return backend.Parsed{Display: raw}, nil },
+			Open:  func(context.Context, backend.Parsed, backend.OpenOptions) (backend.Source, error) { return src, nil },
 		},
 	})
 	io, _, out, _ := TestIO()

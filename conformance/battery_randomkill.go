@@ -32,16 +32,7 @@ func caseRandomKills(t *testing.T, srv *Target) {
 	// seconds of moves for the run under which the broker is killed.
 	planAndApprove(t, dir, fx, "redrive", "--rate", "8", "--burst", "1", "--ramp", "5,10", "--settle", "0s", "--unverified-ok")
 	entries := planEntries(t, filepath.Join(dir, "p.json"))
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("DLQCTL_CONFORMANCE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("DLQCTL_CONFORMANCE_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (DLQCTL_CONFORMANCE_SEED replays it)", seed)
-	rng := rand.New(rand.NewPCG(seed, 29))
+	rng := rand.New(rand.NewPCG(killSeed(t), 29))
 	journal := filepath.Join(dir, "p.journal")
 	const dlqctlKills = 6
 	kills, brokerKilled, done := 0, srv.Kill == nil, false
@@ -104,10 +95,33 @@ func caseRandomKills(t *testing.T, srv *Target) {
 		t.Fatalf("no run completed after %d kills of dlqctl (broker killed: %v)", kills, brokerKilled)
 	}
 	t.Logf("%d kills of dlqctl, the broker killed once: %v", kills, srv.Kill != nil)
+	checkNothingLostOrTwice(t, fx, fps, entries, dir)
+}
+
+// killSeed is the seed of the kill moments: DLQCTL_CONFORMANCE_SEED when
+// set (to replay a failure), else the clock's; it is logged either way.
+func killSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DLQCTL_CONFORMANCE_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("DLQCTL_CONFORMANCE_SEED: %v", err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (DLQCTL_CONFORMANCE_SEED replays it)", seed)
+	return seed
+}
+
+// checkNothingLostOrTwice checks, after a completed run of the plan in
+// dir: the DLQ is empty, and the consumer took every entry once, or more
+// than once only where the journal records a resend of unknown outcome.
+func checkNothingLostOrTwice(t *testing.T, fx Fixture, fps map[string]string, entries []planEntry, dir string) {
+	t.Helper()
 	if s := stats(t, fx); s.Total != 0 {
 		t.Errorf("stats counts %d entries after the completed run, want 0", s.Total)
 	}
-	ambiguous := eventsWith(entries, journalSteps(t, journal), "ambiguous")
+	ambiguous := eventsWith(entries, journalSteps(t, filepath.Join(dir, "p.journal")), "ambiguous")
 	if len(ambiguous) > 0 {
 		t.Logf("resends of unknown outcome: %s", strings.Join(sortedKeys(ambiguous), " "))
 	}

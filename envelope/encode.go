@@ -59,6 +59,53 @@ func (w *FieldWriter) Map() map[string]string {
 	return m
 }
 
+// Identity writes what identifies e's event: its event ID and, when it
+// carries one, its fingerprint (a computed fingerprint is not written: it
+// reads back computed, and the same).
+func (w *FieldWriter) Identity(e Envelope) {
+	w.Str(FieldEventID, e.EventID)
+	w.Str(FieldFingerprint, e.CarriedFingerprint())
+}
+
+// Origin writes where a dead letter came from: its topic under the
+// origin_stream field, or under topicName when the backend has a name of
+// its own for it (Pulsar's REAL_TOPIC), then its group and consumer.
+func (w *FieldWriter) Origin(o Origin, topicName string) {
+	if topicName == "" {
+		w.Str(FieldOriginStream, o.Topic)
+	} else if o.Topic != "" {
+		w.Raw(topicName, o.Topic)
+	}
+	w.Str(FieldOriginGroup, o.Subscription)
+	w.Str(FieldOriginConsumer, o.Consumer)
+}
+
+// Property writes a property after the envelope's fields, unless it would
+// read back as an envelope field: a name written already, or a field's
+// first name. A name that is an alias of a field left out would read back
+// as that field too: the field is written first, empty, under its first
+// name, which wins over its aliases on reading.
+func (w *FieldWriter) Property(name, value string) {
+	field, first, isName := w.names.NameOf(name)
+	if w.Written(name) || (isName && first) {
+		return
+	}
+	if isName {
+		w.Put(field, "")
+	}
+	w.Raw(name, value)
+}
+
+// ImportPayload is the payload an importer writes for e: its payload, or,
+// for a malformed entry that has none, the raw form it was read from (and
+// then no encoding: it is written as it came).
+func ImportPayload(e Envelope) (payload []byte, encoding string) {
+	if e.Malformed != "" && len(e.Payload) == 0 && len(e.Raw) > 0 {
+		return e.Raw, ""
+	}
+	return e.Payload, e.PayloadEncoding
+}
+
 // NameOf finds the envelope field that name is one of the names of, and
 // whether it is that field's first name.
 func (names FieldNames) NameOf(name string) (field string, first, ok bool) {

@@ -179,6 +179,50 @@ type TUIColumn struct {
 // short IDs leaves more room for the error text.
 func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, width int) string {
 	const marker, gap = 2, 2
+	widths := tuiWidths(cols, rows, width, marker, gap)
+	cell := func(s string, i int) string {
+		s = Truncate(s, widths[i])
+		if cols[i].Right {
+			return strings.Repeat(" ", widths[i]-lipgloss.Width(s)) + s
+		}
+		return padRight(s, widths[i])
+	}
+	line := func(r []string) string {
+		parts := make([]string, len(cols))
+		for i := range cols {
+			v := ""
+			if i < len(r) {
+				v = r[i]
+			}
+			parts[i] = cell(v, i)
+		}
+		// Identifiers wider than the terminal itself are cut at its edge
+		// rather than wrapped into the next row.
+		return Truncate(strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "), width-marker)
+	}
+	var b strings.Builder
+	head := make([]string, len(cols))
+	for i, c := range cols {
+		head[i] = strings.ToUpper(c.Name)
+	}
+	b.WriteString("  " + t.style(plain().Bold(true)).Render(line(head)))
+	end := min(len(rows), top+height)
+	for i := top; i < end; i++ {
+		b.WriteByte('\n')
+		l := line(rows[i])
+		if i == cursor {
+			b.WriteString("› " + t.style(plain().Reverse(true)).Render(l))
+			continue
+		}
+		b.WriteString("  " + l)
+	}
+	return b.String()
+}
+
+// tuiWidths are the columns' widths for rows in width columns, with room
+// for the cursor marker and the gaps between columns: each column as wide
+// as its widest cell, then the widest free text shrunk until the row fits.
+func tuiWidths(cols []TUIColumn, rows [][]string, width, marker, gap int) []int {
 	widths := make([]int, len(cols))
 	for i, c := range cols {
 		widths[i] = lipgloss.Width(c.Name)
@@ -220,43 +264,7 @@ func (t TUI) TUIList(cols []TUIColumn, rows [][]string, cursor, top, height, wid
 			widths[best]--
 		}
 	}
-	cell := func(s string, i int) string {
-		s = Truncate(s, widths[i])
-		if cols[i].Right {
-			return strings.Repeat(" ", widths[i]-lipgloss.Width(s)) + s
-		}
-		return padRight(s, widths[i])
-	}
-	line := func(r []string) string {
-		parts := make([]string, len(cols))
-		for i := range cols {
-			v := ""
-			if i < len(r) {
-				v = r[i]
-			}
-			parts[i] = cell(v, i)
-		}
-		// Identifiers wider than the terminal itself are cut at its edge
-		// rather than wrapped into the next row.
-		return Truncate(strings.TrimRight(strings.Join(parts, strings.Repeat(" ", gap)), " "), width-marker)
-	}
-	var b strings.Builder
-	head := make([]string, len(cols))
-	for i, c := range cols {
-		head[i] = strings.ToUpper(c.Name)
-	}
-	b.WriteString("  " + t.style(plain().Bold(true)).Render(line(head)))
-	end := min(len(rows), top+height)
-	for i := top; i < end; i++ {
-		b.WriteByte('\n')
-		l := line(rows[i])
-		if i == cursor {
-			b.WriteString("› " + t.style(plain().Reverse(true)).Render(l))
-			continue
-		}
-		b.WriteString("  " + l)
-	}
-	return b.String()
+	return widths
 }
 
 // TUILine cuts a line of plain text to width columns; the ui calls it on

@@ -17,12 +17,7 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			if _, err := rootOf(raw); err != nil {
-				return backend.Parsed{}, err
-			}
-			return backend.Parsed{Display: raw}, nil
-		},
+		Factory: backend.NewFactory(parseURL, openURL),
 		Init: func(raw string) error {
 			root, err := rootOf(raw)
 			if err != nil {
@@ -30,17 +25,27 @@ func Registration() backend.Registration {
 			}
 			return Init(root)
 		},
-		Open: func(_ context.Context, raw string, opts backend.OpenOptions) (backend.Source, error) {
-			root, err := rootOf(raw)
-			if err != nil {
-				return nil, err
-			}
-			if opts.AllowMissing {
-				return OpenAllowMissing(root)
-			}
-			return Open(root)
-		},
 	}
+}
+
+// queueURL is a parsed dir:PATH.
+type queueURL struct{ raw, root string }
+
+func (u queueURL) Display() string   { return u.raw }
+func (u queueURL) Secrets() []string { return nil }
+
+func parseURL(raw string) (queueURL, error) {
+	root, err := rootOf(raw)
+	return queueURL{raw: raw, root: root}, err
+}
+
+// openURL opens the queue a parsed URL names; with AllowMissing, a queue
+// without its error/ folder reads as empty.
+func openURL(_ context.Context, u queueURL, opts backend.OpenOptions) (backend.Source, error) {
+	if opts.AllowMissing {
+		return OpenAllowMissing(u.root)
+	}
+	return Open(u.root)
 }
 
 func rootOf(raw string) (string, error) {

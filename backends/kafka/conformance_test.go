@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 				return n
 			},
 			Churn: func(t *testing.T, fx conformance.Fixture) {
-				churn(t, client, filepath.Join(b.DataDir(), "logs"), fx.Self+".dlqctl-state")
+				churn(t, client, filepath.Join(b.Dir(), "logs"), fx.Self+".dlqctl-state")
 			},
 			Recreate: func(t *testing.T, fx conformance.Fixture) {
 				recreate(t, client, fx.Self)

@@ -86,14 +86,24 @@ func TestRecreatedDLTShowsNewEntries(t *testing.T) {
 func TestLegacyStateRecordChecksFingerprint(t *testing.T) {
 	ctx := ctxFor(t)
 	_, dlt, _, entries := seedRedrive(t, ctx)
-	// As an older dlqctl made it and wrote to it: no format record, state
-	// records written without a transaction.
+	// As an older dlqctl made it and wrote to it: no format record, a
+	// redrive's state records committed in the DLT's transaction (as every
+	// dlqctl wrote them).
 	state := dlt + ".dlqctl-state"
 	createTopic(t, ctx, state, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
-	produceManual(t, ctx,
+	tx := rawClient(t, kgo.TransactionalID(kafkadlq.TransactionalID(dlt)), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx,
 		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[0].ID), Value: []byte(`{"status":"redriven","fingerprint":"` + entries[0].Fingerprint + `","at":"2025-01-01T00:00:00Z"}`)},
 		&kgo.Record{Topic: state, Partition: 0, Key: []byte(entries[1].ID), Value: []byte(`{"status":"redriven","fingerprint":"sha256:another-record","at":"2025-01-01T00:00:00Z"}`)},
-	)
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
 	fresh := openTopic(t, ctx, dlt, kafkadlq.Options{})
 	got := scanAll(t, ctx, fresh, "")
 	shown := map[string]bool{}

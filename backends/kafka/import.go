@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -102,44 +103,26 @@ func (t *Topic) Has(ctx context.Context, id string) (bool, error) {
 // importRecord lays e out as a DLQ record (see Import).
 func (t *Topic) importRecord(e envelope.Envelope) *kgo.Record {
 	w := envelope.NewFieldWriter(t.names)
-	payload := e.Payload
-	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
-		payload = e.Raw
-	}
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	payload, _ := envelope.ImportPayload(e)
+	w.Identity(e)
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(payload) {
 		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
 	}
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
-	w.Str(envelope.FieldOriginStream, e.Origin.Topic)
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, "")
 	w.History(e)
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		if DeadLetterHeader(k) {
 			// Decoded forms of dead-lettering headers (numbers as text)
 			// would not decode back; the fields above carry what they said.
 			continue
 		}
-		field, first, isName := t.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		if isName {
-			w.Put(field, "")
-		}
 		v, err := e.PropertyBytes(k)
 		if err != nil {
 			v = []byte(e.Properties[k]) // a malformed entry: as it reads
 		}
-		w.Raw(k, string(v))
+		w.Property(k, string(v))
 	}
 	if e.ID != "" {
 		w.Raw(envelope.ImportedFromProperty, e.ID)

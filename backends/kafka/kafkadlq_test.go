@@ -210,42 +210,6 @@ func TestTransactionalDLT(t *testing.T) {
 	}
 }
 
-func TestImportHas(t *testing.T) {
-	ctx := ctxFor(t)
-	dlt := freshTopic(t, ".DLT")
-	createTopic(t, ctx, dlt, 2, nil)
-	src := openTopic(t, ctx, dlt, kafkadlq.Options{})
-	in := envelope.Envelope{
-		ID: "1732890000000-0", EventID: "E42", Key: "order-123", Origin: envelope.Origin{Topic: "orders", Subscription: "g"},
-		Attempts: 5, LastError: "timeout calling payments", DeadLetteredAt: time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC),
-		Properties: map[string]string{"tenant": "acme"}, Payload: []byte(`{"orderId":"order-123"}`),
-	}
-	in.FillFingerprint()
-	id, err := src.Import(ctx, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := src.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.EventID != "E42" || got.Key != "order-123" || got.Origin.Topic != "orders" || got.Attempts != 5 ||
-		got.Fingerprint != in.Fingerprint || got.Properties["tenant"] != "acme" || !got.DeadLetteredAt.Equal(in.DeadLetteredAt) {
-		t.Fatalf("imported %+v", got)
-	}
-	if _, err := src.Import(ctx, in); !errors.Is(err, backend.ErrExists) {
-		t.Fatalf("second import: %v", err)
-	}
-	// A fresh Topic finds the id by scanning.
-	again := openTopic(t, ctx, dlt, kafkadlq.Options{})
-	if has, err := again.Has(ctx, in.ID); err != nil || !has {
-		t.Fatalf("Has = %v, %v", has, err)
-	}
-	if has, err := again.Has(ctx, "nope"); err != nil || has {
-		t.Fatalf("Has(nope) = %v, %v", has, err)
-	}
-}
-
 // TestSASL connects through the broker's SASL_PLAINTEXT listener with each
 // mechanism, the password from the URL, from DLQCTL_KAFKA_PASSWORD and
 // from the profile; a wrong password fails without showing it.

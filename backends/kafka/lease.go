@@ -180,8 +180,8 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 		return nil, err
 	}
 	// Renewals outlive the call that took the lease, not its values.
-	l := &lease{t: t, h: h, epoch: epoch, ctx: context.WithoutCancel(ctx), lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew()
+	l := &lease{t: t, h: h, epoch: epoch, last: time.Now()}
+	l.KeepAlive = backend.StartKeepAlive(ctx, t.leaseTTL/3, 0, l.renew)
 	return l, nil
 }
 
@@ -264,62 +264,41 @@ func (t *Topic) fencedErr(ctx context.Context, err error) error {
 }
 
 type lease struct {
+	*backend.KeepAlive
 	t     *Topic
-	ctx   context.Context
 	h     backend.LeaseHolder
 	epoch int64
-	lost  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	last  time.Time // the last renewal that held, on this host's monotonic clock
 	once  sync.Once
 }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
-
-// renew writes a renew record every third of the TTL and reads back: when
-// another epoch holds the DLQ, or no renewal succeeded for a whole TTL,
-// the lease is lost.
-func (l *lease) renew() {
-	defer close(l.done)
-	tick := time.NewTicker(l.t.leaseTTL / 3)
-	defer tick.Stop()
-	last := time.Now() // elapsed time on this host's monotonic clock only
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-tick.C:
-		}
-		ctx, cancel := context.WithTimeout(l.ctx, l.t.leaseTTL/3)
-		_, err := l.t.writeLease(ctx, leaseRecord{Op: "renew", Epoch: l.epoch}, l.h)
-		var m meta
-		if err == nil {
-			m, err = l.t.readMeta(ctx, l.t.src.stateTopic)
-		}
-		cancel()
-		if err == nil {
-			if cur := replayLease(m.leases); cur == nil || cur.epoch != l.epoch {
-				_ = l.t.lostErr(cur)
-				close(l.lost)
-				return
-			}
-			last = time.Now()
-			continue
-		}
-		if time.Since(last) >= l.t.leaseTTL {
-			_ = l.t.lostErr(nil)
-			close(l.lost)
-			return
-		}
+// renew writes a renew record and reads back: when another epoch holds
+// the DLQ, or no renewal succeeded for a whole TTL, the lease is lost,
+// and the Topic refuses to move from then on.
+func (l *lease) renew(ctx context.Context) error {
+	_, err := l.t.writeLease(ctx, leaseRecord{Op: "renew", Epoch: l.epoch}, l.h)
+	var m meta
+	if err == nil {
+		m, err = l.t.readMeta(ctx, l.t.src.stateTopic)
 	}
+	if err == nil {
+		if cur := replayLease(m.leases); cur == nil || cur.epoch != l.epoch {
+			return fmt.Errorf("%w: %v", backend.ErrLeaseLost, l.t.lostErr(cur))
+		}
+		l.last = time.Now()
+		return nil
+	}
+	if time.Since(l.last) >= l.t.leaseTTL {
+		return fmt.Errorf("%w: %v", backend.ErrLeaseLost, l.t.lostErr(nil))
+	}
+	return err
 }
 
 // Release stops renewing and writes a release record.
 func (l *lease) Release(ctx context.Context) error {
 	var err error
 	l.once.Do(func() {
-		close(l.stop)
-		<-l.done
+		l.Stop()
 		l.t.mu.Lock()
 		if l.t.held == l.epoch {
 			l.t.held = noEpoch

@@ -28,12 +28,15 @@ type sourceURL struct {
 	mechanism  string
 	timeout    time.Duration
 
+	// shareGroup is group=, which only dlq init takes (share_init.go).
+	shareGroup string
+
 	tlsCA         string
 	tlsInsecure   bool
 	tlsServerName string
 }
 
-var knownParams = []string{"sasl", "state_topic", "timeout", "tls_ca", "tls_insecure", "tls_server_name", "topic"}
+var knownParams = []string{"copy", "group", "sasl", "state_topic", "timeout", "tls_ca", "tls_insecure", "tls_server_name", "topic"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
@@ -62,6 +65,7 @@ func parseURL(raw string) (sourceURL, error) {
 	if err != nil {
 		return s, bad("%v", err)
 	}
+	s.shareGroup = q.Get("group") // dlq init's (share_init.go)
 	if s.topic, s.stateTopic, err = topics(q); err != nil {
 		return s, bad("%v", err)
 	}
@@ -100,6 +104,9 @@ func parseBrokers(list string, quote func(string) string) ([]string, error) {
 // TOPIC.dlqctl-state).
 func topics(q *backend.URLQuery) (topic, state string, err error) {
 	topic = q.Get("topic")
+	if g := q.Get("group"); topic == "" && g != "" {
+		topic = "dlq." + g // a share group's DLQ topic, as dlq init names it
+	}
 	if topic == "" {
 		return "", "", fmt.Errorf("topic= is required (the DLQ topic, e.g. orders.DLT)")
 	}
@@ -154,8 +161,16 @@ func validTopic(t string) error {
 	return nil
 }
 
-// display is the URL with the password replaced by backend.Redacted.
-func (s sourceURL) display() string {
+// Secrets is the URL's password, when it has one.
+func (s sourceURL) Secrets() []string {
+	if s.password == "" {
+		return nil
+	}
+	return []string{s.password}
+}
+
+// Display is the URL with the password replaced by backend.Redacted.
+func (s sourceURL) Display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
@@ -192,7 +207,7 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 	// An empty ServerName is set by the client to each broker's host.
 	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config("")
 	if err != nil {
-		return nil, backend.Configf("kafka source %s: %v", s.display(), err)
+		return nil, backend.Configf("kafka source %s: %v", s.Display(), err)
 	}
 	return c, nil
 }

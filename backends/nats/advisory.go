@@ -205,7 +205,7 @@ func initAdvisoryStream(ctx context.Context, raw string, opts backend.OpenOption
 		return backend.DLQInit{}, err
 	}
 	if src.consumer == "" {
-		return backend.DLQInit{}, backend.Configf("nats source %s: dlq init needs &consumer=C (the consumer whose dead letters to capture)", src.display())
+		return backend.DLQInit{}, backend.Configf("nats source %s: dlq init needs &consumer=C (the consumer whose dead letters to capture)", src.Display())
 	}
 	name := AdvisoryStream(src.stream, src.consumer)
 	res := backend.DLQInit{Stream: name, Subjects: AdvisorySubjects(src.stream, src.consumer)}
@@ -216,17 +216,17 @@ func initAdvisoryStream(ctx context.Context, raw string, opts backend.OpenOption
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, src.timeout)
 	defer cancel()
-	scrub := func(err error) error { return backend.Scrub(err, src.secrets()...) }
+	scrub := func(err error) error { return backend.Scrub(err, src.Secrets()...) }
 	if _, err := js.Stream(ctx, src.stream); errors.Is(err, jetstream.ErrStreamNotFound) {
-		return res, backend.Configf("nats source %s: the stream %q does not exist", src.display(), src.stream)
+		return res, backend.Configf("nats source %s: the stream %q does not exist", src.Display(), src.stream)
 	} else if err != nil {
-		return res, scrub(fmt.Errorf("%s: look up the stream: %w", src.display(), err))
+		return res, scrub(fmt.Errorf("%s: look up the stream: %w", src.Display(), err))
 	}
 	if _, err := js.Stream(ctx, name); err == nil {
 		res.Source = advisorySource(src, name)
 		return res, nil
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return res, scrub(fmt.Errorf("%s: look up the stream %s: %w", src.display(), name, err))
+		return res, scrub(fmt.Errorf("%s: look up the stream %s: %w", src.Display(), name, err))
 	}
 	res.Created, res.Source = true, advisorySource(src, name)
 	if dryRun {
@@ -241,14 +241,14 @@ func initAdvisoryStream(ctx context.Context, raw string, opts backend.OpenOption
 		return res, nil
 	}
 	if err != nil {
-		return res, scrub(fmt.Errorf("%s: create the stream %s: %w", src.display(), name, err))
+		return res, scrub(fmt.Errorf("%s: create the stream %s: %w", src.Display(), name, err))
 	}
 	return res, nil
 }
 
 // advisorySource is the URL that reads the advisory stream.
 func advisorySource(src sourceURL, name string) string {
-	d := src.display()
+	d := src.Display()
 	base, _, _ := cutQuery(d)
 	return base + "?stream=" + name + "&advisories=1"
 }

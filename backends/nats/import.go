@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,25 +60,17 @@ func validHeader(name, value string) bool {
 // a duplicate.
 func (s *Stream) copyHeader(e envelope.Envelope) (nats.Header, error) {
 	w := envelope.NewFieldWriter(s.dec.names)
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	w.Identity(e)
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
 	w.Str(envelope.FieldKey, e.Key)
-	if e.Origin.Topic != "" {
-		w.Raw(HeaderOriginalSubject, e.Origin.Topic)
-	}
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, HeaderOriginalSubject)
 	w.History(e)
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(e.Payload) {
 		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
 	}
-	for k, v := range e.Properties {
-		if w.Written(k) {
-			continue
-		}
-		w.Raw(k, v)
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
+		w.Property(k, e.Properties[k])
 	}
 	w.Raw(SourceIDHeader, e.ID)
 	h := nats.Header{}
@@ -177,7 +171,7 @@ func initStream(ctx context.Context, raw string, getenv func(string) string) err
 	if _, err := js.Stream(ctx, src.stream); err == nil {
 		return nil
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return backend.Scrub(fmt.Errorf("%s: look up the stream: %w", src.display(), err), src.secrets()...)
+		return backend.Scrub(fmt.Errorf("%s: look up the stream: %w", src.Display(), err), src.Secrets()...)
 	}
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: src.stream, Subjects: CopySubjects(src.stream), Storage: jetstream.FileStorage,
@@ -185,7 +179,7 @@ func initStream(ctx context.Context, raw string, getenv func(string) string) err
 		Description: "dead-letter copies, read by dlqctl",
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return backend.Scrub(fmt.Errorf("%s: create the stream: %w", src.display(), err), src.secrets()...)
+		return backend.Scrub(fmt.Errorf("%s: create the stream: %w", src.Display(), err), src.Secrets()...)
 	}
 	return nil
 }

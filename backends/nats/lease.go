@@ -150,8 +150,8 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 		}
 		return nil, s.wrap("take the lease", err)
 	}
-	l := &lease{s: s, kv: kv, key: key, val: val, rev: rev, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew()
+	l := &lease{s: s, kv: kv, key: key, val: val, rev: rev}
+	l.KeepAlive = backend.StartKeepAlive(ctx, s.leaseEvery, LeaseTTL, l.renew)
 	return l, nil
 }
 
@@ -171,63 +171,39 @@ func (s *Stream) LeaseHolder(ctx context.Context) (string, error) {
 }
 
 type lease struct {
-	s        *Stream
-	kv       jetstream.KeyValue
-	key      string
-	val      []byte
-	mu       sync.Mutex
-	rev      uint64
-	lost     chan struct{}
-	lostOnce sync.Once
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	*backend.KeepAlive
+	s   *Stream
+	kv  jetstream.KeyValue
+	key string
+	val []byte
+	mu  sync.Mutex
+	rev uint64
 }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
-
-// renew rewrites the key every leaseRenew, conditional on the revision it
-// wrote last. Another writer's revision closes Lost at once; failures
-// (the server away) close it once LeaseTTL has passed since the last
-// successful write, when the key may have expired.
-func (l *lease) renew() {
-	defer close(l.done)
-	t := time.NewTicker(leaseRenew)
-	defer t.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), leaseRenew)
+// renew rewrites the key, conditional on the revision it wrote last.
+// Another writer's revision loses the lease at once; failures (the server
+// away) lose it once LeaseTTL has passed since the last successful write,
+// when the key may have expired.
+func (l *lease) renew(ctx context.Context) error {
+	l.mu.Lock()
+	rev := l.rev
+	l.mu.Unlock()
+	next, err := l.kv.Update(ctx, l.key, l.val, rev)
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
 		l.mu.Lock()
-		rev := l.rev
+		l.rev = next
 		l.mu.Unlock()
-		next, err := l.kv.Update(ctx, l.key, l.val, rev)
-		cancel()
-		var apiErr *jetstream.APIError
-		switch {
-		case err == nil:
-			l.mu.Lock()
-			l.rev = next
-			l.mu.Unlock()
-			last = time.Now()
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
-			l.lostOnce.Do(func() { close(l.lost) })
-			return
-		case time.Since(last) >= LeaseTTL:
-			l.lostOnce.Do(func() { close(l.lost) })
-			return
-		}
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		return fmt.Errorf("%w: %v", backend.ErrLeaseLost, err)
 	}
+	return err
 }
 
 // Release stops renewing and deletes the key if this run wrote it last.
 func (l *lease) Release(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop) })
-	<-l.done
+	l.Stop()
 	l.mu.Lock()
 	rev := l.rev
 	l.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,32 +15,21 @@ import (
 
 // One server for the package, started by the first test that needs it
 // (never under -short) and stopped after the last.
-var shared struct {
-	once sync.Once
-	srv  *natstest.Server
-	err  error
-}
+// shared is the one nats-server of this test binary, started by the
+// first test that needs it (server); tests keep apart by stream name. The
+// tests that need no server (decoders, URLs) run without one, in the
+// -short tier too.
+var shared = natstest.Shared()
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.srv != nil {
-		if err := shared.srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
+	os.Exit(shared.Finish(m.Run(), os.Stderr))
 }
 
+// server is the package's nats-server for a test that needs one: it skips
+// the test under -short and fails it when the server cannot start.
 func server(t *testing.T) *natstest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real nats-server: not in the -short tier")
-	}
-	shared.once.Do(func() { shared.srv, shared.err = natstest.StartProcess() })
-	if shared.err != nil {
-		t.Fatalf("natstest: %v", shared.err)
-	}
-	return shared.srv
+	return shared.Get(t)
 }
 
 // fresh makes a copy stream and an origin stream with names unique to the

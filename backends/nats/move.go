@@ -191,7 +191,7 @@ func (s *Stream) send(ctx context.Context, it backend.MoveItem, mv move, mk back
 		if errors.As(err, &apiErr) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			// The server answered, or no stream listens on the
 			// subject: nothing was stored.
-			res.Err = fmt.Errorf("move %s to %s: %v", it.ID, it.Dest, backend.Scrub(err, s.src.secrets()...))
+			res.Err = fmt.Errorf("move %s to %s: %v", it.ID, it.Dest, backend.Scrub(err, s.src.Secrets()...))
 			return res, true, nil
 		}
 		return res, false, s.wrap(fmt.Sprintf("publish message %s to %s", it.ID, it.Dest), err)
@@ -266,7 +266,7 @@ func (s *Stream) sameMessage(ctx context.Context, it backend.MoveItem, a advisor
 	case err == nil, isNoMessage(err):
 		return &sameMessageError{id: it.ID, by: by, stream: a.Stream, seq: a.StreamSeq}, nil
 	case errors.As(err, &apiErr), errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful):
-		return fmt.Errorf("advisory %s is about message %d of %s, which the entry %s moved; removing it: %v", it.ID, a.StreamSeq, a.Stream, by, backend.Scrub(err, s.src.secrets()...)), nil
+		return fmt.Errorf("advisory %s is about message %d of %s, which the entry %s moved; removing it: %v", it.ID, a.StreamSeq, a.Stream, by, backend.Scrub(err, s.src.Secrets()...)), nil
 	}
 	return nil, s.wrap("delete message "+it.ID, err)
 }

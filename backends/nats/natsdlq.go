@@ -59,6 +59,8 @@ type Stream struct {
 	js      jetstream.JetStream
 	now     func() time.Time
 	missing bool
+	// leaseEvery is how often a held lease is renewed (leaseRenew).
+	leaseEvery time.Duration
 
 	mu     sync.Mutex
 	stream jetstream.Stream
@@ -79,15 +81,20 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL, its credentials read already.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("nats source %s: %v", src.display(), err)
+		return nil, backend.Configf("nats source %s: %v", src.Display(), err)
 	}
 	nc, js, err := connect(src)
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{src: src, dec: newDecoder(names), nc: nc, js: js, now: opts.Now}
+	s := &Stream{src: src, dec: newDecoder(names), nc: nc, js: js, now: opts.Now, leaseEvery: leaseRenew}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -133,12 +140,12 @@ func connect(src sourceURL) (*nats.Conn, jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(src.serverURLs(), opts...)
 	if err != nil {
-		return nil, nil, backend.Scrub(fmt.Errorf("nats source %s: connect: %w", src.display(), err), src.secrets()...)
+		return nil, nil, backend.Scrub(fmt.Errorf("nats source %s: connect: %w", src.Display(), err), src.Secrets()...)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("nats source %s: %w", src.display(), err)
+		return nil, nil, fmt.Errorf("nats source %s: %w", src.Display(), err)
 	}
 	return nc, js, nil
 }
@@ -165,7 +172,7 @@ func (s *Stream) reqCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 func (s *Stream) wrap(what string, err error) error {
-	return backend.Scrub(fmt.Errorf("%s: %s: %w", s, what, err), s.src.secrets()...)
+	return backend.Scrub(fmt.Errorf("%s: %s: %w", s, what, err), s.src.Secrets()...)
 }
 
 // MissingDLQ names the stream (the advisory stream, in advisory mode) when
@@ -193,7 +200,7 @@ func (s *Stream) Notice() string {
 }
 
 // String is the URL with its secrets replaced.
-func (s *Stream) String() string { return s.src.display() }
+func (s *Stream) String() string { return s.src.Display() }
 
 // Close closes the connection, after what it has buffered is flushed.
 func (s *Stream) Close() error {

@@ -21,19 +21,19 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw, nil)
-			if err != nil {
-				return backend.Parsed{}, err
-			}
-			return backend.Parsed{Display: u.display(), Secrets: u.secrets()}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			if o.EventIDFrom != "" {
-				return nil, backend.Configf("nats: --event-id-from is not supported: the event ID is the event_id header, else Nats-Msg-Id")
-			}
-			return Open(ctx, raw, Options{Fields: o.Fields, Getenv: o.Getenv})
-		},
+		// Parsed without the environment, as a display needs; Open reads
+		// the password there for a user named without one.
+		Factory: backend.NewFactory(func(raw string) (sourceURL, error) { return parseURL(raw, nil) },
+			func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
+				if o.EventIDFrom != "" {
+					return nil, backend.Configf("nats: --event-id-from is not supported: the event ID is the event_id header, else Nats-Msg-Id")
+				}
+				src, err := src.withEnv(o.Getenv)
+				if err != nil {
+					return nil, err
+				}
+				return openURL(ctx, src, Options{Fields: o.Fields, Getenv: o.Getenv})
+			}),
 		// Init has no options to read the environment from: the
 		// password comes from the process's own, as Open's would.
 		Init: func(raw string) error {

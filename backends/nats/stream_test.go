@@ -175,40 +175,6 @@ func TestMoveRefusals(t *testing.T) {
 	}
 }
 
-func TestLeaseOneRunAtATime(t *testing.T) {
-	url, _, _, _ := fresh(t)
-	ctx := context.Background()
-	a, b := open(t, url), open(t, url)
-	la, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	var busy *backend.BusyError
-	if !errors.As(err, &busy) || !errors.Is(err, backend.ErrBusy) || busy.Holder == "" {
-		t.Fatalf("second run: %v", err)
-	}
-	if h, err := b.LeaseHolder(ctx); err != nil || h == "" {
-		t.Errorf("holder %q %v", h, err)
-	}
-	// The same run (a resume after kill -9) takes it over.
-	lb, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatalf("takeover by the same run: %v", err)
-	}
-	if err := lb.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = la // its renewal finds another revision and gives up
-	lc, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-c"})
-	if err != nil {
-		t.Fatalf("after release: %v", err)
-	}
-	if err := lc.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestImportRoundTrip(t *testing.T) {
 	url, _, _, _ := fresh(t)
 	ctx := context.Background()
@@ -257,5 +223,30 @@ func TestExtras(t *testing.T) {
 	}
 	if s, c, ok := capturedConsumer(AdvisorySubjects("ORDERS", "workers")); !ok || s != "ORDERS" || c != "workers" {
 		t.Errorf("captured %q %q %v", s, c, ok)
+	}
+}
+
+// TestImportPropertiesDoNotBecomeFields: a property named like an envelope
+// field that the envelope leaves empty is not written as that field's
+// header, which would read back as the field.
+func TestImportPropertiesDoNotBecomeFields(t *testing.T) {
+	url, _, _, _ := fresh(t)
+	ctx := context.Background()
+	s := open(t, url)
+	e := envelope.Envelope{ID: "p-1", EventID: "E1", Payload: []byte("x"), Origin: envelope.Origin{Topic: "orders.a"},
+		Properties: map[string]string{"reason": "an alias of last_error", "owner": "a field's own name", "tenant": "acme"}}
+	id, err := s.Import(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LastError != "" || got.Owner != "" {
+		t.Errorf("properties read back as fields: last_error %q, owner %q", got.LastError, got.Owner)
+	}
+	if got.Properties["reason"] != "an alias of last_error" || got.Properties["tenant"] != "acme" {
+		t.Errorf("properties %v, want reason and tenant kept", got.Properties)
 	}
 }

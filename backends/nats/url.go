@@ -127,6 +127,21 @@ func (u *sourceURL) credentials(p backend.SourceURL, getenv func(string) string)
 	return nil
 }
 
+// withEnv is u, parsed without an environment, as parseURL with getenv
+// would have read it: a user named without a password takes
+// DLQCTL_NATS_PASSWORD when it is set, where without it the name was a
+// token.
+func (u sourceURL) withEnv(getenv func(string) string) (sourceURL, error) {
+	if !u.hasInfo || u.hasPass || getenv == nil || getenv(PasswordEnv) == "" {
+		return u, nil
+	}
+	u.user, u.password, u.token = u.token, getenv(PasswordEnv), ""
+	if u.user == "" {
+		return u, backend.Configf("nats source %s: %v", backend.URLForError(u.raw), errors.New("a password needs a user name"))
+	}
+	return u, nil
+}
+
 // parseHosts reads the seed list, host[:port][,host[:port]…].
 func parseHosts(list string) ([]string, error) {
 	if strings.Contains(list, "/") {
@@ -190,8 +205,8 @@ func (u *sourceURL) readQuery(q *backend.URLQuery) error {
 	return q.Err()
 }
 
-// display is the URL with its password or token replaced.
-func (u sourceURL) display() string {
+// Display is the URL with its password or token replaced.
+func (u sourceURL) Display() string {
 	if u.scheme == "" {
 		return backend.RedactURL(u.raw)
 	}
@@ -214,8 +229,8 @@ func (u sourceURL) display() string {
 	return out
 }
 
-// secrets are the strings that must never be printed.
-func (u sourceURL) secrets() []string {
+// Secrets are the strings that must never be printed.
+func (u sourceURL) Secrets() []string {
 	var out []string
 	for _, s := range []string{u.password, u.token} {
 		if s != "" {
@@ -244,7 +259,7 @@ func (u sourceURL) tlsConfig() (*tls.Config, error) {
 	host, _, _ := net.SplitHostPort(u.hosts[0])
 	conf, err := u.tls.Config(host)
 	if err != nil {
-		return nil, backend.Configf("nats source %s: %v", u.display(), err)
+		return nil, backend.Configf("nats source %s: %v", u.Display(), err)
 	}
 	return conf, nil
 }
@@ -257,7 +272,7 @@ func (u sourceURL) checkCreds() error {
 		return nil
 	}
 	if _, err := os.Stat(u.creds); err != nil {
-		return backend.Configf("nats source %s: creds=%s: %v", u.display(), u.creds, errors.Join(errNoCreds, errors.Unwrap(err)))
+		return backend.Configf("nats source %s: creds=%s: %v", u.Display(), u.creds, errors.Join(errNoCreds, errors.Unwrap(err)))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -36,13 +37,22 @@ func TestParseURL(t *testing.T) {
 		if u.user != c.user || u.password != c.password || u.token != c.token || strings.Join(u.hosts, ",") != c.hosts {
 			t.Errorf("%s: user %q password %q token %q hosts %v", c.raw, u.user, u.password, u.token, u.hosts)
 		}
-		if c.display != "" && u.display() != c.display {
-			t.Errorf("%s: display %q, want %q", c.raw, u.display(), c.display)
+		if c.display != "" && u.Display() != c.display {
+			t.Errorf("%s: display %q, want %q", c.raw, u.Display(), c.display)
 		}
-		for _, sec := range u.secrets() {
-			if strings.Contains(u.display(), sec) {
-				t.Errorf("%s: display %q shows a secret", c.raw, u.display())
+		for _, sec := range u.Secrets() {
+			if strings.Contains(u.Display(), sec) {
+				t.Errorf("%s: display %q shows a secret", c.raw, u.Display())
 			}
+		}
+		// Parsed once without the environment (as the registry does),
+		// then given it, it reads the same.
+		bare, err := parseURL(c.raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if late, err := bare.withEnv(env(c.env)); err != nil || !reflect.DeepEqual(late, u) {
+			t.Errorf("%s: parsed, then given the environment: %+v, %v; want %+v", c.raw, late, err, u)
 		}
 	}
 }
@@ -95,7 +105,7 @@ func FuzzParseURLNeverEchoesSecret(f *testing.F) {
 			for _, scheme := range []string{"nats", "tls"} {
 				raw := scheme + "://" + info + "@127.0.0.1:1?" + query
 				u, err := parseURL(raw, nil)
-				for _, text := range []string{fmt.Sprint(err), u.display()} {
+				for _, text := range []string{fmt.Sprint(err), u.Display()} {
 					if strings.Contains(text, secret) || strings.Contains(text, url.PathEscape(secret)) {
 						t.Fatalf("%q: %q holds the secret", raw, text)
 					}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -141,30 +142,17 @@ func (t *Topic) importProducer(ctx context.Context) (onceProducer, error) {
 // importMessage lays e out as a Pulsar message (see Import).
 func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 	w := envelope.NewFieldWriter(t.names)
-	payload := e.Payload
-	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
-		payload = e.Raw
-	}
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	payload, _ := envelope.ImportPayload(e)
+	w.Identity(e)
 	if e.PayloadEncoding != "" && e.PayloadEncoding != envelope.ClassifyPayload(payload) {
 		w.Put(envelope.FieldPayloadEncoding, e.PayloadEncoding)
 	}
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
-	if e.Origin.Topic != "" {
-		w.Raw(PulsarRealTopic, e.Origin.Topic)
-	}
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, PulsarRealTopic)
 	w.History(e)
 	msg := &pulsar.ProducerMessage{Payload: payload, Key: e.Key}
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		v := e.Properties[k]
 		switch k {
 		case PropOrderingKey:
@@ -181,16 +169,7 @@ func (t *Topic) importMessage(e envelope.Envelope) *pulsar.ProducerMessage {
 			// Left out: they would read back as the origin or the attempts.
 			continue
 		}
-		field, first, isName := t.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		if isName {
-			// An alias of a field left out would read back as that field:
-			// write the field, empty, under its first name, which wins.
-			w.Put(field, "")
-		}
-		w.Raw(k, v)
+		w.Property(k, v)
 	}
 	msg.Properties = w.Map()
 	if e.ID != "" {

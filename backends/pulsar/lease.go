@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -68,10 +67,8 @@ func (t *Topic) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 		}
 		return nil, t.connErr(ctx, "lease (subscribe "+t.leaseSub()+")", err)
 	}
-	l := &pulsarLease{t: t, c: c, name: name, lost: make(chan struct{}), done: make(chan struct{})}
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	l.stop = stop
-	go l.watch(rctx)
+	l := &pulsarLease{t: t, c: c, name: name}
+	l.KeepAlive = backend.StartKeepAlive(ctx, leaseCheckEvery, 0, l.check)
 	return l, nil
 }
 
@@ -87,49 +84,34 @@ func busyErr(err error) bool {
 }
 
 type pulsarLease struct {
-	t      *Topic
-	c      pulsar.Consumer
-	name   string
-	lost   chan struct{}
-	stop   context.CancelFunc
-	done   chan struct{}
-	closed sync.Once
+	*backend.KeepAlive
+	t    *Topic
+	c    pulsar.Consumer
+	name string
 }
 
-// watch checks every leaseCheckEvery that the lease subscription's
+// check asks, every leaseCheckEvery, whether the lease subscription's
 // consumer is still this one: the client reconnects by itself after a
 // broker restart, and another run may have taken the subscription in the
-// gap.
-func (l *pulsarLease) watch(ctx context.Context) {
-	defer close(l.done)
-	tick := time.NewTicker(leaseCheckEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		names, err := l.t.leaseConsumers(ctx)
-		if err != nil {
-			continue // the admin API is down: the consumer may well be fine
-		}
-		for _, n := range names {
-			if n != l.name {
-				l.closed.Do(func() { close(l.lost) })
-				return
-			}
+// gap. An admin API that is down says nothing: the consumer may well be
+// fine.
+func (l *pulsarLease) check(ctx context.Context) error {
+	names, err := l.t.leaseConsumers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n != l.name {
+			return backend.ErrLeaseLost
 		}
 	}
+	return nil
 }
-
-func (l *pulsarLease) Lost() <-chan struct{} { return l.lost }
 
 // Release closes the consumer; the broker drops the non-durable
 // subscription with it.
 func (l *pulsarLease) Release(ctx context.Context) error {
-	l.stop()
-	<-l.done
+	l.Stop()
 	l.c.Close()
 	return nil
 }

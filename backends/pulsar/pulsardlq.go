@@ -117,6 +117,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
 	if err != nil {
 		return nil, scrub(err, opts.Token)
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 	t, err := open(ctx, src, opts)
 	if err != nil {
 		return nil, scrub(err, opts.Token)
@@ -127,7 +132,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Topic, error) {
 func open(ctx context.Context, src sourceURL, opts Options) (*Topic, error) {
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("pulsar source %s: %v", src.display(), err)
+		return nil, backend.Configf("pulsar source %s: %v", src.Display(), err)
 	}
 	from := opts.EventIDFrom
 	if from.Kind == "" {
@@ -237,7 +242,7 @@ func (t *Topic) Notice() string {
 }
 
 // String is the source URL; it never holds the token.
-func (t *Topic) String() string { return t.src.display() }
+func (t *Topic) String() string { return t.src.Display() }
 
 // Close closes the producers, the acknowledging consumers and the client.
 func (t *Topic) Close() error {

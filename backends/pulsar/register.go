@@ -25,14 +25,7 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw)
-			if err != nil {
-				return backend.Parsed{}, err
-			}
-			return backend.Parsed{Display: u.display()}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
 			token, err := token(o)
 			if err != nil {
 				return nil, err
@@ -41,8 +34,8 @@ func Registration() backend.Registration {
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}
-			return Open(ctx, raw, Options{Token: token, Fields: o.Fields, EventIDFrom: from})
-		},
+			return openURL(ctx, src, Options{Token: token, Fields: o.Fields, EventIDFrom: from})
+		}),
 		ProfileKeys: []string{"pulsar_token"},
 		Secrets: func(o backend.OpenOptions) []string {
 			t, _ := token(o)

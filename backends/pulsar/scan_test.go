@@ -176,20 +176,6 @@ func TestScanGetLenOfADLQ(t *testing.T) {
 	}
 }
 
-func TestEmptyDLQ(t *testing.T) {
-	tp := open(t, freshTopic(t, ""), pulsardlq.Options{})
-	ctx := testCtx(t)
-	if got := scanAll(t, tp, ""); len(got) != 0 {
-		t.Fatalf("scan = %v", ids(got))
-	}
-	if n, err := tp.Len(ctx); err != nil || n != 0 {
-		t.Fatalf("len = %d, %v", n, err)
-	}
-	if tail, err := tp.Tail(ctx); err != nil || tail != "" {
-		t.Fatalf("tail = %q, %v", tail, err)
-	}
-}
-
 func TestMessagesBeforeTheSubscriptionAreInTheDLQ(t *testing.T) {
 	// Dead letters written before dlqctl first looked are still there:
 	// the subscription starts at the earliest message.

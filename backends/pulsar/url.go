@@ -81,9 +81,13 @@ func (u sourceURL) serviceURL() string {
 	return u.scheme + "://" + net.JoinHostPort(u.host, strconv.Itoa(u.port))
 }
 
-// display is the URL as given, minus anything secret (there is none in a
+// Secrets is nothing: the token comes from the environment or the
+// profile, never the URL.
+func (u sourceURL) Secrets() []string { return nil }
+
+// Display is the URL as given, minus anything secret (there is none in a
 // valid URL: user info is refused and the admin URL's is hidden).
-func (u sourceURL) display() string {
+func (u sourceURL) Display() string {
 	s := u.serviceURL()
 	if u.rawQuery != "" {
 		s += "?" + u.rawQuery
@@ -245,7 +249,7 @@ func (u sourceURL) adminTLS() (*tls.Config, error) {
 	if u.tlsCA != "" {
 		var err error
 		if roots, err = backend.LoadCA(u.tlsCA); err != nil {
-			return nil, backend.Configf("pulsar source %s: %v", u.display(), err)
+			return nil, backend.Configf("pulsar source %s: %v", u.Display(), err)
 		}
 		conf.RootCAs = roots
 	}

@@ -28,8 +28,8 @@ func TestParseURLDefaults(t *testing.T) {
 			t.Errorf("%s: service %s admin %s topic %s sub %s", tc.raw, u.serviceURL(), u.admin, u.topic, u.subscription)
 		}
 	}
-	if u, _ := parseURL("pulsar://broker?topic=dlq"); u.display() != "pulsar://broker:6650?topic=dlq" {
-		t.Errorf("display = %s", u.display())
+	if u, _ := parseURL("pulsar://broker?topic=dlq"); u.Display() != "pulsar://broker:6650?topic=dlq" {
+		t.Errorf("display = %s", u.Display())
 	}
 	if got := (topicName{"a", "b", "c d"}).adminPath(); got != "/admin/v2/persistent/a/b/c%20d" {
 		t.Errorf("admin path = %s", got)

@@ -119,7 +119,7 @@ func withoutInitKeys(raw string) string {
 func initSource(q *Queue, name string) string {
 	s := q.src
 	s.queue = name
-	return s.display()
+	return s.Display()
 }
 
 // deadLetterRoute is where the origin's dead letters go: its dead-letter

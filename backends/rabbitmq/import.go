@@ -3,7 +3,8 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,26 +110,15 @@ func (q *Queue) Has(ctx context.Context, id string) (bool, error) {
 
 func (q *Queue) importMessage(e envelope.Envelope) amqp.Publishing {
 	w := envelope.NewFieldWriter(q.dec.names)
-	payload := e.Payload
-	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
-		payload = e.Raw
-	}
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	payload, _ := envelope.ImportPayload(e)
+	w.Identity(e)
 	w.Raw(envelope.ImportedFromProperty, e.ID)
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldKey, e.Key)
-	w.Str(envelope.FieldOriginStream, e.Origin.Topic)
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, "")
 	w.History(e)
 	p := amqp.Publishing{Body: payload, ContentType: e.ContentType, MessageId: e.EventID, DeliveryMode: amqp.Persistent}
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		v := e.Properties[k]
 		if strings.HasPrefix(k, "amqp.") {
 			setProperty(&p, k, v)
@@ -137,14 +127,7 @@ func (q *Queue) importMessage(e envelope.Envelope) amqp.Publishing {
 		if k == pXDeath || k == hFirstDeathQueue || k == hFirstDeathReason || k == hFirstDeathExchange {
 			continue // the broker's record of the original deaths: not re-creatable
 		}
-		field, first, isName := q.dec.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		if isName {
-			w.Put(field, "")
-		}
-		w.Raw(k, v)
+		w.Property(k, v)
 	}
 	p.Headers = amqp.Table{}
 	for i := 0; i+1 < len(w.Pairs); i += 2 {

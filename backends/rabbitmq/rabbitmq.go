@@ -110,12 +110,17 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Queue, error) {
 	if keys := src.initOnly(); keys != "" {
-		return nil, backend.Configf("amqp source %s: %s: only dlqctl dlq init takes these (queue= then names the origin whose dead letters to keep)", src.display(), keys)
+		return nil, backend.Configf("amqp source %s: %s: only dlqctl dlq init takes these (queue= then names the origin whose dead letters to keep)", src.Display(), keys)
 	}
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("amqp source %s: %v", src.display(), err)
+		return nil, backend.Configf("amqp source %s: %v", src.Display(), err)
 	}
 	from, err := parseEventIDSource(opts.EventIDFrom)
 	if err != nil {
@@ -344,7 +349,7 @@ func (q *Queue) Notice() string {
 }
 
 // String names the DLQ with its password replaced.
-func (q *Queue) String() string { return q.src.display() }
+func (q *Queue) String() string { return q.src.Display() }
 
 // Close gives back any deliveries a Publish held and closes the connection.
 func (q *Queue) Close() error {

@@ -22,20 +22,9 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw)
-			if err != nil {
-				return backend.Parsed{}, err
-			}
-			secrets := u.adminSecrets()
-			if u.password != "" {
-				secrets = append(secrets, u.password)
-			}
-			return backend.Parsed{Display: u.display(), Secrets: secrets}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			return Open(ctx, raw, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom, KeyFrom: o.KeyFrom})
-		},
+		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
+			return openURL(ctx, src, Options{Password: password(o), Fields: o.Fields, EventIDFrom: o.EventIDFrom, KeyFrom: o.KeyFrom})
+		}),
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
 		InitDLQ: initStreamDLQ,
 	}

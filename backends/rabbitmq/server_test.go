@@ -22,17 +22,10 @@ import (
 
 // broker is the test binary's one broker, started by the first test that
 // needs it; tests keep apart by queue name.
-var broker rabbitmqtest.Lazy
+var broker = rabbitmqtest.Shared()
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := broker.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(broker.Finish(m.Run(), os.Stderr))
 }
 
 func uniq(t *testing.T) string {
@@ -377,44 +370,6 @@ func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin,
 	}
 	deadLetter(t, srv, origin, classic, ids...)
 	waitDepth(t, srv, quorum, len(ids))
-}
-
-func TestLease(t *testing.T) {
-	srv := broker.Get(t)
-	base := uniq(t)
-	ctx := context.Background()
-	if _, err := srv.Channel(t).QueueDeclare(base+"-dlq", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	a, b := open(t, srv, base+"-dlq", false), open(t, srv, base+"-dlq", false)
-	l, err := a.Lease(ctx, backend.LeaseHolder{RunID: "run-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	var be *backend.BusyError
-	if !errors.As(err, &be) || !strings.Contains(be.Holder, "run-a") {
-		t.Fatalf("second lease: %v, want busy naming run-a", err)
-	}
-	if h, err := b.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run-a") {
-		t.Errorf("LeaseHolder: %q %v", h, err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Lost():
-		t.Error("a released lease reports lost")
-	default:
-	}
-	l2, err := b.Lease(ctx, backend.LeaseHolder{RunID: "run-b"})
-	if err != nil {
-		t.Fatalf("lease after release: %v", err)
-	}
-	defer l2.Release(ctx)
-	if h, err := a.LeaseHolder(ctx); err != nil || !strings.Contains(h, "run-b") {
-		t.Errorf("LeaseHolder after takeover: %q %v", h, err)
-	}
 }
 
 // TestMoveDeepInTheDLQ: a move reads from the head in a window that

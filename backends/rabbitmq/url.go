@@ -153,9 +153,9 @@ func (s sourceURL) initOnly() string {
 	return strings.Join(ks, ", ")
 }
 
-// display is the URL with the password replaced by backend.Redacted (in
+// Display is the URL with the password replaced by backend.Redacted (in
 // the admin URL too).
-func (s sourceURL) display() string {
+func (s sourceURL) Display() string {
 	var b strings.Builder
 	b.WriteString(s.scheme + "://")
 	if s.user != "" {
@@ -188,6 +188,15 @@ func (s sourceURL) display() string {
 	return b.String()
 }
 
+// Secrets are the URL's password and the admin URL's own.
+func (s sourceURL) Secrets() []string {
+	secrets := s.adminSecrets()
+	if s.password != "" {
+		secrets = append(secrets, s.password)
+	}
+	return secrets
+}
+
 // adminSecrets are the secrets in the admin URL (its own user info).
 func (s sourceURL) adminSecrets() []string {
 	if s.admin == "" {
@@ -203,7 +212,7 @@ func (s sourceURL) tlsConfig() (*tls.Config, error) {
 	host, _, _ := net.SplitHostPort(s.host)
 	c, err := backend.TLSOptions{CA: s.tlsCA, Insecure: s.tlsInsecure, ServerName: s.tlsServerName}.Config(host)
 	if err != nil {
-		return nil, backend.Configf("amqp source %s: %v", s.display(), err)
+		return nil, backend.Configf("amqp source %s: %v", s.Display(), err)
 	}
 	return c, nil
 }

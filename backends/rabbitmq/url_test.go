@@ -51,8 +51,8 @@ func TestParseURL(t *testing.T) {
 		if s.host != c.host || s.vhost != c.vhost || s.queue != c.queue || s.user != c.user || s.password != c.pass || s.admin != c.admin {
 			t.Errorf("%s: got %+v", c.raw, s)
 		}
-		if c.display != "" && s.display() != c.display {
-			t.Errorf("%s: display %q, want %q", c.raw, s.display(), c.display)
+		if c.display != "" && s.Display() != c.display {
+			t.Errorf("%s: display %q, want %q", c.raw, s.Display(), c.display)
 		}
 	}
 }
@@ -62,7 +62,7 @@ func TestDisplayHidesAdminPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := s.display(); strings.Contains(d, "one") || strings.Contains(d, "tw0pass") {
+	if d := s.Display(); strings.Contains(d, "one") || strings.Contains(d, "tw0pass") {
 		t.Errorf("display holds a password: %s", d)
 	}
 	if got := s.adminSecrets(); len(got) == 0 || got[0] != "tw0pass" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -153,21 +155,15 @@ func (s *Stream) entryFields(e envelope.Envelope) []string {
 		}
 	}
 	w := envelope.NewFieldWriter(s.names)
-	payload, encoding := e.Payload, e.PayloadEncoding
-	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
-		payload, encoding = e.Raw, ""
-	}
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	payload, encoding := envelope.ImportPayload(e)
+	w.Identity(e)
 	// Always written, even empty: an entry without it reads as malformed.
 	w.Put(envelope.FieldPayload, string(payload))
 	w.Str(envelope.FieldPayloadEncoding, encoding)
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
 	w.Str(envelope.FieldKey, e.Key)
-	w.Str(envelope.FieldOriginStream, e.Origin.Topic)
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, "")
 	w.Put(envelope.FieldAttempts, strconv.Itoa(e.Attempts))
 	w.Str(envelope.FieldLastError, e.LastError)
 	w.Str(envelope.FieldErrorClass, e.ErrorClass)
@@ -180,23 +176,8 @@ func (s *Stream) entryFields(e envelope.Envelope) []string {
 	if e.Malformed != "" {
 		w.Raw(MalformedField, e.Malformed)
 	}
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		field, first, isName := s.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		// A property named like an alias of a field that was left out
-		// would also read back as that field: write the field, empty,
-		// under its first name, which wins over its aliases on reading.
-		if isName {
-			w.Put(field, "")
-		}
-		w.Raw(k, e.Properties[k])
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
+		w.Property(k, e.Properties[k])
 	}
 	return w.Pairs
 }

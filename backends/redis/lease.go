@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,53 +103,29 @@ func (s *Stream) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Leas
 }
 
 type redisLease struct {
-	s      *Stream
-	token  string
-	lost   chan struct{}
-	stop   context.CancelFunc
-	done   chan struct{}
-	closed sync.Once
+	*backend.KeepAlive
+	s     *Stream
+	token string
 }
 
 // keepLease renews the lease every ttl/3 until Release. A renewal that
 // finds another value, or no success for a whole ttl, closes Lost: the
 // lease may be someone else's by then.
 func (s *Stream) keepLease(ctx context.Context, token string, ttl time.Duration) *redisLease {
-	// Renewal outlives a Ctrl-C of the command: the run still finishes the
-	// chunk in flight under the lease and releases it at the end.
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	l := &redisLease{s: s, token: token, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(ttl / 3)
-		defer tick.Stop()
-		lastOK := time.Now()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-tick.C:
-			}
-			n, err := leaseRenew.Run(rctx, s.rdb, []string{s.leaseKey()}, token, ttl.Milliseconds()).Int64()
-			switch {
-			case err == nil && n == 1:
-				lastOK = time.Now()
-				continue
-			case err == nil || time.Since(lastOK) >= ttl:
-				l.closed.Do(func() { close(l.lost) })
-				return
-			}
+	l := &redisLease{s: s, token: token}
+	l.KeepAlive = backend.StartKeepAlive(ctx, ttl/3, ttl, func(ctx context.Context) error {
+		n, err := leaseRenew.Run(ctx, s.rdb, []string{s.leaseKey()}, token, ttl.Milliseconds()).Int64()
+		if err == nil && n != 1 {
+			return backend.ErrLeaseLost
 		}
-	}()
+		return err
+	})
 	return l
 }
 
-func (l *redisLease) Lost() <-chan struct{} { return l.lost }
-
 // Release stops renewing and deletes the key if it is still ours.
 func (l *redisLease) Release(ctx context.Context) error {
-	l.stop()
-	<-l.done
+	l.Stop()
 	if err := leaseDrop.Run(context.WithoutCancel(ctx), l.s.rdb, []string{l.s.leaseKey()}, l.token).Err(); err != nil {
 		return fmt.Errorf("%s: release lease: %w", l.s, err)
 	}

@@ -319,45 +319,6 @@ func TestPublishItemErrorsStayPerItem(t *testing.T) {
 	}
 }
 
-func TestRemoveAndTail(t *testing.T) {
-	ctx := context.Background()
-	rdb := shared.Client()
-	dlq := key(t, "dlq")
-	s := openStream(t, shared.URL(0, dlq), Options{})
-	if tail, err := s.Tail(ctx); err != nil || tail != "" {
-		t.Errorf("Tail of a missing stream = %q, %v", tail, err)
-	}
-	if n, tail, err := s.LenTail(ctx); err != nil || n != 0 || tail != "" {
-		t.Errorf("LenTail of a missing stream = %d, %q, %v", n, tail, err)
-	}
-	a := xadd(t, rdb, dlq, "event_id", "E1", "payload", "x")
-	b := xadd(t, rdb, dlq, "event_id", "E2", "payload", "y")
-	if tail, err := s.Tail(ctx); err != nil || tail != b {
-		t.Errorf("Tail = %q, %v; want %s", tail, err, b)
-	}
-	if n, tail, err := s.LenTail(ctx); err != nil || n != 2 || tail != b {
-		t.Errorf("LenTail = %d, %q, %v; want 2, %s", n, tail, err, b)
-	}
-	res, err := s.Remove(ctx, []backend.MoveItem{{ID: a}, {ID: "1-1"}, {ID: a}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res[0].Err != nil || !res[0].Removed {
-		t.Errorf("remove present = %+v", res[0])
-	}
-	for _, r := range res[1:] {
-		if !errors.Is(r.Err, backend.ErrNotFound) || r.Removed {
-			t.Errorf("remove gone = %+v, want ErrNotFound", r)
-		}
-	}
-	if got := ids(scanAll(t, s, "")); !reflect.DeepEqual(got, []string{b}) {
-		t.Errorf("left %v", got)
-	}
-	if res, err := s.Remove(ctx, nil); err != nil || len(res) != 0 {
-		t.Errorf("Remove(nil) = %v, %v", res, err)
-	}
-}
-
 func TestPublishConnectionLost(t *testing.T) {
 	srv := redistest.Start(t)
 	dlq := "dlq"

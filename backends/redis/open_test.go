@@ -200,7 +200,7 @@ func TestDefaultsInString(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := u.display(); got != "redis://h:6379/0?stream=dlq%3Aorders" {
+	if got := u.Display(); got != "redis://h:6379/0?stream=dlq%3Aorders" {
 		t.Errorf("display = %q", got)
 	}
 	if u.stream != "dlq:orders" {

@@ -87,6 +87,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
 	if err != nil {
 		return nil, scrub(err, src.password, opts.Password)
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 	s, err := open(ctx, src, opts)
 	if err != nil {
 		return nil, scrub(err, src.password, opts.Password)
@@ -97,14 +102,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Stream, error) {
 func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("redis source %s: %v", src.display(), err)
+		return nil, backend.Configf("redis source %s: %v", src.Display(), err)
 	}
 	pageSize := opts.PageSize
 	switch {
 	case pageSize == 0:
 		pageSize = DefaultPageSize
 	case pageSize < 0:
-		return nil, backend.Configf("redis source %s: page size %d: want a positive number", src.display(), pageSize)
+		return nil, backend.Configf("redis source %s: page size %d: want a positive number", src.Display(), pageSize)
 	}
 	ro := &redis.Options{
 		Addr:     src.addr(),
@@ -206,7 +211,7 @@ func (s *Stream) MissingDLQ() string {
 }
 
 // String is the source URL with any password replaced by xxxxx.
-func (s *Stream) String() string { return s.src.display() }
+func (s *Stream) String() string { return s.src.Display() }
 
 // Close closes the connection pool.
 func (s *Stream) Close() error { return s.rdb.Close() }

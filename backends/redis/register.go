@@ -23,16 +23,9 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Pending: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw)
-			if err != nil {
-				return backend.Parsed{}, scrub(err, u.password)
-			}
-			return backend.Parsed{Display: u.display(), Secrets: []string{u.password}}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
-			return Open(ctx, raw, Options{Fields: o.Fields, Password: password(o)})
-		},
+		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
+			return openURL(ctx, src, Options{Fields: o.Fields, Password: password(o)})
+		}),
 		Setup:        quietLogs,
 		GroupsSource: groupsSource,
 		ProfileKeys:  []string{"redis_password"},

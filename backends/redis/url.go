@@ -64,8 +64,11 @@ type sourceURL struct {
 
 func (u sourceURL) addr() string { return net.JoinHostPort(u.host, strconv.Itoa(u.port)) }
 
-// display is the URL with its password replaced by xxxxx.
-func (u sourceURL) display() string {
+// Secrets is the URL's password, when it has one.
+func (u sourceURL) Secrets() []string { return []string{u.password} }
+
+// Display is the URL with its password replaced by xxxxx.
+func (u sourceURL) Display() string {
 	var b strings.Builder
 	b.WriteString(u.scheme + "://")
 	b.WriteString(backend.UserinfoDisplay(u.user, u.hasPassword))
@@ -160,7 +163,7 @@ func (u *sourceURL) readQuery(q *backend.URLQuery, path string, quote func(strin
 func (u sourceURL) tlsConfig() (*tls.Config, error) {
 	conf, err := backend.TLSOptions{CA: u.tlsCA, Insecure: u.tlsInsecure, ServerName: u.tlsServerName}.Config(u.host)
 	if err != nil {
-		return nil, backend.Configf("redis source %s: %v", u.display(), err)
+		return nil, backend.Configf("redis source %s: %v", u.Display(), err)
 	}
 	return conf, nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/dlqctl/dlqctl/backends/sqs/sqstest"
 	"github.com/dlqctl/dlqctl/conformance"
 	"github.com/dlqctl/dlqctl/envelope"
-	"github.com/dlqctl/dlqctl/internal/testproc"
 )
 
 // suite is the shared conformance suite on this backend; in the child
@@ -94,7 +93,7 @@ func TestConformance(t *testing.T) {
 			}
 			return held
 		}
-		return &conformance.Target{Down: srv.Kill, Up: srv.Resume, Unordered: true, Refuse: func(*testing.T, conformance.Fixture, string, string) {
+		return &conformance.Target{Down: srv.Down, Up: srv.Up, Unordered: true, Refuse: func(*testing.T, conformance.Fixture, string, string) {
 			// Nothing to do: the destination queue was never created,
 			// and SQS refuses a send to a queue that does not exist.
 		}, Missing: func(t *testing.T) string {
@@ -104,13 +103,8 @@ func TestConformance(t *testing.T) {
 		},
 			// A SIGKILL of the JVM, then the script's stop (it finds
 			// nothing running and clears its files) before Up.
-			Kill: func() error {
-				if err := testproc.KillProcess(srv.PID()); err != nil {
-					return err
-				}
-				return srv.Kill()
-			},
-			PID: srv.PID,
+			Kill: srv.Kill,
+			PID:  srv.PID,
 			Held: func(t *testing.T, fx conformance.Fixture) int {
 				return count(t, fx.Self)
 			},

@@ -345,7 +345,7 @@ func TestE2EServerRestartDuringApply(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := server.Kill(); err != nil {
+	if err := server.Down(); err != nil {
 		t.Fatal(err)
 	}
 	var r result
@@ -354,7 +354,7 @@ func TestE2EServerRestartDuringApply(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("apply did not stop while the server was down")
 	}
-	if err := server.Resume(); err != nil {
+	if err := server.Up(); err != nil {
 		t.Fatal(err)
 	}
 	if r.code != 1 || !strings.Contains(r.out, "redrive resume") {

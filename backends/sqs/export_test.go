@@ -20,3 +20,7 @@ func (q *Queue) SetScanVisibility(d time.Duration) { q.scanVis = d }
 
 // SetHandleBound sets how many receipt handles a scan keeps in memory.
 func (q *Queue) SetHandleBound(n int) { q.handleBound = n }
+
+// SetLeaseRenew shortens how often a held lease is renewed, so that a
+// test sees a holder notice a takeover in seconds.
+func (q *Queue) SetLeaseRenew(d time.Duration) { q.leaseEvery = d }

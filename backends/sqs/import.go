@@ -5,7 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -124,10 +125,7 @@ func sqsText(s string) bool {
 
 func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error) {
 	w := envelope.NewFieldWriter(q.names)
-	payload := e.Payload
-	if e.Malformed != "" && len(payload) == 0 && len(e.Raw) > 0 {
-		payload = e.Raw
-	}
+	payload, _ := envelope.ImportPayload(e)
 	body := string(payload)
 	if !sqsText(body) || body == "" {
 		if len(payload) == 0 {
@@ -136,15 +134,12 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 		body = base64.StdEncoding.EncodeToString(payload)
 		w.Put(envelope.FieldPayloadEncoding, envelope.EncodingBase64)
 	}
-	w.Str(envelope.FieldEventID, e.EventID)
-	w.Str(envelope.FieldFingerprint, e.CarriedFingerprint())
+	w.Identity(e)
 	w.Raw(envelope.ImportedFromProperty, e.ID)
 	w.Str(envelope.FieldPayloadVersion, e.PayloadVersion)
 	w.Str(envelope.FieldContentType, e.ContentType)
 	w.Str(envelope.FieldKey, e.Key)
-	w.Str(envelope.FieldOriginStream, e.Origin.Topic)
-	w.Str(envelope.FieldOriginGroup, e.Origin.Subscription)
-	w.Str(envelope.FieldOriginConsumer, e.Origin.Consumer)
+	w.Origin(e.Origin, "")
 	w.History(e)
 	q.writeProperties(w, e)
 	attrs := q.packAttributes(w)
@@ -178,23 +173,11 @@ func (q *Queue) importMessage(e envelope.Envelope) (*sqs.SendMessageInput, error
 // out what would read back as an envelope field and SQS's own record of
 // the source.
 func (q *Queue) writeProperties(w *envelope.FieldWriter, e envelope.Envelope) {
-	keys := make([]string, 0, len(e.Properties))
-	for k := range e.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(e.Properties)) {
 		if k == SQSSourceArnProperty || k == SQSPackedFields {
 			continue // SQS's own record of the source, or dlqctl's packing
 		}
-		field, first, isName := q.names.NameOf(k)
-		if w.Written(k) || (isName && first) {
-			continue // it would read back as an envelope field
-		}
-		if isName {
-			w.Put(field, "")
-		}
-		w.Raw(k, e.Properties[k])
+		w.Property(k, e.Properties[k])
 	}
 }
 

@@ -163,8 +163,8 @@ func (q *Queue) Lease(ctx context.Context, h backend.LeaseHolder) (backend.Lease
 		}
 		return nil, &backend.BusyError{What: "DLQ " + q.String(), Holder: "another run (the lease tag changed while it was being taken)"}
 	}
-	l := &lease{q: q, v: mine, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.renew()
+	l := &lease{q: q, v: mine}
+	l.KeepAlive = backend.StartKeepAlive(ctx, q.leaseEvery, 0, l.renew)
 	return l, nil
 }
 
@@ -178,61 +178,40 @@ func (q *Queue) LeaseHolder(ctx context.Context) (string, error) {
 }
 
 type lease struct {
-	q        *Queue
-	mu       sync.Mutex
-	v        leaseValue
-	lost     chan struct{}
-	lostOnce sync.Once
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	*backend.KeepAlive
+	q  *Queue
+	mu sync.Mutex
+	v  leaseValue
 }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
-
-// renew rewrites the tag with a new expiry every leaseRenew, after
-// checking that it still holds it; a tag that is another run's, or a
-// renewal that fails until the lease has expired, closes Lost.
-func (l *lease) renew() {
-	defer close(l.done)
-	t := time.NewTicker(leaseRenew)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), leaseRenew)
-		cur, ok, err := l.q.readLease(ctx)
-		l.mu.Lock()
-		v := l.v
-		l.mu.Unlock()
-		switch {
-		case err == nil && (!ok || !sameHolder(cur.holder, v.holder)):
-			l.lostOnce.Do(func() { close(l.lost) })
-			cancel()
-			return
-		case err == nil:
-			next := leaseValue{holder: v.holder, expires: l.q.now().Add(leaseTTL)}
-			if err = l.q.writeLease(ctx, next); err == nil {
-				l.mu.Lock()
-				l.v = next
-				l.mu.Unlock()
-			}
-		}
-		cancel()
-		if err != nil && !l.q.now().Before(v.expires) {
-			l.lostOnce.Do(func() { close(l.lost) })
-			return
+// renew rewrites the tag with a new expiry, after checking that it still
+// holds it; a tag that is another run's, or a renewal that fails until
+// the lease has expired (by the queue's clock), loses the lease.
+func (l *lease) renew(ctx context.Context) error {
+	cur, ok, err := l.q.readLease(ctx)
+	l.mu.Lock()
+	v := l.v
+	l.mu.Unlock()
+	if err == nil && (!ok || !sameHolder(cur.holder, v.holder)) {
+		return backend.ErrLeaseLost
+	}
+	if err == nil {
+		next := leaseValue{holder: v.holder, expires: l.q.now().Add(leaseTTL)}
+		if err = l.q.writeLease(ctx, next); err == nil {
+			l.mu.Lock()
+			l.v = next
+			l.mu.Unlock()
 		}
 	}
+	if err != nil && !l.q.now().Before(v.expires) {
+		return fmt.Errorf("%w: %v", backend.ErrLeaseLost, err)
+	}
+	return err
 }
 
 // Release stops renewing and removes the tag if it is still this run's.
 func (l *lease) Release(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop) })
-	<-l.done
+	l.Stop()
 	cur, ok, err := l.q.readLease(ctx)
 	if err != nil {
 		return err

@@ -78,11 +78,11 @@ func TestE2ERandomKills(t *testing.T) {
 			if !serverKilled && kills == 3 {
 				// Once: the server goes down under the run, and comes back.
 				serverKilled = true
-				if err := server.Kill(); err != nil {
+				if err := server.Down(); err != nil {
 					t.Fatal(err)
 				}
 				err = <-exited
-				if err := server.Resume(); err != nil {
+				if err := server.Up(); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("attempt %d (%s): server killed under it: %v", attempt, args[len(args)-2], err)

@@ -37,20 +37,13 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "two-step", Resolve: true, Tail: false, Extras: true, Lease: true,
 		},
-		Parse: func(raw string) (backend.Parsed, error) {
-			u, err := parseURL(raw)
-			if err != nil {
-				return backend.Parsed{}, err
-			}
-			return backend.Parsed{Display: u.display()}, nil
-		},
-		Open: func(ctx context.Context, raw string, o backend.OpenOptions) (backend.Source, error) {
+		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
 			from, err := ParseSQSEventIDSource(o.EventIDFrom)
 			if err != nil {
 				return nil, &backend.ConfigError{Err: err}
 			}
-			return Open(ctx, raw, Options{Fields: o.Fields, EventIDFrom: from})
-		},
+			return openURL(ctx, src, Options{Fields: o.Fields, EventIDFrom: from})
+		}),
 		// Credentials are the SDK's to find and never pass through dlqctl;
 		// the SDK keeps them out of its error messages.
 		Secrets: func(o backend.OpenOptions) []string {

@@ -91,6 +91,8 @@ type Queue struct {
 	sentIDs map[string]string
 	// scanVis is the visibility timeout scans receive with (scanVisibility).
 	scanVis time.Duration
+	// leaseEvery is how often a held lease is renewed (leaseRenew).
+	leaseEvery time.Duration
 	// handleBound is how many receipt handles a scan keeps in memory.
 	handleBound int
 	// unseen is how many messages the last full scan could not see: in
@@ -112,9 +114,14 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openURL(ctx, src, opts)
+}
+
+// openURL is Open of a parsed URL.
+func openURL(ctx context.Context, src sourceURL, opts Options) (*Queue, error) {
 	names, err := opts.Fields.Complete()
 	if err != nil {
-		return nil, backend.Configf("sqs source %s: %v", src.display(), err)
+		return nil, backend.Configf("sqs source %s: %v", src.Display(), err)
 	}
 	from := opts.EventIDFrom
 	if from.Kind == "" {
@@ -127,7 +134,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Queue, error) {
 	if q.now == nil {
 		q.now = time.Now
 	}
-	q.scanVis = scanVisibility
+	q.scanVis, q.leaseEvery = scanVisibility, leaseRenew
 	q.handleBound = handleBound
 	if q.c == nil {
 		if q.c, err = newClient(ctx, src); err != nil {
@@ -180,10 +187,10 @@ func newClient(ctx context.Context, src sourceURL) (*sqs.Client, error) {
 	lo = append(lo, config.WithLogger(logging.Nop{}))
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
-		return nil, backend.Configf("sqs source %s: AWS configuration: %v", src.display(), err)
+		return nil, backend.Configf("sqs source %s: AWS configuration: %v", src.Display(), err)
 	}
 	if cfg.Region == "" {
-		return nil, backend.Configf("sqs source %s: no region: add ?region=R or set AWS_REGION", src.display())
+		return nil, backend.Configf("sqs source %s: no region: add ?region=R or set AWS_REGION", src.Display())
 	}
 	// Credentials are looked for once, here, with a bound: off EC2 the
 	// chain's last resort, the instance metadata service, can take many
@@ -195,7 +202,7 @@ func newClient(ctx context.Context, src sourceURL) (*sqs.Client, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, backend.Configf("sqs source %s: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (ElasticMQ takes any pair, e.g. x and x), or AWS_PROFILE to a profile in ~/.aws", src.display())
+		return nil, backend.Configf("sqs source %s: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (ElasticMQ takes any pair, e.g. x and x), or AWS_PROFILE to a profile in ~/.aws", src.Display())
 	}
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
 		if src.endpoint != "" {
@@ -239,7 +246,7 @@ func (q *Queue) find(ctx context.Context) error {
 }
 
 // String names the DLQ as its URL was given (there is no secret in it).
-func (q *Queue) String() string { return q.src.display() }
+func (q *Queue) String() string { return q.src.Display() }
 
 // Close releases nothing the SDK keeps open; messages a Publish held and
 // no Remove took are made visible again.

@@ -54,7 +54,12 @@ type sourceURL struct {
 	maxMessageSize int
 }
 
-func (u sourceURL) display() string { return u.raw }
+// Display is the URL as given: it holds no secret (credentials come from
+// the AWS chain).
+func (u sourceURL) Display() string { return u.raw }
+
+// Secrets is nothing: credentials never pass through the URL.
+func (u sourceURL) Secrets() []string { return nil }
 
 // queueURLHost is an AWS SQS endpoint host: sqs.REGION.amazonaws.com (and
 // .com.cn), or the legacy REGION.queue.amazonaws.com.

@@ -54,12 +54,10 @@ const PasswordUser = "pgtest_password"
 
 // Server is one running postgres process and its data folder.
 type Server struct {
-	cmd     *exec.Cmd
-	port    int
-	dir     string
-	exited  chan struct{}
-	waitErr error // valid once exited is closed
-	log     *testproc.Log
+	proc *testproc.Process
+	port int
+	dir  string
+	log  *testproc.Log
 
 	stopOnce sync.Once
 	stopErr  error
@@ -276,8 +274,8 @@ func start(bin, dir string, as *runAs) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{port: port, dir: dir, exited: make(chan struct{}), log: &testproc.Log{}}
-	s.cmd = command(bin, dir, as,
+	s := &Server{port: port, dir: dir, log: &testproc.Log{}}
+	cmd := command(bin, dir, as,
 		"-D", filepath.Join(dir, "data"),
 		"-p", strconv.Itoa(port),
 		"-k", filepath.Join(dir, "sock"),
@@ -289,17 +287,11 @@ func start(bin, dir string, as *runAs) (*Server, error) {
 		"-c", "max_connections=40",
 		"-c", "password_encryption=scram-sha-256",
 	)
-	s.cmd.Stdout = s.log
-	s.cmd.Stderr = s.log
-	if err := s.cmd.Start(); err != nil {
+	if s.proc, err = testproc.Launch(cmd, s.log); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(); err != nil {
-		s.kill()
+		s.proc.Kill()
 		if strings.Contains(s.log.String(), "Address already in use") {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
@@ -311,28 +303,16 @@ func start(bin, dir string, as *runAs) (*Server, error) {
 // waitReady connects until the server accepts connections: it listens a
 // moment before it has finished starting up.
 func (s *Server) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("postgres exited before it was ready (%v):\n%s", s.waitErr, tail(s.log.String()))
-		default:
-		}
+	return s.proc.WaitReady("postgres on "+s.Addr(), readyTimeout, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		conn, err := pgx.Connect(ctx, s.URL("postgres"))
 		if err == nil {
 			err = conn.Ping(ctx)
 			_ = conn.Close(ctx)
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("postgres on %s not accepting connections after %s (%v):\n%s", s.Addr(), readyTimeout, lastErr, tail(s.log.String()))
+		return err
+	})
 }
 
 // Addr is the server's host:port.
@@ -342,7 +322,7 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Port() int { return s.port }
 
 // PID is the postmaster's process ID.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+func (s *Server) PID() int { return s.proc.PID() }
 
 // URL is a postgres:// URL for database db, as the superuser, without a
 // password (trusted) and without TLS.
@@ -381,26 +361,7 @@ func (s *Server) Stop() error {
 }
 
 func (s *Server) stop() error {
-	select {
-	case <-s.exited:
-		return nil // already gone
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(stopGrace):
-	}
-	s.kill()
-	return fmt.Errorf("postgres (pid %d) did not stop on SIGINT within %s; killed it", s.cmd.Process.Pid, stopGrace)
-}
-
-// kill ends a server that failed to start or to stop; its folder stays for
-// the caller to remove.
-func (s *Server) kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.exited
+	return s.proc.Stop("postgres", syscall.SIGINT, stopGrace)
 }
 
 // Log is what the server has written so far, for a failing test's report.

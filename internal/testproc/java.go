@@ -244,11 +244,7 @@ func (p *JavaProc) LogTail(lines int) string {
 	if err != nil {
 		return fmt.Sprintf("(no log of %s: %v)", p.s.Name, err)
 	}
-	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
+	return LastLines(string(raw), lines)
 }
 
 func (p *JavaProc) run(timeout time.Duration, args ...string) (string, error) {

@@ -14,13 +14,14 @@ type Server interface {
 	LogTail(lines int) string
 }
 
-// StartForTest starts a Java server for t alone with start and stops it
-// in t.Cleanup. Under -short it skips t, saying it needs server ("an
-// Apache Kafka broker"); a server that cannot start fails t, so that a
-// missing server is never taken for a passing test.
+// StartForTest starts a server that the -short tier does without (a Java
+// broker, RabbitMQ, nats-server) for t alone with start, and stops it in
+// t.Cleanup. Under -short it skips t, saying it needs server ("an Apache
+// Kafka broker"); a server that cannot start fails t, so that a missing
+// server is never taken for a passing test.
 func StartForTest[S Server](t testing.TB, server string, start func() (S, error)) S {
 	t.Helper()
-	SkipJavaServerInShort(t, server)
+	SkipServerInShort(t, server)
 	s, err := start()
 	if err != nil {
 		t.Fatalf("needs %s, which did not start: %v", server, err)
@@ -33,9 +34,9 @@ func StartForTest[S Server](t testing.TB, server string, start func() (S, error)
 	return s
 }
 
-// Shared is one Java server for a whole test binary, started by the first
-// test that asks for it (Get), so that the tests of a package that need
-// no server run without one: the -short tier starts no Java at all.
+// Shared is one server for a whole test binary, started by the first test
+// that asks for it (Get), so that the tests of a package that need no
+// server run without one: the -short tier starts none of these servers.
 // TestMain calls Finish after m.Run to stop it.
 type Shared[S Server] struct {
 	// Server names it for messages: "an Apache Kafka broker".
@@ -50,11 +51,12 @@ type Shared[S Server] struct {
 }
 
 // Get is the package's server, started on the first call. Under -short it
-// skips t (the fast tier starts no Java server); a server that cannot
-// start fails t, and every later test that asks, with the same error.
+// skips t (the fast tier starts none of these servers); a server that
+// cannot start fails t, and every later test that asks, with the same
+// error.
 func (s *Shared[S]) Get(t testing.TB) S {
 	t.Helper()
-	SkipJavaServerInShort(t, s.Server)
+	SkipServerInShort(t, s.Server)
 	s.once.Do(func() {
 		s.srv, s.err = s.Start()
 		s.started = s.err == nil

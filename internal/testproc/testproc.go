@@ -1,15 +1,18 @@
 // Package testproc holds what the test harnesses that run real servers
 // share: a free loopback port and a log that the server's output
-// goroutines write to while tests read it (redistest, pgtest); the Java
-// servers' lifecycle through their scripts (JavaServer: kafkatest,
-// pulsartest, sqstest); and one server per test binary, started by the
-// first test that needs it (Shared).
+// goroutines write to while tests read it; the lifecycle of a server
+// process a harness runs itself (Process: redistest, natstest, pgtest);
+// the Java servers' lifecycle through their scripts (JavaServer:
+// kafkatest, pulsartest, sqstest); and one server per test binary,
+// started by the first test that needs it (Shared: those, natstest and
+// rabbitmqtest).
 package testproc
 
 import (
 	"bytes"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -55,13 +58,25 @@ func (b *Log) Tail(max int) string {
 	return s
 }
 
-// SkipJavaServerInShort skips t in the fast tier (go test -short, i.e.
-// scripts/test -short): tests that need a Java server (Pulsar, Kafka,
-// ElasticMQ) run only in the full run, which is README's test command.
-// It says so, so that no skip is silent.
-func SkipJavaServerInShort(t testing.TB, server string) {
+// SkipServerInShort skips t in the fast tier (go test -short): tests that
+// need a server slower to start than a test should wait for (a Java
+// broker, RabbitMQ, nats-server) run only in the full run, which is
+// README's test command. It says so, so that no skip is silent.
+func SkipServerInShort(t testing.TB, server string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skipf("needs %s, a Java server, and the -short tier starts none (the full run, scripts/test, runs it)", server)
+		t.Skipf("needs %s, which the -short tier does not start (the full run, scripts/test, runs it)", server)
 	}
 }
+
+// LastLines is the last n lines of text, for a failing test's report.
+func LastLines(text string, n int) string {
+	all := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// Lines is the last n lines of the log.
+func (b *Log) Lines(n int) string { return LastLines(b.String(), n) }

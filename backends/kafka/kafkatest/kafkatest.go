@@ -47,8 +47,9 @@ const JavaNotFoundMessage = "java not found: the Kafka broker needs a JDK 17 or 
 
 // Broker is one running Kafka process.
 //
-// Its PID, LogTail, Down, Up, Restart, Kill (SIGKILL, as a crash) and Stop
-// (which removes its folder) are testproc.JavaProc's.
+// Its PID, Dir (its config, data and logs), LogTail, Down, Up, Restart,
+// Kill (SIGKILL, as a crash) and Stop (which removes its folder) are
+// testproc.JavaProc's.
 type Broker struct {
 	*testproc.JavaProc
 
@@ -139,9 +140,6 @@ func (b *Broker) TLS() TLS {
 	defer b.mu.Unlock()
 	return b.tls
 }
-
-// DataDir holds the broker's config, log dirs and output (kafka.out).
-func (b *Broker) DataDir() string { return b.Dir() }
 
 // CreateTopic creates topic with the given partitions (replication 1) on
 // the broker at bootstrap.

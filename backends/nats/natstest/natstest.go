@@ -41,29 +41,26 @@ type Server struct {
 	port    int
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc    *testproc.Process // nil while Down
 	log     *testproc.Log
 	stopped bool
 }
 
-// Start runs a server for the test and stops it in t.Cleanup. It is not
-// for the -short tier.
+// serverName names the server in the messages of a test that needs it.
+const serverName = "a nats-server"
+
+// Start runs a server for the test alone and stops it in t.Cleanup. It is
+// not for the -short tier. Tests of a package share one: see Shared.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real nats-server: not in the -short tier")
-	}
-	s, err := StartProcess()
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("natstest: %v", err)
-		}
-	})
-	return s
+	return testproc.StartForTest(t, serverName, StartProcess)
+}
+
+// Shared is one server for a package's tests, started by the first test
+// that calls its Get and stopped by TestMain's Finish; under -short, Get
+// skips the test and nothing starts.
+func Shared() *testproc.Shared[*Server] {
+	return &testproc.Shared[*Server]{Server: serverName, Start: StartProcess}
 }
 
 // Binary builds nats-server when it is not cached and returns its path.
@@ -109,28 +106,17 @@ func (s *Server) start() error {
 	s.log = &testproc.Log{}
 	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js",
 		"-sd", filepath.Join(s.dataDir, "jetstream"), "--server_name", "dlqctl-test")
-	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Launch(cmd, s.log)
+	if err != nil {
 		return fmt.Errorf("start nats-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if err := s.ready(); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			s.kill()
-			return fmt.Errorf("nats-server not ready after %s: %v\n%s", readyTimeout, err, s.log.Tail(2000))
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("nats-server exited at start:\n%s", s.log.Tail(2000))
-		case <-time.After(50 * time.Millisecond):
-		}
+	s.proc = proc
+	if err := proc.WaitReady("nats-server", readyTimeout, 50*time.Millisecond, s.ready); err != nil {
+		s.kill()
+		return err
 	}
+	return nil
 }
 
 // ready: the server accepts a client and JetStream answers.
@@ -156,12 +142,11 @@ func (s *Server) ready() error {
 }
 
 func (s *Server) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	s.cmd = nil
+	s.proc.Kill()
+	s.proc = nil
 }
 
 // Addr is host:port.
@@ -174,14 +159,14 @@ func (s *Server) URL() string { return "nats://" + s.Addr() }
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // LogTail is the end of the server's output, for a failing test's report.
-func (s *Server) LogTail() string { return s.log.Tail(4000) }
+func (s *Server) LogTail(lines int) string { return s.log.Lines(lines) }
 
 // Down kills the server (SIGKILL): what it had not synced is lost, as in
 // a crash.
@@ -202,7 +187,7 @@ func (s *Server) Up() error {
 	if s.stopped {
 		return errors.New("natstest: Up after Stop")
 	}
-	if s.cmd != nil {
+	if s.proc != nil {
 		return nil
 	}
 	return s.start()
@@ -217,15 +202,9 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-s.exited:
-		case <-time.After(stopTimeout):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-		}
-		s.cmd = nil
+	if s.proc != nil {
+		_ = s.proc.Stop("nats-server", os.Interrupt, stopTimeout)
+		s.proc = nil
 	}
 	return os.RemoveAll(s.dataDir)
 }

@@ -73,8 +73,9 @@ const JavaNotFoundMessage = "java not found: the Pulsar broker needs a JDK 17 or
 
 // Broker is one running Pulsar standalone process.
 //
-// Its PID, LogTail, Down, Up, Restart, Kill (SIGKILL, as a crash) and Stop
-// (which removes its folder) are testproc.JavaProc's.
+// Its PID, Dir (its config, data and logs), LogTail, Down, Up, Restart,
+// Kill (SIGKILL, as a crash) and Stop (which removes its folder) are
+// testproc.JavaProc's.
 type Broker struct {
 	*testproc.JavaProc
 
@@ -144,10 +145,6 @@ func (b *Broker) AdminURL() string {
 	defer b.mu.Unlock()
 	return b.adminURL
 }
-
-// DataDir is the folder holding the broker's config, data and logs
-// (logs/pulsar-standalone.log), for a failing test's report.
-func (b *Broker) DataDir() string { return b.Dir() }
 
 // EnableDeduplication turns message deduplication on or off for a
 // namespace ("tenant/ns", e.g. "public/default") through the admin REST

@@ -144,7 +144,7 @@ func TestBrokerLifecycle(t *testing.T) {
 	}
 
 	pid = b.PID()
-	watchdog := readPid(filepath.Join(b.DataDir(), "watchdog.pid"))
+	watchdog := readPid(filepath.Join(b.Dir(), "watchdog.pid"))
 	if err := b.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -158,8 +158,8 @@ func TestBrokerLifecycle(t *testing.T) {
 	if watchdog != 0 && processAlive(watchdog) {
 		t.Errorf("watchdog pid %d still running after Stop", watchdog)
 	}
-	if _, err := os.Stat(b.DataDir()); !os.IsNotExist(err) {
-		t.Errorf("data folder %s still there after Stop (%v)", b.DataDir(), err)
+	if _, err := os.Stat(b.Dir()); !os.IsNotExist(err) {
+		t.Errorf("data folder %s still there after Stop (%v)", b.Dir(), err)
 	}
 	if err := b.Restart(); err == nil {
 		t.Error("Restart after Stop succeeded")

@@ -6,7 +6,7 @@
 // mistaken for a passing suite. It never starts under -short.
 //
 // A broker takes 5 to 30 s to boot (the management plugin is most of it),
-// so a test binary shares one (Lazy) and tests keep apart by queue name.
+// so a test binary shares one (Shared) and tests keep apart by queue name.
 // DLQCTL_TEST_AMQP_URL (with DLQCTL_TEST_AMQP_ADMIN for the management API)
 // names a broker that is already running instead, for quick local runs;
 // tests that restart the broker always start their own.
@@ -47,61 +47,26 @@ type Server struct {
 	stopped  bool
 }
 
-// Start runs a broker of the test's own and stops it in t.Cleanup.
+// serverName names the broker in the messages of a test that needs it.
+const serverName = "a RabbitMQ broker"
+
+// Start runs a broker of the test's own and stops it in t.Cleanup. It
+// never starts under -short.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	skipShort(t)
-	s, err := StartProcess()
-	if err != nil {
-		t.Fatalf("rabbitmqtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("rabbitmqtest: %v", err)
-		}
-	})
-	return s
+	return testproc.StartForTest(t, serverName, StartProcess)
 }
 
-func skipShort(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a RabbitMQ broker: not in the -short tier (scripts/test runs it)")
-	}
-}
-
-// Lazy is a broker that a test binary starts on the first test that asks
-// for it and stops in TestMain (Stop).
-type Lazy struct {
-	once sync.Once
-	s    *Server
-	err  error
-}
-
-// Get returns the shared broker, starting it on first use; it fails t when
-// the broker cannot start. DLQCTL_TEST_AMQP_URL, when set, is used instead.
-func (l *Lazy) Get(t testing.TB) *Server {
-	t.Helper()
-	skipShort(t)
-	l.once.Do(func() {
+// Shared is a broker that a test binary starts on the first test that
+// asks for it (Get) and stops in TestMain (Finish). DLQCTL_TEST_AMQP_URL,
+// when set, names a running broker to use instead.
+func Shared() *testproc.Shared[*Server] {
+	return &testproc.Shared[*Server]{Server: serverName, Start: func() (*Server, error) {
 		if u := os.Getenv("DLQCTL_TEST_AMQP_URL"); u != "" {
-			l.s = &Server{amqpURL: u, adminURL: os.Getenv("DLQCTL_TEST_AMQP_ADMIN")}
-			return
+			return &Server{amqpURL: u, adminURL: os.Getenv("DLQCTL_TEST_AMQP_ADMIN")}, nil
 		}
-		l.s, l.err = StartProcess()
-	})
-	if l.err != nil {
-		t.Fatalf("rabbitmqtest: %v", l.err)
-	}
-	return l.s
-}
-
-// Stop stops the shared broker if one was started.
-func (l *Lazy) Stop() error {
-	if l.s == nil {
-		return nil
-	}
-	return l.s.Stop()
+		return StartProcess()
+	}}
 }
 
 // StartProcess starts a broker in a new temporary folder and waits until
@@ -289,11 +254,7 @@ func (s *Server) LogTail(lines int) string {
 	if err != nil {
 		return fmt.Sprintf("(no broker log: %v)", err)
 	}
-	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
+	return testproc.LastLines(string(raw), lines)
 }
 
 // DeclareDLX declares, on ch, a dead-letter setup: the DLQ (classic, or

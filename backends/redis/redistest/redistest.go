@@ -40,12 +40,10 @@ const NotFoundMessage = "redis-server not found: install it (apt-get install red
 
 // Server is one running redis-server process.
 type Server struct {
-	cmd      *exec.Cmd
+	proc     *testproc.Process
 	addr     string
 	dir      string
 	password string // from --requirepass, for Client
-	exited   chan struct{}
-	waitErr  error // valid once exited is closed
 	log      *testproc.Log
 
 	mu     sync.Mutex
@@ -70,33 +68,20 @@ func (s *Server) Down() error {
 		s.client = nil
 	}
 	s.mu.Unlock()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(stopGrace):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		return fmt.Errorf("redis-server (pid %d) did not stop on SIGTERM", s.cmd.Process.Pid)
-	}
+	return s.proc.Stop("redis-server", syscall.SIGTERM, stopGrace)
 }
 
 // Up starts the server again after Down, on the same port, folder and
 // arguments, and waits until it answers.
 func (s *Server) Up() error {
-	args := s.cmd.Args
-	s.cmd = exec.Command(args[0], args[1:]...)
-	s.cmd.Stdout = s.log
-	s.cmd.Stderr = s.log
-	s.cmd.SysProcAttr = sysProcAttr()
-	s.exited = make(chan struct{})
-	if err := s.cmd.Start(); err != nil {
+	args := s.proc.Args()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = sysProcAttr()
+	proc, err := testproc.Launch(cmd, s.log)
+	if err != nil {
 		return fmt.Errorf("restart redis-server: %w", err)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
+	s.proc = proc
 	return s.waitReady()
 }
 
@@ -164,21 +149,14 @@ func start(bin string, extra []string) (*Server, error) {
 		addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		dir:      dir,
 		password: argValue(extra, "--requirepass"),
-		exited:   make(chan struct{}),
 		log:      &testproc.Log{},
 	}
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout = s.log
-	s.cmd.Stderr = s.log
-	s.cmd.SysProcAttr = sysProcAttr()
-	if err := s.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = sysProcAttr()
+	if s.proc, err = testproc.Launch(cmd, s.log); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(); err != nil {
 		_ = s.Stop()
 		if strings.Contains(s.log.String(), "Address already in use") {
@@ -192,14 +170,7 @@ func start(bin string, extra []string) (*Server, error) {
 // waitReady polls with a raw PING until the server answers. NOAUTH counts
 // as an answer: a server started with --requirepass is up all the same.
 func (s *Server) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("redis-server exited before it was ready (%v):\n%s", s.waitErr, s.log.Tail(2000))
-		default:
-		}
+	return s.proc.WaitReady("redis-server on "+s.addr, readyTimeout, 20*time.Millisecond, func() error {
 		reply, err := rawPing(s.addr)
 		if err == nil && (reply == "+PONG" || strings.HasPrefix(reply, "-NOAUTH")) {
 			return nil
@@ -207,10 +178,8 @@ func (s *Server) waitReady() error {
 		if err == nil {
 			err = fmt.Errorf("PING answered %q", reply)
 		}
-		lastErr = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server on %s not answering PING after %s (%v):\n%s", s.addr, readyTimeout, lastErr, s.log.Tail(2000))
+		return err
+	})
 }
 
 func rawPing(addr string) (string, error) {
@@ -272,25 +241,14 @@ func (s *Server) stop() error {
 	}
 	s.mu.Unlock()
 	defer os.RemoveAll(s.dir)
-
-	select {
-	case <-s.exited:
-		return nil // already gone (it failed to start); nothing to stop
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(stopGrace):
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	return fmt.Errorf("redis-server (pid %d) did not stop on SIGTERM within %s; killed it", s.cmd.Process.Pid, stopGrace)
+	return s.proc.Stop("redis-server", syscall.SIGTERM, stopGrace)
 }
 
 // Log is what the server has written so far, for a failing test's report.
 func (s *Server) Log() string { return s.log.String() }
+
+// PID is the server's process ID.
+func (s *Server) PID() int { return s.proc.PID() }
 
 func argValue(args []string, name string) string {
 	v := ""

@@ -21,7 +21,7 @@ func TestStartPingStop(t *testing.T) {
 	if err := s.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	pid := s.cmd.Process.Pid
+	pid := s.PID()
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -46,8 +46,13 @@ func javaServer() *testproc.JavaServer {
 const Region = "elasticmq"
 
 // Server is one running ElasticMQ process.
+//
+// Its PID, Dir (its queues, messages and log), LogTail, Down (SIGTERM,
+// then SIGKILL, keeping the folder: the endpoint refuses connections until
+// Up), Up, Restart, Kill (SIGKILL, as a crash) and Stop (which removes its
+// folder) are testproc.JavaProc's.
 type Server struct {
-	proc *testproc.JavaProc
+	*testproc.JavaProc
 
 	mu       sync.Mutex
 	endpoint string
@@ -81,7 +86,7 @@ func StartProcess() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.proc = proc
+	s.JavaProc = proc
 	return s, nil
 }
 
@@ -102,30 +107,6 @@ func (s *Server) Endpoint() string {
 	defer s.mu.Unlock()
 	return s.endpoint
 }
-
-// DataDir holds the server's config, stored queues and messages, and log.
-func (s *Server) DataDir() string { return s.proc.Dir() }
-
-// PID is the server's process id, 0 when it is not running.
-func (s *Server) PID() int { return s.proc.PID() }
-
-// LogTail is the end of the server's log, for a failing test's report.
-func (s *Server) LogTail(lines int) string { return s.proc.LogTail(lines) }
-
-// Restart stops the server and starts it on the same port and data folder:
-// queues and messages survive (ElasticMQ's queues- and messages-storage).
-func (s *Server) Restart() error { return s.proc.Restart() }
-
-// Kill stops the server (SIGTERM, then SIGKILL) and keeps its folder, so
-// that Resume can start it again; between the two, the endpoint refuses
-// connections.
-func (s *Server) Kill() error { return s.proc.Down() }
-
-// Resume starts a server killed by Kill again.
-func (s *Server) Resume() error { return s.proc.Up() }
-
-// Stop stops the server and removes its folder; safe to call twice.
-func (s *Server) Stop() error { return s.proc.Stop() }
 
 // Client is an SQS client on the server with static test credentials.
 func (s *Server) Client() *sqs.Client { return s.ClientVia(nil) }

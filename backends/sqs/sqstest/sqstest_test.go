@@ -51,7 +51,7 @@ func TestKillThenUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, pid := s.Endpoint(), s.PID()
-	if err := s.proc.Kill(); err != nil {
+	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	if s.PID() != 0 {
@@ -60,7 +60,7 @@ func TestKillThenUp(t *testing.T) {
 	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err == nil {
 		t.Fatal("the endpoint still answers after Kill")
 	}
-	if err := s.Resume(); err != nil {
+	if err := s.Up(); err != nil {
 		t.Fatal(err)
 	}
 	if s.Endpoint() != before || s.PID() == 0 || s.PID() == pid {
