@@ -40,6 +40,7 @@ func TestRunbookRehearsals(t *testing.T) {
 		// The gate trip the section shows: a halt by the gate it names.
 		{"## 0. Rehearse it on your machine", "REDIS_PORT=6391", "", []string{"stopped by the duplicate-effect gate", "apply exited 3"}},
 		{"## Rehearse it on Kafka", "", "scripts/kafka.sh stop rehearsal/kafka", nil},
+		{"## Rehearse it on a Kafka share group", "", "scripts/kafka.sh stop rehearsal/kafka-share", nil},
 		{"## Rehearse it on SQS", "", "scripts/elasticmq.sh stop rehearsal/sqs", nil},
 		{"## Rehearse it on RabbitMQ", "", "scripts/rabbitmq.sh stop rehearsal/rabbitmq", nil},
 		{"## Rehearse it on NATS", "", "scripts/nats.sh stop rehearsal/nats", nil},

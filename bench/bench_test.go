@@ -38,8 +38,13 @@ func TestHarnessSmall(t *testing.T) {
 		len(res.RSS[0].Raw) != 1 || res.RSS[0].Raw[0].MaxRSS <= 0 {
 		t.Errorf("redis-rss: %+v", res.RSS)
 	}
+	if r := res.RedisStats; r != nil && r.Runs[0].Floor <= 0 {
+		t.Errorf("redis-stats: the floor did not run: %+v", r.Runs[0])
+	}
 	if rd := res.Redrive; rd == nil || rd.N != n || len(rd.Runs) != 1 || rd.Runs[0].Raw <= 0 || rd.Runs[0].Apply <= 0 || rd.Runs[0].Journal <= 0 {
 		t.Errorf("redis-redrive: %+v", rd)
+	} else if c := rd.Runs[0].Costs; c.Startup <= 0 || c.Read <= 0 || c.Verify <= 0 || c.Stale <= 0 {
+		t.Errorf("redis-redrive: apply's fixed steps not measured: %+v", c)
 	}
 	if rr := res.Rate; rr == nil || rr.N != 200 || rr.Span <= 0 || rr.MaxWindow <= 0 {
 		t.Errorf("rate: %+v", rr)
@@ -51,7 +56,7 @@ func TestHarnessSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.Write(&out)
-	for _, want := range []string{"### redis-stats", "### redis-rss", "### dir-stats", "### redis-redrive", "### rate", "### redrive-scale"} {
+	for _, want := range []string{"### redis-stats", "Against the floor", "### redis-rss", "### dir-stats", "### redis-redrive", "The fixed steps before the first move", "### rate", "### redrive-scale"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

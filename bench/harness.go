@@ -53,8 +53,10 @@ type Config struct {
 	PulsarN     int
 	KafkaN      int // the kafka-stats dead-letter topic's records
 	SQSN        int // the sqs-stats queue's messages
-	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10).
-	ScaleN int
+	// ScaleN is redrive-scale's larger size (it also runs ScaleN/10);
+	// ScaleCompact seeds compact entries and checks the moves by count.
+	ScaleN       int
+	ScaleCompact bool
 	// InProcess also times dlqctl through cmd.Execute in this process.
 	InProcess bool
 	// RawRSS also measures the raw loop's peak RSS in a child process
@@ -132,6 +134,9 @@ type Run struct {
 	In        time.Duration
 	InAllocs  uint64
 	InBytes   uint64
+	// Floor is the bare XRANGE loop as a process of its own, start to
+	// exit, and its user+sys CPU (redis-stats only).
+	Floor, FloorCPU time.Duration
 }
 
 // RSSPoint is the peak RSS of `dlqctl stats` and of the raw loop at N,
@@ -238,7 +243,7 @@ func (c Config) runRedis(ctx context.Context, h helpers, d *dlqctl, now time.Tim
 	}
 	rs := &redisStreams{c: c, rdb: rdb, now: now, seeded: map[int]string{}}
 	if slices.Contains(c.Cases, caseRedisStats) {
-		if err := c.redisStats(ctx, d, srv, rs, res); err != nil {
+		if err := c.redisStats(ctx, h, d, srv, rs, res); err != nil {
 			return err
 		}
 	}
@@ -279,8 +284,9 @@ func (rs *redisStreams) seed(ctx context.Context, n int) (string, time.Duration,
 	return key, time.Since(start), nil
 }
 
-// redisStats is redis-stats: alternately the raw XRANGE loop and dlqctl.
-func (c Config) redisStats(ctx context.Context, d *dlqctl, srv *redistest.Server, rs *redisStreams, res *Results) error {
+// redisStats is redis-stats: alternately the raw XRANGE loop, the floor
+// (the bare XRANGE loop as a process of its own) and dlqctl.
+func (c Config) redisStats(ctx context.Context, h helpers, d *dlqctl, srv *redistest.Server, rs *redisStreams, res *Results) error {
 	key, took, err := rs.seed(ctx, c.N)
 	if err != nil {
 		return err
@@ -298,11 +304,16 @@ func (c Config) redisStats(ctx context.Context, d *dlqctl, srv *redistest.Server
 			return fmt.Errorf("raw redis loop read %d entries, want %d", raw.Count, c.N)
 		}
 		r.Raw, r.RawCPU, r.RawAllocs, r.RawBytes = raw.Wall, raw.CPU, raw.Allocs, raw.Bytes
+		floor, err := rawRedisChild(ctx, h, srv.Addr(), key, c.N, "floor")
+		if err != nil {
+			return err
+		}
+		r.Floor, r.FloorCPU = floor.Wall, floor.User+floor.Sys
 		if err := c.dlqctlRun(ctx, d, source, c.N, &r); err != nil {
 			return err
 		}
 		t.Runs = append(t.Runs, r)
-		c.logf("redis-stats run %d/%d: raw %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
+		c.logf("redis-stats run %d/%d: raw %s, floor %s, dlqctl %s (in-process %s)", i+1, c.Runs, r.Raw.Round(time.Millisecond), r.Floor.Round(time.Millisecond), r.Proc.Round(time.Millisecond), r.In.Round(time.Millisecond))
 	}
 	return c.profile(ctx, d, source, "redis", res)
 }

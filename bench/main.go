@@ -81,6 +81,7 @@ func main() {
 		rawChunk  = flag.Int("raw-chunk", raw.MoveChunk, "moves per round trip of the raw move loop")
 		rateN     = flag.Int("rate-n", 2000, "entries redriven by the rate case (at 200/s)")
 		scaleN    = flag.Int("scale-n", 1_000_000, "redrive-scale runs the whole redrive path at N/10 and N entries")
+		compact   = flag.Bool("scale-compact", false, "redrive-scale seeds compact entries (about 150 bytes in Redis) and checks the moves by count, so that 10,000,000 entries fit a shared machine")
 		pulsarN   = flag.Int("pulsar-n", 100_000, "messages in the pulsar-stats DLQ topic")
 		kafkaN    = flag.Int("kafka-n", 1_000_000, "records in the kafka-stats dead-letter topic")
 		kafkaRN   = flag.Int("kafka-redrive-n", 100_000, "records in the kafka-redrive dead-letter topic")
@@ -115,7 +116,7 @@ func main() {
 	}
 	cfg := Config{
 		Cases: cases, N: *n, DirN: *dirN, RSSN: []int{*n / 10, *n}, Runs: *runs,
-		RedriveN: *redriveN, RedriveRamp: *ramp, RawChunk: *rawChunk, RateN: *rateN, ScaleN: *scaleN, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
+		RedriveN: *redriveN, RedriveRamp: *ramp, RawChunk: *rawChunk, RateN: *rateN, ScaleN: *scaleN, ScaleCompact: *compact, PulsarN: *pulsarN, KafkaN: *kafkaN, KafkaRedriveN: *kafkaRN, SQSN: *sqsN, RabbitN: *rabbitN, RabbitRedriveN: *rabbitRN,
 		NATSN: *natsN, NATSRedriveN: *natsRN,
 		InProcess: *inProcess, RawRSS: *rawRSS, CPUProfile: *cpuProf, MemProfile: *memProf,
 		Dlqctl: *bin, Log: os.Stderr,

@@ -104,10 +104,11 @@ func rawRedisScan(ctx context.Context, rdb *redis.Client, key string) (rawRedisR
 	return rawRedisResult{Wall: wall, CPU: cpu, Count: n, Allocs: after.Mallocs - before.Mallocs, Bytes: after.TotalAlloc - before.TotalAlloc}, err
 }
 
-// rawRedisChild runs the raw loop as a program of its own (bench/rawredis)
-// under the launcher and returns its report.
-func rawRedisChild(ctx context.Context, h helpers, addr, key string, want int) (launched, error) {
-	r, err := launch(ctx, h.launcher, os.Environ(), h.rawredis, addr, key)
+// rawRedisChild runs the raw loop (with args "floor": the floor loop) as a
+// program of its own (bench/rawredis) under the launcher and returns its
+// report.
+func rawRedisChild(ctx context.Context, h helpers, addr, key string, want int, args ...string) (launched, error) {
+	r, err := launch(ctx, h.launcher, os.Environ(), append([]string{h.rawredis, addr, key}, args...)...)
 	if err != nil {
 		return r, fmt.Errorf("raw child: %v\n%s", err, r.Stderr)
 	}

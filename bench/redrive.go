@@ -68,6 +68,10 @@ type RedriveRun struct {
 	Records     int           // journal lines
 	Batches     int
 	Phases      applyPhases
+	Costs       applyCosts // the fixed steps, timed alone before the apply
+	// RawCommands and ApplyCommands are the server's time by command
+	// during each side (serverWork).
+	RawCommands, ApplyCommands string
 }
 
 // RateResult is the rate case: one `dlqctl redrive apply` under --rate and
@@ -360,6 +364,10 @@ func (rr redisRedriveRun) raw(ctx context.Context, i int, rd *Redrive, r *Redriv
 	if err != nil {
 		return err
 	}
+	cs0, err := commandStats(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
 	cpu0, start := cpuTime(), time.Now()
 	moved, read, err := raw.RedisMoveLoop(ctx, rr.rdb, redriveKey, destField, rr.c.RawChunk)
 	r.RawRead = read
@@ -372,6 +380,11 @@ func (rr redisRedriveRun) raw(ctx context.Context, i int, rd *Redrive, r *Redriv
 		return err
 	}
 	r.RawServer = srv1 - srv0
+	cs1, err := commandStats(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	r.RawCommands = serverWork(cs0, cs1)
 	if moved != rr.n {
 		return fmt.Errorf("raw move loop moved %d entries, want %d", moved, rr.n)
 	}
@@ -397,7 +410,14 @@ func (rr redisRedriveRun) dlqctl(ctx context.Context, dir string, r *RedriveRun)
 	if fi, err := os.Stat(plan); err == nil {
 		r.PlanBytes = fi.Size()
 	}
+	if r.Costs, err = d.measureApplyCosts(ctx, rr.source, plan); err != nil {
+		return err
+	}
 	srv0, err := redisCPU(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	cs0, err := commandStats(ctx, rr.rdb)
 	if err != nil {
 		return err
 	}
@@ -411,6 +431,11 @@ func (rr redisRedriveRun) dlqctl(ctx context.Context, dir string, r *RedriveRun)
 		return err
 	}
 	r.Apply, r.ApplyCPU, r.ApplyRSS, r.ApplyServer = la.Wall, la.User+la.Sys, la.MaxRSS, srv1-srv0
+	cs1, err := commandStats(ctx, rr.rdb)
+	if err != nil {
+		return err
+	}
+	r.ApplyCommands = serverWork(cs0, cs1)
 	doc, err := parseRun(la.Stdout, rr.n)
 	if err != nil {
 		return err
@@ -588,6 +613,10 @@ func (rd *Redrive) write(w io.Writer) {
 	fmt.Fprintf(w, "Plan (`redrive plan`, not in the ratio): %.2f s median, %s entries/s; plan file %.1f MiB after approval. Journal: %.1f MiB, %.0f B and %.1f records per entry; %d batch(es) per apply.\n",
 		med.Plan.Seconds(), group(n/med.Plan.Seconds()), float64(rd.Runs[0].PlanBytes)/(1<<20), float64(med.Journal)/(1<<20), float64(med.Journal)/n, float64(med.Records)/n, rd.Runs[0].Batches)
 	rd.writePhases(w)
+	rd.writeApplyCosts(w)
+	for i, r := range rd.Runs {
+		fmt.Fprintf(w, "Server time by command, run %d: raw loop: %s. Apply: %s.\n", i+1, r.RawCommands, r.ApplyCommands)
+	}
 	fmt.Fprintf(w, "Every run, both sides: the DLQ ended empty and each of the %s events was in its origin stream exactly once, with its fingerprint.\n", group(n))
 	if len(rd.Profile) > 0 {
 		fmt.Fprintf(w, "Profiles of one extra in-process `redrive apply`: %s\n", strings.Join(rd.Profile, ", "))

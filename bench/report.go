@@ -18,6 +18,9 @@ const (
 	targetRSSFlat = 1.25     // peak RSS at the large N ÷ at the small N, at most
 	// targetListRSSKiB: peak RSS of a piped `dlqctl list --limit 0`, at most.
 	targetListRSSKiB = 100 << 10
+	// targetFloorRatio: dlqctl stats entries/s ÷ the bare XRANGE loop's
+	// (redis-stats), at least.
+	targetFloorRatio = 0.7
 )
 
 func median(xs []float64) float64 {
@@ -181,6 +184,7 @@ func (t *Throughput) write(w io.Writer, title, unit string) {
 	}
 	fmt.Fprintf(w, "CPU-time ratio (raw CPU ÷ dlqctl subprocess user+sys CPU, median): %.2f× — steadier than wall time on a shared machine; %s's own CPU is in neither.\n",
 		median(t.col(func(r Run) float64 { return r.RawCPU.Seconds() / (r.ProcUser + r.ProcSys).Seconds() })), server)
+	t.writeFloor(w)
 	if t.InProcess && len(t.Runs) > 0 {
 		n := float64(t.N)
 		raw := "not measured"
@@ -257,4 +261,27 @@ func (res *Results) writeRSS(w io.Writer) {
 		fmt.Fprintf(w, " Piped list ≤ %d MiB: %s (largest %.1f MiB).", targetListRSSKiB>>10, verdict(top <= targetListRSSKiB), mib(top))
 	}
 	fmt.Fprintln(w, "\nRssAnon is the process's own memory (heap, stacks); RssFile is mostly its executable's pages mapped from the page cache, shared and reclaimable; both are sampled every 10 ms, so a peak shorter than that can be missed, while ru_maxrss cannot miss it.")
+}
+
+// writeFloor compares dlqctl with the floor, where it was measured: both
+// whole processes, start to exit.
+func (t *Throughput) writeFloor(w io.Writer) {
+	if len(t.Runs) == 0 || t.Runs[0].Floor == 0 {
+		return
+	}
+	ratio := median(t.col(func(r Run) float64 { return r.Floor.Seconds() / r.Proc.Seconds() }))
+	fmt.Fprintf(w, "Against the floor, the bare XRANGE loop that decodes nothing (bench/rawredis … floor, a process of its own, start to exit): floor %.2f s (%.2f s CPU), dlqctl %.2f s, medians; dlqctl/floor, median of the per-run ratios (%s): **%.2f×**. Target ≥ %.1f×: %s. CPU-time ratio %.2f×.\n",
+		median(t.col(func(r Run) float64 { return r.Floor.Seconds() })), median(t.col(func(r Run) float64 { return r.FloorCPU.Seconds() })),
+		median(t.col(func(r Run) float64 { return r.Proc.Seconds() })), ratioList(t.col(func(r Run) float64 { return r.Floor.Seconds() / r.Proc.Seconds() })),
+		ratio, targetFloorRatio, verdict(ratio >= targetFloorRatio),
+		median(t.col(func(r Run) float64 { return r.FloorCPU.Seconds() / (r.ProcUser + r.ProcSys).Seconds() })))
+}
+
+// ratioList is "0.91×, 0.88×, …".
+func ratioList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f×", x)
+	}
+	return strings.Join(parts, ", ")
 }

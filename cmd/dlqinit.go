@@ -47,12 +47,17 @@ stream's consumer, so that every message the consumer gave up on becomes a
 DLQ entry; the URL (or --source) names the stream and the consumer. For
 RabbitMQ: a stream DLQ bound to an origin queue's dead-letter exchange, read
 by offset at no cost (queue= names the origin; dlq=, dlx= and
-dlx_routing_key= are described in docs/rabbitmq.md). Idempotent: what
+dlx_routing_key= are described in docs/rabbitmq.md). For a Kafka share
+group: the group's dead-letter topic (group= names the group; topic=,
+default dlq.GROUP, is made with errors.deadletterqueue.group.enable=true,
+and copy=true makes the broker copy each record into its dead letter;
+docs/kafka.md). Idempotent: what
 exists already is reported with created=false. --dry-run says what it would
 create.`,
 		Example: `  dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' --dry-run
   dlqctl dlq init 'nats://127.0.0.1:4222?stream=ORDERS&consumer=order-workers' -o json
-  dlqctl dlq init 'amqp://user@127.0.0.1:5672/?queue=orders&admin=http://127.0.0.1:15672'`,
+  dlqctl dlq init 'amqp://user@127.0.0.1:5672/?queue=orders&admin=http://127.0.0.1:15672'
+  dlqctl dlq init 'kafka://127.0.0.1:9092?group=order-workers'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.URL = f.source

@@ -55,7 +55,9 @@ func batteryCases() []batteryCase {
 // mayNotApply is which backend may declare which battery case not
 // applicable, and why the case cannot arise there. A declaration not in
 // this list fails the battery; changing the list is a review of its own
-// (battery_test.go holds it).
+// (battery_test.go holds it). An entry backend/shape allows it only to a
+// target of that shape (Target.Shape), where a backend reads DLQs of
+// several shapes and the case arises on some.
 func mayNotApply() map[string]map[string]string {
 	return map[string]map[string]string{
 		"broker-crash": {
@@ -65,11 +67,12 @@ func mayNotApply() map[string]map[string]string {
 			"dir": "no connection: a move is a rename in a local folder",
 		},
 		"read-only-limited": {
-			"dir":    "no delivery count: a read opens files",
-			"redis":  "a read is XRANGE: no delivery count, no limit",
-			"kafka":  "a read fetches by offset: no delivery count, no limit",
-			"nats":   "a read gets messages by sequence: no delivery count, no limit",
-			"pulsar": "the DLQ has no limit of its own: a redelivery count limit is a consumer's setting, and dlqctl's reads go through its own subscription",
+			"dir":             "no delivery count: a read opens files",
+			"redis":           "a read is XRANGE: no delivery count, no limit",
+			"kafka":           "a read fetches by offset: no delivery count, no limit",
+			"nats":            "a read gets messages by sequence: no delivery count, no limit",
+			"pulsar":          "the DLQ has no limit of its own: a redelivery count limit is a consumer's setting, and dlqctl's reads go through its own subscription",
+			"rabbitmq/stream": "a stream is read by offset: no delivery count, no limit (the classic target asks it of a quorum DLQ)",
 		},
 		"two-pointers": {
 			"dir":      "an entry is a file holding its dead letter whole",
@@ -99,16 +102,37 @@ func mayCostReads() map[string]string {
 	}
 }
 
+// mayDeclare is why mayNotApply lets who (a backend, or backend/shape)
+// declare the case c not applicable: the shape's own entry, else the
+// backend's; "" when it does not.
+func mayDeclare(c, who string) string {
+	allowed := mayNotApply()[c]
+	if why := allowed[who]; why != "" {
+		return why
+	}
+	backend, _, _ := strings.Cut(who, "/")
+	return allowed[backend]
+}
+
+// declarant is who srv's declarations are checked as: its backend, with
+// its shape where it has one.
+func (srv *Target) declarant() string {
+	if srv.Shape != "" {
+		return srv.name + "/" + srv.Shape
+	}
+	return srv.name
+}
+
 // checkDeclarations fails for every not-applicable declaration of name
-// that mayNotApply does not allow, and for a declaration without reason.
+// (a backend, or backend/shape) that mayNotApply does not allow, and for
+// a declaration without reason.
 func checkDeclarations(name string, declared map[string]string) []string {
-	allowed := mayNotApply()
 	var bad []string
 	for c, why := range declared {
 		switch {
 		case !slices.ContainsFunc(batteryCases(), func(bc batteryCase) bool { return bc.name == c }):
 			bad = append(bad, fmt.Sprintf("%s declares %q not applicable, and the battery has no such case", name, c))
-		case allowed[c][name] == "":
+		case mayDeclare(c, name) == "":
 			bad = append(bad, fmt.Sprintf("%s declares %q not applicable (%s), and the battery allows no backend %s to: "+
 				"the case arises there, so it must pass (or the list in mayNotApply must change, with its reason)", name, c, why, name))
 		case strings.TrimSpace(why) == "":
@@ -121,13 +145,13 @@ func checkDeclarations(name string, declared map[string]string) []string {
 
 // runBattery runs every battery case on srv as a subtest of its own.
 func runBattery(t *testing.T, srv *Target) {
-	for _, msg := range checkDeclarations(srv.name, srv.NotApplicable) {
+	for _, msg := range checkDeclarations(srv.declarant(), srv.NotApplicable) {
 		t.Error(msg)
 	}
 	for _, c := range batteryCases() {
 		t.Run(c.name, func(t *testing.T) {
-			if why, ok := srv.NotApplicable[c.name]; ok && mayNotApply()[c.name][srv.name] != "" {
-				t.Logf("not applicable on %s: %s", srv.name, why)
+			if why, ok := srv.NotApplicable[c.name]; ok && mayDeclare(c.name, srv.declarant()) != "" {
+				t.Logf("not applicable on %s: %s", srv.declarant(), why)
 				return
 			}
 			c.run(t, srv)

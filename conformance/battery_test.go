@@ -16,7 +16,7 @@ func TestNotApplicableList(t *testing.T) {
 	want := map[string]string{
 		"broker-crash":            "dir",
 		"conn-drop":               "dir",
-		"read-only-limited":       "dir kafka nats pulsar redis",
+		"read-only-limited":       "dir kafka nats pulsar rabbitmq/stream redis",
 		"two-pointers":            "dir pulsar rabbitmq redis sqs",
 		"forged-record":           "dir nats redis sqs",
 		"bookkeeping-destination": "dir sqs",
@@ -66,8 +66,13 @@ func TestReadCostList(t *testing.T) {
 // TestDeclarationsChecked: a declaration the list allows passes; one it
 // does not allow, one of no case, and one without a reason fail.
 func TestDeclarationsChecked(t *testing.T) {
-	if bad := checkDeclarations("dir", map[string]string{"conn-drop": "no connection"}); len(bad) != 0 {
-		t.Errorf("an allowed declaration fails: %v", bad)
+	for who, decl := range map[string]map[string]string{
+		"dir":             {"conn-drop": "no connection"},
+		"rabbitmq/stream": {"read-only-limited": "no delivery count", "two-pointers": "a copy holds it whole"},
+	} {
+		if bad := checkDeclarations(who, decl); len(bad) != 0 {
+			t.Errorf("%s: an allowed declaration fails: %v", who, bad)
+		}
 	}
 	for _, c := range []struct {
 		backend string
@@ -75,6 +80,8 @@ func TestDeclarationsChecked(t *testing.T) {
 		says    string
 	}{
 		{"rabbitmq", map[string]string{"conn-drop": "hard to test"}, "allows no backend rabbitmq"},
+		{"rabbitmq", map[string]string{"read-only-limited": "a stream has none"}, "allows no backend rabbitmq"},
+		{"rabbitmq/stream", map[string]string{"conn-drop": "hard to test"}, "allows no backend rabbitmq/stream"},
 		{"kafka", map[string]string{"read-only": "costly"}, "allows no backend kafka"},
 		{"dir", map[string]string{"no-such-case": "x"}, "no such case"},
 		{"dir", map[string]string{"conn-drop": " "}, "without a reason"},

@@ -159,6 +159,10 @@ type Target struct {
 	// NotApplicable names battery cases that cannot arise on this
 	// backend, each with the reason.
 	NotApplicable map[string]string
+	// Shape, where a backend reads DLQs of several shapes and this
+	// target's fixtures have one of them (RabbitMQ: "stream"), names it:
+	// mayNotApply may allow a declaration to that shape alone.
+	Shape string
 }
 
 // Fixture is one empty DLQ and the origin its entries go back to.

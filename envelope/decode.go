@@ -581,13 +581,22 @@ func (kv *KVReader) SetPayload(e *Envelope, payload []byte) {
 
 // rest turns the keys no field used into properties; checkOnly only
 // checks them (a lean envelope has no properties).
+//
+// Of several properties that are not UTF-8, the reason names the least by
+// name, so that it is the same whatever order a map gives them in.
 func (kv *KVReader) Rest(e *Envelope, checkOnly bool) {
+	bad, hasBad := "", false
+	defer func() {
+		if hasBad {
+			kv.Fail(fmt.Errorf("property %q: invalid UTF-8", TruncateForError(bad)))
+		}
+	}()
 	add := func(k, v string) {
 		if kv.Used.Has(k) {
 			return
 		}
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			kv.Fail(fmt.Errorf("property %q: invalid UTF-8", TruncateForError(k)))
+		if (!utf8.ValidString(k) || !utf8.ValidString(v)) && (!hasBad || k < bad) {
+			bad, hasBad = k, true
 		}
 		if checkOnly {
 			return

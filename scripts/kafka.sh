@@ -16,7 +16,8 @@
 # start picks free loopback ports for the client listener, the controller and
 # a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, one test
 # user whose SCRAM credentials the format step writes) and records them in
-# DATA_DIR/ports. When DATA_DIR/tls/server.pem exists (a PEM keystore: the
+# DATA_DIR/ports. The storage is formatted with share groups (share.version=2,
+# so KIP-1191 dead-letter topics too). When DATA_DIR/tls/server.pem exists (a PEM keystore: the
 # PKCS#8 private key, then the certificate chain; backends/kafka/kafkatest writes
 # one with its CA in DATA_DIR/tls/ca.pem), it adds a SASL_SSL listener on a
 # fourth port with the same user and mechanisms. A later start on the same DATA_DIR
@@ -204,7 +205,8 @@ PROPS
     "$java" "${jvm[@]}" kafka.tools.StorageTool format --standalone -t "$uuid" \
       -c "$data/server.properties" \
       --add-scram "SCRAM-SHA-256=[name=$sasl_user,password=$sasl_pass]" \
-      --add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_pass]" >>"$data/format.out" 2>&1 ||
+      --add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_pass]" \
+      --feature share.version=2 >>"$data/format.out" 2>&1 ||
       die "formatting $data failed: $(tail -5 "$data/format.out")"
   fi
   : >"$data/kafka.out"

@@ -92,10 +92,11 @@ func ParseKafkaID(id string) (partition int32, offset int64, ok bool) {
 }
 
 // DeadLetterHeader reports whether a header was added by dead-lettering
-// (Spring Kafka, Kafka Connect, Karafka) rather than by the original
-// producer: a redrive leaves those behind.
+// (Spring Kafka, Kafka Connect, Karafka, a share group's broker) rather
+// than by the original producer: a redrive leaves those behind.
 func DeadLetterHeader(name string) bool {
-	return strings.HasPrefix(name, SpringPrefix) || strings.HasPrefix(name, ConnectPrefix) || strings.HasPrefix(name, KarafkaPrefix)
+	return strings.HasPrefix(name, SpringPrefix) || strings.HasPrefix(name, ConnectPrefix) || strings.HasPrefix(name, KarafkaPrefix) ||
+		shareHeader(name)
 }
 
 // ParseKafkaEventIDSource parses --event-id-from for Kafka:
@@ -133,6 +134,9 @@ type KafkaOrigin struct {
 // record's dead-lettering headers (Spring, then Kafka Connect, then
 // Karafka); a header that does not decode is an error.
 func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
+	if s, ok, err := shareDeadLetterOf(headers); ok {
+		return s.origin(), err
+	}
 	h := headerList(headers)
 	return originFrom(h, h.index(), nil, nil)
 }
@@ -405,9 +409,9 @@ func FromKafka(r KafkaRecord, from envelope.EventIDSource, names envelope.FieldN
 const smallHeaders = 16
 
 // Decode maps a record to the canonical envelope: the dead-lettering
-// headers of Spring Kafka, Kafka Connect or Karafka give the origin, the
-// error and its class; headers named like envelope fields fill them; the
-// rest become properties. The id is partition:offset, the record key the
+// headers of Spring Kafka, Kafka Connect, Karafka or a share group's broker
+// give the origin, the error and its class; headers named like envelope
+// fields fill them; the rest become properties. The id is partition:offset, the record key the
 // key, and the record timestamp the dead-letter time unless a header says
 // otherwise. It never fails: what does not decode makes the envelope
 // malformed, with the reason.
@@ -557,6 +561,15 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	msg, class := text(roleSpringMessage), text(roleSpringFQCN)
 	if msg == "" && class == "" {
 		msg, class = text(roleConnectMessage), text(roleConnectClass)
+	}
+	if share, ok, err := shareDeadLetterOf(dl); ok {
+		if err != nil {
+			kv.Fail(err)
+		}
+		applyShare(&e, share, kv.Fail)
+		if msg == "" && class == "" {
+			msg, class = share.Message, share.Disposition
+		}
 	}
 	if msg != "" || class != "" {
 		var origTS time.Time

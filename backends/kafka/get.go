@@ -47,10 +47,10 @@ func (t *Topic) fetch(ctx context.Context, p int32, o int64) (*kgo.Record, error
 	return r, nil
 }
 
-// fetchMany reads the DLQ records at the given offsets, by locator; those
+// fetchRaw reads the DLQ records at the given offsets, by locator; those
 // that are not there are left out. It serves what it can from the records
 // the last reads fetched (readahead.go) and reads the rest.
-func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[string]*kgo.Record, error) {
+func (t *Topic) fetchRaw(ctx context.Context, want map[int32][]int64) (map[string]*kgo.Record, error) {
 	spans, ok, err := t.spans(ctx, t.src.topic)
 	if err != nil {
 		return nil, err

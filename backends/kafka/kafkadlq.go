@@ -1,6 +1,7 @@
 // Package kafkadlq is the Apache Kafka backend (kafka://host:port?topic=T):
 // the DLQ is a topic as Spring Kafka, Kafka Connect, Karafka or a
-// dlqctl-style producer writes it.
+// dlqctl-style producer writes it, or as the broker writes it for a share
+// group (share.go: the records are read back from their source).
 //
 // Reading never consumes and never commits a consumer offset: every read
 // assigns partitions directly (no consumer group) and reads
@@ -118,7 +119,10 @@ type Topic struct {
 	state     *stateCache       // the state topic as last read (loadState, under stateMu)
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
-	imported  map[string]bool   // dlqctl_source_id of every entry, read on first need
+	// shareMoved names, per share-group source record (shareMoveKey), the
+	// entry that moved it in this process (share_move.go).
+	shareMoved map[string]shareMove
+	imported   map[string]bool // dlqctl_source_id of every entry, read on first need
 	// firstSeen is, per DLQ partition, the first record the last scan gave
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.
@@ -186,6 +190,9 @@ func open(ctx context.Context, src sourceURL, pw string, opts Options) (*Topic, 
 	from := opts.EventIDFrom
 	if from.Kind == "" {
 		from.Kind = "property"
+	}
+	if src.shareGroup != "" {
+		return nil, backend.Configf("kafka source %s: group= is for dlq init (it sets the share group's DLQ up); read the DLQ with topic=", src.Display())
 	}
 	if src.user != "" && pw == "" {
 		return nil, backend.Configf("kafka source %s: user %q has no password (give user:pass@, DLQCTL_KAFKA_PASSWORD or the profile's kafka_password)", src.Display(), src.user)

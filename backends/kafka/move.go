@@ -126,7 +126,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 {
+	if len(states) == 0 {
 		return results, nil
 	}
 	refused, err := t.commitRefusing(ctx, cl, recs, states)
@@ -146,6 +146,7 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Removed = true
 		}
 	}
+	t.noteShareMoves(items, results, states)
 	return results, nil
 }
 
@@ -211,14 +212,25 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			}
 			counts[dest] = n
 		}
-		out := t.redriveRecord(r, it, m, dest)
-		out.Partition = destPartition(r, out, dest, n)
-		recs = append(recs, out)
-		states = append(states, pendingState{index: i, record: len(recs) - 1, rec: stateRecord{
+		ps := pendingState{index: i, record: len(recs), rec: stateRecord{
 			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
 			Fingerprint: it.Fingerprint, Dest: dest, At: t.now().UTC(),
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
-		}, key: it.ID})
+		}, key: it.ID}
+		if ps.share = shareMoveKey(r); ps.share != "" {
+			if dup, by := t.shareDuplicate(ps.share, states); by != "" {
+				// One source record, dead-lettered twice: the entry is
+				// resolved with the move of the other, nothing is sent.
+				ps.record, ps.rec.DestID = dup.record, dup.rec.DestID
+				results[i].Err = &sameSourceError{id: it.ID, by: by, source: ps.share}
+				states = append(states, ps)
+				continue
+			}
+		}
+		out := t.redriveRecord(r, it, m, dest)
+		out.Partition = destPartition(r, out, dest, n)
+		recs = append(recs, out)
+		states = append(states, ps)
 	}
 	return results, recs, states, nil
 }
@@ -252,9 +264,10 @@ func (t *Topic) destPartitions(ctx context.Context, dest string) (int, error) {
 // offset is known.
 type pendingState struct {
 	index  int // in the items
-	record int // in the origin records
+	record int // in the origin records; -1: none in this transaction (share_move.go)
 	key    string
 	rec    stateRecord
+	share  string // the share-group source record it moves (shareMoveKey), or ""
 }
 
 // commitRefusing commits the chunk's moves, leaving out each record the
@@ -271,20 +284,31 @@ func (t *Topic) commitRefusing(ctx context.Context, cl *kgo.Client, recs []*kgo.
 	refused := map[int]error{}
 	var try func(part []pendingState, alone bool) error
 	try = func(part []pendingState, alone bool) error {
-		sub := make([]*kgo.Record, len(part))
+		// Several states may share a record (one share-group source
+		// record dead-lettered twice), and one may have none.
+		var sub []*kgo.Record
+		subOf := map[int]int{}
 		subStates := make([]pendingState, len(part))
 		for i, s := range part {
-			r := *recs[s.record] // a fresh record: an attempt's left its offsets on it
-			r.Partition, r.Offset, r.Timestamp = recs[s.record].Partition, 0, time.Time{}
-			sub[i] = &r
 			subStates[i] = s
-			subStates[i].record = i
+			if s.record < 0 {
+				continue
+			}
+			j, ok := subOf[s.record]
+			if !ok {
+				r := *recs[s.record] // a fresh record: an attempt's left its offsets on it
+				r.Partition, r.Offset, r.Timestamp = recs[s.record].Partition, 0, time.Time{}
+				j = len(sub)
+				subOf[s.record] = j
+				sub = append(sub, &r)
+			}
+			subStates[i].record = j
 		}
 		bad, err := t.commit(ctx, cl, sub, subStates)
 		if err == nil {
 			for i, s := range subStates {
 				for j := range states {
-					if states[j].record == part[i].record {
+					if part[i].record >= 0 && states[j].record == part[i].record {
 						states[j].rec.DestID = s.rec.DestID
 					}
 				}
@@ -295,14 +319,16 @@ func (t *Topic) commitRefusing(ctx context.Context, cl *kgo.Client, recs []*kgo.
 			return err
 		}
 		if alone {
-			for i, e := range bad {
-				refused[part[i].record] = e
+			for i, s := range subStates {
+				if e, ok := bad[s.record]; ok && s.record >= 0 {
+					refused[part[i].record] = e
+				}
 			}
 			return nil
 		}
 		var rest, suspects []pendingState
 		for i, s := range part {
-			if _, ok := bad[i]; ok {
+			if _, ok := bad[subStates[i].record]; ok && s.record >= 0 {
 				suspects = append(suspects, s)
 			} else {
 				rest = append(rest, s)
@@ -313,14 +339,23 @@ func (t *Topic) commitRefusing(ctx context.Context, cl *kgo.Client, recs []*kgo.
 				return err
 			}
 		}
+		// Each suspect record alone, with the states that share it.
+		var order []int
+		byRecord := map[int][]pendingState{}
 		for _, s := range suspects {
-			if err := try([]pendingState{s}, true); err != nil {
+			if _, ok := byRecord[s.record]; !ok {
+				order = append(order, s.record)
+			}
+			byRecord[s.record] = append(byRecord[s.record], s)
+		}
+		for _, r := range order {
+			if err := try(byRecord[r], true); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return refused, try(states, len(states) == 1)
+	return refused, try(states, len(recs) <= 1)
 }
 
 // refusedRecord says whether a produce error is the destination refusing
@@ -365,7 +400,9 @@ func (t *Topic) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		s := &states[i]
 		// Results come in completion order; the records themselves carry
 		// the offsets they were given.
-		s.rec.DestID = KafkaID(recs[s.record].Partition, recs[s.record].Offset)
+		if s.record >= 0 {
+			s.rec.DestID = KafkaID(recs[s.record].Partition, recs[s.record].Offset)
+		}
 		v, _ := json.Marshal(s.rec) // strings, numbers and a time always marshal
 		stateRecs[i] = &kgo.Record{Topic: t.src.stateTopic, Partition: 0, Key: []byte(s.key), Value: v}
 	}

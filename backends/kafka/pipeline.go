@@ -119,6 +119,9 @@ func (pp *decodePipe) merge(t *Topic, c cursor, st state) error {
 	var batch []*kgo.Record
 	var out []envelope.Envelope
 	send := func() error {
+		if err := t.rebuildShare(pp.ctx, batch); err != nil {
+			return err
+		}
 		j := &decodeJob{recs: batch, out: out, done: make(chan struct{})}
 		batch, out = nil, nil
 		// ordered first: a job is taken back only in merge order, and

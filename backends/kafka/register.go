@@ -18,7 +18,7 @@ func Registration() backend.Registration {
 		Title:       "Apache Kafka",
 		EventIDFrom: "header:NAME, json:PATH or key",
 		Usage:       "kafka://[user:pass@]host:port[,host:port…]?topic=DLQ[&sasl=plain|scram-sha-256|scram-sha-512] (kafkas:// for TLS: &tls_ca=FILE, &tls_server_name=NAME)",
-		Summary:     "a dead-letter topic (Spring Kafka, Kafka Connect, Karafka); redriven and resolved entries are recorded in a state topic that keeps every record. kafkas:// speaks TLS and trusts the system's CAs, or only the PEM file tls_ca= names; a user in the URL authenticates with SASL PLAIN unless sasl= names SCRAM",
+		Summary:     "a dead-letter topic (Spring Kafka, Kafka Connect, Karafka, or a share group's broker, whose records are read back from the source: docs/kafka.md); redriven and resolved entries are recorded in a state topic that keeps every record. kafkas:// speaks TLS and trusts the system's CAs, or only the PEM file tls_ca= names; a user in the URL authenticates with SASL PLAIN unless sasl= names SCRAM",
 		Env: []backend.EnvVar{
 			{Name: "DLQCTL_KAFKA_PASSWORD", Help: "SASL password when the URL names a user without one", Password: true},
 			{Name: "GOGC", Help: "the Go collector's pace: reads of a Kafka DLQ run at 300 unless it is set (100 uses about half the memory of a large stats, for more CPU)"},
@@ -36,6 +36,7 @@ func Registration() backend.Registration {
 			return openURL(ctx, src, Options{Password: password(o), Fields: o.Fields, EventIDFrom: from, Stderr: o.Stderr})
 		}),
 		Secrets: func(o backend.OpenOptions) []string { return []string{password(o)} },
+		InitDLQ: initShareDLQ,
 	}
 }
 

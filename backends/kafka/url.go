@@ -28,12 +28,15 @@ type sourceURL struct {
 	mechanism  string
 	timeout    time.Duration
 
+	// shareGroup is group=, which only dlq init takes (share_init.go).
+	shareGroup string
+
 	tlsCA         string
 	tlsInsecure   bool
 	tlsServerName string
 }
 
-var knownParams = []string{"sasl", "state_topic", "timeout", "tls_ca", "tls_insecure", "tls_server_name", "topic"}
+var knownParams = []string{"copy", "group", "sasl", "state_topic", "timeout", "tls_ca", "tls_insecure", "tls_server_name", "topic"}
 
 // parseURL never puts the password into an error.
 func parseURL(raw string) (sourceURL, error) {
@@ -62,6 +65,7 @@ func parseURL(raw string) (sourceURL, error) {
 	if err != nil {
 		return s, bad("%v", err)
 	}
+	s.shareGroup = q.Get("group") // dlq init's (share_init.go)
 	if s.topic, s.stateTopic, err = topics(q); err != nil {
 		return s, bad("%v", err)
 	}
@@ -100,6 +104,9 @@ func parseBrokers(list string, quote func(string) string) ([]string, error) {
 // TOPIC.dlqctl-state).
 func topics(q *backend.URLQuery) (topic, state string, err error) {
 	topic = q.Get("topic")
+	if g := q.Get("group"); topic == "" && g != "" {
+		topic = "dlq." + g // a share group's DLQ topic, as dlq init names it
+	}
 	if topic == "" {
 		return "", "", fmt.Errorf("topic= is required (the DLQ topic, e.g. orders.DLT)")
 	}

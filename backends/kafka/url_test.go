@@ -33,7 +33,7 @@ func TestParseURLPreamble(t *testing.T) {
 		"kafka://u:pw99xx@?topic=x":                 "no broker address",
 		"kafka://h:9092/x?topic=x":                  `broker "h:9092/x": bad port`,
 		"redis://h:9092?topic=x":                    "want kafka://host:port?topic=DLQ",
-		"kafka://h:9092?topic=x&password=pw99xx":    `unknown query parameter "password" (known: sasl, state_topic, timeout, tls_ca, tls_insecure, tls_server_name, topic)`,
+		"kafka://h:9092?topic=x&password=pw99xx":    `unknown query parameter "password" (known: copy, group, sasl, state_topic, timeout, tls_ca, tls_insecure, tls_server_name, topic)`,
 	} {
 		_, err := parseURL(raw)
 		var ce *backend.ConfigError

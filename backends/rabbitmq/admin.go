@@ -57,36 +57,50 @@ type queueInfo struct {
 	Effective map[string]any `json:"effective_policy_definition"`
 }
 
-// deliveryLimit is a quorum queue's effective delivery limit: the lowest
-// of its x-delivery-limit argument and its policies' delivery-limit, as
-// the broker resolves it; 0 for none. RabbitMQ 4.0 and later give every
-// quorum queue a limit of 20 when nothing sets one (-1 turns it off).
-func (i queueInfo) deliveryLimit(server string) int {
+// deliveryLimit is a quorum queue's effective delivery limit, resolved as
+// the broker resolves its x-delivery-limit argument and its policies'
+// delivery-limit; limited is false when it has none. A message is
+// dropped (or dead-lettered onward) once a return takes its delivery
+// count past the limit, so a limit of 0 drops it at its first return.
+//
+// RabbitMQ 3.x takes the lower of the two, and a value of 0 or below is a
+// limit like any other (measured on 3.10.8: 0, -1 and -5 drop a message at
+// its first return; a policy refuses a negative value). 4.x takes the
+// higher of the two when either is negative, reads a negative result as
+// no limit, and gives every quorum queue a limit of 20 when nothing sets
+// one.
+func (i queueInfo) deliveryLimit(server string) (limit int, limited bool) {
 	if i.Type != "quorum" {
-		return 0
+		return 0, false
 	}
-	limit, set := 0, false
+	var set []int
 	for _, v := range []any{i.Arguments["x-delivery-limit"], i.Effective["delivery-limit"]} {
-		f, ok := v.(float64)
-		if !ok {
-			continue
+		if f, ok := v.(float64); ok {
+			set = append(set, int(f))
 		}
-		n := int(f)
-		if n < 0 {
-			// 4.x: -1 is unlimited, and the lower of two values wins
-			// only between limits.
-			set = true
-			continue
-		}
-		if !set || limit == 0 || n < limit {
-			limit = n
-		}
-		set = true
 	}
-	if !set && majorVersion(server) >= 4 {
-		return 20
+	v4 := majorVersion(server) >= 4
+	switch {
+	case len(set) == 0 && v4:
+		return 20, true
+	case len(set) == 0:
+		return 0, false
 	}
-	return limit
+	limit = set[0]
+	for _, n := range set[1:] {
+		if v4 && (n < 0 || limit < 0) {
+			limit = max(limit, n)
+		} else {
+			limit = min(limit, n)
+		}
+	}
+	if limit < 0 {
+		if v4 {
+			return 0, false
+		}
+		limit = 0
+	}
+	return limit, true
 }
 
 func majorVersion(v string) int {
@@ -168,8 +182,9 @@ type Stats struct {
 	Consumers int64          `json:"consumers"`
 	Arguments map[string]any `json:"arguments,omitempty"`
 	Policy    string         `json:"policy,omitempty"`
-	// DeliveryLimit is a quorum DLQ's effective delivery limit (0: none).
-	DeliveryLimit int `json:"delivery_limit,omitempty"`
+	// DeliveryLimit is a quorum DLQ's effective delivery limit; nil for
+	// none (0: a message is dropped at its first return).
+	DeliveryLimit *int `json:"delivery_limit,omitempty"`
 	// Source says where the counts come from: "management" (lags a few
 	// seconds) or "amqp" (ready messages and consumers only).
 	Source string `json:"source"`
@@ -201,8 +216,10 @@ func (q *Queue) Extras(ctx context.Context, _ []string) (backend.ExtraStats, err
 			return backend.ExtraStats{}, err
 		}
 		st = Stats{Queue: q.src.queue, Vhost: q.src.vhost, Type: info.Type, Messages: info.Messages, Ready: info.Ready,
-			Unacked: info.Unacked, Consumers: info.Consumers, Arguments: info.Arguments, Policy: info.Policy,
-			DeliveryLimit: info.deliveryLimit(q.server), Source: "management"}
+			Unacked: info.Unacked, Consumers: info.Consumers, Arguments: info.Arguments, Policy: info.Policy, Source: "management"}
+		if limit, ok := info.deliveryLimit(q.server); ok {
+			st.DeliveryLimit = &limit
+		}
 	} else if !q.missing {
 		qs, err := q.inspect(ctx)
 		if err != nil {
@@ -262,13 +279,16 @@ func (st Stats) rows() [][2]string {
 	return rows
 }
 
-// shapeNote says what a DLQ of type typ costs to read.
-func shapeNote(typ string, limit int) string {
+// shapeNote says what a DLQ of type typ with the delivery limit limit
+// (nil: none) costs to read.
+func shapeNote(typ string, limit *int) string {
 	switch {
 	case typ == "stream":
 		return "stream: read by offset, reads cost nothing; removals are recorded by dlqctl"
-	case typ == "quorum" && limit > 0:
-		return fmt.Sprintf("quorum, delivery limit %d: every read counts as a delivery", limit)
+	case typ == "quorum" && limit != nil && *limit < 2:
+		return fmt.Sprintf("quorum, delivery limit %d: any read would bring a message to the limit or past it, so dlqctl does not read it (dlqctl dlq init makes a stream DLQ)", *limit)
+	case typ == "quorum" && limit != nil:
+		return fmt.Sprintf("quorum, delivery limit %d: every read counts as a delivery", *limit)
 	case typ == "quorum":
 		return "quorum, no delivery limit: every read counts as a delivery, none can drop a message"
 	}
@@ -312,7 +332,10 @@ func (q *Queue) CheckDLQ(ctx context.Context) backend.OriginStatus {
 	case sh.Type == "quorum" && !sh.Known:
 		return backend.OriginStatus{Detail: "a quorum queue, which counts every read as a delivery; its delivery limit cannot be read without admin=, so dlqctl does not read it; " + api,
 			Fix: "add admin=http://HOST:15672, or dead-letter into a stream DLQ (dlqctl dlq init amqp://…?queue=ORIGIN) or a classic queue (docs/rabbitmq.md)"}
-	case sh.Type == "quorum" && sh.Limit > 0:
+	case sh.Type == "quorum" && sh.Limited && sh.Limit < 2:
+		return backend.OriginStatus{Detail: fmt.Sprintf("a quorum queue with delivery limit %d: any read would bring a message to the limit or past it, so dlqctl reads nothing from it; %s", sh.Limit, api),
+			Fix: "dead-letter into a stream DLQ (dlqctl dlq init amqp://…?queue=ORIGIN) and move these messages there with something that acks what it takes (a shovel), or raise the limit with a policy"}
+	case sh.Type == "quorum" && sh.Limited:
 		prior, err := q.readReads(ctx)
 		if err != nil {
 			return backend.OriginStatus{Detail: err.Error(), Fix: "check the broker"}

@@ -24,6 +24,7 @@ func TestContract(t *testing.T) {
 			}
 			return backendtest.Fixture{Source: srv.Source(base + "-dlq"), Dest: base + "-orders"}
 		},
+		TailIsRun: "a classic queue has no offsets: its tail is the run holding the lease, and what comes after it carries that run's marker",
 		// An exclusive queue on the holder's connection: the broker
 		// deletes it when that connection dies, as Release's close does.
 		Lease: backendtest.LeaseBehaviour{Crash: func(t *testing.T, l backend.Lease) {

@@ -137,18 +137,7 @@ func TestLostConnectionResumesExactlyOnce(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 	waitDepth(t, srv, base+"-dlq", 0)
-	got := map[string]int{}
-	ch := srv.Channel(t)
-	for {
-		d, ok, err := ch.Get(base+"-orders", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		got[d.MessageId]++
-	}
+	got := drainCounts(t, srv, base+"-orders")
 	for _, id := range ids {
 		if got[id] != 1 {
 			t.Errorf("%s is on the origin %d times, want once", id, got[id])

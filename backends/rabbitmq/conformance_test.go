@@ -23,8 +23,11 @@ import (
 var suite = conformance.For(rabbitmq.Registration())
 
 // TestConformance runs the shared conformance suite on RabbitMQ, against
-// its real server.
+// its real server. It runs beside TestConformanceStream, each on a broker
+// of its own: both mostly wait (rates, settles, restarts), and one after
+// the other they take the package past ten minutes.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	suite.Run(t, func(t *testing.T) *conformance.Target {
 		b := rabbitmqtest.Start(t)
 		n := 0
@@ -36,17 +39,6 @@ func TestConformance(t *testing.T) {
 		newBase := func() string {
 			n++
 			return fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-		}
-		// pid is the broker's Erlang VM: the process that listens on the
-		// AMQP port (its process group holds the rest of the node).
-		pid := func() int {
-			u, err := url.Parse(b.URL())
-			if err != nil {
-				return 0
-			}
-			port, _ := strconv.Atoi(u.Port())
-			p, _ := testproc.ListenerPID(port)
-			return p
 		}
 		return &conformance.Target{Down: b.Down, Up: b.Up, Outage: "&timeout=2s", Refuse: func(*testing.T, conformance.Fixture, string, string) {
 			// Nothing to do: the refusing origin is a queue that was
@@ -61,15 +53,8 @@ func TestConformance(t *testing.T) {
 			}
 			return fixture(base)
 		},
-			// A SIGKILL of the node, then the script's stop (its epmd,
-			// its files) before Up starts it again on the same folder.
-			Kill: func() error {
-				if err := testproc.KillProcess(pid()); err != nil {
-					return err
-				}
-				return b.Down()
-			},
-			PID: pid,
+			Kill: func() error { return killBroker(b) },
+			PID:  func() int { return brokerPID(b) },
 			Held: func(t *testing.T, fx conformance.Fixture) int {
 				return depth(t, b, fx.Self)
 			},
@@ -109,41 +94,127 @@ func TestConformance(t *testing.T) {
 				}
 				return fixture(base)
 			},
-			Native: func(t *testing.T, fx conformance.Fixture, e envelope.Envelope, copies int) {
-				// As the broker dead-letters a rejected message: the same
-				// body, properties and x-death each time (a producer that
-				// published it three times, rejected within one second).
-				at, origin := e.DeadLetteredAt, e.Origin.Topic
-				death := amqp.Table{"count": int64(1), "reason": "rejected", "queue": origin, "time": at,
-					"exchange": "", "routing-keys": []any{origin}}
-				p := amqp.Publishing{Body: e.Payload, ContentType: e.ContentType, MessageId: e.EventID, DeliveryMode: amqp.Persistent,
-					Timestamp: at, Headers: amqp.Table{
-						"event_id": e.EventID, "last_error": e.LastError, "key": e.Key,
-						"x-death": []any{death}, "x-first-death-queue": origin, "x-first-death-reason": "rejected",
-						"x-first-death-exchange": "",
-					}}
-				ch := b.Channel(t)
-				if err := ch.Confirm(false); err != nil {
-					t.Fatal(err)
-				}
-				for range copies {
-					dc, err := ch.PublishWithDeferredConfirm("", fx.Self, true, false, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !dc.Wait() {
-						t.Fatal("the broker refused a dead letter (nack)")
-					}
-				}
-			},
-			Bookkeeping: func(fx conformance.Fixture) []string {
-				return []string{"dlqctl.lease." + fx.Self, "dlqctl.lease." + fx.Self + ".holder", "dlqctl.reads." + fx.Self}
-			},
+			Native:      nativeHook(b),
+			Forge:       forgeHook(b),
+			Bookkeeping: bookkeeping,
 			NotApplicable: map[string]string{
 				"two-pointers": "an entry is a dead-lettered copy holding the message whole",
 			},
 		}
 	})
+}
+
+// brokerPID is the broker's Erlang VM: the process that listens on the
+// AMQP port (its process group holds the rest of the node).
+func brokerPID(b *rabbitmqtest.Server) int {
+	u, err := url.Parse(b.URL())
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(u.Port())
+	p, _ := testproc.ListenerPID(port)
+	return p
+}
+
+// killBroker is a SIGKILL of the node, then the script's stop (its epmd,
+// its files) before Up starts it again on the same folder.
+func killBroker(b *rabbitmqtest.Server) error {
+	if err := testproc.KillProcess(brokerPID(b)); err != nil {
+		return err
+	}
+	return b.Down()
+}
+
+// nativeHook writes copies of e into fx's DLQ as the broker dead-letters
+// a rejected message: the same body, properties and x-death each time (a
+// producer that published it three times, rejected within one second).
+func nativeHook(b *rabbitmqtest.Server) func(t *testing.T, fx conformance.Fixture, e envelope.Envelope, copies int) {
+	return func(t *testing.T, fx conformance.Fixture, e envelope.Envelope, copies int) {
+		deadLetterNatively(t, b, fx.Self, e, copies)
+	}
+}
+
+func deadLetterNatively(t *testing.T, b *rabbitmqtest.Server, dlq string, e envelope.Envelope, copies int) {
+	at, origin := e.DeadLetteredAt, e.Origin.Topic
+	death := amqp.Table{"count": int64(1), "reason": "rejected", "queue": origin, "time": at,
+		"exchange": "", "routing-keys": []any{origin}}
+	p := amqp.Publishing{Body: e.Payload, ContentType: e.ContentType, MessageId: e.EventID, DeliveryMode: amqp.Persistent,
+		Timestamp: at, Headers: amqp.Table{
+			"event_id": e.EventID, "last_error": e.LastError, "key": e.Key,
+			"x-death": []any{death}, "x-first-death-queue": origin, "x-first-death-reason": "rejected",
+			"x-first-death-exchange": "",
+		}}
+	ch := b.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for range copies {
+		dc, err := ch.PublishWithDeferredConfirm("", dlq, true, false, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatal("the broker refused a dead letter (nack)")
+		}
+	}
+}
+
+// bookkeeping is every queue dlqctl keeps beside the DLQ fx: its lease
+// and the lease's holder, the read count of a quorum DLQ, the record of
+// removals with its key, and the broker epoch.
+func bookkeeping(fx conformance.Fixture) []string {
+	return []string{"dlqctl.lease." + fx.Self, "dlqctl.lease." + fx.Self + ".holder", "dlqctl.reads." + fx.Self,
+		"dlqctl.removed." + fx.Self, "dlqctl.removed." + fx.Self + ".key", "dlqctl.epoch." + fx.Self}
+}
+
+// forgeHook writes, as a plain producer that may publish to dlqctl's
+// queues would, that fx's entry entryID was removed: pages of the record
+// of removals exactly as dlqctl writes them, one without a MAC and one
+// with a MAC under a key of the forger's; a key of its own to the key
+// queue; and, on a classic or quorum DLQ, a broker epoch of its own. A
+// producer cannot declare dlqctl's queues, so the record is first made as
+// dlqctl's first removal makes it.
+func forgeHook(b *rabbitmqtest.Server) func(t *testing.T, fx conformance.Fixture, entryID string) {
+	return func(t *testing.T, fx conformance.Fixture, entryID string) { forgeRecord(t, b, fx, entryID) }
+}
+
+func forgeRecord(t *testing.T, b *rabbitmqtest.Server, fx conformance.Fixture, entryID string) {
+	ctx := context.Background()
+	if err := rabbitmq.PrepareRecord(ctx, fx.Source); err != nil {
+		t.Fatal(err)
+	}
+	queue, pages, err := rabbitmq.ForgedPages(ctx, fx.Source, entryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := b.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(queue string, m amqp.Publishing) bool {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dc.Wait()
+	}
+	for _, p := range pages {
+		if !publish(queue, p) {
+			t.Fatalf("the broker refused a forged page in %s", queue)
+		}
+	}
+	key := make([]byte, 32)
+	if publish(queue+".key", amqp.Publishing{Body: key, DeliveryMode: amqp.Persistent}) {
+		t.Logf("%s took a second key", queue+".key")
+	}
+	// A stream DLQ's record has no epoch: the publish is unroutable.
+	epoch, err := rabbitmq.EpochQueue(ctx, fx.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !publish(epoch, amqp.Publishing{Body: []byte("0123456789abcdef"), DeliveryMode: amqp.Transient}) {
+		t.Logf("%s refused a forged epoch token", epoch)
+	}
 }
 
 // snapshot reads the queue's messages in order (basic.get, never acked)

@@ -29,6 +29,41 @@ func depth(t *testing.T, srv *rabbitmqtest.Server, queue string) int {
 	return st.Messages
 }
 
+// drainCounts takes every message of queue and counts them by message ID.
+func drainCounts(t *testing.T, srv *rabbitmqtest.Server, queue string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	ch := srv.Channel(t)
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return got
+		}
+		got[d.MessageId]++
+	}
+}
+
+// moveFirst moves the first entry of base's DLQ (event E1) to base's
+// origin through the backend, as a run does (publish, then remove), and
+// returns what the DLQ held before.
+func moveFirst(t *testing.T, srv *rabbitmqtest.Server, base string) []envelope.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	q := open(t, srv, base+"-dlq", true)
+	es := scanAll(t, q)
+	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
+	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
+		t.Fatalf("remove: %v %+v", err, rm)
+	}
+	return es
+}
+
 // recoveredDepth is queue's depth once a restarted broker has recovered
 // it: the broker answers before every queue has read its index back, and
 // a quorum queue replays its log, so the depth is read until it has not
@@ -188,6 +223,8 @@ func stats(t *testing.T, dir, source string) statsDoc {
 // stats says total 0 and how many came back, a new plan takes nothing,
 // and check --max-total 0 passes; the origin holds each event once.
 func TestRemovalsSurviveABrokerCrash(t *testing.T) {
+	// Beside the conformance suites, each on a broker of its own.
+	t.Parallel()
 	srv := rabbitmqtest.Start(t) // its own: it is killed
 	t.Run("mid-apply", func(t *testing.T) { crashMidApply(t, srv) })
 	for _, c := range []struct {
@@ -269,18 +306,7 @@ func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
 	if n := recoveredDepth(t, srv, base+"-dlq"); n != 0 {
 		t.Errorf("the DLQ holds %d messages after the resume, want 0", n)
 	}
-	got := map[string]int{}
-	ch := srv.Channel(t)
-	for {
-		d, ok, err := ch.Get(base+"-orders", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		got[d.MessageId]++
-	}
+	got := drainCounts(t, srv, base+"-orders")
 	for _, id := range ids {
 		if got[id] != 1 {
 			t.Errorf("%s is on the origin %d times, want once", id, got[id])
@@ -322,15 +348,7 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3")
-	q := open(t, srv, base+"-dlq", true)
-	es := scanAll(t, q)
-	items := []backend.MoveItem{{Seq: 1, ID: es[0].ID, EventID: "E1", Fingerprint: es[0].Fingerprint, Dest: base + "-orders"}}
-	if _, err := q.Publish(ctx, items, backend.Markers{RunID: "r"}); err != nil {
-		t.Fatal(err)
-	}
-	if rm, err := q.Remove(ctx, items); err != nil || !rm[0].Removed {
-		t.Fatalf("remove: %v %+v", err, rm)
-	}
+	es := moveFirst(t, srv, base)
 	raw, err := hex.DecodeString(es[1].ID)
 	if err != nil {
 		t.Fatal(err)
@@ -365,6 +383,61 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "E2,E3" {
 		t.Errorf("the DLQ reads as %v, want E2,E3", ids)
+	}
+}
+
+// TestForgedEpochHidesNothing: a token published to dlqctl's epoch queue
+// by anyone but dlqctl reads as no broker restart. A copy that arrives
+// after its content was removed within the epoch (a producer's retry, the
+// same envelope imported again) is an entry; a forged epoch would make
+// the removal look older than a restart and hide the copy as one that
+// came back.
+func TestForgedEpochHidesNothing(t *testing.T) {
+	srv := broker.Get(t)
+	base := uniq(t)
+	ctx := context.Background()
+	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	ch := srv.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(queue string, m amqp.Publishing) bool {
+		t.Helper()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dc.Wait()
+	}
+	copyOf := publishing("E1")
+	if !publish(base+"-dlq", copyOf) {
+		t.Fatal("the broker refused the dead letter")
+	}
+	moveFirst(t, srv, base)
+	if !publish(base+"-dlq", copyOf) {
+		t.Fatal("the broker refused the second copy")
+	}
+	if n := len(scanAll(t, open(t, srv, base+"-dlq", false))); n != 1 {
+		t.Fatalf("the copy that arrived after the removal reads as %d entries, want 1", n)
+	}
+	if publish("dlqctl.epoch."+base+"-dlq", amqp.Publishing{Body: []byte("0123456789abcdef")}) {
+		t.Log("the epoch queue took a forged token")
+	}
+	dir := t.TempDir()
+	if doc := stats(t, dir, srv.Source(base+"-dlq")); doc.Total != 1 || doc.Backend.CameBack != 0 {
+		t.Errorf("stats after a forged epoch: total %d, came back %d; want 1 and 0", doc.Total, doc.Backend.CameBack)
+	}
+	planApproved(t, dir, srv.Source(base+"-dlq"), "--to", base+"-orders")
+	if code, out := run(t, dir, "--source", srv.Source(base+"-dlq"), "redrive", "apply", "p.json"); code != 0 {
+		t.Fatalf("apply after a forged epoch: exit %d\n%s", code, out)
+	}
+	if n := depth(t, srv, base+"-dlq"); n != 0 {
+		t.Errorf("the DLQ still holds %d messages after the redrive, want 0", n)
+	}
+	if n := depth(t, srv, base+"-orders"); n != 2 {
+		t.Errorf("the origin holds %d messages, want 2 (one per redrive)", n)
 	}
 }
 

@@ -116,9 +116,10 @@ type decoder struct {
 	// holds the order key; the key header is then a property like any
 	// other.
 	keyHeader string
-	// quorumLimit gives, for an origin queue, its effective delivery
-	// limit when it is a quorum queue with one (0: not known or none).
-	quorumLimit func(queue string) int
+	// quorumDeliveries gives, for an origin queue that is a quorum queue
+	// with a delivery limit, how many deliveries it makes of a message
+	// before it dead-letters it: the limit + 1 (0: not known, or none).
+	quorumDeliveries func(queue string) int
 }
 
 // fieldOf maps a header name to the envelope field it is a name of.
@@ -304,15 +305,13 @@ func (d *decoder) setFromDeaths(e *envelope.Envelope, fields map[string]string, 
 		e.DeadLetteredAt = last.Time
 	}
 	if fields[envelope.FieldAttempts] == "" {
-		limit := 0
-		if d.quorumLimit != nil && e.Origin.Topic != "" {
-			limit = d.quorumLimit(e.Origin.Topic)
+		deliveries := 0
+		if d.quorumDeliveries != nil && e.Origin.Topic != "" {
+			deliveries = d.quorumDeliveries(e.Origin.Topic)
 		}
 		switch {
-		case limit > 0:
-			// A quorum queue dead-letters a message once it has been
-			// returned more than its limit: limit + 1 deliveries.
-			e.Attempts = limit + 1
+		case deliveries > 0:
+			e.Attempts = deliveries
 		case last.Count > 0:
 			e.Attempts = int(min(last.Count, 1<<31-1))
 		}

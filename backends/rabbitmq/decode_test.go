@@ -21,7 +21,12 @@ func testDecoder(t testing.TB, from string, limits map[string]int) *decoder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &decoder{names: names, from: src, quorumLimit: func(q string) int { return limits[q] }}
+	return &decoder{names: names, from: src, quorumDeliveries: func(q string) int {
+		if l, ok := limits[q]; ok {
+			return l + 1
+		}
+		return 0
+	}}
 }
 
 var deathTime = time.Date(2026, 11, 29, 10, 5, 0, 0, time.UTC)

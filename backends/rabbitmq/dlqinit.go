@@ -376,6 +376,21 @@ func (q *Queue) deadLettersReachStreams(ctx context.Context) (bool, error) {
 	return ok, err
 }
 
+// forgetRecordOf deletes dlqctl's record of removals of the DLQ name
+// (its pages, key and epoch queues) before dlq init makes that DLQ anew:
+// a record outlives the DLQ it was kept for, and its offsets and contents
+// would name the new stream's first messages — the same event
+// dead-lettered again is byte for byte what was removed from the old one.
+func (q *Queue) forgetRecordOf(ctx context.Context, ch *amqp.Channel, name string) error {
+	rec := bookNameOf("dlqctl.removed.", name)
+	for _, b := range []string{rec, rec + ".key", bookNameOf("dlqctl.epoch.", name)} {
+		if _, err := ch.QueueDelete(b, false, false, false); err != nil {
+			return q.wrap(ctx, "delete "+b+", the record of a DLQ "+name+" that no longer exists", err)
+		}
+	}
+	return nil
+}
+
 // applyStreamPlan declares what p says is missing: the stream, the
 // exchange, the bindings (declaring and binding again are no-ops), and,
 // where the broker cannot dead-letter into a stream, the staging queue
@@ -386,6 +401,11 @@ func (q *Queue) applyStreamPlan(ctx context.Context, p streamPlan) error {
 		return err
 	}
 	defer ch.Close()
+	if p.createStream {
+		if err := q.forgetRecordOf(ctx, ch, p.name); err != nil {
+			return err
+		}
+	}
 	if _, err := ch.QueueDeclare(p.name, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
 		return q.wrap(ctx, "declare the stream "+p.name, err)
 	}

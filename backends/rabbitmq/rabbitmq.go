@@ -77,7 +77,8 @@ type Queue struct {
 	conn *amqp.Connection
 	// shape is the DLQ's type and effective delivery limit, read once.
 	shape *queueShape
-	// limits caches origin queues' delivery limits (quorum origins).
+	// limits caches origin queues' deliveries before dead-lettering
+	// (quorum origins with a delivery limit).
 	limits map[string]int
 	// held is what a Publish read, for the Remove that follows: on a
 	// classic or quorum DLQ the consume channel left open with the planned
@@ -139,7 +140,7 @@ func openURL(ctx context.Context, src sourceURL, opts Options) (*Queue, error) {
 	if q.now == nil {
 		q.now = time.Now
 	}
-	q.dec = decoder{names: names, from: from, keyHeader: keyHeader, quorumLimit: q.originLimit}
+	q.dec = decoder{names: names, from: from, keyHeader: keyHeader, quorumDeliveries: q.originDeliveries}
 	if q.cfg, err = q.config("dlqctl"); err != nil {
 		return nil, err
 	}

@@ -30,11 +30,14 @@ type record struct {
 // bookName is the name of one of dlqctl's queues for this DLQ:
 // prefix + the DLQ's name, or a hash of it where that would come near
 // AMQP's 255 bytes.
-func (q *Queue) bookName(prefix string) string {
-	if n := prefix + q.src.queue; len(n) <= 240 {
+func (q *Queue) bookName(prefix string) string { return bookNameOf(prefix, q.src.queue) }
+
+// bookNameOf is bookName for the DLQ queue.
+func bookNameOf(prefix, queue string) string {
+	if n := prefix + queue; len(n) <= 240 {
 		return n
 	}
-	sum := sha256.Sum256([]byte(q.src.queue))
+	sum := sha256.Sum256([]byte(queue))
 	return prefix + "h-" + hex.EncodeToString(sum[:12])
 }
 
@@ -176,8 +179,9 @@ func (q *Queue) readKey(ctx context.Context) (key []byte, exists bool, err error
 }
 
 // readRecord reads the record: what counts as removed for a DLQ of the
-// given shape, how many of its messages dlqctl did not write, and how
-// many messages it holds.
+// given shape (with, on a classic or quorum DLQ, the broker epoch), how
+// many of its messages dlqctl did not write, and how many messages it
+// holds.
 func (q *Queue) readRecord(ctx context.Context, shape string) (set *removedSet, forged, pages int, err error) {
 	set = newRemovedSet(shape)
 	key, keyQueue, err := q.readKey(ctx)
@@ -206,6 +210,11 @@ func (q *Queue) readRecord(ctx context.Context, shape string) (set *removedSet, 
 		return nil, 0, 0, fmt.Errorf("%s: %s holds no key, but %s holds %d pages: dlqctl cannot tell its record of removals from messages anyone published, so it does not read the DLQ "+
 			"(delete both queues to start the record afresh: removed entries that a broker crash brought back would then read as entries again)", q, q.keyQueue(), q.recordQueue(), pages)
 	}
+	if shape == shapeQueue && set.size() > 0 {
+		if set.epoch, _, err = q.readEpoch(ctx, key); err != nil {
+			return nil, 0, 0, err
+		}
+	}
 	return set, forged, pages, nil
 }
 
@@ -225,11 +234,6 @@ func (q *Queue) removedView(ctx context.Context) (*removedSet, error) {
 	set, forged, _, err := q.readRecord(ctx, shape)
 	if err != nil {
 		return nil, err
-	}
-	if shape == shapeQueue && set.size() > 0 {
-		if set.epoch, err = q.readEpoch(ctx); err != nil {
-			return nil, err
-		}
 	}
 	q.rec.set, q.rec.forged, q.rec.loaded = set, forged, true
 	return set, nil
@@ -345,7 +349,7 @@ func (q *Queue) startWriter(ctx context.Context, conn *amqp.Connection) (*record
 		return nil, err
 	}
 	if shape == shapeQueue {
-		if w.epoch, err = q.currentEpoch(ctx); err != nil {
+		if w.epoch, err = q.currentEpoch(ctx, w.key); err != nil {
 			return nil, err
 		}
 	}

@@ -25,8 +25,11 @@ const idleWait = time.Second
 // queueShape is what dlqctl knows of the DLQ's type and delivery limit.
 type queueShape struct {
 	Type string // "classic", "quorum", "stream"
-	// Limit is the effective delivery limit of a quorum queue (0: none).
-	Limit int
+	// Limit is the effective delivery limit of a quorum queue, when it
+	// has one (Limited): a return that takes a message's delivery count
+	// past it drops the message.
+	Limit   int
+	Limited bool
 	// Known: Type and Limit are known (the management API read them, or
 	// the queue is not a quorum queue, which has no limit).
 	Known bool
@@ -48,7 +51,8 @@ func (q *Queue) shapeOf(ctx context.Context) (queueShape, error) {
 		if err != nil {
 			return sh, err
 		}
-		sh = queueShape{Type: info.Type, Limit: info.deliveryLimit(q.server), Known: true}
+		sh = queueShape{Type: info.Type, Known: true}
+		sh.Limit, sh.Limited = info.deliveryLimit(q.server)
 	} else {
 		t, err := q.probeType(ctx, q.src.queue)
 		if err != nil {
@@ -145,6 +149,20 @@ func (g *quorumGuard) refusal(what string) error {
 		"or a classic queue, then delete the queue %s (docs/rabbitmq.md)", g.q, what, g.limit, g.q.readsQueue())
 }
 
+// noReadInHand refuses every read of a DLQ whose limit leaves no read in
+// hand: at 0 (which RabbitMQ 3.x also makes of a negative value) the
+// first return drops a message, at 1 a read brings every message it sees
+// to the limit, where the next read, by anything, drops it.
+func (g *quorumGuard) noReadInHand() error {
+	what := "any read would bring every message it sees to that limit, and the next read, by dlqctl or anything else, would drop it"
+	if g.limit < 1 {
+		what = "the broker drops a message at its first return, and a read of a queue returns every message it sees: any read would drop them"
+	}
+	return fmt.Errorf("%s: this quorum DLQ's delivery limit is %d: %s; dlqctl reads nothing from it. "+
+		"Dead-letter into a stream DLQ instead (dlqctl dlq init amqp://…?queue=ORIGIN makes one; reads of it cost nothing) and move these messages there "+
+		"with something that acks what it takes, such as a shovel (a consumer that acks returns nothing); or raise the limit with a policy (docs/rabbitmq.md)", g.q, g.limit, what)
+}
+
 // done records the highest count this pass left, when it raised it.
 func (g *quorumGuard) done(ctx context.Context) error {
 	if g.seen <= g.prior {
@@ -210,10 +228,13 @@ func (q *Queue) guard(ctx context.Context) (*quorumGuard, error) {
 		return nil, backend.Configf("%s: the queue %q is a quorum queue, which counts every read as a delivery and drops a message "+
 			"past its delivery limit; dlqctl reads that limit (queue arguments and policies) through the management API: add admin=http://HOST:15672 "+
 			"(docs/rabbitmq.md: a stream DLQ, made by dlqctl dlq init, or a classic one is the safe shape)", q, q.src.queue)
-	case sh.Limit <= 0:
+	case !sh.Limited:
 		return nil, nil
 	}
 	g := &quorumGuard{q: q, limit: int64(sh.Limit)}
+	if g.ceiling() < 1 {
+		return nil, g.noReadInHand()
+	}
 	if g.prior, err = q.readReads(ctx); err != nil {
 		return nil, err
 	}
@@ -669,10 +690,13 @@ func (q *Queue) Get(ctx context.Context, id string) (envelope.Envelope, error) {
 	return out, nil
 }
 
-// originLimit is the delivery limit of an origin queue that is a quorum
-// queue, read once per queue through the management API (0: none, not a
-// quorum queue, or no admin=).
-func (q *Queue) originLimit(queue string) int {
+// originDeliveries is how many deliveries an origin queue that is a
+// quorum queue with a delivery limit makes of a message before it
+// dead-letters it (a quorum queue dead-letters a message once it has been
+// returned more times than its limit: limit + 1 deliveries), read once per
+// queue through the management API (0: none, not a quorum queue, or no
+// admin=).
+func (q *Queue) originDeliveries(queue string) int {
 	if q.admin == nil {
 		return 0
 	}
@@ -685,7 +709,9 @@ func (q *Queue) originLimit(queue string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), q.src.timeout)
 	defer cancel()
 	if info, err := q.admin.queue(ctx, q.src.vhost, queue); err == nil && info.Type == "quorum" {
-		n = info.deliveryLimit(q.server)
+		if limit, ok := info.deliveryLimit(q.server); ok {
+			n = limit + 1
+		}
 	}
 	q.mu.Lock()
 	q.limits[queue] = n

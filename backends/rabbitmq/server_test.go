@@ -297,6 +297,60 @@ func TestQuorumDLQReadsRecordLost(t *testing.T) {
 	waitDepth(t, srv, base+"-dlq", 20)
 }
 
+// TestQuorumDLQWithNoReadInHand: RabbitMQ 3.10 drops a quorum message at
+// its first return when x-delivery-limit is 0 or negative, and every read
+// of a queue returns what it saw. Such a DLQ is read by nothing: every
+// read is refused before it consumes, saying why and naming dlq init, and
+// every message is still there with no delivery counted. (Read as "no
+// limit", one scan dropped them all.)
+func TestQuorumDLQWithNoReadInHand(t *testing.T) {
+	srv := broker.Get(t)
+	if srv.AdminURL() == "" {
+		t.Fatal("this test needs the management API (DLQCTL_TEST_AMQP_ADMIN)")
+	}
+	ctx := context.Background()
+	for _, limit := range []int{0, -1} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			base := uniq(t)
+			ch := srv.Channel(t)
+			ids := []string{"E1", "E2", "E3"}
+			quorumDLQ(t, srv, ch, base+"-orders", base+"-dlq-plain", base+"-dlq", limit, ids...)
+			q := open(t, srv, base+"-dlq", true)
+			for _, read := range []func() error{
+				func() error { return q.Scan(ctx, "", func(envelope.Envelope) error { return nil }) },
+				func() error { _, err := q.Get(ctx, "E1"); return err },
+				func() error { return q.ScanFingerprints(ctx, func(string, string) error { return nil }) },
+			} {
+				if err := read(); err == nil || !strings.Contains(err.Error(), "delivery limit is 0") || !strings.Contains(err.Error(), "dlq init") {
+					t.Errorf("a read of a quorum DLQ with x-delivery-limit %d: %v, want a refusal saying why and naming dlq init", limit, err)
+				}
+			}
+			if n, err := q.Len(ctx); err != nil || n != int64(len(ids)) {
+				t.Errorf("Len: %d, %v; want %d", n, err, len(ids))
+			}
+			// Taken with auto-ack, which returns nothing: every message
+			// is there, never delivered before.
+			var got []string
+			for {
+				d, ok, err := ch.Get(base+"-dlq", true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				if n, _ := d.Headers["x-delivery-count"].(int64); n != 0 {
+					t.Errorf("%s was delivered %d times before", d.MessageId, n)
+				}
+				got = append(got, d.MessageId)
+			}
+			if strings.Join(got, ",") != strings.Join(ids, ",") {
+				t.Errorf("the DLQ holds %v after the reads, want %v", got, ids)
+			}
+		})
+	}
+}
+
 // quorumDLQ dead-letters messages (ids, E1 when none) from origin through
 // a DLX into both classic, a classic DLQ, and quorum, a quorum queue with
 // the given delivery limit bound to the same exchange.

@@ -129,6 +129,12 @@ func TestCluster(t *testing.T) {
 		if !reflect.DeepEqual(got, ids) {
 			t.Errorf("scan = %v, want %v", got, ids)
 		}
+		// The scan read its pages the fast way (xrange.go), not the
+		// plain way it falls back to.
+		pg := &pager{s: s}
+		if n, err := pg.next(ctx, "-", "+", 10); err != nil || n != 5 || pg.plain != nil {
+			t.Errorf("pager on a cluster: %d entries, %v, fell back to the plain reader: %v", n, err, pg.plain != nil)
+		}
 		if n, err := s.Len(ctx); err != nil || n != 5 {
 			t.Errorf("Len = %d, %v", n, err)
 		}

@@ -172,7 +172,8 @@ func BenchmarkRawMove(b *testing.B) {
 }
 
 // BenchmarkScanFingerprints reads the fingerprints of 100,000 entries
-// shaped like the bench's, in one range (one CPU) and in two halves at once.
+// shaped like the bench's, in one range (one CPU) and in two halves at
+// once, with the fast page reader and the plain one (xrange.go).
 func BenchmarkScanFingerprints(b *testing.B) {
 	ctx := context.Background()
 	rdb := shared.Client()
@@ -187,9 +188,13 @@ func BenchmarkScanFingerprints(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	for _, procs := range []int{1, 2} {
-		b.Run(fmt.Sprintf("procs%d", procs), func(b *testing.B) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	for _, c := range []struct {
+		procs int
+		form  string
+	}{{1, "fast"}, {1, "plain"}, {2, "fast"}, {2, "plain"}} {
+		b.Run(fmt.Sprintf("procs%d/%s", c.procs, c.form), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.procs))
+			s.plainPages = c.form == "plain"
 			cpu0, own0 := serverCPU(b, rdb), clientCPU()
 			for range b.N {
 				got := 0

@@ -25,9 +25,10 @@ import (
 )
 
 var (
-	_ backend.Source   = (*Stream)(nil)
-	_ backend.Importer = (*Stream)(nil)
-	_ backend.Extras   = (*Stream)(nil)
+	_ backend.Source      = (*Stream)(nil)
+	_ backend.LeanScanner = (*Stream)(nil)
+	_ backend.Importer    = (*Stream)(nil)
+	_ backend.Extras      = (*Stream)(nil)
 )
 
 // DefaultPageSize is the XRANGE COUNT of a scan.
@@ -66,7 +67,11 @@ type Stream struct {
 	move     *redis.Script
 	moveOne  *redis.Script
 	pageSize int
-	password string // only to scrub error messages
+	// plainPages reads every page through go-redis's own parser instead
+	// of the fast one (xrange.go): tests and benchmarks compare the two.
+	plainPages bool
+	dec        *entryDecoder
+	password   string // only to scrub error messages
 	// missing: the stream did not exist when the Stream was opened.
 	missing  bool
 	leaseTTL time.Duration
@@ -155,6 +160,7 @@ func open(ctx context.Context, src sourceURL, opts Options) (*Stream, error) {
 		move:     moveManyScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
 		moveOne:  moveOneScriptFor(src.group, names[envelope.FieldFingerprint], names[envelope.FieldRedriveCount]),
 		pageSize: pageSize,
+		dec:      newEntryDecoder(names),
 		password: ro.Password,
 		leaseTTL: opts.LeaseTTL,
 	}
@@ -233,6 +239,20 @@ func (s *Stream) Fields() envelope.FieldNames { return s.names }
 // Scan reads the stream oldest first with XRANGE, PageSize entries at a
 // time, starting after the entry id `after`.
 func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return s.scan(ctx, after, false, fn)
+}
+
+// ScanLean is Scan with lean envelopes (backend.LeanScanner): without
+// properties, the payload's encoding or the raw form.
+func (s *Stream) ScanLean(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	return s.scan(ctx, after, true, fn)
+}
+
+// scan is Scan, lean or not. Pages are read one ahead, on a goroutine of
+// their own: the server's answer and its parsing overlap the decoding of
+// the page before, which with two CPUs is most of a scan's time. fn is
+// called in stream order, on the caller's goroutine.
+func (s *Stream) scan(ctx context.Context, after string, lean bool, fn func(envelope.Envelope) error) error {
 	start := "-"
 	if after != "" {
 		if !IsStreamID(after) {
@@ -240,29 +260,65 @@ func (s *Stream) Scan(ctx context.Context, after string, fn func(envelope.Envelo
 		}
 		start = "(" + after
 	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []streamEntry, 1)
+	read := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		read <- s.readPages(rctx, start, pages)
+	}()
+	stop := func(err error) error {
+		cancel()
+		for range pages {
+		}
+		<-read
+		return err
+	}
+	for page := range pages {
+		for _, se := range page {
+			if err := ctx.Err(); err != nil {
+				return stop(err)
+			}
+			if err := fn(s.dec.decode(se, lean)); err != nil {
+				if errors.Is(err, backend.ErrStop) {
+					err = nil
+				}
+				return stop(err)
+			}
+		}
+	}
+	return <-read
+}
+
+// readPages sends the stream's pages from start on, each entry copied out
+// of the reply, until the end of the stream or ctx.
+func (s *Stream) readPages(ctx context.Context, start string, out chan<- []streamEntry) error {
+	pg := &pager{s: s}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, start, "+", int64(s.pageSize)).Result()
+		n, err := pg.next(ctx, start, "+", int64(s.pageSize))
 		if err != nil {
 			return s.cmdErr(ctx, "xrange", err)
 		}
-		for _, m := range msgs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := fn(s.decode(m)); err != nil {
-				if errors.Is(err, backend.ErrStop) {
-					return nil
-				}
-				return err
-			}
-		}
-		if len(msgs) < s.pageSize {
+		if n == 0 {
 			return nil
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		page := make([]streamEntry, n)
+		for i := range page {
+			page[i] = pg.entry(i)
+		}
+		select {
+		case out <- page:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if n < s.pageSize {
+			return nil
+		}
+		start = "(" + page[n-1].ID
 	}
 }
 
@@ -371,33 +427,36 @@ func idMillis(id string) (uint64, bool) {
 func (s *Stream) scanFingerprints(ctx context.Context, r idRange, fn func(id, fingerprint string) error) error {
 	names := s.names[envelope.FieldFingerprint]
 	start := r.start
+	pg := &pager{s: s}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, start, r.end, int64(s.pageSize)).Result()
+		n, err := pg.next(ctx, start, r.end, int64(s.pageSize))
 		if err != nil {
 			return s.cmdErr(ctx, "xrange", err)
 		}
-		for _, m := range msgs {
+		id := ""
+		for i := range n {
+			id = pg.id(i)
 			fp := ""
 			for _, n := range names {
-				if v, ok := m.Values[n].(string); ok && v != "" {
+				if v, ok := pg.lookup(i, n); ok && v != "" {
 					fp = v
 					break
 				}
 			}
 			if fp == "" {
-				fp = s.decode(m).Fingerprint
+				fp = s.dec.decode(pg.entry(i), true).Fingerprint
 			}
-			if err := fn(m.ID, fp); err != nil {
+			if err := fn(id, fp); err != nil {
 				return err
 			}
 		}
-		if len(msgs) < s.pageSize {
+		if n < s.pageSize {
 			return nil
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		start = "(" + id
 	}
 }
 

@@ -62,6 +62,27 @@ func RedisLoop(ctx context.Context, rdb *redis.Client, key string) (int, error) 
 	}
 }
 
+// RedisFloorLoop reads the stream key with XRANGE pages of PageSize and an
+// exclusive start, as RedisLoop does, and does nothing with the entries:
+// the floor under any reader of a Redis DLQ with go-redis (the client's
+// own parsing of each reply included). It returns the number of entries
+// read.
+func RedisFloorLoop(ctx context.Context, rdb *redis.Client, key string) (int, error) {
+	n := 0
+	start := "-"
+	for {
+		msgs, err := rdb.XRangeN(ctx, key, start, "+", PageSize).Result()
+		if err != nil {
+			return n, err
+		}
+		n += len(msgs)
+		if len(msgs) < PageSize {
+			return n, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
 // DirLoop reads root/error/*.json: os.ReadDir, then per file os.ReadFile,
 // json.Unmarshal into a map (the top level into map[string]json.RawMessage,
 // then every value into `any`, so that every field is decoded once and the
