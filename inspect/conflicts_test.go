@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/dir"
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -62,5 +63,54 @@ func TestSummarizeConflictSemantics(t *testing.T) {
 	}
 	if want := distinct + 4; s.UniqueEvents != want || s.Total != distinct+8 {
 		t.Errorf("unique %d total %d, want %d and %d", s.UniqueEvents, s.Total, want, distinct+8)
+	}
+}
+
+// shortFirstScan is a source whose first scan misses its first skip
+// entries, as an SQS receive whose answer was lost does: they are back
+// for the next scan.
+type shortFirstScan struct {
+	backend.Source
+	skip, scans int
+}
+
+func (s *shortFirstScan) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	s.scans++
+	seen := 0
+	return s.Source.Scan(ctx, after, func(e envelope.Envelope) error {
+		if seen++; s.scans == 1 && seen <= s.skip {
+			return nil
+		}
+		return fn(e)
+	})
+}
+
+// TestSummarizeCountsOnePass: with conflicts, stats reads the DLQ twice and
+// counts the second pass; the unique events are counted over that pass
+// too, so that they agree with the total when the first read fell short.
+func TestSummarizeCountsOnePass(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	if err := dirqueue.Init(root); err != nil {
+		t.Fatal(err)
+	}
+	q, err := dirqueue.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range []struct{ id, fp string }{{"A", "sha256:01"}, {"B", "sha256:02"}, {"C", "sha256:03"}, {"D", "sha256:04"}, {"D", "sha256:05"}} {
+		e := envelope.Envelope{ID: fmt.Sprintf("%06d", i), EventID: ev.id, Fingerprint: ev.fp, LastError: "timeout",
+			DeadLetteredAt: now.Add(-time.Hour), Payload: []byte(`{}`), PayloadEncoding: "json"}
+		if _, err := q.Import(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := &shortFirstScan{Source: q, skip: 2}
+	s, err := Walker{Source: src, Classifier: envelope.NewClassifier(envelope.DefaultRules()), Now: now}.Summarize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.scans != 2 || s.Total != 5 || s.UniqueEvents != 4 {
+		t.Errorf("%d scans, total %d, unique %d; want 2 scans, total 5 and 4 unique events (A B C D)", src.scans, s.Total, s.UniqueEvents)
 	}
 }

@@ -95,9 +95,11 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 	cats := map[string]*CategorySummary{}
 	conflictIDs := map[string]struct{}{}
 	memo := w.Classifier.Memo()
-	// With selectors, unique events are counted over what they pick.
+	// With selectors, unique events are counted over what they pick; on
+	// the second pass, over what that pass read, as the totals are: a DLQ
+	// read twice (SQS) can hand out fewer entries the first time.
 	var selected *envelope.ConflictTracker
-	if !sel.IsZero() {
+	if !sel.IsZero() || !track {
 		selected = envelope.NewConflictTracker()
 	}
 	pass, read := 1, 0
