@@ -362,8 +362,12 @@ cmd_start() {
       log_tail "$data"
       die "broker (pid $pid) exited during startup; logs in $data/logs"
     fi
+    # The health check writes and reads a message: after a crash the
+    # admin API answers before the bookie takes writes again ("Not enough
+    # non-faulty bookies"), and a test that starts then fails.
     if http_ok "$admin/admin/v2/clusters" >/dev/null &&
-      http_ok "$admin/admin/v2/namespaces/public" | grep -q '"public/default"'; then
+      http_ok "$admin/admin/v2/namespaces/public" | grep -q '"public/default"' &&
+      http_ok "$admin/admin/v2/brokers/health" | grep -q '^ok'; then
       break
     fi
     if [ $SECONDS -ge $deadline ]; then
