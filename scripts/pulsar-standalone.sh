@@ -505,6 +505,11 @@ cmd_stop() {
   fi
   local left
   left=$(group_pids "$pid")
+  if ! alive "$pid" && [ -z "$left" ]; then
+    # It died without stopping (a crash, or a test's SIGKILL): the next
+    # start restarts once more (see crash_start).
+    touch "$data/crashed"
+  fi
   if alive "$pid" || [ -n "$left" ]; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     local grace=$STOP_TIMEOUT
@@ -532,10 +537,27 @@ cmd_stop() {
   rm -f "$data/pulsar.pid" "$data/env"
 }
 
+# crash_start starts a broker; after a crash it stops it cleanly and
+# starts it again. A bookie killed without stopping leaves its registration
+# in the RocksDB metadata store, and the restarted bookie's registration
+# lock then deletes and re-creates that node in a loop (Pulsar 4.0.8): the
+# broker finds no writable bookie at random moments ("Not enough
+# non-faulty bookies"). A clean stop removes the registration, so the
+# second start registers once.
+crash_start() {
+  local data=$1
+  cmd_start "$data"
+  if [ -f "$data/crashed" ]; then
+    cmd_stop "$data"
+    rm -f "$data/crashed"
+    cmd_start "$data"
+  fi
+}
+
 [ $# -ge 1 ] || usage
 case "$1" in
 fetch) [ $# -eq 1 ] || usage; cmd_fetch ;;
-start) [ $# -eq 2 ] || usage; cmd_start "$2" ;;
+start) [ $# -eq 2 ] || usage; crash_start "$2" ;;
 stop) [ $# -eq 2 ] || usage; cmd_stop "$2" ;;
 __watch) [ $# -eq 3 ] || usage; cmd_watch "$2" "$3" ;;
 *) usage ;;
