@@ -182,35 +182,13 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Err = fmt.Errorf("entry %s: %w (now %s)", it.ID, backend.ErrChanged, env.Fingerprint)
 			continue
 		}
-		dest := it.Dest
-		if dest == "" {
-			dest = env.Origin.Topic
+		dest, n, itemErr, err := t.moveDestination(ctx, it, env, counts)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		if dest == "" {
-			results[i].Err = fmt.Errorf("entry %s: no original topic in its headers and no --to", it.ID)
+		if itemErr != nil {
+			results[i].Err = itemErr
 			continue
-		}
-		// Checked here as well as at plan time: a hand-made or older plan
-		// must not write the state topic either.
-		if err := t.GuardDestination(ctx, dest); err != nil {
-			var unknown *backend.GuardUnavailable
-			if errors.As(err, &unknown) {
-				// Nothing is sent on a guess.
-				return nil, nil, nil, err
-			}
-			results[i].Err = fmt.Errorf("entry %s: destination refused: %w", it.ID, err)
-			continue
-		}
-		n, ok := counts[dest]
-		if !ok {
-			if n, err = t.destPartitions(ctx, dest); err != nil {
-				if ctx.Err() != nil {
-					return nil, nil, nil, err
-				}
-				results[i].Err = err
-				continue
-			}
-			counts[dest] = n
 		}
 		ps := pendingState{index: i, record: len(recs), rec: stateRecord{
 			Status: StatusRedriven, RunID: m.RunID, Seq: it.Seq, EventID: it.EventID,
@@ -233,6 +211,39 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		states = append(states, ps)
 	}
 	return results, recs, states, nil
+}
+
+// moveDestination is where entry it (decoded as env) goes and how many
+// partitions that topic has (counts keeps them per chunk). itemErr refuses
+// this entry alone; err stops the chunk: nothing is sent on a guess.
+func (t *Topic) moveDestination(ctx context.Context, it backend.MoveItem, env envelope.Envelope, counts map[string]int) (dest string, n int, itemErr, err error) {
+	dest = it.Dest
+	if dest == "" {
+		dest = env.Origin.Topic
+	}
+	if dest == "" {
+		return "", 0, fmt.Errorf("entry %s: no original topic in its headers and no --to", it.ID), nil
+	}
+	// Checked here as well as at plan time: a hand-made or older plan
+	// must not write the state topic either.
+	if err := t.GuardDestination(ctx, dest); err != nil {
+		var unknown *backend.GuardUnavailable
+		if errors.As(err, &unknown) {
+			return "", 0, nil, err
+		}
+		return "", 0, fmt.Errorf("entry %s: destination refused: %w", it.ID, err), nil
+	}
+	n, ok := counts[dest]
+	if !ok {
+		if n, err = t.destPartitions(ctx, dest); err != nil {
+			if ctx.Err() != nil {
+				return "", 0, nil, err
+			}
+			return "", 0, err, nil
+		}
+		counts[dest] = n
+	}
+	return dest, n, nil, nil
 }
 
 // destPartitions is the number of partitions of a redrive's destination,
