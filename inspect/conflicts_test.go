@@ -20,14 +20,7 @@ import (
 // letter case.
 func TestSummarizeConflictSemantics(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	if err := dirqueue.Init(root); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dirqueue.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := emptyDirQueue(t)
 	add := func(i int, eventID, fp string) {
 		t.Helper()
 		e := envelope.Envelope{
@@ -90,14 +83,7 @@ func (s *shortFirstScan) Scan(ctx context.Context, after string, fn func(envelop
 // too, so that they agree with the total when the first read fell short.
 func TestSummarizeCountsOnePass(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	if err := dirqueue.Init(root); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dirqueue.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := emptyDirQueue(t)
 	for i, ev := range []struct{ id, fp string }{{"A", "sha256:01"}, {"B", "sha256:02"}, {"C", "sha256:03"}, {"D", "sha256:04"}, {"D", "sha256:05"}} {
 		e := envelope.Envelope{ID: fmt.Sprintf("%06d", i), EventID: ev.id, Fingerprint: ev.fp, LastError: "timeout",
 			DeadLetteredAt: now.Add(-time.Hour), Payload: []byte(`{}`), PayloadEncoding: "json"}
@@ -113,4 +99,18 @@ func TestSummarizeCountsOnePass(t *testing.T) {
 	if src.scans != 2 || s.Total != 5 || s.UniqueEvents != 4 {
 		t.Errorf("%d scans, total %d, unique %d; want 2 scans, total 5 and 4 unique events (A B C D)", src.scans, s.Total, s.UniqueEvents)
 	}
+}
+
+// emptyDirQueue is a new, empty directory queue.
+func emptyDirQueue(t *testing.T) *dirqueue.Queue {
+	t.Helper()
+	root := t.TempDir()
+	if err := dirqueue.Init(root); err != nil {
+		t.Fatal(err)
+	}
+	q, err := dirqueue.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }
