@@ -170,21 +170,36 @@ func need(t *testing.T, srv *Target, hook string, ok bool) {
 // planEntries reads the entries of the plan file path.
 func planEntries(t *testing.T, path string) []planEntry {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan struct {
-		Entries []planEntry `json:"entries"`
-	}
-	mustJSON(t, raw, &plan)
-	return plan.Entries
+	return readPlan(t, path).Entries
+}
+
+// planDoc is what the cases read of a plan file: what it takes and what
+// it leaves out, and why.
+type planDoc struct {
+	Entries  []planEntry `json:"entries"`
+	Excluded []struct {
+		EventID string `json:"event_id"`
+		Why     string `json:"why"`
+		HeldBy  string `json:"held_by"`
+	} `json:"excluded"`
 }
 
 type planEntry struct {
 	ID      string `json:"id"`
 	EventID string `json:"event_id"`
 	Dest    string `json:"dest"`
+}
+
+// readPlan reads the plan file path.
+func readPlan(t *testing.T, path string) planDoc {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan planDoc
+	mustJSON(t, raw, &plan)
+	return plan
 }
 
 // planAll writes p.json in dir: every entry of fx (fastPlan), approved. It

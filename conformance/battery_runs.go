@@ -280,21 +280,7 @@ func caseBookkeepingDestination(t *testing.T, srv *Target) {
 	if code, out := RunCommand(t, dir, nil, nil, args...); code != 0 {
 		t.Fatalf("redrive plan: exit %d\n%s", code, out)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan struct {
-		Entries []struct {
-			EventID string `json:"event_id"`
-			Dest    string `json:"dest"`
-		} `json:"entries"`
-		Excluded []struct {
-			EventID string `json:"event_id"`
-			Why     string `json:"why"`
-		} `json:"excluded"`
-	}
-	mustJSON(t, raw, &plan)
+	plan := readPlan(t, filepath.Join(dir, "p.json"))
 	for _, e := range plan.Entries {
 		if e.EventID != "E010" {
 			t.Errorf("%s is planned to %s, which is dlqctl's own", e.EventID, e.Dest)

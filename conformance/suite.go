@@ -491,20 +491,7 @@ func casePerKeyOrder(t *testing.T, srv *Target) {
 	seed(t, fx, 10, "timeout", 11)
 	dir := t.TempDir()
 	planAndApprove(t, dir, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
-	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan struct {
-		Entries []struct {
-			EventID string `json:"event_id"`
-		} `json:"entries"`
-		Excluded []struct {
-			EventID string `json:"event_id"`
-			HeldBy  string `json:"held_by"`
-		} `json:"excluded"`
-	}
-	mustJSON(t, raw, &plan)
+	plan := readPlan(t, filepath.Join(dir, "p.json"))
 	keyOf := func(eventID string) int {
 		var i int
 		fmt.Sscanf(eventID, "E%d", &i)
@@ -835,21 +822,7 @@ func caseRefusedDestination(t *testing.T, srv *Target) {
 		t.Errorf("a refused --to wrote a plan")
 	}
 	planAndApprove(t, dir, fx, "redrive", "--rate", "0", "--unverified-ok", "--settle", "0s")
-	raw, err := os.ReadFile(filepath.Join(dir, "p.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan struct {
-		Entries []struct {
-			EventID string `json:"event_id"`
-			Dest    string `json:"dest"`
-		} `json:"entries"`
-		Excluded []struct {
-			EventID string `json:"event_id"`
-			Why     string `json:"why"`
-		} `json:"excluded"`
-	}
-	mustJSON(t, raw, &plan)
+	plan := readPlan(t, filepath.Join(dir, "p.json"))
 	refused := false
 	for _, x := range plan.Excluded {
 		refused = refused || x.EventID == "E004" && strings.Contains(x.Why, "refused")
@@ -862,7 +835,7 @@ func caseRefusedDestination(t *testing.T, srv *Target) {
 	// A backend whose destination does not follow the origin (dir: the
 	// inbox) plans E004 to a safe place instead.
 	if !refused && len(plan.Entries) != 4 {
-		t.Errorf("E004, dead-lettered from the DLQ itself, is neither refused nor planned elsewhere: %s", raw)
+		t.Errorf("E004, dead-lettered from the DLQ itself, is neither refused nor planned elsewhere: %+v", plan)
 	}
 	code, out = RunCommand(t, dir, nil, nil, "redrive", "show", "p.json")
 	if code != 0 || !strings.Contains(strings.ToUpper(out), "DESTINATION\tENTRIES") && !strings.Contains(out, "Destinations") {
