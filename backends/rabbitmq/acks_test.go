@@ -7,7 +7,6 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/rabbitmq"
-	"github.com/dlqctl/dlqctl/backends/rabbitmq/rabbitmqtest"
 )
 
 // TestRemoveAcksTheHeadAtOnce: a chunk whose messages are the head of the
@@ -17,11 +16,8 @@ import (
 // are acked one by one.
 func TestRemoveAcksTheHeadAtOnce(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for i := range 30 {
 		ids = append(ids, fmt.Sprintf("E%02d", i))

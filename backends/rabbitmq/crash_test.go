@@ -232,11 +232,7 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 		quorum bool
 	}{{"classic", false}, {"quorum", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			base := uniq(t)
-			ctx := context.Background()
-			if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", c.quorum, 0); err != nil {
-				t.Fatal(err)
-			}
+			base := withDLX(t, srv, c.quorum)
 			var ids []string
 			for i := range 100 {
 				ids = append(ids, fmt.Sprintf("E%03d", i))
@@ -280,11 +276,7 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 // halt), must not publish them again, and must end with the DLQ empty and
 // each event on the origin exactly once.
 func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
-	base := uniq(t)
-	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
+	base := withDLX(t, srv, false)
 	var ids []string
 	for i := range 60 {
 		ids = append(ids, fmt.Sprintf("E%03d", i))
@@ -342,11 +334,8 @@ func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
 // takes one message and refuses any other.
 func TestForgedRecordCountsForNothing(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3")
 	es := moveFirst(t, srv, base)
 	raw, err := hex.DecodeString(es[1].ID)
@@ -354,10 +343,7 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := append(raw, 1, 1) // content E2, one copy, rank 1
-	ch := srv.Channel(t)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	ch := confirmChannel(t, srv)
 	forged := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, Headers: amqp.Table{
 		"dlqctl-record": "entries", "dlqctl-run": "r", "dlqctl-epoch": "before-a-restart", "dlqctl-shape": "queue",
 		"dlqctl-mac": strings.Repeat("00", 16)}}
@@ -394,15 +380,9 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 // came back.
 func TestForgedEpochHidesNothing(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
-	ch := srv.Channel(t)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	ch := confirmChannel(t, srv)
 	publish := func(queue string, m amqp.Publishing) bool {
 		t.Helper()
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
@@ -447,11 +427,8 @@ func TestForgedEpochHidesNothing(t *testing.T) {
 // A key queue purged while the record holds pages stops reads, loudly.
 func TestKeyQueueLeftEmpty(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2")
 	ch := srv.Channel(t)
 	keyQueue := "dlqctl.removed." + base + "-dlq.key"
