@@ -76,7 +76,7 @@ into a ticket) and apply picks it up.`,
 			o.IO, o.Plan, o.Policy, o.Config, o.Now = f.IO, args[0], f.config.Policy, f.config.String(), f.Now
 			o.SSHAuthSock = f.Getenv("SSH_AUTH_SOCK")
 			o.ReadPlan, o.PlanApprovals, o.Identity, o.SigningKey = f.readPlanFor, f.planApprovals, f.identity, f.signingKey
-			o.AllowedSigners, o.Review, o.NextStep = f.allowedSigners, f.reviewBeforeApproval, f.nextAfterApproval
+			o.AllowedSigners, o.Review, o.NextStep = f.allowedSigners, f.reviewBeforeApproval, runAdviceFor(f).nextAfterApproval
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

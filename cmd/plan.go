@@ -180,7 +180,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 // openProbe opens the effects store at url. A URL recorded by a plan
 // hides its password; DLQCTL_EFFECTS_PASSWORD gives it.
 func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
-	return f.effectsStores().OpenEffects(ctx, url, query)
+	return effectsFor(f.Deps).OpenEffects(ctx, url, query)
 }
 
 // printPlan shows what a plan will do.

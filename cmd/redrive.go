@@ -48,7 +48,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 		RunE: func(c *cobra.Command, args []string) error {
 			one.IO, one.Policy, one.Config, one.Started = f.IO, f.config.Policy, f.config.String(), f.now()
 			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, f.makePlan, f.printPlan, f.confirm
-			one.ApprovalKey, one.Runner = f.approvalKey, f.planRunner()
+			one.ApprovalKey, one.Runner = f.approvalKey, planRunnerFor(f)
 			if runF != nil {
 				return runF(c.Context(), one)
 			}

@@ -52,9 +52,10 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	flags.sel.eventIDs, flags.sel.limit, flags.max = ids, 0, 0
 	flags.reason = againReason(p.Reason)
 	flags.out = againPlanPath(p.Kind, planPath, func() string { return f.now().Format("20060102T150405Z") })
-	r := replan{notes: f.secretNotes(p)}
+	lines := commandLines{global: f.Global, backends: f.Backends}
+	r := replan{notes: lines.secretNotes(p)}
 	unread := func(err error) replan {
-		r.unread, r.look = err.Error(), f.listCommand(p, ids)
+		r.unread, r.look = err.Error(), lines.listCommand(p, ids)
 		return r
 	}
 	s, closeSession, err := f.runSession(ctx, p.Source)
@@ -113,7 +114,7 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	if len(left) > 0 {
 		r.said = append(r.said, "A new plan would leave out "+strings.Join(left, "; ")+".")
 	}
-	r.command = f.planCommand(p, &flags)
+	r.command = lines.planCommand(p, &flags)
 	return r
 }
 
@@ -308,8 +309,8 @@ func planFlagsOf(p *redrive.Plan) planFlags {
 
 // listCommand is the command line that lists the events ids in plan p's
 // DLQ.
-func (f *Factory) listCommand(p *redrive.Plan, ids []string) string {
-	parts := append(f.globalArgs(p.Source), "list")
+func (l commandLines) listCommand(p *redrive.Plan, ids []string) string {
+	parts := append(l.globalArgs(p.Source), "list")
 	for _, id := range ids {
 		parts = append(parts, "--event-id", shellQuote(id))
 	}
@@ -319,15 +320,15 @@ func (f *Factory) listCommand(p *redrive.Plan, ids []string) string {
 // globalArgs are "dlqctl" and the global flags of a printed command on
 // the source recorded as source: this invocation's config, profile and
 // rules (which decide categories), and the source.
-func (f *Factory) globalArgs(source string) []string {
+func (l commandLines) globalArgs(source string) []string {
 	parts := []string{"dlqctl"}
-	g := f.Global
+	g := l.global
 	for _, gf := range [][2]string{{"--config", g.ConfigPath}, {"--profile", g.Profile}, {"--rules", g.Rules}, {"--event-id-from", g.EventIDFrom}, {"--key-from", g.KeyFrom}} {
 		if gf[1] != "" {
 			parts = append(parts, gf[0], shellQuote(gf[1]))
 		}
 	}
-	if src := f.sourceArg(source); src != "" {
+	if src := l.sourceArg(source); src != "" {
 		parts = append(parts, "--source", shellQuote(src))
 	}
 	return parts
@@ -335,8 +336,8 @@ func (f *Factory) globalArgs(source string) []string {
 
 // planCommand is the command line that makes the plan of flags on plan
 // p's source, with the global flags of this invocation that shape it.
-func (f *Factory) planCommand(p *redrive.Plan, flags *planFlags) string {
-	parts := append(f.globalArgs(p.Source), p.Kind, "plan")
+func (l commandLines) planCommand(p *redrive.Plan, flags *planFlags) string {
+	parts := append(l.globalArgs(p.Source), p.Kind, "plan")
 	parts = append(parts, flags.args()...)
 	return strings.Join(parts, " ")
 }

@@ -57,7 +57,8 @@ not count.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Now, o.Journal = f.IO, f.reportOptions(), f.Now, args[0]
-			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy, o.SecretNotes = f.loadRunPlan, f.resumeCommand, f.approvalPolicy, f.secretNotes
+			lines := commandLines{global: f.Global, backends: f.Backends}
+			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy, o.SecretNotes = f.loadRunPlan, lines.resumeCommand, f.approvalPolicy, lines.secretNotes
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

@@ -119,9 +119,9 @@ type hintFlags struct {
 }
 
 // resumeCommand is the command that continues the run in journal.
-func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
+func (l commandLines) resumeCommand(kind, journal string, h hintFlags) string {
 	parts := []string{"dlqctl"}
-	g := f.Global
+	g := l.global
 	if g.ConfigPath != "" {
 		parts = append(parts, "--config", shellQuote(g.ConfigPath))
 	}
