@@ -63,7 +63,7 @@ on without them). Every step is journaled before the next side effect;
 Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with the resume command.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
+			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], planFiles{f.Getenv}.readPlanFor, planApprovals, approvalSettingsFor(f).approvalPolicy
 			o.Runner = planRunnerFor(f)
 			if runF != nil {
 				return runF(c.Context(), o)
@@ -137,7 +137,7 @@ type planRunner struct {
 // planRunnerFor is the planRunner of the invocation f: its runner,
 // source, clock and output.
 func planRunnerFor(f *Factory) planRunner {
-	return planRunner{Runner: runnerFor(f), Out: runAdviceFor(f), Source: f.source, Started: f.now(), Applier: f.identity("")}
+	return planRunner{Runner: runnerFor(f), Out: runAdviceFor(f), Source: f.source, Started: f.now(), Applier: identityFrom(f.Getenv)("")}
 }
 
 // apply checks the plan against the DLQ and runs it. r.key is the

@@ -69,7 +69,7 @@ when every check passes, 1 otherwise.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Policy = f.IO, f.reportOptions(), f.config.Policy
 			o.ConfigPath, o.SourceForm = f.config.path, sourceForm(f.Backends, f.source)
-			o.Keys = f.trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
+			o.Keys = approvalSettingsFor(f).trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
 			o.Rules = func() error { _, err := f.classifier(); return err }
 			o.OpenSource, o.OpenProbe = f.openSource, f.openProbe
 			if runF != nil {

@@ -78,14 +78,18 @@ func parseRamp(s string) ([]int, error) {
 	return out, nil
 }
 
-func (f *Factory) identity(flag string) string {
-	if flag != "" {
-		return flag
+// identityFrom says who runs this command, with getenv behind the
+// user database: the --by flag when given (identity(flag)).
+func identityFrom(getenv func(string) string) func(flag string) string {
+	return func(flag string) string {
+		if flag != "" {
+			return flag
+		}
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			return u.Username
+		}
+		return firstNonEmpty(getenv("USER"), "unknown")
 	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return firstNonEmpty(f.Getenv("USER"), "unknown")
 }
 
 // makePlan builds a plan from the flags against the open source.
@@ -156,7 +160,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 		}
 	}
 	req := redrive.PlanRequest{
-		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: f.identity(p.by),
+		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: identityFrom(f.Getenv)(p.by),
 		Source: s.src.String(), IncludeQuarantined: p.includeQuarantined,
 		Selectors: redrive.Selectors{
 			Categories: sel.Categories, Dispositions: sel.Dispositions, Origins: sel.Origins, Error: p.sel.errorRegex, EventIDs: sel.EventIDs,
