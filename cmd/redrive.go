@@ -38,7 +38,7 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			one.IO, one.Policy, one.Config, one.Started = f.IO, f.config.Policy, f.config.String(), f.now()
-			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, f.makePlan, f.printPlan, f.confirm
+			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, planMakerFor(f).makePlan, planReviewerFor(f).printPlan, f.IO.confirm
 			one.ApprovalKey, one.Runner = approvalSettingsFor(f).approvalKey, planRunnerFor(f)
 			if runF != nil {
 				return runF(c.Context(), one)

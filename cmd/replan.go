@@ -44,21 +44,38 @@ type cameBackNow struct {
 	items   []inspect.Item
 }
 
+// replanner plans again the events that came back in a run: it reads the
+// run's DLQ, tries a plan of them, and writes the command that makes it.
+type replanner struct {
+	lines   commandLines
+	started func() time.Time
+	// source is the source in effect ("" for none); openAt opens a
+	// session on the DLQ at url with this invocation's settings.
+	source func() string
+	openAt func(ctx context.Context, url string) (*session, error)
+	maker  planMaker
+}
+
+// replannerFor is the replanner of the invocation f.
+func replannerFor(f *Factory) replanner {
+	return replanner{lines: commandLines{global: f.Global, backends: f.Backends}, started: f.now,
+		source: func() string { return f.source }, openAt: f.openSessionAt, maker: planMakerFor(f)}
+}
+
 // planReplan builds the re-plan of the events ids that came back in the
 // run st of the plan at planPath, reading the run's DLQ.
-func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath string, ids []string) replan {
+func (rp replanner) planReplan(ctx context.Context, st *redrive.State, planPath string, ids []string) replan {
 	p := st.Plan
 	flags := planFlagsOf(p)
 	flags.sel.eventIDs, flags.sel.limit, flags.max = ids, 0, 0
 	flags.reason = againReason(p.Reason)
-	flags.out = againPlanPath(p.Kind, planPath, func() string { return f.now().Format("20060102T150405Z") })
-	lines := commandLines{global: f.Global, backends: f.Backends}
-	r := replan{notes: lines.secretNotes(p)}
+	flags.out = againPlanPath(p.Kind, planPath, func() string { return rp.started().Format("20060102T150405Z") })
+	r := replan{notes: rp.lines.secretNotes(p)}
 	unread := func(err error) replan {
-		r.unread, r.look = err.Error(), lines.listCommand(p, ids)
+		r.unread, r.look = err.Error(), rp.lines.listCommand(p, ids)
 		return r
 	}
-	s, closeSession, err := f.runSession(ctx, p.Source)
+	s, closeSession, err := rp.runSession(ctx, p.Source)
 	if err != nil {
 		return unread(err)
 	}
@@ -80,10 +97,10 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	}
 	flags.sel.eventIDs = found
 	r.said = append(r.said, describeCameBack(p, events)...)
-	r.notes = append(r.notes, widen(&flags, p, events, f.now())...)
+	r.notes = append(r.notes, widen(&flags, p, events, rp.started())...)
 	dry := flags
 	dry.effects, dry.effectsQuery = "", "" // the selection does not depend on them
-	trial, err := f.makePlan(ctx, s, &dry)
+	trial, err := rp.maker.makePlan(ctx, s, &dry)
 	if err != nil {
 		return unread(err)
 	}
@@ -114,18 +131,15 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	if len(left) > 0 {
 		r.said = append(r.said, "A new plan would leave out "+strings.Join(left, "; ")+".")
 	}
-	r.command = lines.planCommand(p, &flags)
+	r.command = rp.lines.planCommand(p, &flags)
 	return r
 }
 
 // runSession is a session on the run's DLQ, recorded as recorded: the
 // source in effect when it is that one, else the recorded one (closed by
 // the returned func).
-func (f *Factory) runSession(ctx context.Context, recorded string) (*session, func(), error) {
-	if f.source == "" {
-		f.source = recorded
-	}
-	s, err := f.openSession(ctx)
+func (rp replanner) runSession(ctx context.Context, recorded string) (*session, func(), error) {
+	s, err := rp.openAt(ctx, firstNonEmpty(rp.source(), recorded))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,5 +28,5 @@ type runAdvice struct {
 // runAdviceFor is the runAdvice of the invocation f.
 func runAdviceFor(f *Factory) runAdvice {
 	return runAdvice{io: f.IO, report: f.reportOptions, now: f.Now, started: f.now,
-		lines: commandLines{global: f.Global, backends: f.Backends}, replan: f.planReplan}
+		lines: commandLines{global: f.Global, backends: f.Backends}, replan: replannerFor(f).planReplan}
 }
