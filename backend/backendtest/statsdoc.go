@@ -20,10 +20,24 @@ func StatsDocMatches(t *testing.T, jsonMD, title string, stats any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(raw)
+	documented, ok := statsDocFields(string(raw), title)
+	if !ok {
+		t.Fatalf("%s has no section for %s's stats", jsonMD, title)
+	}
+	fields := jsonFields(reflect.TypeOf(stats))
+	slices.Sort(documented)
+	slices.Sort(fields)
+	if !slices.Equal(documented, fields) {
+		t.Errorf("%s documents %v\n%T has %v", jsonMD, documented, stats, fields)
+	}
+}
+
+// statsDocFields are the fields the table of title's stats section in
+// doc names; false when doc has no such section.
+func statsDocFields(doc, title string) ([]string, bool) {
 	start := strings.Index(doc, "## The stats `backend{}` section on "+title+"\n")
 	if start < 0 {
-		t.Fatalf("%s has no section for %s's stats", jsonMD, title)
+		return nil, false
 	}
 	section := doc[start:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
@@ -39,12 +53,7 @@ func StatsDocMatches(t *testing.T, jsonMD, title string, stats any) {
 			documented = append(documented, strings.TrimSuffix(strings.TrimSuffix(f, "{}"), "[]"))
 		}
 	}
-	fields := jsonFields(reflect.TypeOf(stats))
-	slices.Sort(documented)
-	slices.Sort(fields)
-	if !slices.Equal(documented, fields) {
-		t.Errorf("%s documents %v\n%T has %v", jsonMD, documented, stats, fields)
-	}
+	return documented, true
 }
 
 // jsonFields are the names encoding/json gives a struct's fields, those
