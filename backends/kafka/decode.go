@@ -156,6 +156,7 @@ type fieldAlias struct {
 type decodeScratch struct {
 	dlText, keys, vals [smallHeaders]string
 	dlValid            [smallHeaders]bool
+	dlRoles            [smallHeaders]dlRole
 	used               [envelope.NumFields + 4]string
 	resolved           [envelope.NumFields]int8
 	binary             []string // names of headers kept in base64
@@ -227,7 +228,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	sc := d.getScratch()
 	defer d.putScratch(sc)
 	var dlBuf [smallHeaders]KafkaHeader
-	dl := deadLettering{h: dlBuf[:0], text: sc.dlText[:0], valid: sc.dlValid[:0]}
+	dl := deadLettering{h: dlBuf[:0], roles: sc.dlRoles[:0], text: sc.dlText[:0], valid: sc.dlValid[:0]}
 	kv := envelope.KVReader{Names: &d.table, Used: sc.used[:0]}
 	dl = d.sortHeaders(r, &txt, sc, dl, &kv)
 	kv.ReadCommon(&e)
@@ -318,8 +319,11 @@ func (d *KafkaDecoder) sortHeaders(r KafkaRecord, txt *recordText, sc *decodeScr
 	for _, h := range r.Headers {
 		v := txt.all[at : at+len(h.Value)]
 		at += len(h.Value)
-		if DeadLetterHeader(h.Key) {
+		// Every role's name is a dead-lettering header's: the role, worked
+		// out once here, spares the prefix checks for most of them.
+		if r := roleOf(h.Key); r != noRole || DeadLetterHeader(h.Key) {
 			dl.h = append(dl.h, h)
+			dl.roles = append(dl.roles, r)
 			dl.text = append(dl.text, v)
 			dl.valid = append(dl.valid, utf8.ValidString(v))
 			continue

@@ -131,19 +131,6 @@ func (hs headerList) index() roleIndex {
 	return ix
 }
 
-// shadowed says whether a later header has the same name as hs[i].
-func (hs headerList) shadowed(i int, ix *roleIndex) bool {
-	if r := roleOf(hs[i].Key); r != noRole {
-		return ix[r] != i
-	}
-	for j := i + 1; j < len(hs); j++ {
-		if hs[j].Key == hs[i].Key {
-			return true
-		}
-	}
-	return false
-}
-
 // originReader reads the origin out of dead-lettering headers located by
 // ix, collecting what does not decode. text and valid, when given, hold
 // each header's value as a string already and whether it is UTF-8, so
@@ -265,9 +252,37 @@ func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaO
 // and (once indexed) where the last header of each role is.
 type deadLettering struct {
 	h     headerList
+	roles []dlRole // of each header, noRole for one dlqctl does not read
 	text  []string
 	valid []bool
 	ix    roleIndex
+}
+
+// index is headerList.index from the roles known already.
+func (dl *deadLettering) index() roleIndex {
+	var ix roleIndex
+	for r := range ix {
+		ix[r] = -1
+	}
+	for i, r := range dl.roles {
+		if r != noRole {
+			ix[r] = i
+		}
+	}
+	return ix
+}
+
+// shadowed says whether a later header has the same name as dl.h[i].
+func (dl *deadLettering) shadowed(i int) bool {
+	if r := dl.roles[i]; r != noRole {
+		return dl.ix[r] != i
+	}
+	for j := i + 1; j < len(dl.h); j++ {
+		if dl.h[j].Key == dl.h[i].Key {
+			return true
+		}
+	}
+	return false
 }
 
 // textOf is role r's header as text, "" when absent or not UTF-8.
@@ -302,7 +317,7 @@ func (dl *deadLettering) springTimestamp() time.Time {
 // headers set win, unless they describe an earlier dead-lettering than
 // these headers do (staleDeadLettering).
 func (dl *deadLettering) apply(e *envelope.Envelope, kv *envelope.KVReader, recordTime time.Time) KafkaOrigin {
-	dl.ix = dl.h.index()
+	dl.ix = dl.index()
 	orig, err := originFrom(dl.h, dl.ix, dl.text, dl.valid)
 	if err != nil {
 		kv.Fail(err)
@@ -377,7 +392,7 @@ func (dl *deadLettering) setProperties(e *envelope.Envelope, kv *envelope.KVRead
 	var spans [3]span
 	nspans := 0
 	for i, h := range dl.h {
-		if dl.h.shadowed(i, &dl.ix) {
+		if dl.shadowed(i) {
 			continue // a later header of the name is the one that counts
 		}
 		switch h.Key {
