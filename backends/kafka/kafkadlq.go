@@ -119,9 +119,9 @@ type Topic struct {
 	state     *stateCache       // the state topic as last read (loadState, under stateMu)
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
-	// shareMoved names, per share-group source record (shareMoveKey), the
-	// entry that moved it in this process (share_move.go).
-	shareMoved map[string]shareMove
+	// shareMoved is the share-group source records the state topic says
+	// were put back, as last indexed (share_move.go).
+	shareMoved shareIndex
 	imported   map[string]bool // dlqctl_source_id of every entry, read on first need
 	// firstSeen is, per DLQ partition, the first record the last scan gave
 	// out: stats' extras want each partition's oldest remaining record,

@@ -146,7 +146,6 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Removed = true
 		}
 	}
-	t.noteShareMoves(items, results, states)
 	return results, nil
 }
 
@@ -196,7 +195,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID}
 		if ps.share = shareMoveKey(r); ps.share != "" {
-			if dup, by := t.shareDuplicate(ps.share, states); by != "" {
+			if dup, by := t.shareDuplicate(st, ps.share, it, states); by != "" {
 				// One source record, dead-lettered twice: the entry is
 				// resolved with the move of the other, nothing is sent.
 				ps.record, ps.rec.DestID = dup.record, dup.rec.DestID
@@ -205,6 +204,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 				continue
 			}
 		}
+		ps.rec.Source = ps.share
 		out := t.redriveRecord(r, it, m, dest)
 		out.Partition = destPartition(r, out, dest, n)
 		recs = append(recs, out)

@@ -102,13 +102,29 @@ func makeShareDeadLetters(ctx context.Context, t *testing.T, bootstrap string, c
 // made once (two share consumers at a time) for every test that reads them.
 var shareOnce struct {
 	sync.Mutex
-	off, on *shareFixture
+	off, on, twice *shareFixture
 }
 
 // shareFixtures returns the dead letters a real share consumer left with
 // copy off and with copy on: in each, "poison-2" was rejected (delivery
 // count 1) and "flaky-3" released until the limit of 2.
 func shareFixtures(t *testing.T) (off, on shareFixture) {
+	t.Helper()
+	makeShareFixtures(t)
+	return *shareOnce.off, *shareOnce.on
+}
+
+// shareTwiceFixture returns a third group's dead letters, copy off: its
+// consumer rejected "poison-0", the only record of its source.
+func shareTwiceFixture(t *testing.T) shareFixture {
+	t.Helper()
+	makeShareFixtures(t)
+	return *shareOnce.twice
+}
+
+// makeShareFixtures makes the package's share-group dead letters, three
+// share consumers at a time, once.
+func makeShareFixtures(t *testing.T) {
 	t.Helper()
 	shareOnce.Lock()
 	defer shareOnce.Unlock()
@@ -117,13 +133,17 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var wg sync.WaitGroup
-		var fs [2]shareFixture
-		var errs [2]error
-		for i, cp := range []bool{false, true} {
+		var fs [3]shareFixture
+		var errs [3]error
+		for i, cp := range []bool{false, true, false} {
+			values := []string{"ok-1", "poison-2", "flaky-3", "ok-4"}
+			if i == 2 {
+				values = []string{"poison-0"}
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fs[i], errs[i] = makeShareDeadLetters(ctx, t, bootstrap, cp, "ok-1", "poison-2", "flaky-3", "ok-4")
+				fs[i], errs[i] = makeShareDeadLetters(ctx, t, bootstrap, cp, values...)
 			}()
 		}
 		wg.Wait()
@@ -132,9 +152,8 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 				t.Fatal(err)
 			}
 		}
-		shareOnce.off, shareOnce.on = &fs[0], &fs[1]
+		shareOnce.off, shareOnce.on, shareOnce.twice = &fs[0], &fs[1], &fs[2]
 	}
-	return *shareOnce.off, *shareOnce.on
 }
 
 // TestShareGroupDeadLetters runs on dead letters that the 4.4 broker wrote
