@@ -122,7 +122,10 @@ type Topic struct {
 	// shareMoved is the share-group source records the state topic says
 	// were put back, as last indexed (share_move.go).
 	shareMoved shareIndex
-	imported   map[string]bool // dlqctl_source_id of every entry, read on first need
+	// shareHeld is, per source partition, the oldest record a header-only
+	// share-group dead letter was rebuilt from (share_retention.go).
+	shareHeld map[sourcePartition]heldRecord
+	imported  map[string]bool // dlqctl_source_id of every entry, read on first need
 	// firstSeen is, per DLQ partition, the first record the last scan gave
 	// out: stats' extras want each partition's oldest remaining record,
 	// which that usually is, and a record at an offset never changes.

@@ -94,6 +94,9 @@ func (t *Topic) rebuildShare(ctx context.Context, recs []*kgo.Record) error {
 			for _, i := range idx {
 				o := srcOf[i].offset
 				if src, ok := found[shareKey{srcOf[i].partition, o}]; ok {
+					if len(recs[i].Key) == 0 && len(recs[i].Value) == 0 {
+						t.noteHeld(src)
+					}
 					recs[i] = rebuilt(recs[i], src)
 				} else if why := gone[shareKey{srcOf[i].partition, o}]; why != "" {
 					recs[i] = withHeader(recs[i], SourceGoneHeader, why)

@@ -2,8 +2,10 @@ package kafkadlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
+	"github.com/dlqctl/dlqctl/conformance"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -288,6 +291,25 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			t.Fatalf("copy on: %+v", checks)
 		}
 	})
+	t.Run("check retention", func(t *testing.T) {
+		// The doctor case gave the source topic retention.ms of 1h: the
+		// copy-off DLQ's oldest header-only entry (poison-2, offset 1) is
+		// redrivable for less than an hour more.
+		code, doc, out := shareCheck(t, off.dlq, "--max-source-gone", "0", "--min-source-retention", "2h")
+		if code != 4 || len(doc.Violations) != 1 || doc.Violations[0].Rule != "min-source-retention" || doc.Violations[0].Limit != 7200 ||
+			doc.Violations[0].Actual > 3600 || doc.Violations[0].Actual < 3000 || doc.SourceGone != 0 {
+			t.Fatalf("check: exit %d, want 4 with min-source-retention under 1h\n%s", code, out)
+		}
+		r := doc.SourceRetention
+		if len(r) != 1 || r[0].Source != off.src+"/0" || r[0].Oldest != off.src+"/0:1" || r[0].LeftSeconds == nil ||
+			!strings.Contains(r[0].Basis, "retention.ms 1h0m0s from the record's timestamp") {
+			t.Fatalf("source_retention: %+v", r)
+		}
+		code, _, out = shareCheck(t, off.dlq, "--min-source-retention", "30m", "-o", "table")
+		if code != 0 || !strings.Contains(out, off.src+"/0") || !strings.Contains(out, "left at the soonest (oldest record "+off.src+"/0:1; retention.ms 1h0m0s") {
+			t.Fatalf("check within the retention: exit %d, want 0 with a line on the source's retention\n%s", code, out)
+		}
+	})
 	t.Run("source gone", func(t *testing.T) {
 		adm := kadm.NewClient(rawClient(t))
 		for _, f := range fixtures {
@@ -313,6 +335,14 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			return nil
 		}); err != nil || len(lean) != 1 || !strings.Contains(lean[0].Malformed, want) {
 			t.Fatalf("lean scan: %+v %v", lean, err)
+		}
+		code, doc, out := shareCheck(t, off.dlq, "--max-source-gone", "0")
+		if code != 4 || len(doc.Violations) != 1 || doc.Violations[0].Rule != "max-source-gone" || doc.Violations[0].Actual != 1 || doc.SourceGone != 1 {
+			t.Fatalf("check --max-source-gone 0: exit %d, want 4 with one entry gone\n%s", code, out)
+		}
+		code, _, out = shareCheck(t, off.dlq, "--max-source-gone", "0", "-o", "openmetrics")
+		if code != 4 || !strings.Contains(out, `dlqctl_check_violation{rule="max-source-gone",`) || !strings.Contains(out, "dlqctl_dlq_source_gone{") {
+			t.Fatalf("check -o openmetrics: exit %d\n%s", code, out)
 		}
 		// Copied: the key and value stay, the headers (and the event ID) do not.
 		es = scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), "")
@@ -345,4 +375,36 @@ func kafkaRecordOf(r *kgo.Record) kafkadlq.KafkaRecord {
 		out.Headers = append(out.Headers, kafkadlq.KafkaHeader{Key: h.Key, Value: h.Value})
 	}
 	return out
+}
+
+// shareCheckDoc is what the share tests read of dlqctl.check/v1.
+type shareCheckDoc struct {
+	Violations []struct {
+		Rule          string
+		Limit, Actual int64
+	}
+	SourceGone      int `json:"source_gone"`
+	SourceRetention []struct {
+		Source, Oldest, Basis string
+		LeftSeconds           *int64 `json:"left_seconds"`
+	} `json:"source_retention"`
+}
+
+// shareCheck runs dlqctl check on the DLQ dlq with args (-o json unless
+// args say otherwise) and returns its exit code, its document when JSON,
+// and its output.
+func shareCheck(t *testing.T, dlq string, args ...string) (int, shareCheckDoc, string) {
+	t.Helper()
+	if !slices.Contains(args, "-o") {
+		args = append(args, "-o", "json")
+	}
+	code, out := conformance.RunCommand(t, t.TempDir(), nil, nil,
+		append([]string{"--source", "kafka://" + kafkaServer(t).Bootstrap() + "?topic=" + dlq, "check"}, args...)...)
+	var doc shareCheckDoc
+	if i := strings.Index(out, "{"); i >= 0 && slices.Contains(args, "json") {
+		if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&doc); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	return code, doc, out
 }
