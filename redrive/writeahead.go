@@ -34,7 +34,7 @@ func (e *Engine) commit(st *State, step string, recs ...Record) error {
 // its entries' intents, which resume settles against the backend and
 // reconciles again, gate included. flush writes them before any side
 // effect, and Run's last write carries what is left. See
-// docs/decisions.md, "Fewer journal syncs per batch".
+// docs/decisions.md, "Journal syncs and reads per batch".
 func (e *Engine) hold(st *State, recs ...Record) {
 	for _, r := range recs {
 		st.note(r)

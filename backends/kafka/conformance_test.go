@@ -86,7 +86,7 @@ func kafkaTarget(t *testing.T, share bool) *conformance.Target {
 		// A topic whose records may not exceed 300 bytes: the
 		// redriven record, with its headers, does (MESSAGE_TOO_LARGE).
 		// At 64 bytes the broker's answer never came and the chunk
-		// timed out instead (exit 1, nothing lost): docs/decisions.md.
+		// timed out instead (exit 1, nothing lost): decisions.md.
 		_, adm := client(t)
 		limit := "300"
 		resp, err := adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)

@@ -26,7 +26,7 @@ func Registration() backend.Registration {
 		Capabilities: backend.Capabilities{
 			Read: true, Import: true, Move: "atomic", Resolve: true, Tail: true, Extras: true, Lease: true,
 		},
-		// franz-go decodes each fetch into new memory; see docs/decisions.md.
+		// franz-go decodes each fetch into new memory; see decisions.md.
 		ScanGC: scanGC,
 		Factory: backend.NewFactory(parseURL, func(ctx context.Context, src sourceURL, o backend.OpenOptions) (backend.Source, error) {
 			from, err := ParseKafkaEventIDSource(o.EventIDFrom)
