@@ -154,7 +154,13 @@ func runBattery(t *testing.T, srv *Target) {
 	for _, msg := range checkDeclarations(srv.declarant(), srv.NotApplicable) {
 		t.Error(msg)
 	}
-	for _, c := range batteryCases() {
+	runCases(t, srv, batteryCases())
+}
+
+// runCases runs each case on srv as a subtest of its own, but for those
+// srv declares not applicable where mayNotApply allows it.
+func runCases(t *testing.T, srv *Target, cases []batteryCase) {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if why, ok := srv.NotApplicable[c.name]; ok && mayDeclare(c.name, srv.declarant()) != "" {
 				t.Logf("not applicable on %s: %s", srv.declarant(), why)

@@ -204,15 +204,7 @@ func (s Suite) Run(t *testing.T, start func(t *testing.T) *Target) {
 		fx.worker, fx.seed = worker, srv.Seed
 		return fx
 	}
-	for _, c := range suiteCases() {
-		t.Run(c.name, func(t *testing.T) {
-			if why, ok := srv.NotApplicable[c.name]; ok && mayDeclare(c.name, srv.declarant()) != "" {
-				t.Logf("not applicable on %s: %s", srv.declarant(), why)
-				return
-			}
-			c.run(t, srv)
-		})
-	}
+	runCases(t, srv, suiteCases())
 }
 
 // suiteCases are the suite's cases, in the order they run; the battery is

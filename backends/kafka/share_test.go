@@ -219,15 +219,7 @@ func TestShareGroupDeadLetters(t *testing.T) {
 		if err != nil || len(res) != 1 || res[0].Err != nil || !res[0].Removed {
 			t.Fatalf("publish: %+v %v", res, err)
 		}
-		w, err := shareWorker()
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks, err := w.Consume(ctx, kafkatest.ShareRun{Bootstrap: kafkaServer(t).Bootstrap(), Group: off.group, Topic: off.src,
-			Idle: 3 * time.Second, Max: 40 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		acks := shareAccept(t, ctx, off)
 		if len(acks) != 1 || acks[0].Action != "ACCEPT" || acks[0].EventID != es[1].EventID || acks[0].Value != "flaky-3" ||
 			acks[0].Partition != 0 || acks[0].Offset != 4 || acks[0].DeliveryCount != 1 {
 			t.Fatalf("the share group took %+v, want %s once, at offset 4", acks, es[1].EventID)
@@ -407,4 +399,20 @@ func shareCheck(t *testing.T, dlq string, args ...string) (int, shareCheckDoc, s
 		}
 	}
 	return code, doc, out
+}
+
+// shareAccept runs f's share group again, its consumer fixed (it accepts
+// everything), until it is idle, and returns what it took.
+func shareAccept(t *testing.T, ctx context.Context, f shareFixture) []kafkatest.ShareAck {
+	t.Helper()
+	w, err := shareWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks, err := w.Consume(ctx, kafkatest.ShareRun{Bootstrap: kafkaServer(t).Bootstrap(), Group: f.group, Topic: f.src,
+		Idle: 3 * time.Second, Max: 40 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acks
 }

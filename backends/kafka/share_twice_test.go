@@ -5,12 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/backends/kafka"
-	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
 	"github.com/dlqctl/dlqctl/conformance"
 )
 
@@ -56,16 +54,7 @@ func TestShareDuplicatesAcrossProcesses(t *testing.T) {
 	if left := scanAll(t, ctx, openTopic(t, ctx, f.dlq, kafkadlq.Options{}), ""); len(left) != 0 {
 		t.Errorf("left in the DLQ: %+v", left)
 	}
-	w, err := shareWorker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	acks, err := w.Consume(ctx, kafkatest.ShareRun{Bootstrap: kafkaServer(t).Bootstrap(), Group: f.group, Topic: f.src,
-		Idle: 3 * time.Second, Max: 40 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(acks) != 1 || acks[0].Action != "ACCEPT" || acks[0].Value != "poison-0" {
+	if acks := shareAccept(t, ctx, f); len(acks) != 1 || acks[0].Action != "ACCEPT" || acks[0].Value != "poison-0" {
 		t.Fatalf("the share group took %+v, want poison-0 once", acks)
 	}
 }
