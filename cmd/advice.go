@@ -38,10 +38,10 @@ func shellLines(notes []string, commands ...string) string {
 // secretNotes say what must be set before a printed command that runs the
 // plan p (its resume, apply or re-plan) can run: the password of its
 // source or effects store, which plans and journals never keep.
-func (f *Factory) secretNotes(p *redrive.Plan) []string {
+func (l commandLines) secretNotes(p *redrive.Plan) []string {
 	var notes []string
 	if backend.HidesPassword(p.Source) {
-		if name := f.Backends.PasswordEnv(p.Source); name != "" {
+		if name := l.backends.PasswordEnv(p.Source); name != "" {
 			notes = append(notes, fmt.Sprintf("set %s to the source's password first: plans and journals do not keep it", name))
 		} else {
 			notes = append(notes, "set DLQCTL_SOURCE to the source URL with its password first: plans and journals do not keep it")
@@ -58,11 +58,11 @@ func (f *Factory) secretNotes(p *redrive.Plan) []string {
 // password, the URL without it (the note from secretNotes names the
 // variable that gives it). "" when the URL cannot be printed without a
 // secret and no variable gives it: the note then asks for DLQCTL_SOURCE.
-func (f *Factory) sourceArg(recorded string) string {
+func (l commandLines) sourceArg(recorded string) string {
 	switch {
 	case !strings.Contains(recorded, backend.Redacted):
 		return recorded
-	case backend.HidesPassword(recorded) && f.Backends.PasswordEnv(recorded) != "":
+	case backend.HidesPassword(recorded) && l.backends.PasswordEnv(recorded) != "":
 		return backend.WithoutPassword(recorded)
 	}
 	return ""

@@ -13,6 +13,7 @@ import (
 // too); a URL without a password is printed as it is, with no note.
 func TestPrintedCommandsNameThePasswordVariable(t *testing.T) {
 	f, _ := optionsFactory(nil)
+	lines := commandLines{global: f.Global, backends: f.Backends}
 	cases := []struct{ source, arg, env string }{
 		{"redis://:xxxxx@127.0.0.1:6379/0?stream=dlq", "redis://127.0.0.1:6379/0?stream=dlq", "DLQCTL_REDIS_PASSWORD"},
 		{"amqp://guest:xxxxx@127.0.0.1:5672/?queue=dlq", "amqp://guest@127.0.0.1:5672/?queue=dlq", "DLQCTL_AMQP_PASSWORD"},
@@ -22,10 +23,10 @@ func TestPrintedCommandsNameThePasswordVariable(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := &redrive.Plan{Source: c.source, Params: redrive.Params{Effects: "postgres://app:xxxxx@db/orders"}}
-		if got := f.sourceArg(c.source); got != c.arg {
+		if got := lines.sourceArg(c.source); got != c.arg {
 			t.Errorf("sourceArg(%s) = %q, want %q", c.source, got, c.arg)
 		}
-		notes := strings.Join(f.secretNotes(p), "\n")
+		notes := strings.Join(lines.secretNotes(p), "\n")
 		if c.env != "" && !strings.Contains(notes, "set "+c.env+" to the source's password first") {
 			t.Errorf("%s: notes %q name no %s", c.source, notes, c.env)
 		}

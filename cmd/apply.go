@@ -63,8 +63,8 @@ on without them). Every step is journaled before the next side effect;
 Ctrl-C finishes the chunks already journaled (at most two) and exits 130 with the resume command.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], f.readPlanFor, f.planApprovals, f.approvalPolicy
-			o.Runner = f.planRunner()
+			o.Plan, o.ReadPlan, o.PlanApprovals, o.ApprovalPolicy = args[0], planFiles{f.Getenv}.readPlanFor, planApprovals, approvalSettingsFor(f).approvalPolicy
+			o.Runner = planRunnerFor(f)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -134,9 +134,10 @@ type planRunner struct {
 	Applier string
 }
 
-// planRunner is the Factory's: its runner, source, clock and output.
-func (f *Factory) planRunner() planRunner {
-	return planRunner{Runner: f.runner(), Out: f, Source: f.source, Started: f.now(), Applier: f.identity("")}
+// planRunnerFor is the planRunner of the invocation f: its runner,
+// source, clock and output.
+func planRunnerFor(f *Factory) planRunner {
+	return planRunner{Runner: runnerFor(f), Out: runAdviceFor(f), Source: f.source, Started: f.now(), Applier: identityFrom(f.Getenv)("")}
 }
 
 // apply checks the plan against the DLQ and runs it. r.key is the
@@ -203,22 +204,22 @@ func entryIDs(es []redrive.Entry) string {
 // finishRun says how a run went: it prints the run document, turns the
 // outcome into an exit code with the advice that goes with it, and then
 // says what failed in giving the DLQ lease back.
-func (f *Factory) finishRun(ctx context.Context, ran *redrive.Ran, journalPath string, hint hintFlags) error {
-	return redrive.AfterRelease(f.IO.ErrOut, f.runOutcome(ctx, ran.State, ran.Err, journalPath, hint), ran.Release)
+func (a runAdvice) finishRun(ctx context.Context, ran *redrive.Ran, journalPath string, hint hintFlags) error {
+	return redrive.AfterRelease(a.io.ErrOut, a.runOutcome(ctx, ran.State, ran.Err, journalPath, hint), ran.Release)
 }
 
 // runOutcome is the run document and the error of a run that ended with
 // runErr (nil when it ended by itself).
-func (f *Factory) runOutcome(ctx context.Context, st *redrive.State, runErr error, journalPath string, hint hintFlags) error {
+func (a runAdvice) runOutcome(ctx context.Context, st *redrive.State, runErr error, journalPath string, hint hintFlags) error {
 	hint.pastGate = st.Status == redrive.StatusHalted
-	cmdline := f.resumeCommand(st.Plan.Kind, journalPath, hint)
-	resume := "\n" + shellLines(f.secretNotes(st.Plan), cmdline)
-	doc := f.liveRunDoc(st, journalPath)
+	cmdline := a.lines.resumeCommand(st.Plan.Kind, journalPath, hint)
+	resume := "\n" + shellLines(a.lines.secretNotes(st.Plan), cmdline)
+	doc := a.liveRunDoc(st, journalPath)
 	if doc.Resume != "" {
 		doc.Resume = cmdline
 	}
-	doc.Needs = f.secretNotes(st.Plan)
-	if err := f.printRun(doc); err != nil {
+	doc.Needs = a.lines.secretNotes(st.Plan)
+	if err := a.printRun(doc); err != nil {
 		return err
 	}
 	switch {
@@ -229,18 +230,18 @@ func (f *Factory) runOutcome(ctx context.Context, st *redrive.State, runErr erro
 	case runErr != nil:
 		return withCode(ExitError, fmt.Errorf("%w\nthe journal is consistent. Resume with:%s", runErr, resume))
 	case st.Status == redrive.StatusHalted:
-		return f.haltError(ctx, st, doc, runPlanPath(st, ""), journalPath, hint)
+		return a.haltError(ctx, st, doc, runPlanPath(st, ""), journalPath, hint)
 	case doc.Gone+doc.Skipped+doc.Failed > 0:
 		retry := ""
 		if doc.Failed > 0 {
-			retry = "; try the failed ones again with:\n" + shellLines(f.secretNotes(st.Plan), cmdline+" --retry-failed")
+			retry = "; try the failed ones again with:\n" + shellLines(a.lines.secretNotes(st.Plan), cmdline+" --retry-failed")
 		}
 		return withCode(ExitPartial, fmt.Errorf("moved %d; not moved: %d gone from the DLQ, %d changed, %d failed (see %s)%s", doc.Moved, doc.Gone, doc.Skipped, doc.Failed, journalPath, retry))
 	}
-	if advice := f.cameBackAdvice(ctx, st, runPlanPath(st, ""), journalPath); advice != "" {
+	if advice := a.cameBackAdvice(ctx, st, runPlanPath(st, ""), journalPath); advice != "" {
 		// The gates let them pass (--max-failed-ratio), but they are in
 		// the DLQ again.
-		fmt.Fprintln(f.IO.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))
+		fmt.Fprintln(a.io.ErrOut, "dlqctl: note: "+strings.TrimPrefix(advice, "\n"))
 	}
 	return nil
 }

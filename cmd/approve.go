@@ -75,8 +75,9 @@ into a ticket) and apply picks it up.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Plan, o.Policy, o.Config, o.Now = f.IO, args[0], f.config.Policy, f.config.String(), f.Now
 			o.SSHAuthSock = f.Getenv("SSH_AUTH_SOCK")
-			o.ReadPlan, o.PlanApprovals, o.Identity, o.SigningKey = f.readPlanFor, f.planApprovals, f.identity, f.signingKey
-			o.AllowedSigners, o.Review, o.NextStep = f.allowedSigners, f.reviewBeforeApproval, f.nextAfterApproval
+			approvals := approvalSettingsFor(f)
+			o.ReadPlan, o.PlanApprovals, o.Identity, o.SigningKey = planFiles{f.Getenv}.readPlanFor, planApprovals, approvals.identity, approvals.signingKey
+			o.AllowedSigners, o.Review, o.NextStep = approvals.allowedSigners, planReviewerFor(f).reviewBeforeApproval, runAdviceFor(f).nextAfterApproval
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

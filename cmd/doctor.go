@@ -69,9 +69,9 @@ when every check passes, 1 otherwise.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Policy = f.IO, f.reportOptions(), f.config.Policy
 			o.ConfigPath, o.SourceForm = f.config.path, sourceForm(f.Backends, f.source)
-			o.Keys = f.trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
+			o.Keys = approvalSettingsFor(f).trustKeys(keyFlags{keyFile: o.keyFile, allowedSigners: o.signers})
 			o.Rules = func() error { _, err := f.classifier(); return err }
-			o.OpenSource, o.OpenProbe = f.openSource, f.openProbe
+			o.OpenSource, o.OpenProbe = f.openSource, effectsFor(f.Deps).OpenEffects
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

@@ -6,17 +6,11 @@ import (
 	"github.com/dlqctl/dlqctl/report"
 )
 
-// emitJSON writes doc as the JSON document or NDJSON line when one of
-// those formats is in effect, and says whether it did: the one place the
-// commands' machine-readable output goes through (--jq hooks in below it,
-// at the output stream). The table and markdown forms stay with each
+// emitJSON writes doc to w as the JSON document or NDJSON line when one
+// of those formats is in effect, and says whether it did: the one place
+// the commands' machine-readable output goes through (--jq hooks in below
+// it, at the output stream). The table and markdown forms stay with each
 // command.
-func (f *Factory) emitJSON(doc any) (bool, error) {
-	return emitJSON(f.IO.Out, f.reportOptions().Format, doc)
-}
-
-// emitJSON is Factory.emitJSON for the run functions that get their
-// stream and format in their Options.
 func emitJSON(w io.Writer, format report.Format, doc any) (bool, error) {
 	switch format {
 	case report.FormatJSON:

@@ -217,5 +217,5 @@ func (f *Factory) openOptions() backend.OpenOptions {
 
 // openSource opens the DLQ named by --source, DLQCTL_SOURCE or the profile.
 func (f *Factory) openSource(ctx context.Context) (backend.Source, error) {
-	return f.sources().OpenSource(ctx, f.source)
+	return sourcesFor(f).OpenSource(ctx, f.source)
 }

@@ -53,7 +53,8 @@ the message names up to 10 refused ids.`,
 			if len(args) == 1 {
 				opts.file = args[0]
 			}
-			opts.IO, opts.InitDLQ, opts.OpenSource, opts.RefuseWhileLeased = f.IO, f.initDLQ, f.openSource, f.refuseWhileLeased
+			opts.IO, opts.OpenSource, opts.RefuseWhileLeased = f.IO, f.openSource, refuseWhileLeased
+			opts.InitDLQ = func() error { return initDLQ(f.Backends, f.source) }
 			if runF != nil {
 				return runF(c.Context(), opts)
 			}
@@ -154,16 +155,16 @@ func runImport(ctx context.Context, opts *importOptions) error {
 
 // initDLQ is --init: the backend creates the DLQ of the source, where it
 // can (a dir: queue's folders).
-func (f *Factory) initDLQ() error {
-	reg, err := f.Backends.Lookup(f.source)
+func initDLQ(backends *backend.Registry, source string) error {
+	reg, err := backends.Lookup(source)
 	if err != nil {
 		return err
 	}
 	if reg.Init == nil {
 		return usageErrorf("--init: %s backends create their DLQ on first write or not at all (it works for dir: sources)", reg.Name)
 	}
-	if err := reg.Init(f.source); err != nil {
-		return fmt.Errorf("init %s: %w", f.Backends.Display(f.source), err)
+	if err := reg.Init(source); err != nil {
+		return fmt.Errorf("init %s: %w", backends.Display(source), err)
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ func TestKeyFromRefusedWhereNotTaken(t *testing.T) {
 
 // A resume reads the DLQ with the same order key as the run it continues.
 func TestResumeCommandRepeatsKeyFrom(t *testing.T) {
-	f := &Factory{Global: GlobalOptions{EventIDFrom: "header:id", KeyFrom: "header:tenant id"}}
-	got := f.resumeCommand("redrive", "j.jsonl", hintFlags{})
+	lines := commandLines{global: GlobalOptions{EventIDFrom: "header:id", KeyFrom: "header:tenant id"}}
+	got := lines.resumeCommand("redrive", "j.jsonl", hintFlags{})
 	if !strings.Contains(got, "--key-from 'header:tenant id'") || !strings.Contains(got, "--event-id-from header:id") {
 		t.Errorf("resume command %q does not repeat --key-from and --event-id-from", got)
 	}

@@ -11,7 +11,7 @@ import (
 // refuseWhileLeased is import's guard: it writes into the DLQ, and a run
 // that holds the DLQ may already have moved the entries being brought
 // back.
-func (f *Factory) refuseWhileLeased(ctx context.Context, src backend.Source) error {
+func refuseWhileLeased(ctx context.Context, src backend.Source) error {
 	lc, ok := src.(backend.LeaseChecker)
 	if !ok {
 		return nil

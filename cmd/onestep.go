@@ -12,17 +12,17 @@ import (
 )
 
 // confirm asks for the literal "yes" on a terminal, unless yes was given.
-func (f *Factory) confirm(ctx context.Context, yes bool, prompt string) error {
+func (s *IOStreams) confirm(ctx context.Context, yes bool, prompt string) error {
 	if yes {
 		return nil
 	}
-	if !f.IO.CanPrompt() {
+	if !s.CanPrompt() {
 		return usageErrorf("not on a terminal: give --yes to go on without a prompt")
 	}
-	fmt.Fprintf(f.IO.ErrOut, "\n%s", prompt)
-	answer, err := readAnswer(ctx, f.IO.In)
+	fmt.Fprintf(s.ErrOut, "\n%s", prompt)
+	answer, err := readAnswer(ctx, s.In)
 	if err != nil {
-		fmt.Fprintln(f.IO.ErrOut)
+		fmt.Fprintln(s.ErrOut)
 		return withCode(ExitInterrupted, errors.New("interrupted at the prompt; nothing was changed"))
 	}
 	if answer != "yes" {

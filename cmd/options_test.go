@@ -581,7 +581,7 @@ func TestAChangedPlanIsShownThenRefused(t *testing.T) {
 
 	f := c.factory(io, nil)
 	o := approveWith("bob")
-	o.Plan, o.ReadPlan = plan, f.readPlanFor
+	o.Plan, o.ReadPlan = plan, planFiles{f.Getenv}.readPlanFor
 	o.Review = func(*redrive.Plan, string, string, keyFlags, func(redrive.Approval) bool, bool) error {
 		t.Error("a changed plan was reviewed for approval")
 		return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dlqctl/dlqctl/backend"
-	"github.com/dlqctl/dlqctl/effects"
+	"github.com/dlqctl/dlqctl/envelope"
 	"github.com/dlqctl/dlqctl/redrive"
 	"github.com/dlqctl/dlqctl/report"
 )
@@ -78,14 +78,18 @@ func parseRamp(s string) ([]int, error) {
 	return out, nil
 }
 
-func (f *Factory) identity(flag string) string {
-	if flag != "" {
-		return flag
+// identityFrom says who runs this command, with getenv behind the
+// user database: the --by flag when given (identity(flag)).
+func identityFrom(getenv func(string) string) func(flag string) string {
+	return func(flag string) string {
+		if flag != "" {
+			return flag
+		}
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			return u.Username
+		}
+		return firstNonEmpty(getenv("USER"), "unknown")
 	}
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return firstNonEmpty(f.Getenv("USER"), "unknown")
 }
 
 // makePlan builds a plan from the flags against the open source.
@@ -127,8 +131,23 @@ func (p *planFlags) check() error {
 	return nil
 }
 
-func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
-	boundHeap(f.Getenv)
+// planMaker builds plans from the plan flags: the environment (the
+// soft memory limit, who plans), when the invocation started, and the
+// effects stores a --effects URL is checked with.
+type planMaker struct {
+	getenv  func(string) string
+	started func() time.Time
+	effects effectsOpener
+}
+
+// planMakerFor is the planMaker of the invocation f.
+func planMakerFor(f *Factory) planMaker {
+	return planMaker{getenv: f.Getenv, started: f.now, effects: effectsFor(f.Deps)}
+}
+
+// makePlan builds a plan from the flags against the open source.
+func (m planMaker) makePlan(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
+	boundHeap(m.getenv)
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -147,7 +166,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 		params.Settle, params.MaxFailedRatio, params.UnverifiedOK = redrive.Duration(p.settle), p.maxFailedRatio, p.unverifiedOK
 		params.EffectsQuery = p.effectsQuery
 		if p.effects != "" {
-			probe, err := f.openProbe(ctx, p.effects, p.effectsQuery)
+			probe, err := m.effects.OpenEffects(ctx, p.effects, p.effectsQuery)
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +175,7 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 		}
 	}
 	req := redrive.PlanRequest{
-		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: f.identity(p.by),
+		Kind: p.kind, Selector: sel, Params: params, Reason: p.reason, PlannedBy: identityFrom(m.getenv)(p.by),
 		Source: s.src.String(), IncludeQuarantined: p.includeQuarantined,
 		Selectors: redrive.Selectors{
 			Categories: sel.Categories, Dispositions: sel.Dispositions, Origins: sel.Origins, Error: p.sel.errorRegex, EventIDs: sel.EventIDs,
@@ -174,20 +193,20 @@ func (f *Factory) makePlan(ctx context.Context, s *session, p *planFlags) (*redr
 			return nil, err
 		}
 	}
-	return redrive.BuildPlan(ctx, s.walker, mover, req, f.now())
-}
-
-// openProbe opens the effects store at url. A URL recorded by a plan
-// hides its password; DLQCTL_EFFECTS_PASSWORD gives it.
-func (f *Factory) openProbe(ctx context.Context, url, query string) (effects.Probe, error) {
-	return f.effectsStores().OpenEffects(ctx, url, query)
+	return redrive.BuildPlan(ctx, s.walker, mover, req, m.started())
 }
 
 // printPlan shows what a plan will do.
-func (f *Factory) printPlan(p *redrive.Plan, path string) error {
-	ro := f.reportOptions()
-	if done, err := f.emitJSON(p); done {
+func (r planReviewer) printPlan(p *redrive.Plan, path string) error {
+	ro := r.Report()
+	if done, err := emitJSON(r.IO.Out, ro.Format, p); done {
 		return err
+	}
+	// The rules in effect order the categories, nil when they do not
+	// compile (the command has reported that already).
+	rulesInEffect := func() *envelope.Classifier {
+		cl, _ := r.Rules()
+		return cl
 	}
 	byCat := map[string]int{}
 	for e := range p.Entries.All() {
@@ -219,25 +238,25 @@ func (f *Factory) printPlan(p *redrive.Plan, path string) error {
 			report.Field{Key: "max failed ratio", Value: p.Params.MaxFailedRatio},
 		)
 	}
-	if err := report.WriteFields(f.IO.Out, "Plan", fields, ro); err != nil {
+	if err := report.WriteFields(r.IO.Out, "Plan", fields, ro); err != nil {
 		return err
 	}
 	if len(byCat) > 0 {
-		if err := writeCounts(f.IO.Out, f.rulesInEffect(), "Planned, by category", "category", byCat, ro); err != nil {
+		if err := writeCounts(r.IO.Out, rulesInEffect(), "Planned, by category", "category", byCat, ro); err != nil {
 			return err
 		}
 	}
 	if p.Kind == redrive.KindRedrive && p.Entries.Len() > 0 {
-		if err := writeDestinations(f.IO.Out, p, ro); err != nil {
+		if err := writeDestinations(r.IO.Out, p, ro); err != nil {
 			return err
 		}
 	}
 	if len(p.Excluded) > 0 {
-		if err := writeCounts(f.IO.Out, f.rulesInEffect(), "Left out, by disposition", "disposition", p.ExcludedByDisposition(), ro); err != nil {
+		if err := writeCounts(r.IO.Out, rulesInEffect(), "Left out, by disposition", "disposition", p.ExcludedByDisposition(), ro); err != nil {
 			return err
 		}
-		section(f)
-		return report.WriteTable(f.IO.Out, leftOutTable(p.Excluded), ro)
+		fmt.Fprintln(r.IO.Out)
+		return report.WriteTable(r.IO.Out, leftOutTable(p.Excluded), ro)
 	}
 	return nil
 }
@@ -276,7 +295,7 @@ func newPlanCmd(f *Factory, kind string, runF func(context.Context, *planOptions
 		Short: "Write a plan file: the selected entries, the parameters, the reason, and a digest",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			o.IO, o.OpenSession, o.MakePlan, o.PrintPlan = f.IO, f.openSession, f.makePlan, f.printPlan
+			o.IO, o.OpenSession, o.MakePlan, o.PrintPlan = f.IO, f.openSession, planMakerFor(f).makePlan, planReviewerFor(f).printPlan
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

@@ -52,7 +52,7 @@ A plan changed after it was made is shown, then refused with exit 5.`, kind),
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Plan = f.IO, f.reportOptions(), args[0]
-			o.PlanApprovals, o.Reviewer = f.planApprovals, f.planReviewer()
+			o.PlanApprovals, o.Reviewer = planApprovals, planReviewerFor(f)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -101,6 +101,10 @@ func runPlanShow(_ context.Context, o *planShowOptions) error {
 // approve before it approves): the category rules give each category's
 // disposition, the approval policy judges the approvals so far.
 type planReviewer struct {
+	// IO and Report are where and how approve shows the plan before it
+	// approves (reviewBeforeApproval).
+	IO     *IOStreams
+	Report func() report.Options
 	// Rules compiles the category rules in effect.
 	Rules func() (*envelope.Classifier, error)
 	// ApprovalPolicy is the policy approvals are checked against, from the
@@ -108,9 +112,10 @@ type planReviewer struct {
 	ApprovalPolicy func(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error)
 }
 
-// planReviewer is the Factory's: its rules and approval policy.
-func (f *Factory) planReviewer() planReviewer {
-	return planReviewer{Rules: f.classifier, ApprovalPolicy: f.approvalPolicy}
+// planReviewerFor is the planReviewer of the invocation f: its streams,
+// output settings, rules and approval policy.
+func planReviewerFor(f *Factory) planReviewer {
+	return planReviewer{IO: f.IO, Report: f.reportOptions, Rules: f.classifier, ApprovalPolicy: approvalSettingsFor(f).approvalPolicy}
 }
 
 // writePlanReview is the approver's view of a plan: the headline fields,
@@ -385,21 +390,21 @@ func checkApprovalKey(key []byte) error {
 // renewed; --again records a fresh one anyway (going on past a gate needs
 // an approval given after the halt). inForce says whether an earlier
 // approval is this approver's own and in force.
-func (f *Factory) reviewBeforeApproval(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error {
+func (r planReviewer) reviewBeforeApproval(p *redrive.Plan, path, by string, keys keyFlags, inForce func(redrive.Approval) bool, again bool) error {
 	for _, a := range p.Approvals {
 		if a.By == by && !again && inForce(a) {
 			return withCode(ExitApproval, fmt.Errorf("%s already approved %s at %s, in force until %s; a second approval by the same approver adds nothing (another approver: --by NAME; a fresh one after a halt: --again)",
 				by, path, a.At.UTC().Format(time.RFC3339), a.ExpiresAt.UTC().Format(time.RFC3339)))
 		}
 	}
-	ro := f.reportOptions()
+	ro := r.Report()
 	if ro.Format.IsJSON() {
 		return nil
 	}
-	if err := f.planReviewer().write(f.IO.Out, p, path, keys, ro); err != nil {
+	if err := r.write(r.IO.Out, p, path, keys, ro); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.IO.Out)
+	fmt.Fprintln(r.IO.Out)
 	return nil
 }
 

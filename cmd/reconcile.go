@@ -63,7 +63,7 @@ DLQ column is the sizes the run recorded around it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Now, o.Source = f.IO, f.reportOptions(), f.Now, f.source
-			o.OpenSession, o.OpenProbe, o.LoadRunPlan = f.openSession, f.openProbe, f.loadRunPlan
+			o.OpenSession, o.OpenProbe, o.LoadRunPlan = f.openSession, effectsFor(f.Deps).OpenEffects, planFiles{f.Getenv}.loadRunPlan
 			o.PlanSource = func(recorded string) { f.source = recorded }
 			if runF != nil {
 				return runF(c.Context(), o)

@@ -10,15 +10,6 @@ import (
 	"github.com/dlqctl/dlqctl/redrive"
 )
 
-// approvalKey reads the HMAC key from --key-file or DLQCTL_APPROVAL_KEY.
-func (f *Factory) approvalKey(keyFile string) ([]byte, error) {
-	key, err := f.trustKeys(keyFlags{keyFile: keyFile}).HMACKey()
-	if err != nil {
-		return nil, usageErrorf("%v", err)
-	}
-	return key, nil
-}
-
 func newRedriveCmd(f *Factory) *cobra.Command {
 	return newMoveCmd(f, redrive.KindRedrive, nil)
 }
@@ -47,8 +38,8 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			one.IO, one.Policy, one.Config, one.Started = f.IO, f.config.Policy, f.config.String(), f.now()
-			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, f.makePlan, f.printPlan, f.confirm
-			one.ApprovalKey, one.Runner = f.approvalKey, f.planRunner()
+			one.OpenSession, one.MakePlan, one.PrintPlan, one.Confirm = f.openSession, planMakerFor(f).makePlan, planReviewerFor(f).printPlan, f.IO.confirm
+			one.ApprovalKey, one.Runner = approvalSettingsFor(f).approvalKey, planRunnerFor(f)
 			if runF != nil {
 				return runF(c.Context(), one)
 			}
@@ -64,9 +55,15 @@ policy.require_approval: use "dlqctl %s plan", "approve" and "apply" then.
 	return refusingMissing(f, c, false)
 }
 
+// planFiles read plans and the plans of journals under the plan
+// commands' soft memory limit, which getenv may change (boundHeap).
+type planFiles struct {
+	getenv func(string) string
+}
+
 // readPlanFor reads a plan and refuses a tampered one (exit 5).
-func (f *Factory) readPlanFor(path, kind string) (*redrive.Plan, error) {
-	boundHeap(f.Getenv)
+func (pf planFiles) readPlanFor(path, kind string) (*redrive.Plan, error) {
+	boundHeap(pf.getenv)
 	if err := wantPlan(path, kind); err != nil {
 		return nil, err
 	}

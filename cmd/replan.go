@@ -44,20 +44,38 @@ type cameBackNow struct {
 	items   []inspect.Item
 }
 
+// replanner plans again the events that came back in a run: it reads the
+// run's DLQ, tries a plan of them, and writes the command that makes it.
+type replanner struct {
+	lines   commandLines
+	started func() time.Time
+	// source is the source in effect ("" for none); openAt opens a
+	// session on the DLQ at url with this invocation's settings.
+	source func() string
+	openAt func(ctx context.Context, url string) (*session, error)
+	maker  planMaker
+}
+
+// replannerFor is the replanner of the invocation f.
+func replannerFor(f *Factory) replanner {
+	return replanner{lines: commandLines{global: f.Global, backends: f.Backends}, started: f.now,
+		source: func() string { return f.source }, openAt: f.openSessionAt, maker: planMakerFor(f)}
+}
+
 // planReplan builds the re-plan of the events ids that came back in the
 // run st of the plan at planPath, reading the run's DLQ.
-func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath string, ids []string) replan {
+func (rp replanner) planReplan(ctx context.Context, st *redrive.State, planPath string, ids []string) replan {
 	p := st.Plan
 	flags := planFlagsOf(p)
 	flags.sel.eventIDs, flags.sel.limit, flags.max = ids, 0, 0
 	flags.reason = againReason(p.Reason)
-	flags.out = againPlanPath(p.Kind, planPath, func() string { return f.now().Format("20060102T150405Z") })
-	r := replan{notes: f.secretNotes(p)}
+	flags.out = againPlanPath(p.Kind, planPath, func() string { return rp.started().Format("20060102T150405Z") })
+	r := replan{notes: rp.lines.secretNotes(p)}
 	unread := func(err error) replan {
-		r.unread, r.look = err.Error(), f.listCommand(p, ids)
+		r.unread, r.look = err.Error(), rp.lines.listCommand(p, ids)
 		return r
 	}
-	s, closeSession, err := f.runSession(ctx, p.Source)
+	s, closeSession, err := rp.runSession(ctx, p.Source)
 	if err != nil {
 		return unread(err)
 	}
@@ -79,10 +97,10 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	}
 	flags.sel.eventIDs = found
 	r.said = append(r.said, describeCameBack(p, events)...)
-	r.notes = append(r.notes, widen(&flags, p, events, f.now())...)
+	r.notes = append(r.notes, widen(&flags, p, events, rp.started())...)
 	dry := flags
 	dry.effects, dry.effectsQuery = "", "" // the selection does not depend on them
-	trial, err := f.makePlan(ctx, s, &dry)
+	trial, err := rp.maker.makePlan(ctx, s, &dry)
 	if err != nil {
 		return unread(err)
 	}
@@ -113,18 +131,15 @@ func (f *Factory) planReplan(ctx context.Context, st *redrive.State, planPath st
 	if len(left) > 0 {
 		r.said = append(r.said, "A new plan would leave out "+strings.Join(left, "; ")+".")
 	}
-	r.command = f.planCommand(p, &flags)
+	r.command = rp.lines.planCommand(p, &flags)
 	return r
 }
 
 // runSession is a session on the run's DLQ, recorded as recorded: the
 // source in effect when it is that one, else the recorded one (closed by
 // the returned func).
-func (f *Factory) runSession(ctx context.Context, recorded string) (*session, func(), error) {
-	if f.source == "" {
-		f.source = recorded
-	}
-	s, err := f.openSession(ctx)
+func (rp replanner) runSession(ctx context.Context, recorded string) (*session, func(), error) {
+	s, err := rp.openAt(ctx, firstNonEmpty(rp.source(), recorded))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -308,8 +323,8 @@ func planFlagsOf(p *redrive.Plan) planFlags {
 
 // listCommand is the command line that lists the events ids in plan p's
 // DLQ.
-func (f *Factory) listCommand(p *redrive.Plan, ids []string) string {
-	parts := append(f.globalArgs(p.Source), "list")
+func (l commandLines) listCommand(p *redrive.Plan, ids []string) string {
+	parts := append(l.globalArgs(p.Source), "list")
 	for _, id := range ids {
 		parts = append(parts, "--event-id", shellQuote(id))
 	}
@@ -319,15 +334,15 @@ func (f *Factory) listCommand(p *redrive.Plan, ids []string) string {
 // globalArgs are "dlqctl" and the global flags of a printed command on
 // the source recorded as source: this invocation's config, profile and
 // rules (which decide categories), and the source.
-func (f *Factory) globalArgs(source string) []string {
+func (l commandLines) globalArgs(source string) []string {
 	parts := []string{"dlqctl"}
-	g := f.Global
+	g := l.global
 	for _, gf := range [][2]string{{"--config", g.ConfigPath}, {"--profile", g.Profile}, {"--rules", g.Rules}, {"--event-id-from", g.EventIDFrom}, {"--key-from", g.KeyFrom}} {
 		if gf[1] != "" {
 			parts = append(parts, gf[0], shellQuote(gf[1]))
 		}
 	}
-	if src := f.sourceArg(source); src != "" {
+	if src := l.sourceArg(source); src != "" {
 		parts = append(parts, "--source", shellQuote(src))
 	}
 	return parts
@@ -335,8 +350,8 @@ func (f *Factory) globalArgs(source string) []string {
 
 // planCommand is the command line that makes the plan of flags on plan
 // p's source, with the global flags of this invocation that shape it.
-func (f *Factory) planCommand(p *redrive.Plan, flags *planFlags) string {
-	parts := append(f.globalArgs(p.Source), p.Kind, "plan")
+func (l commandLines) planCommand(p *redrive.Plan, flags *planFlags) string {
+	parts := append(l.globalArgs(p.Source), p.Kind, "plan")
 	parts = append(parts, flags.args()...)
 	return strings.Join(parts, " ")
 }

@@ -79,8 +79,9 @@ once more.`,
 			}
 			o.IO, o.Journal, o.Source, o.Now, o.Getenv = f.IO, args[0], f.source, f.Now, f.Getenv
 			o.Policy, o.Config = f.config.Policy, f.config.String()
-			o.ApprovalPolicy, o.Confirm, o.Identity = f.approvalPolicy, f.confirm, f.identity
-			o.Runner, o.Out = f.runner(), f
+			approvals := approvalSettingsFor(f)
+			o.ApprovalPolicy, o.Confirm, o.Identity = approvals.approvalPolicy, f.IO.confirm, approvals.identity
+			o.Runner, o.Out = runnerFor(f), runAdviceFor(f)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}

@@ -72,31 +72,34 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	if ctx.Err() != nil && code == ExitError {
 		code = ExitInterrupted
 	}
-	f.printError(code, err, args)
+	printError(f.IO, f.jsonErrors || asksForJSON(f.Global, f.Getenv, args), code, err)
 	return code
 }
 
-func (f *Factory) printError(code int, err error, args []string) {
+// printError writes the error a command ended with to io's stderr: a
+// dlqctl.error/v1 document when the output is JSON (asJSON), else a
+// line of prose.
+func printError(io *IOStreams, asJSON bool, code int, err error) {
 	msg := err.Error()
 	if errors.Is(err, context.Canceled) {
 		msg = "interrupted"
 	}
-	if f.jsonErrors || f.asksForJSON(args) {
+	if asJSON {
 		doc := struct {
 			Schema  string `json:"schema"`
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		}{"dlqctl.error/v1", code, msg}
 		b, _ := json.Marshal(doc)
-		fmt.Fprintln(f.IO.ErrOut, string(b))
+		fmt.Fprintln(io.ErrOut, string(b))
 		return
 	}
 	text := "dlqctl: " + msg
-	if f.IO.ErrTTY {
+	if io.ErrTTY {
 		// Prose fits the terminal; commands to copy stay whole lines.
-		text = report.WrapProse(text, f.IO.ErrWidth)
+		text = report.WrapProse(text, io.ErrWidth)
 	}
-	fmt.Fprintln(f.IO.ErrOut, text)
+	fmt.Fprintln(io.ErrOut, text)
 }
 
 func fillBuildInfo(b BuildInfo) BuildInfo {
@@ -265,9 +268,9 @@ func (f *Factory) reportOptions() report.Options {
 // asksForJSON says whether the command line asked for JSON output when the
 // command failed before its settings were resolved (an unknown flag, a
 // missing argument): a script in JSON mode still gets dlqctl.error/v1.
-func (f *Factory) asksForJSON(args []string) bool {
-	out := firstNonEmpty(f.Global.Output, f.Getenv("DLQCTL_OUTPUT"))
-	if f.Global.JQ != "" {
+func asksForJSON(g GlobalOptions, getenv func(string) string, args []string) bool {
+	out := firstNonEmpty(g.Output, getenv("DLQCTL_OUTPUT"))
+	if g.JQ != "" {
 		return true
 	}
 	for i, a := range args {

@@ -10,7 +10,7 @@ import (
 
 // runOutput is how a command says how a run went: the run document, and
 // the error (with its exit code and the advice that goes with it) of a
-// run that did not complete. The Factory's repeats the global flags in
+// run that did not complete. runAdvice's repeats the global flags in
 // effect in every command it prints.
 type runOutput interface {
 	// finishRun says how a run that reached its engine went. The context
@@ -24,12 +24,12 @@ type runOutput interface {
 	haltError(ctx context.Context, st *redrive.State, doc RunDoc, planPath, journal string, hint hintFlags) error
 }
 
-// runner is the redrive.Runner of this invocation: sources and effects
-// stores opened with its settings, its clock, stderr for the run's notes,
-// the run view, and the tests' crash hook.
-func (f *Factory) runner() redrive.Runner {
-	return redrive.Runner{Sources: f.sources(), Effects: f.effectsStores(), Now: f.Now, Notes: f.IO.ErrOut,
-		Observer: f.runObserver(), Crash: f.CrashHook}
+// runnerFor is the redrive.Runner of the invocation f: sources and
+// effects stores opened with its settings, its clock, stderr for the
+// run's notes, the run view, and the tests' crash hook.
+func runnerFor(f *Factory) redrive.Runner {
+	return redrive.Runner{Sources: sourcesFor(f), Effects: effectsFor(f.Deps), Now: f.Now, Notes: f.IO.ErrOut,
+		Observer: newRunView(f.IO, f.format, f.reportOptions, f.Now), Crash: f.CrashHook}
 }
 
 // sourceOpener opens source URLs with the settings of an invocation: the
@@ -41,8 +41,8 @@ type sourceOpener struct {
 	getenv   func(string) string
 }
 
-// sources is the Factory's sourceOpener.
-func (f *Factory) sources() sourceOpener {
+// sourcesFor is the sourceOpener of the invocation f.
+func sourcesFor(f *Factory) sourceOpener {
 	return sourceOpener{backends: f.Backends, opts: f.openOptions(), getenv: f.Getenv}
 }
 
@@ -70,9 +70,9 @@ type effectsOpener struct {
 	password string
 }
 
-// effectsStores is the Factory's effectsOpener.
-func (f *Factory) effectsStores() effectsOpener {
-	return effectsOpener{stores: f.Effects, password: f.Getenv("DLQCTL_EFFECTS_PASSWORD")}
+// effectsFor is the effectsOpener of the process's dependencies d.
+func effectsFor(d Deps) effectsOpener {
+	return effectsOpener{stores: d.Effects, password: d.Getenv("DLQCTL_EFFECTS_PASSWORD")}
 }
 
 // OpenEffects opens the effects store at url; query is the custom

@@ -18,11 +18,13 @@ import (
 // the likely cause. Batch reports go to stdout in the human formats and to
 // stderr when stdout carries JSON.
 type runView struct {
-	f     *Factory
-	kind  string
-	out   io.Writer
-	bar   bool
-	table *report.Stream
+	io     *IOStreams
+	now    func() time.Time
+	report func() report.Options
+	kind   string
+	out    io.Writer
+	bar    bool
+	table  *report.Stream
 
 	// Where the run stood when this process took it up, so that a resume
 	// starts its bar at the right place and its rate counts only its moves.
@@ -40,10 +42,13 @@ type runView struct {
 	seen, of    int
 }
 
-func (f *Factory) runObserver() *runView {
-	v := &runView{f: f, out: f.IO.Out, bar: f.IO.ErrTTY, nextBatch: 1}
-	if f.format.IsJSON() {
-		v.out = f.IO.ErrOut
+// newRunView is the view of a run on io, with the output settings of
+// report and the clock now; its batch reports go to stderr when stdout
+// carries JSON (format).
+func newRunView(io *IOStreams, format report.Format, report func() report.Options, now func() time.Time) *runView {
+	v := &runView{io: io, now: now, report: report, out: io.Out, bar: io.ErrTTY, nextBatch: 1}
+	if format.IsJSON() {
+		v.out = io.ErrOut
 	}
 	return v
 }
@@ -68,13 +73,13 @@ func (v *runView) begin(st *redrive.State) {
 		v.base = max(v.base, moved+gone+skipped)
 	}
 	v.batchBase, v.pos = v.base, v.base
-	v.began = v.f.Now()
+	v.began = v.now()
 }
 
 func (v *runView) Progress(done, total int) {
 	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
 	if v.began.IsZero() {
-		v.began = v.f.Now()
+		v.began = v.now()
 	}
 	v.pos = done
 	if v.kind == redrive.KindResolve {
@@ -83,7 +88,7 @@ func (v *runView) Progress(done, total int) {
 	if !v.bar || total == 0 {
 		return
 	}
-	fmt.Fprint(v.f.IO.ErrOut, "\r"+progressLine(v.nextBatch, v.pos, total, v.pos-v.base, v.f.Now().Sub(v.began))+"\033[K")
+	fmt.Fprint(v.io.ErrOut, "\r"+progressLine(v.nextBatch, v.pos, total, v.pos-v.base, v.now().Sub(v.began))+"\033[K")
 }
 
 // progressLine is "batch 3 [######......] 60/125 48.0/s ETA 2s".
@@ -102,14 +107,14 @@ func progressLine(batch, pos, total, movedHere int, elapsed time.Duration) strin
 
 func (v *runView) BatchDone(b redrive.BatchReport) {
 	if v.bar {
-		fmt.Fprint(v.f.IO.ErrOut, "\r\033[K")
+		fmt.Fprint(v.io.ErrOut, "\r\033[K")
 	}
 	v.nextBatch = b.Index + 1
 	v.batchBase += b.Size
 	v.settleStart, v.seen, v.of = time.Time{}, 0, 0
-	ro := v.f.reportOptions()
-	if v.out != v.f.IO.Out {
-		ro.TTY, ro.Format, ro.Width = v.f.IO.ErrTTY, report.FormatTable, v.f.IO.ErrWidth
+	ro := v.report()
+	if v.out != v.io.Out {
+		ro.TTY, ro.Format, ro.Width = v.io.ErrTTY, report.FormatTable, v.io.ErrWidth
 	}
 	if v.table == nil {
 		fmt.Fprintln(v.out)
@@ -231,15 +236,15 @@ func gateExplanation(b redrive.BatchReport) string {
 
 // liveRunDoc is the run document of a run this process just drove: it
 // ended now.
-func (f *Factory) liveRunDoc(st *redrive.State, journal string) RunDoc {
+func (a runAdvice) liveRunDoc(st *redrive.State, journal string) RunDoc {
 	d := runDoc(st, journal)
 	if d.StartedAt == nil {
 		// A run begun by this process: the engine journals its start
 		// time but keeps a copy without it.
-		t := f.now()
+		t := a.started()
 		d.StartedAt = &t
 	}
-	d.ended(f.Now())
+	d.ended(a.now())
 	return d
 }
 
@@ -282,8 +287,8 @@ func (d *RunDoc) ended(at time.Time) {
 // printRun prints the run document in JSON modes, and otherwise a summary
 // in the manner of terraform's: one coloured headline with the outcome,
 // duration and counts, then the details a reviewer needs.
-func (f *Factory) printRun(d RunDoc) error {
-	return printRun(f.IO.Out, f.reportOptions(), f.Now(), d)
+func (a runAdvice) printRun(d RunDoc) error {
+	return printRun(a.io.Out, a.report(), a.now(), d)
 }
 
 // printRun is Factory.printRun for the run functions that get their
@@ -451,14 +456,14 @@ func (v *runView) watch(eng *redrive.Engine, settle time.Duration) {
 	eng.Sleep = func(ctx context.Context, d time.Duration) error {
 		if v.bar {
 			if v.settleStart.IsZero() {
-				v.settleStart = v.f.Now()
+				v.settleStart = v.now()
 			}
-			left := max(v.settle-v.f.Now().Sub(v.settleStart), 0).Round(time.Second)
+			left := max(v.settle-v.now().Sub(v.settleStart), 0).Round(time.Second)
 			line := fmt.Sprintf("batch %d settling: %s left", v.nextBatch, report.FormatAge(left))
 			if v.of > 0 {
 				line += fmt.Sprintf(", effects seen %d/%d", v.seen, v.of)
 			}
-			fmt.Fprint(v.f.IO.ErrOut, "\r"+line+"\033[K")
+			fmt.Fprint(v.io.ErrOut, "\r"+line+"\033[K")
 		}
 		if sleep != nil {
 			return sleep(ctx, d)

@@ -22,7 +22,7 @@ func viewFor(kind string, errOut *bytes.Buffer) (*runView, *bytes.Buffer) {
 	c := &clock{t: testNow}
 	f := &Factory{Deps: Deps{Backends: testBackends(), IO: io, Now: c.now, Getenv: func(string) string { return "" }}}
 	f.format = "table"
-	v := f.runObserver()
+	v := newRunView(f.IO, f.format, f.reportOptions, f.Now)
 	v.kind = kind
 	return v, out
 }

@@ -92,13 +92,20 @@ type session struct {
 	walker inspect.Walker
 }
 
-// openSession opens the source and builds the walker; close src when done.
+// openSession opens the source in effect and builds the walker; close
+// src when done.
 func (f *Factory) openSession(ctx context.Context) (*session, error) {
+	return f.openSessionAt(ctx, f.source)
+}
+
+// openSessionAt opens the DLQ at url with this invocation's settings and
+// builds the walker; close src when done.
+func (f *Factory) openSessionAt(ctx context.Context, url string) (*session, error) {
 	cl, err := f.classifier()
 	if err != nil {
 		return nil, err
 	}
-	src, err := f.openSource(ctx)
+	src, err := sourcesFor(f).OpenSource(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -293,10 +293,6 @@ func (p *scanProgress) clear() {
 }
 
 // section separates blocks of output: a blank line between tables.
-func section(f *Factory) {
-	fmt.Fprintln(f.IO.Out)
-}
-
 // writeCounts is one table of counts, largest first; categories in the
 // order of the rules of cl (nil: the built-in order only).
 func writeCounts(w io.Writer, cl *envelope.Classifier, title, col string, counts map[string]int, ro report.Options) error {
@@ -318,13 +314,6 @@ func writeCounts(w io.Writer, cl *envelope.Classifier, title, col string, counts
 		t.Rows = append(t.Rows, []any{name, counts[k]})
 	}
 	return report.WriteTable(w, t, ro)
-}
-
-// rulesInEffect is the classifier of the rules in effect, nil when they do
-// not compile (the command has reported that already).
-func (f *Factory) rulesInEffect() *envelope.Classifier {
-	cl, _ := f.classifier()
-	return cl
 }
 
 // categoryOrder lists categories as every view does (see

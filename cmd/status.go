@@ -57,7 +57,8 @@ not count.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.IO, o.Report, o.Now, o.Journal = f.IO, f.reportOptions(), f.Now, args[0]
-			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy, o.SecretNotes = f.loadRunPlan, f.resumeCommand, f.approvalPolicy, f.secretNotes
+			lines := commandLines{global: f.Global, backends: f.Backends}
+			o.LoadRunPlan, o.ResumeCommand, o.ApprovalPolicy, o.SecretNotes = planFiles{f.Getenv}.loadRunPlan, lines.resumeCommand, approvalSettingsFor(f).approvalPolicy, lines.secretNotes
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -141,8 +142,8 @@ func runApprovalsTable(as []RunApproval) report.Table {
 // file it names, believed only when its digest is the one the journal
 // records (a missing or different plan exits 5), or the plan a journal of
 // an earlier version embeds.
-func (f *Factory) loadRunPlan(journal, planPath string) (redrive.Record, *redrive.Plan, error) {
-	boundHeap(f.Getenv)
+func (pf planFiles) loadRunPlan(journal, planPath string) (redrive.Record, *redrive.Plan, error) {
+	boundHeap(pf.getenv)
 	start, err := redrive.ReadRunStart(journal)
 	if err != nil {
 		return start, nil, usageErrorf("%v", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/dlqctl/dlqctl/approval"
 	"github.com/dlqctl/dlqctl/redrive"
@@ -32,19 +33,36 @@ func (k *keyFlags) register(fs interface {
 	fs.StringVar(&k.keysDir, "keys-dir", "", "folder with one HMAC key per approver, APPROVER.key: an approval verifies only with its approver's key (default: DLQCTL_APPROVAL_KEYS_DIR)")
 }
 
+// approvalSettings are what the approval commands judge and make
+// approvals with: the environment behind the key flags, the config's
+// policy, who runs this command and the clock.
+type approvalSettings struct {
+	getenv func(string) string
+	policy Policy
+	// config names where the policy comes from.
+	config   string
+	identity func(flag string) string
+	now      func() time.Time
+}
+
+// approvalSettingsFor are the approval settings of the invocation f.
+func approvalSettingsFor(f *Factory) approvalSettings {
+	return approvalSettings{getenv: f.Getenv, policy: f.config.Policy, config: f.config.String(), identity: identityFrom(f.Getenv), now: f.Now}
+}
+
 // trustKeys are the key flags with the environment behind them.
-func (f *Factory) trustKeys(k keyFlags) trust.Keys {
+func (s approvalSettings) trustKeys(k keyFlags) trust.Keys {
 	return trust.Keys{
 		KeyFile: k.keyFile, KeysDir: k.keysDir, AllowedSigners: k.allowedSigners,
-		EnvKey:            f.Getenv("DLQCTL_APPROVAL_KEY"),
-		EnvKeysDir:        f.Getenv("DLQCTL_APPROVAL_KEYS_DIR"),
-		EnvAllowedSigners: f.Getenv("DLQCTL_ALLOWED_SIGNERS"),
+		EnvKey:            s.getenv("DLQCTL_APPROVAL_KEY"),
+		EnvKeysDir:        s.getenv("DLQCTL_APPROVAL_KEYS_DIR"),
+		EnvAllowedSigners: s.getenv("DLQCTL_ALLOWED_SIGNERS"),
 	}
 }
 
 // allowedSigners reads the allowed_signers file in effect (nil: none).
-func (f *Factory) allowedSigners(k keyFlags) (*approval.AllowedSigners, error) {
-	as, err := f.trustKeys(k).Signers(f.config.Policy)
+func (s approvalSettings) allowedSigners(k keyFlags) (*approval.AllowedSigners, error) {
+	as, err := s.trustKeys(k).Signers(s.policy)
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
@@ -52,10 +70,10 @@ func (f *Factory) allowedSigners(k keyFlags) (*approval.AllowedSigners, error) {
 }
 
 // approvalPolicy is what apply and resume require (trust.ApprovalPolicy).
-func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error) {
+func (s approvalSettings) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPolicy, error) {
 	pol, err := trust.ApprovalPolicy(trust.Settings{
-		Policy: f.config.Policy, Config: f.config.String(), Keys: f.trustKeys(k),
-		Distinct: distinct, Applier: f.identity(""), Now: f.Now(),
+		Policy: s.policy, Config: s.config, Keys: s.trustKeys(k),
+		Distinct: distinct, Applier: s.identity(""), Now: s.now(),
 	})
 	if err != nil {
 		return pol, usageErrorf("%w", err)
@@ -63,24 +81,27 @@ func (f *Factory) approvalPolicy(k keyFlags, distinct bool) (redrive.ApprovalPol
 	return pol, nil
 }
 
-// approvalRequired names the policy rule that forbids a run without an
-// approval ("" when none does).
-func (f *Factory) approvalRequired() string {
-	return trust.RequiredBy(f.config.Policy)
-}
-
 // signingKey is the HMAC key an approval by `by` is made with.
-func (f *Factory) signingKey(k keyFlags, by string) ([]byte, error) {
-	key, err := f.trustKeys(k).SigningKey(by)
+func (s approvalSettings) signingKey(k keyFlags, by string) ([]byte, error) {
+	key, err := s.trustKeys(k).SigningKey(by)
 	if err != nil {
 		return nil, usageErrorf("%w", err)
 	}
 	return key, nil
 }
 
+// approvalKey reads the HMAC key from --key-file or DLQCTL_APPROVAL_KEY.
+func (s approvalSettings) approvalKey(keyFile string) ([]byte, error) {
+	key, err := s.trustKeys(keyFlags{keyFile: keyFile}).HMACKey()
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return key, nil
+}
+
 // planApprovals adds to the plan (in memory) the approvals handed over
 // as files beside it (approve --detach).
-func (f *Factory) planApprovals(plan *redrive.Plan, planPath string) error {
+func planApprovals(plan *redrive.Plan, planPath string) error {
 	found, err := redrive.ReadDetached(planPath)
 	if err != nil {
 		return withCode(ExitApproval, err)
@@ -119,9 +140,9 @@ type hintFlags struct {
 }
 
 // resumeCommand is the command that continues the run in journal.
-func (f *Factory) resumeCommand(kind, journal string, h hintFlags) string {
+func (l commandLines) resumeCommand(kind, journal string, h hintFlags) string {
 	parts := []string{"dlqctl"}
-	g := f.Global
+	g := l.global
 	if g.ConfigPath != "" {
 		parts = append(parts, "--config", shellQuote(g.ConfigPath))
 	}

@@ -70,7 +70,7 @@ It needs a terminal; scripts read the same data with "dlqctl list",
 			o.MakePlanNow = func(ctx context.Context, s *session, p *planFlags) (*redrive.Plan, error) {
 				f.started = f.Now().UTC()
 				s.walker.Now = f.started
-				return f.makePlan(ctx, s, p)
+				return planMakerFor(f).makePlan(ctx, s, p)
 			}
 			if runF != nil {
 				return runF(c.Context(), o)

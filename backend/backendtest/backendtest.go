@@ -69,9 +69,9 @@ type Suite struct {
 	// TailIsRun, when set, says why the backend's Tail is no position
 	// but the watermark of the run holding the lease (a RabbitMQ classic
 	// or quorum queue, where positions shift as messages leave: a scan
-	// after it gives the dead letters carrying that run's marker). Entries
-	// dead-lettered by anyone else are not after it, so the tail case does
-	// not apply; the conformance suite's runs hold what came back.
+	// after it gives the dead letters carrying that run's marker). The
+	// tail case then checks that rule (caseTailIsRun) instead of the
+	// positional one.
 	TailIsRun string
 }
 
@@ -354,6 +354,22 @@ func checkEntry(t *testing.T, how string, got envelope.Envelope, want seeded) {
 }
 
 // length is src.Len, failing the test on an error.
+// tail is src's Tail, checked against its LenTail where it has one.
+func (c *contract) tail(t *testing.T, src backend.Source) string {
+	t.Helper()
+	s, err := src.(backend.Tailer).Tail(c.ctx)
+	if err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	if lt, ok := src.(backend.LenTailer); ok {
+		n, s2, err := lt.LenTail(c.ctx)
+		if err != nil || s2 != s || n != c.length(t, src) {
+			t.Errorf("LenTail = %d, %q, %v; Len and Tail say %d, %q", n, s2, err, c.length(t, src), s)
+		}
+	}
+	return s
+}
+
 func (c *contract) length(t *testing.T, src backend.Source) int64 {
 	t.Helper()
 	n, err := src.Len(c.ctx)
@@ -764,27 +780,16 @@ func caseNotFound(t *testing.T, c *contract) {
 // after it finds, also once the newest entry was removed.
 func caseTail(t *testing.T, c *contract) {
 	if c.s.TailIsRun != "" {
-		t.Logf("Tail is a run's watermark here: %s", c.s.TailIsRun)
+		caseTailIsRun(t, c)
 		return
 	}
 	src := c.open(t)
-	tl, ok := src.(backend.Tailer)
-	if !ok {
+	if _, ok := src.(backend.Tailer); !ok {
 		return // caseCapabilities checked it declares none
 	}
 	tail := func() string {
 		t.Helper()
-		s, err := tl.Tail(c.ctx)
-		if err != nil {
-			t.Fatalf("Tail: %v", err)
-		}
-		if lt, ok := src.(backend.LenTailer); ok {
-			n, s2, err := lt.LenTail(c.ctx)
-			if err != nil || s2 != s || n != c.length(t, src) {
-				t.Errorf("LenTail = %d, %q, %v; Len and Tail say %d, %q", n, s2, err, c.length(t, src), s)
-			}
-		}
-		return s
+		return c.tail(t, src)
 	}
 	later := func(after string) []string {
 		t.Helper()
