@@ -137,6 +137,12 @@ type Registration struct {
 	// keeps a few bytes) makes it run so often that it costs a quarter of
 	// a scan's CPU. The operator's GOGC, when set, wins.
 	ScanGC int
+	// ScanHeapLimit, when not 0, is the soft memory limit (bytes) of a
+	// command that reads this backend: with ScanGC's pace, a client's
+	// fetch buffers and a long state grow the heap to several times what
+	// is live. The operator's GOMEMLIMIT, when set, wins, and a plan
+	// command's higher limit replaces it.
+	ScanHeapLimit int64
 	// Factory parses a source URL (Parse, without connecting) and opens
 	// what it parsed (Open); NewFactory makes it from the backend's typed
 	// URL parser and opener.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlqctl/dlqctl/backend"
 	redisstream "github.com/dlqctl/dlqctl/backends/redis"
 	"github.com/dlqctl/dlqctl/redrive"
 )
@@ -24,10 +25,12 @@ type applyCosts struct {
 	// Startup is the whole `dlqctl version` process: what every command
 	// pays before it does anything.
 	Startup time.Duration
-	// Read is redrive.ReadPlan, Verify the digest check, Stale the
-	// staleness check against the DLQ (redrive.Stale on an opened
-	// source), Open opening that source.
-	Read, Verify, Open, Stale time.Duration
+	// Read is redrive.ReadPlan, Verify the digest check, Approve the
+	// approval check (Plan.CheckApprovals under the bench's key), Open
+	// opening the source, Lease taking and giving back the DLQ's lease,
+	// Stale the staleness check against the DLQ (redrive.Stale on the
+	// opened source).
+	Read, Verify, Approve, Open, Lease, Stale time.Duration
 }
 
 // measureApplyCosts times each fixed step of an apply of plan on source.
@@ -50,12 +53,26 @@ func (d *dlqctl) measureApplyCosts(ctx context.Context, source, plan string) (ap
 	}
 	c.Verify = time.Since(start)
 	start = time.Now()
+	if _, err := p.CheckApprovals(redrive.ApprovalPolicy{Key: []byte(approvalKey), Now: time.Now()}); err != nil {
+		return c, err
+	}
+	c.Approve = time.Since(start)
+	start = time.Now()
 	src, err := redisstream.Open(ctx, source, redisstream.Options{})
 	if err != nil {
 		return c, err
 	}
 	defer src.Close()
 	c.Open = time.Since(start)
+	start = time.Now()
+	_, release, err := redrive.LeaseDLQ(ctx, src, backend.ThisProcess("bench", time.Now().UTC()), io.Discard)
+	if err != nil {
+		return c, err
+	}
+	if err := release(); err != nil {
+		return c, err
+	}
+	c.Lease = time.Since(start)
 	start = time.Now()
 	missing, changed, err := redrive.Stale(ctx, src, p)
 	if err != nil {
@@ -94,7 +111,9 @@ func (rd *Redrive) writeApplyCosts(w io.Writer) {
 		{"process start-up and exit (`dlqctl version`)", med(func(c applyCosts) time.Duration { return c.Startup })},
 		{"read the plan (redrive.ReadPlan)", med(func(c applyCosts) time.Duration { return c.Read })},
 		{"verify its digest (Plan.Verify)", med(func(c applyCosts) time.Duration { return c.Verify })},
+		{"check its approval (Plan.CheckApprovals)", med(func(c applyCosts) time.Duration { return c.Approve })},
 		{"open the source (connect, PING, TYPE)", med(func(c applyCosts) time.Duration { return c.Open })},
+		{"take and give back the DLQ's lease (redrive.LeaseDLQ)", med(func(c applyCosts) time.Duration { return c.Lease })},
 		{"staleness check (redrive.Stale)", med(func(c applyCosts) time.Duration { return c.Stale })},
 	}
 	fmt.Fprintf(w, "\nThe fixed steps before the first move, each timed alone in the bench process on the same plan and DLQ just before the apply (median):\n\n")

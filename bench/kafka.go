@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,6 +27,7 @@ type KafkaStats struct {
 	BrokerRaw    []time.Duration
 	BrokerDlqctl []time.Duration
 	Command      string
+	StateRSS     *KafkaStateRSS
 }
 
 const kafkaBenchPartitions = 4
@@ -33,16 +35,11 @@ const kafkaBenchPartitions = 4
 func be32(n int32) []byte { b := make([]byte, 4); binary.BigEndian.PutUint32(b, uint32(n)); return b }
 func be64(n int64) []byte { b := make([]byte, 8); binary.BigEndian.PutUint64(b, uint64(n)); return b }
 
-// produceKafka writes n generated entries to topic as Spring Kafka's
-// DeadLetterPublishingRecoverer would: the original's headers (event_id,
-// fingerprint, tenant), then the kafka_dlt-* ones.
+// produceKafka makes topic and writes n generated entries to it as
+// Spring Kafka's DeadLetterPublishingRecoverer would: the original's
+// headers (event_id, fingerprint, tenant), then the kafka_dlt-* ones.
 func produceKafka(ctx context.Context, bootstrap, topic string, n int, now time.Time) error {
-	// A topic just created may be unknown to the broker for a moment:
-	// keep retrying rather than fail after the client's default 4 tries.
-	// (No RecordDeliveryTimeout: franz-go counts it from the record's
-	// timestamp, days old here.)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000),
-		kgo.UnknownTopicRetries(-1))
+	cl, err := benchProducer(bootstrap)
 	if err != nil {
 		return err
 	}
@@ -54,9 +51,23 @@ func produceKafka(ctx context.Context, bootstrap, topic string, n int, now time.
 	if err != nil {
 		return err
 	}
-	g := newGenerator(n, now)
+	return produceKafkaRange(ctx, cl, topic, newGenerator(n, now), 0, n)
+}
+
+// benchProducer is the client that seeds a case's topics. A topic just
+// created may be unknown to the broker for a moment: it keeps retrying
+// rather than fail after the client's default 4 tries. (No
+// RecordDeliveryTimeout: franz-go counts it from the record's timestamp,
+// days old here.)
+func benchProducer(bootstrap string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(50_000),
+		kgo.UnknownTopicRetries(-1))
+}
+
+// produceKafkaRange writes the generated entries [from, to) to topic.
+func produceKafkaRange(ctx context.Context, cl *kgo.Client, topic string, g generator, from, to int) error {
 	errc := make(chan error, 1)
-	for i := range n {
+	for i := from; i < to; i++ {
 		e := g.entry(i)
 		r := &kgo.Record{Topic: topic, Key: []byte(e.Key), Value: e.Payload, Timestamp: e.DeadLetteredAt,
 			Headers: []kgo.RecordHeader{
@@ -156,7 +167,12 @@ func (c Config) runKafka(ctx context.Context, d *dlqctl, now time.Time, res *Res
 	if err := c.brokerCPUStats(ctx, d, t, source, bc); err != nil {
 		return err
 	}
-	return c.profile(ctx, d, source, "kafka", res)
+	if err := c.profile(ctx, d, source, "kafka", res); err != nil {
+		return err
+	}
+	// Last: it changes the topic.
+	ks.StateRSS, err = c.kafkaStateRSS(ctx, d, b.Bootstrap(), topic, n, now)
+	return err
 }
 
 func (ks *KafkaStats) write(w io.Writer) {
@@ -174,4 +190,116 @@ func (ks *KafkaStats) write(w io.Writer) {
 	}
 	peak := slicesMax(ks.T.col(func(r Run) float64 { return mib(r.ProcMem.MaxRSS) }))
 	fmt.Fprintf(w, "Peak RSS of `dlqctl stats` (ru_maxrss, via bench/launcher): %.1f MiB at most over the runs.\n", peak)
+	if ks.StateRSS != nil {
+		ks.StateRSS.write(w)
+	}
+}
+
+// KafkaStateRSS is the memory half of kafka-stats: the peak RSS of
+// `dlqctl stats` on a DLT whose state topic holds as many records as the
+// DLT, the form of a long-lived DLT after big redrives.
+type KafkaStateRSS struct {
+	DLT, State, Shown int // records in the DLT, in the state topic, and those stats shows
+	Seed              time.Duration
+	Runs              []memSample
+}
+
+// kafkaStateRSS builds that DLT from the case's topic of n records: n/2
+// more records, the oldest third of each partition removed as retention
+// would (DeleteRecords), and a resolve's state record for each of the
+// oldest two thirds — half about records retention removed since, half
+// hiding records still there. So the DLT holds about n records, the state
+// topic about n, and stats reads every record and shows half of them.
+// The state records carry what a resolve writes but the record
+// timestamp and fingerprint (which would need every record read first to
+// match): hides takes them at their word.
+func (c Config) kafkaStateRSS(ctx context.Context, d *dlqctl, bootstrap, topic string, n int, now time.Time) (*KafkaStateRSS, error) {
+	start := time.Now()
+	cl, err := benchProducer(bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	c.logf("kafka-stats: state RSS: %d more records, then the oldest third removed", n/2)
+	if err := produceKafkaRange(ctx, cl, topic, newGenerator(n+n/2, now), n, n+n/2); err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	trim := kadm.Offsets{}
+	rs := &KafkaStateRSS{}
+	ends.Each(func(o kadm.ListedOffset) {
+		trim.AddOffset(topic, o.Partition, o.Offset/3, -1)
+		rs.DLT += int(o.Offset - o.Offset/3)
+		rs.Shown += int(o.Offset - 2*o.Offset/3)
+	})
+	if _, err := adm.DeleteRecords(ctx, trim); err != nil {
+		return nil, err
+	}
+	var topicID string
+	if td, err := adm.ListTopics(ctx, topic); err == nil {
+		topicID = td[topic].ID.String()
+	}
+	state := topic + ".dlqctl-state"
+	if resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": ptr("-1")}, state); err != nil || resp.Err != nil {
+		return nil, fmt.Errorf("create %s: %v %v", state, err, resp.Err)
+	}
+	c.logf("kafka-stats: state RSS: writing the state records")
+	errc := make(chan error, 1)
+	at := now.UTC().Format(time.RFC3339Nano)
+	ends.Each(func(o kadm.ListedOffset) {
+		for off := range 2 * o.Offset / 3 {
+			rs.State++
+			v := `{"status":"resolved","run_id":"bench-run-0001","seq":` + strconv.Itoa(rs.State) + `,"event_id":"evt-` + strconv.Itoa(rs.State) +
+				`","at":"` + at + `","topic_id":"` + topicID + `"}`
+			cl.Produce(ctx, &kgo.Record{Topic: state, Partition: 0, Key: []byte(strconv.Itoa(int(o.Partition)) + ":" + strconv.FormatInt(off, 10)), Value: []byte(v)},
+				func(_ *kgo.Record, err error) {
+					if err != nil {
+						select {
+						case errc <- err:
+						default:
+						}
+					}
+				})
+		}
+	})
+	if err := cl.Flush(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	rs.Seed = time.Since(start)
+	source := "kafka://" + bootstrap + "?topic=" + topic
+	for i := range c.Runs {
+		p, err := d.runProcess(ctx, source)
+		if err != nil {
+			return nil, err
+		}
+		if p.Total != rs.Shown {
+			return nil, fmt.Errorf("dlqctl stats with %d state records counted %d entries, want %d", rs.State, p.Total, rs.Shown)
+		}
+		rs.Runs = append(rs.Runs, p.mem())
+		c.logf("kafka-stats: state RSS run %d/%d: %.1f MiB in %s", i+1, c.Runs, mib(p.MaxRSS), p.Wall.Round(time.Millisecond))
+	}
+	return rs, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (rs *KafkaStateRSS) write(w io.Writer) {
+	var peaks []float64
+	var each []string
+	for _, r := range rs.Runs {
+		peaks = append(peaks, mib(r.MaxRSS))
+		each = append(each, fmt.Sprintf("%.1f", mib(r.MaxRSS)))
+	}
+	fmt.Fprintf(w, "\nWith a state topic (made in %.1fs): the DLT holds %s records (its oldest third removed by DeleteRecords), the state topic %s resolve records (half about removed records, half hiding records still there), stats shows %s.\n",
+		rs.Seed.Seconds(), group(float64(rs.DLT)), group(float64(rs.State)), group(float64(rs.Shown)))
+	fmt.Fprintf(w, "Peak RSS of `dlqctl stats` (ru_maxrss, via bench/launcher) per run: %s MiB; the largest %.1f MiB (target ≤ 128 MiB).\n", strings.Join(each, ", "), slicesMax(peaks))
 }

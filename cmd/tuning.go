@@ -8,10 +8,12 @@ import (
 // The commands' runtime settings; internal/tuning applies them, and
 // Execute puts back what it found (tuning.Capture).
 
-// paceCollector sets the collector's pace to what the source's backend
-// asks for (backend.Registration.ScanGC) unless the operator set GOGC.
+// paceCollector sets the collector's pace and memory limit to what the
+// source's backend asks for (backend.Registration.ScanGC, ScanHeapLimit)
+// unless the operator set GOGC or GOMEMLIMIT.
 func paceCollector(reg backend.Registration, getenv func(string) string) {
 	tuning.PaceGC(reg.ScanGC, getenv)
+	tuning.BoundHeap(reg.ScanHeapLimit, getenv)
 }
 
 // boundHeap applies the plan commands' soft memory limit.

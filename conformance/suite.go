@@ -86,6 +86,12 @@ type Target struct {
 	// is a key of another type; Pulsar: dest is terminated), for the case
 	// of one refused entry in a chunk. nil: no way is known here.
 	Refuse func(t *testing.T, fx Fixture, dest, entryID string)
+	// HolderKeepsLease, when set, says why this backend's lease stays
+	// with a run that is stopped but alive on this host (dir: the flock
+	// lives with the process; SQS: a live PID keeps its tag). The
+	// paused-holder case then requires the other run to be refused, and
+	// tries it for pausedRefusedFor instead of waiting for a takeover.
+	HolderKeepsLease string
 
 	// The battery's hooks (battery.go). A case whose hook is missing
 	// fails, unless NotApplicable declares it (where mayNotApply allows).

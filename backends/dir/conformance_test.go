@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "q")
 			return conformance.Fixture{Source: "dir:" + root, Origin: "orders", Consume: []string{"--source", "dir:" + root},
 				ImportFlags: []string{"--init"}, Self: filepath.Join(root, "error"), Alias: "dir:" + root + "/."}
-		}, Refuse: func(t *testing.T, fx conformance.Fixture, _, entryID string) {
+		}, HolderKeepsLease: "the lease is an flock, which lives with the holder's process", Refuse: func(t *testing.T, fx conformance.Fixture, _, entryID string) {
 			// The inbox holds a file of the entry's name: a move never
 			// replaces one.
 			inbox := filepath.Join(rootOf(fx), "inbox")

@@ -2,7 +2,6 @@ package kafkadlq
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -50,15 +51,14 @@ const (
 	KarafkaConsumerGroup = "source_consumer_group"
 )
 
-// KafkaHeader is one record header. Kafka allows a name more than once;
-// the last one wins when decoding, as the newest dead-lettering wrote it.
-type KafkaHeader struct {
-	Key   string
-	Value []byte
-}
+// KafkaHeader is one record header, franz-go's own type: a record's
+// headers are decoded where the client put them, with no copy. Kafka
+// allows a name more than once; the last one wins when decoding, as the
+// newest dead-lettering wrote it.
+type KafkaHeader = kgo.RecordHeader
 
-// KafkaRecord is what the Kafka backend reads off one DLQ record; it keeps
-// this package free of the Kafka client.
+// KafkaRecord is what the decoder reads off one DLQ record: the fields of
+// a kgo.Record it uses, so that tests and the fuzzer build one easily.
 type KafkaRecord struct {
 	Topic     string
 	Partition int32
@@ -121,211 +121,6 @@ func ParseKafkaEventIDSource(s string) (envelope.EventIDSource, error) {
 	return envelope.EventIDSource{}, fmt.Errorf("--event-id-from %q: want header:NAME, json:PATH or key", s)
 }
 
-// KafkaOrigin is where a dead letter was consumed from, as its
-// dead-lettering headers say. Partition and Offset are -1 when unknown.
-type KafkaOrigin struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Group     string
-}
-
-// OriginOf reads the original topic, partition, offset and group from a
-// record's dead-lettering headers (Spring, then Kafka Connect, then
-// Karafka); a header that does not decode is an error.
-func OriginOf(headers []KafkaHeader) (KafkaOrigin, error) {
-	if s, ok, err := shareDeadLetterOf(headers); ok {
-		return s.origin(), err
-	}
-	h := headerList(headers)
-	return originFrom(h, h.index(), nil, nil)
-}
-
-// headerList is a record's headers, the last of a name winning.
-type headerList []KafkaHeader
-
-// dlRole numbers the dead-lettering headers dlqctl reads.
-type dlRole uint8
-
-const (
-	roleSpringTopic dlRole = iota
-	roleSpringPartition
-	roleSpringOffset
-	roleSpringTimestamp
-	roleSpringGroup
-	roleSpringFQCN
-	roleSpringMessage
-	roleConnectTopic
-	roleConnectPartition
-	roleConnectOffset
-	roleConnectConnector
-	roleConnectClass
-	roleConnectMessage
-	roleKarafkaTopic
-	roleKarafkaPartition
-	roleKarafkaOffset
-	roleKarafkaGroup
-	numRoles
-	noRole = numRoles
-)
-
-// roleNames are the header names of the roles, by number.
-var roleNames = [numRoles]string{
-	SpringOriginalTopic, SpringOriginalPartition, SpringOriginalOffset, SpringOriginalTimestamp,
-	SpringOriginalGroup, SpringExceptionFQCN, SpringExceptionMessage, ConnectTopic, ConnectPartition,
-	ConnectOffset, ConnectConnectorName, ConnectExceptionClass, ConnectExceptionMessage, KarafkaTopic,
-	KarafkaPartition, KarafkaOffset, KarafkaConsumerGroup,
-}
-
-// roleOf is the role of a header name, noRole for any other.
-func roleOf(name string) dlRole {
-	switch name {
-	case SpringOriginalTopic:
-		return roleSpringTopic
-	case SpringOriginalPartition:
-		return roleSpringPartition
-	case SpringOriginalOffset:
-		return roleSpringOffset
-	case SpringOriginalTimestamp:
-		return roleSpringTimestamp
-	case SpringOriginalGroup:
-		return roleSpringGroup
-	case SpringExceptionFQCN:
-		return roleSpringFQCN
-	case SpringExceptionMessage:
-		return roleSpringMessage
-	case ConnectTopic:
-		return roleConnectTopic
-	case ConnectPartition:
-		return roleConnectPartition
-	case ConnectOffset:
-		return roleConnectOffset
-	case ConnectConnectorName:
-		return roleConnectConnector
-	case ConnectExceptionClass:
-		return roleConnectClass
-	case ConnectExceptionMessage:
-		return roleConnectMessage
-	case KarafkaTopic:
-		return roleKarafkaTopic
-	case KarafkaPartition:
-		return roleKarafkaPartition
-	case KarafkaOffset:
-		return roleKarafkaOffset
-	case KarafkaConsumerGroup:
-		return roleKarafkaGroup
-	}
-	return noRole
-}
-
-// roleIndex gives, for each role, the index of the last header of its
-// name (-1: none): each header's name is compared once, not once per
-// lookup.
-type roleIndex [numRoles]int
-
-func (hs headerList) index() roleIndex {
-	var ix roleIndex
-	for r := range ix {
-		ix[r] = -1
-	}
-	for i, h := range hs {
-		if r := roleOf(h.Key); r != noRole {
-			ix[r] = i
-		}
-	}
-	return ix
-}
-
-// shadowed says whether a later header has the same name as hs[i].
-func (hs headerList) shadowed(i int, ix *roleIndex) bool {
-	if r := roleOf(hs[i].Key); r != noRole {
-		return ix[r] != i
-	}
-	for j := i + 1; j < len(hs); j++ {
-		if hs[j].Key == hs[i].Key {
-			return true
-		}
-	}
-	return false
-}
-
-// originFrom is OriginOf on headers located by ix. text and valid, when
-// given, hold each header's value as a string already and whether it is
-// UTF-8, so that neither is worked out again.
-func originFrom(h headerList, ix roleIndex, text []string, valid []bool) (KafkaOrigin, error) {
-	o := KafkaOrigin{Partition: -1, Offset: -1}
-	var errs []error
-	str := func(r dlRole) string {
-		i := ix[r]
-		if i < 0 {
-			return ""
-		}
-		ok := false
-		if valid != nil {
-			ok = valid[i]
-		} else {
-			ok = utf8.Valid(h[i].Value)
-		}
-		if !ok {
-			errs = append(errs, fmt.Errorf("header %s: invalid UTF-8", roleNames[r]))
-			return ""
-		}
-		if text != nil {
-			return text[i]
-		}
-		return string(h[i].Value)
-	}
-	num := func(r dlRole, bits int) int64 {
-		s := str(r)
-		if s == "" {
-			return -1
-		}
-		n, err := strconv.ParseInt(s, 10, bits)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("header %s: want a whole number, got %q", roleNames[r], envelope.TruncateForError(s)))
-			return -1
-		}
-		return n
-	}
-	switch {
-	case ix[roleSpringTopic] >= 0:
-		o.Topic = str(roleSpringTopic)
-		o.Group = str(roleSpringGroup)
-		if i := ix[roleSpringPartition]; i >= 0 {
-			if v := h[i].Value; len(v) != 4 {
-				errs = append(errs, fmt.Errorf("header %s: want a 4-byte big-endian integer, got %d bytes", SpringOriginalPartition, len(v)))
-			} else {
-				o.Partition = int32(binary.BigEndian.Uint32(v))
-			}
-		}
-		if i := ix[roleSpringOffset]; i >= 0 {
-			if v := h[i].Value; len(v) != 8 {
-				errs = append(errs, fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", SpringOriginalOffset, len(v)))
-			} else {
-				o.Offset = int64(binary.BigEndian.Uint64(v))
-			}
-		}
-	case ix[roleConnectTopic] >= 0:
-		o.Topic = str(roleConnectTopic)
-		o.Partition = int32(num(roleConnectPartition, 32))
-		o.Offset = num(roleConnectOffset, 64)
-	case ix[roleKarafkaTopic] >= 0:
-		o.Topic = str(roleKarafkaTopic)
-		o.Partition = int32(num(roleKarafkaPartition, 32))
-		o.Offset = num(roleKarafkaOffset, 64)
-		o.Group = str(roleKarafkaGroup)
-	}
-	if o.Partition < -1 {
-		errs = append(errs, fmt.Errorf("original partition %d is negative", o.Partition))
-		o.Partition = -1
-	}
-	if o.Offset < -1 {
-		errs = append(errs, fmt.Errorf("original offset %d is negative", o.Offset))
-		o.Offset = -1
-	}
-	return o, errors.Join(errs...)
-}
-
 // KafkaDecoder maps the records of a Kafka DLQ to canonical envelopes
 // (docs/json.md). It resolves the field names once, for every record it
 // decodes; it holds no per-record state, so one decoder serves several
@@ -361,6 +156,7 @@ type fieldAlias struct {
 type decodeScratch struct {
 	dlText, keys, vals [smallHeaders]string
 	dlValid            [smallHeaders]bool
+	dlRoles            [smallHeaders]dlRole
 	used               [envelope.NumFields + 4]string
 	resolved           [envelope.NumFields]int8
 	binary             []string // names of headers kept in base64
@@ -422,23 +218,63 @@ const smallHeaders = 16
 // and the properties map is sized once.
 func (d *KafkaDecoder) Decode(r KafkaRecord) envelope.Envelope { return d.decode(r, false) }
 
-// decode is Decode, or Lean when lean. It stays one function over 80
-// lines: it runs once per record of every scan, and its steps (the arena,
-// the headers, the envelope fields, payload and key, origin and error from
-// the dead-lettering headers, the properties, the event ID) share stack
-// buffers and pooled scratch that a split would pass around or move to the
-// heap; comments mark each step.
+// decode is Decode, or Lean when lean: the record's text in one string,
+// its headers sorted into the dead-lettering ones and the rest, then the
+// envelope field by field. The stack buffers and the pooled scratch are
+// lent to each step, so the split costs no allocation.
 func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
+	txt := newRecordText(r)
+	e := envelope.Envelope{ID: txt.id, Origin: envelope.Origin{Backend: "kafka"}}
+	sc := d.getScratch()
+	defer d.putScratch(sc)
+	var dlBuf [smallHeaders]KafkaHeader
+	dl := deadLettering{h: dlBuf[:0], roles: sc.dlRoles[:0], text: sc.dlText[:0], valid: sc.dlValid[:0]}
+	kv := envelope.KVReader{Names: &d.table, Used: sc.used[:0]}
+	dl = d.sortHeaders(r, &txt, sc, dl, &kv)
+	kv.ReadCommon(&e)
+	d.setPayload(&e, &kv, r.Value, lean)
+	if e.Key == "" {
+		e.Key = txt.key
+		if !utf8.ValidString(txt.key) {
+			// A Long or Avro key: its bytes in base64, as for payloads.
+			e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(r.Key), envelope.BinaryEncoding
+		}
+	}
+	orig := dl.apply(&e, &kv, r.Timestamp)
+	if !lean && (len(dl.h) > 0 || kv.Fields.Len() > len(kv.Used)) {
+		// Room for every property at once rather than growing the map.
+		e.Properties = make(map[string]string, max(kv.Fields.Len()-len(kv.Used), 0)+len(dl.h))
+	}
+	kv.Rest(&e, lean)
+	if !lean {
+		setBinaryEncodings(&e, sc.binary)
+	}
+	dl.setProperties(&e, &kv, orig, lean)
+	if len(e.Properties) == 0 {
+		e.Properties = nil
+	}
+	d.finish(&e, &kv, r, txt.key)
+	if e.Malformed != "" && !lean {
+		e.Raw = rawHeaders(r)
+	}
+	return e
+}
+
+// recordText is a record's locator, key and header values as substrings
+// of one string: one allocation for all of them.
+type recordText struct {
+	all, id, key string
+	values       int // where the header values start in all
+}
+
+func newRecordText(r KafkaRecord) recordText {
 	var idBuf [40]byte
 	id := strconv.AppendInt(idBuf[:0], int64(r.Partition), 10)
 	id = append(id, ':')
 	id = strconv.AppendInt(id, r.Offset, 10)
-	n, ndl := len(id)+len(r.Key), 0
+	n := len(id) + len(r.Key)
 	for _, h := range r.Headers {
 		n += len(h.Value)
-		if DeadLetterHeader(h.Key) {
-			ndl++
-		}
 	}
 	var arena strings.Builder
 	arena.Grow(n)
@@ -448,38 +284,48 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 		arena.Write(h.Value)
 	}
 	all := arena.String()
-	e := envelope.Envelope{ID: all[:len(id)], Origin: envelope.Origin{Backend: "kafka"}}
-	key := all[len(id) : len(id)+len(r.Key)]
+	return recordText{all: all, id: all[:len(id)], key: all[len(id) : len(id)+len(r.Key)], values: len(id) + len(r.Key)}
+}
 
-	// The dead-lettering headers, in record order, the last of a name
-	// winning; the others by name, the last value of each.
-	var dlBuf [smallHeaders]KafkaHeader
-	sc, _ := d.scratch.Get().(*decodeScratch)
-	if sc == nil {
-		sc = new(decodeScratch)
+// getScratch is a decodeScratch from the pool; putScratch gives it back
+// holding no record's strings.
+func (d *KafkaDecoder) getScratch() *decodeScratch {
+	if sc, _ := d.scratch.Get().(*decodeScratch); sc != nil {
+		return sc
 	}
-	defer func() {
-		clear(sc.binary)
-		*sc = decodeScratch{binary: sc.binary[:0]} // holds no record's strings while pooled
-		d.scratch.Put(sc)
-	}()
-	dl, dlText, dlValid := headerList(dlBuf[:0]), sc.dlText[:0], sc.dlValid[:0]
-	kv := envelope.KVReader{Names: &d.table, Used: sc.used[:0]}
-	if d.plain || len(r.Headers)-ndl > 2*smallHeaders {
+	return new(decodeScratch)
+}
+
+func (d *KafkaDecoder) putScratch(sc *decodeScratch) {
+	clear(sc.binary)
+	*sc = decodeScratch{binary: sc.binary[:0]}
+	d.scratch.Put(sc)
+}
+
+// sortHeaders puts the dead-lettering headers into dl, in record order,
+// and the others into kv by name, the last value of each; a binary value
+// of the others is kept in base64 and its name in sc.binary. dl comes in
+// and goes out by value: through a pointer, its stack buffer would move
+// to the heap.
+func (d *KafkaDecoder) sortHeaders(r KafkaRecord, txt *recordText, sc *decodeScratch, dl deadLettering, kv *envelope.KVReader) deadLettering {
+	if d.plain || len(r.Headers) > 2*smallHeaders && len(r.Headers)-countDeadLettering(r.Headers) > 2*smallHeaders {
 		// Past a few dozen names a map beats scanning the slices.
-		kv.Fields.M = make(map[string]string, len(r.Headers)-ndl)
+		kv.Fields.M = make(map[string]string, len(r.Headers))
 	} else {
 		kv.Fields.Keys, kv.Fields.Vals = sc.keys[:0], sc.vals[:0]
 	}
 	var headerErr error
-	at := len(id) + len(r.Key)
+	at := txt.values
 	for _, h := range r.Headers {
-		v := all[at : at+len(h.Value)]
+		v := txt.all[at : at+len(h.Value)]
 		at += len(h.Value)
-		if DeadLetterHeader(h.Key) {
-			dl = append(dl, h)
-			dlText = append(dlText, v)
-			dlValid = append(dlValid, utf8.ValidString(v))
+		// Every role's name is a dead-lettering header's: the role, worked
+		// out once here, spares the prefix checks for most of them.
+		if r := roleOf(h.Key); r != noRole || DeadLetterHeader(h.Key) {
+			dl.h = append(dl.h, h)
+			dl.roles = append(dl.roles, r)
+			dl.text = append(dl.text, v)
+			dl.valid = append(dl.valid, utf8.ValidString(v))
 			continue
 		}
 		if !utf8.ValidString(h.Key) {
@@ -512,183 +358,63 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	if headerErr != nil {
 		kv.Fail(headerErr)
 	}
-	kv.ReadCommon(&e)
+	return dl
+}
+
+// countDeadLettering is how many of hs are dead-lettering headers.
+func countDeadLettering(hs []KafkaHeader) int {
+	n := 0
+	for _, h := range hs {
+		if DeadLetterHeader(h.Key) {
+			n++
+		}
+	}
+	return n
+}
+
+// setPayload sets e's payload and, unless lean, its encoding: the one a
+// payload_encoding header names, else the one its bytes have.
+func (d *KafkaDecoder) setPayload(e *envelope.Envelope, kv *envelope.KVReader, value []byte, lean bool) {
 	switch {
 	case kv.Present(envelope.FPayloadEncoding):
-		kv.SetPayload(&e, r.Value)
+		kv.SetPayload(e, value)
 		if lean {
 			e.PayloadEncoding = ""
 		}
 	case d.plain:
-		kv.SetPayload(&e, r.Value)
+		kv.SetPayload(e, value)
 	case lean:
 		// Without a payload_encoding, classifying the payload never makes
 		// the entry malformed: a lean envelope skips it.
-		e.Payload = r.Value
+		e.Payload = value
 	default:
-		// What setPayload does without a payload_encoding, faster.
-		e.Payload = r.Value
-		e.PayloadEncoding = kafkaPayloadEncoding(r.Value)
+		// What SetPayload does without a payload_encoding, faster.
+		e.Payload = value
+		e.PayloadEncoding = kafkaPayloadEncoding(value)
 	}
-	if e.Key == "" {
-		e.Key = key
-		if !utf8.ValidString(key) {
-			// A Long or Avro key: its bytes in base64, as for payloads.
-			e.Key, e.KeyEncoding = base64.StdEncoding.EncodeToString(r.Key), envelope.BinaryEncoding
+}
+
+// setBinaryEncodings marks the properties whose values are a binary
+// header's bytes in base64.
+func setBinaryEncodings(e *envelope.Envelope, binary []string) {
+	if len(binary) == 0 {
+		return
+	}
+	e.PropertyEncodings = make(map[string]string, len(binary))
+	for _, k := range binary {
+		if _, ok := e.Properties[k]; ok {
+			e.PropertyEncodings[k] = envelope.BinaryEncoding
 		}
 	}
-	// Only dead-lettering headers name the origin.
-	ix := dl.index()
-	orig, err := originFrom(dl, ix, dlText, dlValid)
-	if err != nil {
-		kv.Fail(err)
+	if len(e.PropertyEncodings) == 0 {
+		e.PropertyEncodings = nil
 	}
-	if orig.Topic != "" {
-		e.Origin.Topic = orig.Topic
-	}
-	if orig.Group != "" {
-		e.Origin.Subscription = orig.Group
-	}
-	text := func(r dlRole) string {
-		if i := ix[r]; i >= 0 && dlValid[i] {
-			return dlText[i]
-		}
-		return ""
-	}
-	if c := text(roleConnectConnector); c != "" && e.Origin.Consumer == "" {
-		e.Origin.Consumer = c
-	}
-	msg, class := text(roleSpringMessage), text(roleSpringFQCN)
-	if msg == "" && class == "" {
-		msg, class = text(roleConnectMessage), text(roleConnectClass)
-	}
-	if share, ok, err := shareDeadLetterOf(dl); ok {
-		if err != nil {
-			kv.Fail(err)
-		}
-		applyShare(&e, share, kv.Fail)
-		if msg == "" && class == "" {
-			msg, class = share.Message, share.Disposition
-		}
-	}
-	if msg != "" || class != "" {
-		var origTS time.Time
-		if i := ix[roleSpringTimestamp]; i >= 0 && len(dl[i].Value) == 8 {
-			origTS = time.UnixMilli(int64(binary.BigEndian.Uint64(dl[i].Value))).UTC()
-		}
-		_, imported := kv.Fields.Lookup(envelope.ImportedFromProperty)
-		_, redriven := kv.Fields.Lookup(redrivenFromHeader)
-		if !redriven {
-			_, redriven = kv.Fields.Lookup(runIDHeader)
-		}
-		// Only a record that passed through dlqctl (imported, or put back
-		// by a redrive) can carry dlqctl fields of an earlier
-		// dead-lettering: a producer that writes the envelope fields and
-		// Spring's headers, its record relayed, copied between clusters or
-		// restored later, keeps its own.
-		if imported || redriven {
-			if at, stale := staleDeadLettering(e.DeadLetteredAt, origTS, r.Timestamp, imported && !redriven); stale {
-				// The dlqctl fields describe an earlier dead-lettering
-				// (an imported entry redriven and failed again, by a
-				// consumer that copies headers): the newer one's error
-				// and time win.
-				e.LastError, e.ErrorClass, e.DeadLetteredAt = "", "", at
-			}
-		}
-	}
-	if e.LastError == "" {
-		e.LastError = msg
-		if e.LastError == "" {
-			e.LastError = class
-		}
-	}
-	if e.ErrorClass == "" {
-		e.ErrorClass = class
-	}
-	if !lean && (len(dl) > 0 || kv.Fields.Len() > len(kv.Used)) {
-		// Room for every property at once rather than growing the map.
-		e.Properties = make(map[string]string, max(kv.Fields.Len()-len(kv.Used), 0)+len(dl))
-	}
-	kv.Rest(&e, lean)
-	if !lean && len(sc.binary) > 0 {
-		e.PropertyEncodings = make(map[string]string, len(sc.binary))
-		for _, k := range sc.binary {
-			if _, ok := e.Properties[k]; ok {
-				e.PropertyEncodings[k] = envelope.BinaryEncoding
-			}
-		}
-		if len(e.PropertyEncodings) == 0 {
-			e.PropertyEncodings = nil
-		}
-	}
-	// The dead-lettering headers stay visible as properties, the binary
-	// ones as decimal numbers and a time, written into one more string.
-	var numBuf [80]byte
-	nums := numBuf[:0]
-	type span struct {
-		key      string
-		from, to int
-	}
-	var spans [3]span
-	nspans := 0
-	for i, h := range dl {
-		if dl.shadowed(i, &ix) {
-			continue // a later header of the name is the one that counts
-		}
-		k, v := h.Key, h.Value
-		from := len(nums)
-		switch k {
-		case SpringOriginalPartition, SpringOriginalOffset:
-			if lean {
-				continue // nothing to check: originFrom did
-			}
-		}
-		switch k {
-		case SpringOriginalPartition:
-			if orig.Partition >= 0 {
-				nums = strconv.AppendInt(nums, int64(orig.Partition), 10)
-				spans[nspans] = span{k, from, len(nums)}
-				nspans++
-			}
-			continue
-		case SpringOriginalOffset:
-			if orig.Offset >= 0 {
-				nums = strconv.AppendInt(nums, orig.Offset, 10)
-				spans[nspans] = span{k, from, len(nums)}
-				nspans++
-			}
-			continue
-		case SpringOriginalTimestamp:
-			if len(v) != 8 {
-				kv.Fail(fmt.Errorf("header %s: want an 8-byte big-endian integer, got %d bytes", k, len(v)))
-				continue
-			}
-			if lean {
-				continue
-			}
-			ms := int64(binary.BigEndian.Uint64(v))
-			nums = time.UnixMilli(ms).UTC().AppendFormat(nums, time.RFC3339Nano)
-			spans[nspans] = span{k, from, len(nums)}
-			nspans++
-			continue
-		}
-		if !dlValid[i] {
-			kv.Fail(fmt.Errorf("header %s: invalid UTF-8", envelope.TruncateForError(k)))
-			continue
-		}
-		if !lean {
-			envelope.SetProperty(&e, k, dlText[i])
-		}
-	}
-	if nspans > 0 {
-		s := string(nums)
-		for _, sp := range spans[:nspans] {
-			envelope.SetProperty(&e, sp.key, s[sp.from:sp.to])
-		}
-	}
-	if len(e.Properties) == 0 {
-		e.Properties = nil
-	}
+}
+
+// finish sets what is left once every header is read: the dead-letter
+// time from the record's timestamp, the event ID where --event-id-from
+// says, and the verdict.
+func (d *KafkaDecoder) finish(e *envelope.Envelope, kv *envelope.KVReader, r KafkaRecord, key string) {
 	// Without a dead_lettered_at, the record's timestamp is when it was
 	// dead-lettered — unless dlqctl import wrote it, when it is only the
 	// time of the import.
@@ -702,11 +428,7 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 		}
 		e.EventID = id
 	}
-	e = kv.Finish(e, nil)
-	if e.Malformed != "" && !lean {
-		e.Raw = rawHeaders(r)
-	}
-	return e
+	*e = kv.Finish(*e, nil)
 }
 
 // redrivenFromHeader is the header a dlqctl redrive adds to each record it

@@ -72,7 +72,7 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 		}
 	}
 	var oldest time.Time
-	if x.Partitions, oldest, err = t.partitionExtras(ctx, spans, t.doneByPartition(st)); err != nil {
+	if x.Partitions, oldest, err = t.partitionExtras(ctx, spans, st.done); err != nil {
 		return backend.ExtraStats{}, err
 	}
 	if !oldest.IsZero() {
@@ -94,49 +94,24 @@ func (t *Topic) Extras(ctx context.Context, origins []string) (backend.ExtraStat
 	return backend.ExtraStats{JSON: x, Title: "Kafka DLQ topic", Rows: x.rows()}, nil
 }
 
-// doneByPartition is the offsets the state topic records, per partition,
-// leaving out the state of an earlier topic of the same name.
-func (t *Topic) doneByPartition(st state) map[int32]map[int64]bool {
-	doneIn := map[int32]map[int64]bool{}
-	for _, id := range st.done.ids() {
-		if rec, _ := st.done.get(id); rec.TopicID != "" && t.topicID != "" && rec.TopicID != t.topicID {
-			continue // the state of a topic of that name that was deleted
-		}
-		if p, o, ok := ParseKafkaID(id); ok {
-			if doneIn[p] == nil {
-				doneIn[p] = map[int64]bool{}
-			}
-			doneIn[p][o] = true
-		}
-	}
-	return doneIn
-}
-
 // partitionExtras is each partition's offsets and remaining entries, and
 // the timestamp of the oldest remaining entry of them all.
-func (t *Topic) partitionExtras(ctx context.Context, spans []span, doneIn map[int32]map[int64]bool) ([]PartitionExtras, time.Time, error) {
+func (t *Topic) partitionExtras(ctx context.Context, spans []span, done *doneSet) ([]PartitionExtras, time.Time, error) {
 	var parts []PartitionExtras
 	var oldest time.Time
 	want := map[int32][]int64{}
 	for _, s := range spans {
-		pe := PartitionExtras{Partition: s.partition, LogStart: s.start, HighWatermark: s.hwm, LastStable: s.end, Remaining: s.end - s.start, OldestRemaining: -1}
-		for o := range doneIn[s.partition] {
-			if o >= s.start && o < s.end {
-				pe.Remaining--
-			}
-		}
-		for o := s.start; o < s.end; o++ {
-			if !doneIn[s.partition][o] {
-				pe.OldestRemaining = o
-				// stats scanned just before: no need to fetch it again.
-				if ts, ok := t.seenAt(s.partition, o); ok {
-					if oldest.IsZero() || ts.Before(oldest) {
-						oldest = ts
-					}
-				} else {
-					want[s.partition] = append(want[s.partition], o)
+		pe := PartitionExtras{Partition: s.partition, LogStart: s.start, HighWatermark: s.hwm, LastStable: s.end,
+			Remaining: s.end - s.start - done.countIn(s.partition, s.start, s.end), OldestRemaining: -1}
+		if o := done.firstRemaining(s.partition, s.start, s.end); o >= 0 {
+			pe.OldestRemaining = o
+			// stats scanned just before: no need to fetch it again.
+			if ts, ok := t.seenAt(s.partition, o); ok {
+				if oldest.IsZero() || ts.Before(oldest) {
+					oldest = ts
 				}
-				break
+			} else {
+				want[s.partition] = append(want[s.partition], o)
 			}
 		}
 		parts = append(parts, pe)

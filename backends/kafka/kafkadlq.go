@@ -84,8 +84,8 @@ const (
 	defaultTxnTimeout  = 20 * time.Second
 	defaultLeaseTTL    = 30 * time.Second
 	stateTopicPartNum  = 1
-	mergeHighWater     = 16384 // records buffered per partition before it is paused (above one fetch)
-	mergeLowWater      = 4096
+	mergeHighWater     = 4096 // records buffered per partition before it is paused (above one fetch of the client's 1 MiB)
+	mergeLowWater      = 1024
 	scanReaders        = 4 // clients a scan reads with, each a share of the partitions
 	stateIdleTimeout   = 10 * time.Second
 	stableWaitFirst    = 5 * time.Millisecond

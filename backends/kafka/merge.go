@@ -67,7 +67,7 @@ func (m *mergePart) pop() (*kgo.Record, mergeKey) {
 // Scan reads the DLQ in dead-letter order — every partition at once,
 // merged by record timestamp, each partition in offset order — leaving out
 // what the state topic records, starting after the cursor `after`. It
-// buffers at most some 16,000 records per partition, and decodes on other
+// buffers at most some 4,000 records per partition, and decodes on other
 // cores while it merges (pipeline.go).
 func (t *Topic) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	return t.scan(ctx, after, false, fn)

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,112 +60,6 @@ type state struct {
 	done *doneSet
 }
 
-// doneSet is the entries the state topic takes out of the DLQ, by
-// locator. A Topic keeps one and a later loadState adds to it in place
-// (copying it per redrive chunk made a run quadratic), so readers go
-// through its lock.
-type doneSet struct {
-	mu sync.RWMutex
-	m  map[string]stateRecord
-	// byPart holds, per DLQ partition, the offsets of m's entries that are
-	// about this topic (no topic ID, or topicID), sorted: Len counts those
-	// in each partition's readable range with two binary searches, where
-	// going through m per batch made a long redrive quadratic.
-	byPart  map[int32][]int64
-	topicID string
-}
-
-func newDoneSet(topicID string) *doneSet {
-	return &doneSet{m: map[string]stateRecord{}, byPart: map[int32][]int64{}, topicID: topicID}
-}
-
-// set records id (under mu).
-func (d *doneSet) set(id string, r stateRecord) {
-	old, had := d.m[id]
-	d.m[id] = r
-	counts := func(r stateRecord) bool { return r.TopicID == "" || d.topicID == "" || r.TopicID == d.topicID }
-	if had && counts(old) == counts(r) {
-		return
-	}
-	p, o, ok := ParseKafkaID(id)
-	if !ok {
-		return
-	}
-	if had && counts(old) {
-		d.unindex(p, o)
-		return
-	}
-	if counts(r) {
-		// State records come mostly in offset order: usually an append.
-		offs := d.byPart[p]
-		i, found := slices.BinarySearch(offs, o)
-		if !found {
-			d.byPart[p] = slices.Insert(offs, i, o)
-		}
-	}
-}
-
-func (d *doneSet) unindex(p int32, o int64) {
-	offs := d.byPart[p]
-	if i, found := slices.BinarySearch(offs, o); found {
-		d.byPart[p] = slices.Delete(offs, i, i+1)
-	}
-}
-
-// countIn is how many entries of this topic the state takes out of
-// partition p's offsets [from, to).
-func (d *doneSet) countIn(p int32, from, to int64) int64 {
-	if d == nil {
-		return 0
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	offs := d.byPart[p]
-	i, _ := slices.BinarySearch(offs, from)
-	j, _ := slices.BinarySearch(offs, to)
-	return int64(j - i)
-}
-
-// getAt is get for partition:offset, without making the locator string.
-func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
-	if d == nil {
-		return stateRecord{}, false
-	}
-	var buf [40]byte
-	b := strconv.AppendInt(buf[:0], int64(p), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, o, 10)
-	d.mu.RLock()
-	r, ok := d.m[string(b)]
-	d.mu.RUnlock()
-	return r, ok
-}
-
-// get is the state record of id.
-func (d *doneSet) get(id string) (stateRecord, bool) {
-	if d == nil {
-		return stateRecord{}, false
-	}
-	d.mu.RLock()
-	r, ok := d.m[id]
-	d.mu.RUnlock()
-	return r, ok
-}
-
-// ids lists the locators taken out of the DLQ.
-func (d *doneSet) ids() []string {
-	if d == nil {
-		return nil
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	out := make([]string, 0, len(d.m))
-	for id := range d.m {
-		out = append(out, id)
-	}
-	return out
-}
-
 // stateCache is the state topic as a Topic last read it: up to which
 // offset of each partition, what that held, and how its records were
 // judged (provenance.go).
@@ -212,7 +103,7 @@ func parseStateRecord(r *kgo.Record) (stateRecord, bool) {
 func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	spans, ok, err := t.stateSpans(ctx, stable)
 	if err != nil || !ok {
-		return state{done: &doneSet{}}, err
+		return state{done: newDoneSet(t.topicID)}, err
 	}
 	// One read at a time: a second would apply the same records twice.
 	t.stateMu.Lock()
@@ -222,12 +113,16 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	if !changed {
 		return cached.st, nil
 	}
-	// Collected first and applied only once the read succeeded, so a
-	// failed read leaves the cache as it was.
+	// A fresh read fills a new set, which only a read that succeeds puts
+	// in the cache; what a later read finds is collected first and applied
+	// only once the read succeeded, so a failed read leaves the cache as
+	// it was. (Collecting a whole state topic first held every record
+	// twice.)
 	var changes []stateChange
 	prov := newProvenance()
+	st := state{done: newDoneSet(t.topicID)}
 	if !fresh {
-		prov = cached.prov
+		prov, st = cached.prov, cached.st
 	}
 	err = t.readRange(ctx, t.src.stateTopic, ranges, func(r *kgo.Record) error {
 		if !prov.written(r) {
@@ -252,15 +147,15 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 			prov.ignore(r, "a redrive's state record written outside a transaction")
 			return nil
 		}
-		changes = append(changes, stateChange{key: string(r.Key), rec: sr})
+		if fresh {
+			st.done.set(string(r.Key), sr) // no one else sees it yet
+		} else {
+			changes = append(changes, stateChange{key: string(r.Key), rec: sr})
+		}
 		return nil
 	})
 	if err != nil {
-		return state{done: &doneSet{}}, err
-	}
-	st := state{done: newDoneSet(t.topicID)}
-	if !fresh {
-		st = cached.st
+		return state{done: newDoneSet(t.topicID)}, err
 	}
 	st.done.mu.Lock()
 	for _, c := range changes {

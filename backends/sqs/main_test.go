@@ -57,8 +57,39 @@ func (w withServer) Run() int { return shared.Finish(w.m.Run(), os.Stderr) }
 // after the Nth journal step of that type, as a real crash there would.
 func dlqctlFactory() *cmd.Factory {
 	return &cmd.Factory{Deps: cmd.Deps{IO: cmd.SystemIO(), Now: time.Now, Getenv: os.Getenv, Build: cmd.BuildInfo{Version: "test"},
-		Backends:  backend.NewRegistry(sqsdlq.Registration()),
+		Backends:  backend.NewRegistry(testRegistration()),
 		CrashHook: crashhook.Parse(os.Getenv("DLQCTL_TEST_CRASH"))}}
+}
+
+// scanVisibilityEnv, set to a duration in a dlqctl child's environment,
+// is the visibility timeout its scans receive with instead of 30 s: a
+// test that kills a scan and waits for the messages it hid waits that
+// long, not the production default.
+const scanVisibilityEnv = "DLQCTL_TEST_SQS_SCAN_VISIBILITY"
+
+// testRegistration is sqsdlq.Registration for the dlqctl this test binary
+// becomes, with scanVisibilityEnv applied to every queue it opens.
+func testRegistration() backend.Registration {
+	reg := sqsdlq.Registration()
+	open := reg.Factory.Open
+	reg.Factory.Open = func(ctx context.Context, p backend.Parsed, o backend.OpenOptions) (backend.Source, error) {
+		src, err := open(ctx, p, o)
+		v := os.Getenv(scanVisibilityEnv)
+		if err != nil || v == "" {
+			return src, err
+		}
+		d, perr := time.ParseDuration(v)
+		if perr != nil {
+			return nil, fmt.Errorf("%s=%q: %v", scanVisibilityEnv, v, perr)
+		}
+		q, ok := src.(*sqsdlq.Queue)
+		if !ok {
+			return nil, fmt.Errorf("%s: the source is a %T, not an *sqsdlq.Queue", scanVisibilityEnv, src)
+		}
+		q.SetScanVisibility(d)
+		return q, nil
+	}
+	return reg
 }
 
 var queueSeq atomic.Int64

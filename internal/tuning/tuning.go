@@ -6,7 +6,8 @@
 //   - PaceGC: the collector's GOGC for a scan of a backend that asks for
 //     one (backend.Registration.ScanGC);
 //   - BoundHeap: the soft memory limit of the commands that hold a whole
-//     plan (PlanHeapLimit).
+//     plan (PlanHeapLimit), and of a scan of a backend that asks for one
+//     (backend.Registration.ScanHeapLimit).
 //
 // GOGC and GOMEMLIMIT, when the operator sets them, win over every one of
 // these. A command runs between Capture and the restore it returns, so
@@ -63,10 +64,14 @@ func PaceGC(percent int, getenv func(string) string) {
 // operator's and wins.
 const PlanHeapLimit = 400 << 20
 
-// BoundHeap applies limit unless the process has a limit already
-// (GOMEMLIMIT, or one set before).
+// BoundHeap applies limit unless GOMEMLIMIT is set or the limit in force
+// is as high already: it only ever raises one (a plan command that opened
+// a source bounded to a scan's limit gets the plan's higher one).
 func BoundHeap(limit int64, getenv func(string) string) {
-	if getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+	if limit <= 0 || getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if cur := debug.SetMemoryLimit(-1); cur != math.MaxInt64 && cur >= limit {
 		return
 	}
 	debug.SetMemoryLimit(limit)

@@ -30,7 +30,7 @@ func TestPaceGC(t *testing.T) {
 }
 
 // TestBoundHeap: the limit applies unless GOMEMLIMIT is set or a limit
-// is in force already.
+// as high is in force already.
 func TestBoundHeap(t *testing.T) {
 	defer Capture()()
 	debug.SetMemoryLimit(math.MaxInt64)
@@ -42,9 +42,15 @@ func TestBoundHeap(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != PlanHeapLimit {
 		t.Fatalf("limit %d, want %d", got, PlanHeapLimit)
 	}
-	BoundHeap(1<<30, func(string) string { return "" })
+	BoundHeap(96<<20, func(string) string { return "" })
 	if got := debug.SetMemoryLimit(-1); got != PlanHeapLimit {
-		t.Fatalf("a limit in force: %d, want it kept (%d)", got, PlanHeapLimit)
+		t.Fatalf("a higher limit in force: %d, want it kept (%d)", got, PlanHeapLimit)
+	}
+	// A scan's lower limit first, then a plan command's: the plan's.
+	debug.SetMemoryLimit(96 << 20)
+	BoundHeap(PlanHeapLimit, func(string) string { return "" })
+	if got := debug.SetMemoryLimit(-1); got != PlanHeapLimit {
+		t.Fatalf("after a scan's limit: %d, want the plan's %d", got, PlanHeapLimit)
 	}
 }
 
