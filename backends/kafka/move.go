@@ -195,7 +195,11 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID}
 		if ps.share = shareMoveKey(r); ps.share != "" {
-			if dup, by := t.shareDuplicate(st, ps.share, it, states); by != "" {
+			dup, by, err := t.shareDuplicate(ctx, ps.share, it, states)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if by != "" {
 				// One source record, dead-lettered twice: the entry is
 				// resolved with the move of the other, nothing is sent.
 				ps.record, ps.rec.DestID = dup.record, dup.rec.DestID

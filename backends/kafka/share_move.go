@@ -1,8 +1,10 @@
 package kafkadlq
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -32,70 +34,87 @@ type shareMove struct {
 }
 
 // shareIndex is the share-group source records the state topic says were
-// put back, by shareMoveKey, indexed from the done set done when it held
-// n records. Entries only join a done set, so an index of the same set at
-// the same size is current.
+// put back, by shareMoveKey, as read up to offset upTo of its partition 0
+// (prov judged those records). The done set keeps no source (nor event ID)
+// of a state record, so the index reads the state topic itself, only what
+// was written since it last did.
 type shareIndex struct {
-	done *doneSet
-	n    int
+	upTo int64
+	prov provenance
 	by   map[string]shareMove
+	at   map[string]time.Time
 }
 
 // shareDuplicate finds the move of the share-group source record key that
-// entry it (in the state st) would make again: earlier in the chunk
-// (pending, whose state it then shares: the same origin record), or
-// recorded in the state topic by any run of any process (then it has no
-// record of its own, record -1, and the destination that move wrote). by
-// is the entry that moved it, "" when none did.
-func (t *Topic) shareDuplicate(st state, key string, it backend.MoveItem, pending []pendingState) (dup pendingState, by string) {
+// entry it would make again: earlier in the chunk (pending, whose state it
+// then shares: the same origin record), or recorded in the state topic by
+// any run of any process (then it has no record of its own, record -1,
+// and the destination that move wrote). by is the entry that moved it, ""
+// when none did.
+func (t *Topic) shareDuplicate(ctx context.Context, key string, it backend.MoveItem, pending []pendingState) (dup pendingState, by string, err error) {
 	for _, s := range pending {
 		if s.share == key {
-			return s, s.key
+			return s, s.key, nil
 		}
 	}
-	m, ok := t.shareMoves(st)[key]
-	if ok && m.eventID == it.EventID && m.fingerprint == it.Fingerprint {
-		return pendingState{record: -1, rec: stateRecord{DestID: m.destID}}, m.by
+	moves, err := t.shareMoves(ctx)
+	if err != nil {
+		return pendingState{}, "", err
 	}
-	return pendingState{}, ""
+	m, ok := moves[key]
+	if ok && m.eventID == it.EventID && m.fingerprint == it.Fingerprint {
+		return pendingState{record: -1, rec: stateRecord{DestID: m.destID}}, m.by, nil
+	}
+	return pendingState{}, "", nil
 }
 
-// shareMoves indexes the share-group source records that st's redrives
-// put back; the first of them (by time) names the move. It walks the done
-// set only when it grew since the last call: once per chunk of a run that
-// moves share-group dead letters.
-func (t *Topic) shareMoves(st state) map[string]shareMove {
-	d := st.done
-	if d == nil {
+// shareMoves indexes the share-group source records that the state topic's
+// redrives put back, reading what was written since the last call (a move
+// has just waited for the topic to be stable); the first of them by time
+// names the move. Records count as loadState counts them: written by
+// dlqctl, a redrive's in its transaction.
+func (t *Topic) shareMoves(ctx context.Context) (map[string]shareMove, error) {
+	spans, ok, err := t.spans(ctx, t.src.stateTopic)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var start, end int64 = 0, -1
+	for _, s := range spans {
+		if s.partition == 0 {
+			start, end = s.start, s.end
+		}
+	}
+	t.shareMu.Lock()
+	defer t.shareMu.Unlock()
+	idx := &t.shareMoved
+	if idx.by == nil || idx.upTo > end || idx.upTo < start {
+		// First read, or the state topic was made again.
+		*idx = shareIndex{upTo: start, prov: newProvenance(), by: map[string]shareMove{}, at: map[string]time.Time{}}
+	}
+	if idx.upTo >= end {
+		return idx.by, nil
+	}
+	err = t.readRange(ctx, t.src.stateTopic, map[int32][2]int64{0: {idx.upTo, end}}, func(r *kgo.Record) error {
+		idx.upTo = max(idx.upTo, r.Offset+1)
+		if !idx.prov.written(r) || isMetaKey(string(r.Key)) {
+			return nil
+		}
+		sr, ok := parseStateRecord(r)
+		if !ok || sr.Status != StatusRedriven || sr.Source == "" || !r.Attrs.IsTransactional() {
+			return nil
+		}
+		if first, seen := idx.at[sr.Source]; seen && !sr.At.Before(first) {
+			return nil
+		}
+		idx.at[sr.Source] = sr.At
+		idx.by[sr.Source] = shareMove{by: string(r.Key), destID: sr.DestID, eventID: sr.EventID, fingerprint: sr.Fingerprint}
 		return nil
+	})
+	if err != nil {
+		*idx = shareIndex{}
+		return nil, err
 	}
-	d.mu.RLock()
-	n := len(d.m)
-	d.mu.RUnlock()
-	t.mu.Lock()
-	idx := t.shareMoved
-	t.mu.Unlock()
-	if idx.done == d && idx.n == n {
-		return idx.by
-	}
-	by, at := map[string]shareMove{}, map[string]stateRecord{}
-	d.mu.RLock()
-	for id, r := range d.m {
-		if r.Source == "" || r.Status != StatusRedriven {
-			continue
-		}
-		if first, seen := at[r.Source]; seen && !r.At.Before(first.At) {
-			continue
-		}
-		at[r.Source] = r
-		by[r.Source] = shareMove{by: id, destID: r.DestID, eventID: r.EventID, fingerprint: r.Fingerprint}
-	}
-	n = len(d.m)
-	d.mu.RUnlock()
-	t.mu.Lock()
-	t.shareMoved = shareIndex{done: d, n: n, by: by}
-	t.mu.Unlock()
-	return by
+	return idx.by, nil
 }
 
 // sameSourceError is the result of an entry whose share-group source
