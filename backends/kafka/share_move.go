@@ -51,17 +51,21 @@ type shareIndex struct {
 // any run of any process (then it has no record of its own, record -1,
 // and the destination that move wrote). by is the entry that moved it, ""
 // when none did.
-func (t *Topic) shareDuplicate(ctx context.Context, key string, it backend.MoveItem, pending []pendingState) (dup pendingState, by string, err error) {
+// moves and read carry the state topic's moves through the chunk.
+func (t *Topic) shareDuplicate(ctx context.Context, key string, it backend.MoveItem, pending []pendingState, moves *map[string]shareMove, read *bool) (dup pendingState, by string, err error) {
 	for _, s := range pending {
 		if s.share == key {
 			return s, s.key, nil
 		}
 	}
-	moves, err := t.shareMoves(ctx)
-	if err != nil {
-		return pendingState{}, "", err
+	if !*read {
+		// Once per chunk: a read of the state topic is a few round trips.
+		if *moves, err = t.shareMoves(ctx); err != nil {
+			return pendingState{}, "", err
+		}
+		*read = true
 	}
-	m, ok := moves[key]
+	m, ok := (*moves)[key]
 	if ok && m.eventID == it.EventID && m.fingerprint == it.Fingerprint {
 		return pendingState{record: -1, rec: stateRecord{DestID: m.destID}}, m.by, nil
 	}
