@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -129,8 +130,42 @@ func (c Config) runRabbit(ctx context.Context, d *dlqctl, tmp string, now time.T
 		if err := rs.redrive(ctx, d, tmp, rb); err != nil {
 			return err
 		}
+		if err := rs.profileRedrive(ctx, d, tmp, res); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// profileRedrive, when a profile is asked for, runs one more unthrottled
+// apply in this process on a freshly seeded DLQ, with the CPU and/or
+// allocation profile on (PREFIX-rabbitmq-redrive.pprof).
+func (rs rabbitSession) profileRedrive(ctx context.Context, d *dlqctl, tmp string, res *Results) error {
+	if rs.c.CPUProfile == "" && rs.c.MemProfile == "" {
+		return nil
+	}
+	cpu, mem, paths := rs.c.profilePaths(caseRabbitRedrive)
+	res.Profiles = append(res.Profiles, paths...)
+	n := rs.c.RabbitRedriveN
+	if err := rs.declare(originStreams()...); err != nil {
+		return err
+	}
+	if err := rs.seed(ctx, "bench-redrive-dlq", n); err != nil {
+		return err
+	}
+	rs.c.logf("%s: profiling dlqctl redrive apply in-process", caseRabbitRedrive)
+	src := rs.source("bench-redrive-dlq")
+	params := append([]string{"--rate", "0", "--ramp", strconv.Itoa(n), "--settle", "0s", "--unverified-ok"}, everyEntry...)
+	plan, _, err := d.planApprove(ctx, src, filepath.Join(tmp, caseRabbitRedrive, "profile"), params...)
+	if err != nil {
+		return err
+	}
+	_, out, err := d.execInProcess(ctx, map[string]string{"DLQCTL_APPROVAL_KEY": approvalKey}, d.applyArgs(src, plan), cpu, mem)
+	if err != nil {
+		return err
+	}
+	_, err = parseRun(out, n)
+	return err
 }
 
 // rabbitSession is one started broker and the bench's connection to it.

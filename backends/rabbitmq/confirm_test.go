@@ -23,11 +23,8 @@ import (
 // again without an ambiguous record.
 func TestConfirmsPendingWhenTheConnectionDrops(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for i := range 40 {
 		ids = append(ids, fmt.Sprintf("E%02d", i))
@@ -95,11 +92,7 @@ func TestConfirmsPendingWhenTheConnectionDrops(t *testing.T) {
 // again, so the origin ends with each event exactly once.
 func TestLostConnectionResumesExactlyOnce(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
-	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
+	base := withDLX(t, srv, false)
 	var ids []string
 	for i := range 30 {
 		ids = append(ids, fmt.Sprintf("E%02d", i))

@@ -165,13 +165,13 @@ func applyAndCrash(t *testing.T, srv *rabbitmqtest.Server, dir, source string, t
 	return r.code, r.out
 }
 
-// afterAcks is closed a moment after the proxy saw the first basic.ack.
-func afterAcks(proxy *rabbitmqtest.Proxy) <-chan struct{} {
+// afterAcks is closed wait after the proxy saw the first basic.ack.
+func afterAcks(proxy *rabbitmqtest.Proxy, wait time.Duration) <-chan struct{} {
 	acked := proxy.Watch(60, 80)
 	out := make(chan struct{})
 	go func() {
 		<-acked
-		time.Sleep(30 * time.Millisecond) // the rest of the acks and the close
+		time.Sleep(wait)
 		close(out)
 	}()
 	return out
@@ -232,11 +232,7 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 		quorum bool
 	}{{"classic", false}, {"quorum", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			base := uniq(t)
-			ctx := context.Background()
-			if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", c.quorum, 0); err != nil {
-				t.Fatal(err)
-			}
+			base := withDLX(t, srv, c.quorum)
 			var ids []string
 			for i := range 100 {
 				ids = append(ids, fmt.Sprintf("E%03d", i))
@@ -249,7 +245,17 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 			dir := t.TempDir()
 			proxy, source := viaProxy(t, srv, srv.Source(base+"-dlq"))
 			planApproved(t, dir, source)
-			applyAndCrash(t, srv, dir, source, afterAcks(proxy))
+			// A classic queue writes acks once idle: 30 ms leaves the
+			// run's acks and close in the broker, unwritten. A quorum
+			// queue takes the chunk's one ack (multiple set) as one log
+			// command, written within those 30 ms: it is killed as the
+			// ack goes through, so that the ack is lost on its way or
+			// unwritten.
+			wait := 30 * time.Millisecond
+			if c.quorum {
+				wait = 0
+			}
+			applyAndCrash(t, srv, dir, source, afterAcks(proxy, wait))
 			back := recoveredDepth(t, srv, base+"-dlq")
 			if back == 0 {
 				t.Fatal("the broker wrote every ack before the SIGKILL: nothing came back, so this run tests nothing (a loaded machine?)")
@@ -280,11 +286,7 @@ func TestRemovalsSurviveABrokerCrash(t *testing.T) {
 // halt), must not publish them again, and must end with the DLQ empty and
 // each event on the origin exactly once.
 func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
-	base := uniq(t)
-	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
+	base := withDLX(t, srv, false)
 	var ids []string
 	for i := range 60 {
 		ids = append(ids, fmt.Sprintf("E%03d", i))
@@ -342,11 +344,8 @@ func crashMidApply(t *testing.T, srv *rabbitmqtest.Server) {
 // takes one message and refuses any other.
 func TestForgedRecordCountsForNothing(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3")
 	es := moveFirst(t, srv, base)
 	raw, err := hex.DecodeString(es[1].ID)
@@ -354,10 +353,7 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := append(raw, 1, 1) // content E2, one copy, rank 1
-	ch := srv.Channel(t)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	ch := confirmChannel(t, srv)
 	forged := amqp.Publishing{DeliveryMode: amqp.Persistent, Body: body, Headers: amqp.Table{
 		"dlqctl-record": "entries", "dlqctl-run": "r", "dlqctl-epoch": "before-a-restart", "dlqctl-shape": "queue",
 		"dlqctl-mac": strings.Repeat("00", 16)}}
@@ -394,15 +390,9 @@ func TestForgedRecordCountsForNothing(t *testing.T) {
 // came back.
 func TestForgedEpochHidesNothing(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
-	ch := srv.Channel(t)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	ch := confirmChannel(t, srv)
 	publish := func(queue string, m amqp.Publishing) bool {
 		t.Helper()
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, m)
@@ -447,11 +437,8 @@ func TestForgedEpochHidesNothing(t *testing.T) {
 // A key queue purged while the record holds pages stops reads, loudly.
 func TestKeyQueueLeftEmpty(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2")
 	ch := srv.Channel(t)
 	keyQueue := "dlqctl.removed." + base + "-dlq.key"

@@ -20,7 +20,10 @@ import (
 // copies the read met that the removal record hides (acked again with
 // them). On a stream DLQ it is each entry's content, for its record.
 type holding struct {
-	ch     *amqp.Channel
+	ch *amqp.Channel
+	// order is every delivery tag the read received on ch, in order
+	// (ackPlan).
+	order  []uint64
 	tags   map[string]uint64
 	hidden []heldCopy
 	bases  map[string]base
@@ -102,7 +105,10 @@ func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amq
 	got := map[string]*amqp.Delivery{}
 	h := &holding{tags: map[string]uint64{}, bases: map[string]base{}}
 	o := passOpts{window: len(want) + 16, keep: func(ch *amqp.Channel) { h.ch = ch }}
-	o.hidden = func(d *amqp.Delivery, b base) { h.hidden = append(h.hidden, heldCopy{d.DeliveryTag, b}) }
+	o.hidden = func(d *amqp.Delivery, b base) {
+		h.order = append(h.order, d.DeliveryTag)
+		h.hidden = append(h.hidden, heldCopy{d.DeliveryTag, b})
+	}
 	stream, err := q.streamShaped(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -111,6 +117,7 @@ func (q *Queue) take(ctx context.Context, want map[string]bool) (map[string]*amq
 		o.from = lowestOffset(want)
 	}
 	err = q.each(ctx, o, func(id string, d *amqp.Delivery) error {
+		h.order = append(h.order, d.DeliveryTag)
 		if want[id] {
 			dd := *d
 			got[id] = &dd
@@ -424,19 +431,19 @@ func (q *Queue) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 		return nil, err
 	}
 	if h.ch != nil {
-		for i, it := range items {
+		// The planned messages and the copies that came back again.
+		ack := make(map[uint64]bool, len(items)+len(hidden))
+		for _, it := range items {
 			if t, ok := h.tags[it.ID]; ok {
-				if err := h.ch.Ack(t, false); err != nil {
-					h.close()
-					return nil, q.wrap(ctx, "ack "+items[i].ID, err)
-				}
+				ack[t] = true
 			}
 		}
 		for _, c := range hidden {
-			if err := h.ch.Ack(c.tag, false); err != nil {
-				h.close()
-				return nil, q.wrap(ctx, "ack again a message that came back", err)
-			}
+			ack[c.tag] = true
+		}
+		if err := ackAll(h.ch, h.order, ack); err != nil {
+			h.close()
+			return nil, q.wrap(ctx, "ack on the DLQ", err)
 		}
 		if err := h.ch.Close(); err != nil {
 			return nil, q.wrap(ctx, "ack on the DLQ (channel close)", err)

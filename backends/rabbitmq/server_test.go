@@ -118,11 +118,8 @@ func scanAll(t *testing.T, q *rabbitmq.Queue) []envelope.Envelope {
 
 func TestScanRealDeadLetters(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3", "E1")
 	q := open(t, srv, base+"-dlq", srv.AdminURL() != "")
 	first, second := scanAll(t, q), scanAll(t, q)
@@ -162,11 +159,8 @@ func TestScanRealDeadLetters(t *testing.T) {
 
 func TestMoveToOrigin(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2", "E3", "E4")
 	q := open(t, srv, base+"-dlq", false)
 	before := scanAll(t, q)
@@ -376,11 +370,8 @@ func quorumDLQ(t *testing.T, srv *rabbitmqtest.Server, ch *amqp.Channel, origin,
 // widens until it has what it wants; nothing ahead is lost or reordered.
 func TestMoveDeepInTheDLQ(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for i := range 60 {
 		ids = append(ids, fmt.Sprintf("E%02d", i))
@@ -415,11 +406,8 @@ func TestMoveDeepInTheDLQ(t *testing.T) {
 // what a full scan gives.
 func TestScanFingerprintsMatchesScan(t *testing.T) {
 	srv := broker.Get(t)
-	base := uniq(t)
+	base := withDLX(t, srv, false)
 	ctx := context.Background()
-	if err := rabbitmqtest.DeclareDLX(ctx, srv.Channel(t), base+"-orders", base+"-dlq", false, 0); err != nil {
-		t.Fatal(err)
-	}
 	deadLetter(t, srv, base+"-orders", base+"-dlq", "E1", "E2")
 	ch := srv.Channel(t)
 	for _, h := range []amqp.Table{{"fingerprint": "sha256:abc"}, {}} { // carried; and no event ID: malformed
@@ -623,4 +611,26 @@ func TestCheckDLQ(t *testing.T) {
 	defer bad.Close()
 	check(bad.CheckDLQ(ctx), false, "management API", "fix: check admin=")
 	waitDepth(t, srv, base+"-quorum", 1)
+}
+
+// withDLX declares, for the test, an origin queue BASE-orders whose
+// dead-letter exchange feeds the DLQ BASE-dlq (a quorum queue when quorum
+// is set, else classic), BASE unique to the test, and returns BASE.
+func withDLX(t *testing.T, srv *rabbitmqtest.Server, quorum bool) string {
+	t.Helper()
+	base := uniq(t)
+	if err := rabbitmqtest.DeclareDLX(context.Background(), srv.Channel(t), base+"-orders", base+"-dlq", quorum, 0); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// confirmChannel is a channel to srv in confirm mode.
+func confirmChannel(t *testing.T, srv *rabbitmqtest.Server) *amqp.Channel {
+	t.Helper()
+	ch := srv.Channel(t)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }

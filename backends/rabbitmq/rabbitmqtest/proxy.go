@@ -29,6 +29,7 @@ type Proxy struct {
 	cut     chan struct{} // closed once a connection was cut
 	conns   []net.Conn
 	watches []watch
+	counts  map[[2]uint16]int // method frames clients sent, by class and method
 }
 
 // watch is a method a client may send, and what to close when one does.
@@ -47,10 +48,22 @@ func (p *Proxy) Watch(class, method uint16) <-chan struct{} {
 	return w.seen
 }
 
-// sawMethod closes the watches of class and method.
+// Count is how many method frames of class and method (basic.ack: 60,
+// 80) clients have sent through the proxy.
+func (p *Proxy) Count(class, method uint16) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[[2]uint16{class, method}]
+}
+
+// sawMethod counts a method frame and closes its watches.
 func (p *Proxy) sawMethod(class, method uint16) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.counts == nil {
+		p.counts = map[[2]uint16]int{}
+	}
+	p.counts[[2]uint16{class, method}]++
 	kept := p.watches[:0]
 	for _, w := range p.watches {
 		if w.class == class && w.method == method {
