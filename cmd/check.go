@@ -29,19 +29,33 @@ type checkOptions struct {
 	maxCategory    []string
 	failOnConflict bool
 	allowMissing   bool
+	// maxSourceGone and minSourceRetention are the thresholds on entries
+	// whose payload lives in a source log (check_source.go).
+	maxSourceGone      int
+	minSourceRetention string
 }
 
 // newCheckCmd builds check; runF, when not nil, runs instead of runCheck.
 func newCheckCmd(f *Factory, runF func(context.Context, *checkOptions) error) *cobra.Command {
-	opts := &checkOptions{maxTotal: -1}
+	opts := &checkOptions{maxTotal: -1, maxSourceGone: -1}
 	c := &cobra.Command{
 		Use:   "check",
 		Short: "CI smoke check: exit 4 when the DLQ breaches a threshold",
 		Long: `Compare the DLQ against thresholds and exit 4 when any is breached, with a
 report on stdout naming each violation. At least one threshold is needed:
-a check without one would always pass.`,
+a check without one would always pass.
+
+Where dead letters hold no payload of their own and dlqctl reads it back
+from the log they were consumed from (Kafka share groups with copy off),
+that log's retention decides how long they can be redriven: an entry whose
+source record is gone is malformed ("source gone: …") and never redrivable.
+--max-source-gone N fails once more than N entries lost their source, and
+--min-source-retention DUR fails while any source holds its oldest such
+entry's record for less than DUR more; the report says how long each
+source still holds it, and on what that figure is based.`,
 		Example: `  dlqctl check --max-total 0                      # the DLQ must be empty
-  dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json`,
+  dlqctl check --max-age 1h --max-category schema=0 --fail-on-conflict -o json
+  dlqctl check --max-source-gone 0 --min-source-retention 1d    # share-group dead letters, copy off`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			f.allowMissing, f.refusesMissing, f.offersAllowMissing = opts.allowMissing, true, true
@@ -56,6 +70,8 @@ a check without one would always pass.`,
 	c.Flags().StringVar(&opts.maxAge, "max-age", "", "no entry older than DUR (e.g. 30m, 2h, 1d)")
 	c.Flags().StringArrayVar(&opts.maxCategory, "max-category", nil, "at most N entries of category NAME, as NAME=N (repeatable)")
 	c.Flags().BoolVar(&opts.failOnConflict, "fail-on-conflict", false, "fail when any event ID has conflicting fingerprints")
+	c.Flags().IntVar(&opts.maxSourceGone, "max-source-gone", -1, "at most N entries whose source no longer holds their payload (source gone)")
+	c.Flags().StringVar(&opts.minSourceRetention, "min-source-retention", "", "every source holds its oldest header-only entry's record for at least DUR more")
 	c.Flags().BoolVar(&opts.allowMissing, "allow-missing", false, allowMissingUsage)
 	return c
 }
@@ -78,6 +94,9 @@ type CheckDoc struct {
 	// NotSeen counts entries in the DLQ that the scan could not read (SQS:
 	// messages in flight); max-total counts them too.
 	NotSeen int64 `json:"not_seen"`
+	// SourceGone and SourceRetention are stats' (StatsDoc).
+	SourceGone      int                  `json:"source_gone"`
+	SourceRetention []SourceRetentionDoc `json:"source_retention,omitempty"`
 }
 
 type categoryLimit struct {
@@ -110,9 +129,13 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
+	minRetention, err := parseSourceThresholds(opts)
+	if err != nil {
+		return err
+	}
 	// A CI step that forgot its threshold must not go green for ever.
-	if opts.maxTotal < 0 && maxAge == 0 && len(limits) == 0 && !opts.failOnConflict {
-		return usageErrorf("check: no threshold given: use at least one of --max-total N, --max-age DUR, --max-category NAME=N, --fail-on-conflict")
+	if opts.maxTotal < 0 && maxAge == 0 && len(limits) == 0 && !opts.failOnConflict && opts.maxSourceGone < 0 && minRetention == 0 {
+		return usageErrorf("check: no threshold given: use at least one of --max-total N, --max-age DUR, --max-category NAME=N, --fail-on-conflict, --max-source-gone N, --min-source-retention DUR")
 	}
 	s, err := opts.OpenSession(ctx)
 	if err != nil {
@@ -126,7 +149,10 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total}
+	doc := CheckDoc{Schema: "dlqctl.check/v1", AsOf: s.walker.Now.UTC(), Violations: []Violation{}, Total: sum.Total, SourceGone: sum.SourceGone}
+	if doc.SourceRetention, err = sourceRetention(ctx, s.src, s.walker.Now); err != nil {
+		return err
+	}
 	if u, ok := s.src.(backend.UnseenCounter); ok {
 		doc.NotSeen = u.Unseen()
 	}
@@ -144,11 +170,14 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	if opts.failOnConflict && len(sum.Conflicts) > 0 {
 		doc.Violations = append(doc.Violations, Violation{"fail-on-conflict", 0, int64(len(sum.Conflicts))})
 	}
+	doc.Violations = append(doc.Violations, sourceViolations(opts.maxSourceGone, minRetention, doc)...)
 	doc.OK = len(doc.Violations) == 0
 	ro, w := opts.Report, opts.IO.Out
 	switch ro.Format {
 	case report.FormatOpenMetrics:
-		err = report.WriteOpenMetrics(w, checkGauges(statsDoc(s.src, sum, s.walker.Now), doc))
+		stats := statsDoc(s.src, sum, s.walker.Now)
+		stats.SourceRetention = doc.SourceRetention
+		err = report.WriteOpenMetrics(w, checkGauges(stats, doc))
 	case report.FormatJSON, report.FormatNDJSON:
 		_, err = emitJSON(w, ro.Format, doc)
 	default:
@@ -160,6 +189,9 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 				t.Rows = append(t.Rows, []any{v.Rule, v.Limit, v.Actual})
 			}
 			err = report.WriteTable(w, t, ro)
+		}
+		if err == nil {
+			err = writeSourceRetention(w, doc.SourceRetention, ro)
 		}
 	}
 	if err != nil {

@@ -253,7 +253,8 @@ func optional(p string) bool {
 		"events[].attempts", "events[].effects", "events[].verdict", "excluded[].id", "excluded[].event_id", "excluded[].why",
 		"approvals[].by", "approvals[].at", "approvals[].expires_at", "approvals[].hmac", "approvals[].signature", "approvals[].principal", "exact_base64{}",
 		"params.allow_dispositions", "excluded[].disposition", "excluded[].held_by", "checks[].fix", "watch", "came_back[]",
-		"approvals[].state", "checks[].warn"} {
+		"approvals[].state", "checks[].warn", "source_retention", "source_retention[].source", "source_retention[].oldest",
+		"source_retention[].left_seconds", "source_retention[].until", "source_retention[].basis"} {
 		if strings.HasSuffix(p, suffix) {
 			return true
 		}

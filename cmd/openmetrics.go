@@ -34,9 +34,17 @@ func statsGauges(doc StatsDoc) []report.Gauge {
 	if doc.OldestAgeSeconds != nil {
 		oldest.Samples = []report.Sample{{Labels: src, Value: float64(*doc.OldestAgeSeconds)}}
 	}
+	left := report.Gauge{Name: "dlqctl_dlq_source_retention_seconds", Help: "How long each source log still holds its oldest header-only entry's record, at the soonest; no sample for a log that keeps records for ever."}
+	for _, r := range doc.SourceRetention {
+		if r.LeftSeconds != nil {
+			left.Samples = append(left.Samples, report.Sample{Labels: with("log", r.Source), Value: float64(*r.LeftSeconds)})
+		}
+	}
 	return append(gs, oldest,
 		one("dlqctl_dlq_conflicts", "Event IDs with more than one fingerprint.", float64(doc.Conflicts)),
 		one("dlqctl_dlq_malformed", "Entries that could not be decoded.", float64(doc.Malformed)),
+		one("dlqctl_dlq_source_gone", "Malformed entries whose source no longer holds their payload.", float64(doc.SourceGone)),
+		left,
 		one("dlqctl_dlq_overdue", "Entries past their recover_by deadline.", float64(doc.Overdue)),
 	)
 }

@@ -118,6 +118,35 @@ func TestCheckOptionsFromTheCommandLine(t *testing.T) {
 }
 
 // TestCategorizeOptionsFromTheCommandLine: --explain reaches the options;
+// TestCheckSourceThresholds: --max-source-gone and --min-source-retention
+// reach check's options, each is breached past its limit and not at it,
+// and a source without a time limit breaches no --min-source-retention.
+func TestCheckSourceThresholds(t *testing.T) {
+	f, _ := optionsFactory(nil)
+	var got *checkOptions
+	execSub(t, f, newCheckCmd(f, func(_ context.Context, o *checkOptions) error { got = o; return nil }),
+		"check", "--max-source-gone", "2", "--min-source-retention", "1d")
+	if got == nil || got.maxSourceGone != 2 || got.minSourceRetention != "1d" {
+		t.Fatalf("options: %+v", got)
+	}
+	if _, err := parseSourceThresholds(&checkOptions{maxSourceGone: -2}); err == nil {
+		t.Errorf("--max-source-gone -2 was taken")
+	}
+	hour := int64(3600)
+	doc := CheckDoc{SourceGone: 2, SourceRetention: []SourceRetentionDoc{{Source: "a/0"}, {Source: "b/0", LeftSeconds: &hour}}}
+	if v := sourceViolations(2, time.Hour, doc); len(v) != 0 {
+		t.Errorf("at the limits: %+v", v)
+	}
+	v := sourceViolations(1, 2*time.Hour, doc)
+	if len(v) != 2 || v[0] != (Violation{"max-source-gone", 1, 2}) || v[1] != (Violation{"min-source-retention", 7200, 3600}) {
+		t.Errorf("past both: %+v", v)
+	}
+	doc.SourceRetention = doc.SourceRetention[:1]
+	if v := sourceViolations(-1, 24*time.Hour, doc); len(v) != 0 {
+		t.Errorf("no time limit: %+v", v)
+	}
+}
+
 // --suggest-rules implies --discover; the flag checks run before runF.
 func TestCategorizeOptionsFromTheCommandLine(t *testing.T) {
 	f, io := optionsFactory(nil)

@@ -88,8 +88,14 @@ type StatsDoc struct {
 	Conflicts        int            `json:"conflicts"`
 	ConflictEventIDs []string       `json:"conflict_event_ids"`
 	Malformed        int            `json:"malformed"`
-	AgeHistogram     []AgeBucketDoc `json:"age_histogram"`
-	Backend          any            `json:"backend,omitempty"`
+	// SourceGone counts the malformed entries whose source no longer
+	// holds their payload.
+	SourceGone int `json:"source_gone"`
+	// SourceRetention is, where entries read their payload back from a
+	// source log, how long each log still holds the oldest one's record.
+	SourceRetention []SourceRetentionDoc `json:"source_retention,omitempty"`
+	AgeHistogram    []AgeBucketDoc       `json:"age_histogram"`
+	Backend         any                  `json:"backend,omitempty"`
 	// Watch is set by --watch only.
 	Watch *WatchDoc `json:"watch,omitempty"`
 }
@@ -120,6 +126,7 @@ func statsDoc(src backend.Source, sum inspect.Summary, now time.Time) StatsDoc {
 		AgeP95Seconds:    knownSeconds(sum.AgeP95, sum.AgesKnown > 0),
 		ByCategory:       sum.ByCategory, ByOrigin: sum.ByOrigin, ByDisposition: sum.ByDisposition, ByOwner: sum.ByOwner,
 		Overdue: sum.Overdue, Conflicts: len(sum.Conflicts), ConflictEventIDs: sum.Conflicts, Malformed: sum.Malformed,
+		SourceGone: sum.SourceGone,
 	}
 	for _, b := range sum.AgeBuckets {
 		doc.AgeHistogram = append(doc.AgeHistogram, AgeBucketDoc{b.Label, b.Count})
@@ -151,6 +158,9 @@ func runStats(ctx context.Context, opts *statsOptions) error {
 		return err
 	}
 	doc := statsDoc(s.src, sum, s.walker.Now)
+	if doc.SourceRetention, err = sourceRetention(ctx, s.src, s.walker.Now); err != nil {
+		return err
+	}
 	ro, w := opts.Report, opts.IO.Out
 	if ro.Format == report.FormatOpenMetrics {
 		return report.WriteOpenMetrics(w, statsGauges(doc))
@@ -184,9 +194,12 @@ func writeStats(w io.Writer, cl *envelope.Classifier, doc StatsDoc, extra *backe
 		{Key: "age p95", Value: report.AgeSeconds(doc.AgeP95Seconds)},
 		{Key: "overdue", Value: doc.Overdue},
 		{Key: "conflicts", Value: conflictsText(doc.ConflictEventIDs)},
-		{Key: "malformed", Value: doc.Malformed},
+		{Key: "malformed", Value: malformedText(doc)},
 	}, ro)
 	if err != nil {
+		return err
+	}
+	if err := writeSourceRetention(w, doc.SourceRetention, ro); err != nil {
 		return err
 	}
 	sections := []struct {

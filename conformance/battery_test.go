@@ -20,6 +20,8 @@ func TestNotApplicableList(t *testing.T) {
 		"two-pointers":            "dir pulsar rabbitmq redis sqs",
 		"forged-record":           "dir nats redis sqs",
 		"bookkeeping-destination": "dir sqs",
+		"identical-copies":        "kafka/share",
+		"refused-destination":     "kafka/share",
 	}
 	got := map[string]string{}
 	for c, backends := range mayNotApply() {
@@ -37,7 +39,7 @@ func TestNotApplicableList(t *testing.T) {
 		t.Errorf("the battery's not-applicable list changed:\n got %v\nwant %v", got, want)
 	}
 	cases := map[string]bool{}
-	for _, c := range batteryCases() {
+	for _, c := range append(batteryCases(), suiteCases()...) {
 		cases[c.name] = true
 	}
 	for c := range got {

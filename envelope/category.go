@@ -18,6 +18,12 @@ const (
 	CategoryUnknown          = "unknown"
 )
 
+// SourceGone starts the malformed reason of an entry that holds no
+// payload of its own and whose source no longer holds it (a Kafka share
+// group's header-only dead letter whose source record retention deleted):
+// nothing can redrive it, and stats and check count such entries apart.
+const SourceGone = "source gone: "
+
 // Dispositions: what an operator does with a category.
 const (
 	DispositionRedrive        = "redrive"

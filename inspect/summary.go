@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dlqctl/dlqctl/envelope"
@@ -25,8 +26,11 @@ type Summary struct {
 	Overdue       int
 	Conflicts     []string
 	Malformed     int
-	AgeBuckets    []AgeBucket
-	Categories    []CategorySummary
+	// SourceGone counts the malformed entries whose source no longer
+	// holds their payload (envelope.SourceGone).
+	SourceGone int
+	AgeBuckets []AgeBucket
+	Categories []CategorySummary
 }
 
 // AgeBucket counts entries whose age is below Under; Under < 0 is the open
@@ -158,6 +162,9 @@ func (s *Summary) count(e *envelope.Envelope, c envelope.Classification, age tim
 	s.ByOwner[e.Owner]++
 	if c.Category == envelope.CategoryMalformed {
 		s.Malformed++
+		if strings.HasPrefix(e.Malformed, envelope.SourceGone) {
+			s.SourceGone++
+		}
 	}
 	if overdue {
 		s.Overdue++

@@ -30,113 +30,137 @@ var suite = conformance.For(kafkadlq.Registration())
 // TestConformance runs the shared conformance suite on Kafka, against
 // its real server.
 func TestConformance(t *testing.T) {
-	suite.Run(t, func(t *testing.T) *conformance.Target {
-		b := kafkatest.Start(t)
-		n := 0
-		// client is a client of the broker for a hook, closed with t.
-		client := func(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
-			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Bootstrap())}, opts...)...)
-			if err != nil {
+	suite.Run(t, func(t *testing.T) *conformance.Target { return kafkaTarget(t, false) })
+}
+
+// TestConformanceShare runs the whole suite on a DLT of share-group dead
+// letters as a 4.4 broker writes them with copy off: each holds only the
+// __dlq.errors.* headers and stands for a record of its origin topic,
+// which dlqctl reads back. The seeded envelopes go there in that form:
+// the record on the origin, the dead letter on the DLT.
+func TestConformanceShare(t *testing.T) {
+	suite.Run(t, func(t *testing.T) *conformance.Target { return kafkaTarget(t, true) })
+}
+
+// kafkaTarget is the suite's Target on a broker of its own (the battery
+// kills it): a DLT of dlqctl-style dead letters, or with share, of share
+// groups' header-only dead letters.
+func kafkaTarget(t *testing.T, share bool) *conformance.Target {
+	b := kafkatest.Start(t)
+	n := 0
+	// client is a client of the broker for a hook, closed with t.
+	client := func(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Bootstrap())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl, kadm.NewClient(cl)
+	}
+	// The reference worker takes only what dlqctl put back where the
+	// origin also holds the records share-group dead letters stand for.
+	consume := ""
+	if share {
+		consume = "&redriven=1"
+	}
+	fixture := func(base string) conformance.Fixture {
+		return conformance.Fixture{Source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", Origin: base + "-orders", Self: base + "-dlq",
+			Alias: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq&state_topic=" + base + "-other-state",
+			Consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers" + consume,
+				"--dlq", base + "-dlq"}}
+	}
+	fresh := func(t *testing.T) (conformance.Fixture, string) {
+		n++
+		base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
+		// One partition for the DLQ: records imported within one
+		// millisecond keep their import order (dead-letter order
+		// merges partitions by timestamp).
+		for _, topic := range []string{base + "-dlq", base + "-orders"} {
+			if err := kafkatest.CreateTopic(context.Background(), b.Bootstrap(), topic, 1); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(cl.Close)
-			return cl, kadm.NewClient(cl)
 		}
-		fixture := func(base string) conformance.Fixture {
-			return conformance.Fixture{Source: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq", Origin: base + "-orders", Self: base + "-dlq",
-				Alias: "kafka://" + b.Bootstrap() + "?topic=" + base + "-dlq&state_topic=" + base + "-other-state",
-				Consume: []string{"--source", "kafka://" + b.Bootstrap() + "?topic=" + base + "-orders&group=workers",
-					"--dlq", base + "-dlq"}}
+		return fixture(base), base
+	}
+	tg := &conformance.Target{Down: b.Down, Up: b.Up, Outage: "&timeout=1s", Refuse: func(t *testing.T, _ conformance.Fixture, dest, _ string) {
+		// A topic whose records may not exceed 300 bytes: the
+		// redriven record, with its headers, does (MESSAGE_TOO_LARGE).
+		// At 64 bytes the broker's answer never came and the chunk
+		// timed out instead (exit 1, nothing lost): decisions.md.
+		_, adm := client(t)
+		limit := "300"
+		resp, err := adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)
+		if err == nil {
+			err = resp.Err
 		}
-		fresh := func(t *testing.T) (conformance.Fixture, string) {
-			n++
-			base := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano(), n)
-			// One partition for the DLQ: records imported within one
-			// millisecond keep their import order (dead-letter order
-			// merges partitions by timestamp).
-			for _, topic := range []string{base + "-dlq", base + "-orders"} {
-				if err := kafkatest.CreateTopic(context.Background(), b.Bootstrap(), topic, 1); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return fixture(base), base
+		if err != nil {
+			t.Fatal(err)
 		}
-		return &conformance.Target{Down: b.Down, Up: b.Up, Outage: "&timeout=1s", Refuse: func(t *testing.T, _ conformance.Fixture, dest, _ string) {
-			// A topic whose records may not exceed 300 bytes: the
-			// redriven record, with its headers, does (MESSAGE_TOO_LARGE).
-			// At 64 bytes the broker's answer never came and the chunk
-			// timed out instead (exit 1, nothing lost): decisions.md.
+	}, Missing: func(t *testing.T) string {
+		return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
+	}, Fresh: func(t *testing.T) conformance.Fixture {
+		fx, _ := fresh(t)
+		return fx
+	},
+		// The broker writes to its log files before it answers; a
+		// SIGKILL loses nothing the page cache holds.
+		Kill: b.Kill,
+		PID:  b.PID,
+		Published: func(t *testing.T, fx conformance.Fixture) int {
+			// The end offsets: records of an open transaction count.
 			_, adm := client(t)
-			limit := "300"
-			resp, err := adm.CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &limit}, dest)
-			if err == nil {
-				err = resp.Err
-			}
+			ends, err := adm.ListEndOffsets(context.Background(), fx.Origin)
 			if err != nil {
 				t.Fatal(err)
 			}
-		}, Missing: func(t *testing.T) string {
-			return "kafka://" + b.Bootstrap() + "?topic=conf-typo-" + fmt.Sprint(time.Now().UnixNano())
-		}, Fresh: func(t *testing.T) conformance.Fixture {
-			fx, _ := fresh(t)
-			return fx
+			n := 0
+			ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
+			return n
 		},
-			// The broker writes to its log files before it answers; a
-			// SIGKILL loses nothing the page cache holds.
-			Kill: b.Kill,
-			PID:  b.PID,
-			Published: func(t *testing.T, fx conformance.Fixture) int {
-				// The end offsets: records of an open transaction count.
-				_, adm := client(t)
-				ends, err := adm.ListEndOffsets(context.Background(), fx.Origin)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := 0
-				ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
-				return n
-			},
-			Churn: func(t *testing.T, fx conformance.Fixture) {
-				churn(t, client, filepath.Join(b.Dir(), "logs"), fx.Self+".dlqctl-state")
-			},
-			Recreate: func(t *testing.T, fx conformance.Fixture) {
-				recreate(t, client, fx.Self)
-			},
-			Snapshot: func(t *testing.T, fx conformance.Fixture) []string {
-				return snapshot(t, client, fx.Self)
-			},
-			Native: func(t *testing.T, fx conformance.Fixture, e envelope.Envelope, copies int) {
-				// As Spring Kafka's DeadLetterPublishingRecoverer writes a
-				// dead letter, with the event's own headers, at the dead
-				// letter's time: the same record each time.
-				cl, _ := client(t)
-				var recs []*kgo.Record
-				for range copies {
-					recs = append(recs, &kgo.Record{Topic: fx.Self, Key: []byte(e.Key), Value: e.Payload, Timestamp: e.DeadLetteredAt,
-						Headers: []kgo.RecordHeader{
-							{Key: "event_id", Value: []byte(e.EventID)}, {Key: "fingerprint", Value: []byte(e.Fingerprint)},
-							{Key: "content_type", Value: []byte(e.ContentType)},
-							{Key: kafkadlq.SpringOriginalTopic, Value: []byte(e.Origin.Topic)},
-							{Key: kafkadlq.SpringExceptionMessage, Value: []byte(e.LastError)},
-						}})
-				}
-				if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			},
-			TwoPointers: func(t *testing.T) (conformance.Fixture, string) {
-				fx, _ := fresh(t)
-				return shareGroupDeadLetters(t, client, fx), "E901"
-			},
-			Bookkeeping: func(fx conformance.Fixture) []string { return []string{fx.Self + ".dlqctl-state"} },
-			Forge: func(t *testing.T, fx conformance.Fixture, entryID string) {
-				forgeState(t, client, fx.Self, entryID)
-			},
-			NotApplicable: map[string]string{
-				"read-only-limited": "a read fetches by offset: no delivery count, no limit",
-			},
-		}
-	})
+		Churn: func(t *testing.T, fx conformance.Fixture) {
+			churn(t, client, filepath.Join(b.Dir(), "logs"), fx.Self+".dlqctl-state")
+		},
+		Recreate: func(t *testing.T, fx conformance.Fixture) {
+			recreate(t, client, fx.Self)
+		},
+		Snapshot: func(t *testing.T, fx conformance.Fixture) []string {
+			return snapshot(t, client, fx.Self)
+		},
+		Native: func(t *testing.T, fx conformance.Fixture, e envelope.Envelope, copies int) {
+			// As Spring Kafka's DeadLetterPublishingRecoverer writes a
+			// dead letter, with the event's own headers, at the dead
+			// letter's time: the same record each time.
+			cl, _ := client(t)
+			var recs []*kgo.Record
+			for range copies {
+				recs = append(recs, &kgo.Record{Topic: fx.Self, Key: []byte(e.Key), Value: e.Payload, Timestamp: e.DeadLetteredAt,
+					Headers: []kgo.RecordHeader{
+						{Key: "event_id", Value: []byte(e.EventID)}, {Key: "fingerprint", Value: []byte(e.Fingerprint)},
+						{Key: "content_type", Value: []byte(e.ContentType)},
+						{Key: kafkadlq.SpringOriginalTopic, Value: []byte(e.Origin.Topic)},
+						{Key: kafkadlq.SpringExceptionMessage, Value: []byte(e.LastError)},
+					}})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		TwoPointers: func(t *testing.T) (conformance.Fixture, string) {
+			fx, _ := fresh(t)
+			return shareGroupDeadLetters(t, client, fx), "E901"
+		},
+		Bookkeeping: func(fx conformance.Fixture) []string { return []string{fx.Self + ".dlqctl-state"} },
+		Forge: func(t *testing.T, fx conformance.Fixture, entryID string) {
+			forgeState(t, client, fx.Self, entryID)
+		},
+		NotApplicable: map[string]string{
+			"read-only-limited": "a read fetches by offset: no delivery count, no limit",
+		},
+	}
+	if share {
+		shareShape(tg, client)
+	}
+	return tg
 }
 
 type clientFunc func(t *testing.T, opts ...kgo.Opt) (*kgo.Client, *kadm.Client)

@@ -146,7 +146,6 @@ func (t *Topic) Publish(ctx context.Context, items []backend.MoveItem, m backend
 			results[i].Removed = true
 		}
 	}
-	t.noteShareMoves(items, results, states)
 	return results, nil
 }
 
@@ -171,6 +170,8 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		return nil, nil, nil, err
 	}
 	counts := map[string]int{}
+	var moves map[string]shareMove // share-group moves in the state topic, read once (share_move.go)
+	movesRead := false
 	for i, it := range items {
 		r := found[it.ID]
 		if err := t.goneErr(st, it.ID, r); err != nil {
@@ -196,7 +197,11 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID}
 		if ps.share = shareMoveKey(r); ps.share != "" {
-			if dup, by := t.shareDuplicate(ps.share, states); by != "" {
+			dup, by, err := t.shareDuplicate(ctx, ps.share, it, states, &moves, &movesRead)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if by != "" {
 				// One source record, dead-lettered twice: the entry is
 				// resolved with the move of the other, nothing is sent.
 				ps.record, ps.rec.DestID = dup.record, dup.rec.DestID
@@ -205,6 +210,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 				continue
 			}
 		}
+		ps.rec.Source = ps.share
 		out := t.redriveRecord(r, it, m, dest)
 		out.Partition = destPartition(r, out, dest, n)
 		recs = append(recs, out)

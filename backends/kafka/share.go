@@ -140,6 +140,6 @@ func applyShare(e *envelope.Envelope, s shareDeadLetter, fail func(error)) {
 		e.Attempts = s.DeliveryCount
 	}
 	if s.Gone != "" && len(e.Payload) == 0 && e.Key == "" {
-		fail(errors.New("source gone: " + s.Gone))
+		fail(errors.New(envelope.SourceGone + s.Gone))
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -98,8 +100,44 @@ func initShareDLQ(ctx context.Context, raw string, opts backend.OpenOptions, dry
 	if err := SetGroupConfigs(ctx, t.cl, group, set); err != nil {
 		return res, t.connErr(ctx, "set the configs of group "+group, err)
 	}
-	return res, nil
+	return res, t.initVisible(ctx, topic, group, set)
 }
+
+// initVisible waits, a bounded while, until the broker's reads show what
+// dlq init set: the controller answers before the broker's metadata has
+// it, and a second dlq init (or a doctor) run at once would read the
+// settings as missing. Past the bound it says so.
+func (t *Topic) initVisible(ctx context.Context, topic, group string, set map[string]string) error {
+	deadline := time.Now().Add(initVisibleWait)
+	for {
+		cfgs, err := groupConfigs(ctx, t.cl, group)
+		done := err == nil
+		for k, v := range set {
+			done = done && cfgs[group][k] == v
+		}
+		if done {
+			tc, err := t.adm.DescribeTopicConfigs(ctx, topic)
+			rc, rerr := tc.On(topic, nil)
+			done = err == nil && rerr == nil && slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool {
+				return c.Key == TopicDLQEnable && c.Value != nil && *c.Value == "true"
+			})
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kafka: dlq init set %s and group %s up, and the broker does not show it after %s: run dlq init again to see", topic, group, initVisibleWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// initVisibleWait bounds initVisible.
+const initVisibleWait = 30 * time.Second
 
 // splitShareInit takes group= and copy= out of a dlq init URL and adds
 // topic=dlq.GROUP when the URL names no topic: what is left opens as a

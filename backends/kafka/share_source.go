@@ -23,7 +23,7 @@ func (t *Topic) fetchMany(ctx context.Context, want map[int32][]int64) (map[stri
 	for id, r := range out {
 		ids, recs = append(ids, id), append(recs, r)
 	}
-	if err := t.rebuildShare(ctx, recs); err != nil {
+	if err := t.rebuild(ctx, recs, true); err != nil {
 		return nil, err
 	}
 	for i, id := range ids {
@@ -72,6 +72,16 @@ func shareSourceOf(r *kgo.Record) (shareSource, bool) {
 // header-only one decodes as malformed, a copied one stands on its copy.
 // Records are replaced, never changed: the read-ahead cache holds them.
 func (t *Topic) rebuildShare(ctx context.Context, recs []*kgo.Record) error {
+	return t.rebuild(ctx, recs, false)
+}
+
+// rebuild is rebuildShare; with sure, a source record the read did not
+// find where it should be (past the partition's end, or missing from a
+// read that went idle) is an error rather than a verdict: a move and the
+// checks before it must not take a broker that has not caught up (one
+// that just restarted) for a source that lost the record, and skip the
+// entry as changed.
+func (t *Topic) rebuild(ctx context.Context, recs []*kgo.Record, sure bool) error {
 	want := map[string]map[int32][]int{} // topic → partition → indexes into recs
 	srcOf := map[int]shareSource{}
 	for i, r := range recs {
@@ -86,14 +96,23 @@ func (t *Topic) rebuildShare(ctx context.Context, recs []*kgo.Record) error {
 		want[s.topic][s.partition] = append(want[s.topic][s.partition], i)
 	}
 	for topic, parts := range want {
-		found, gone, err := t.readSources(ctx, topic, parts, srcOf)
+		found, gone, unsure, err := t.readSources(ctx, topic, parts, srcOf)
 		if err != nil {
 			return err
+		}
+		for k := range unsure {
+			if sure {
+				return fmt.Errorf("kafka: read back the source record %s/%d:%d of a share-group dead letter: %s; the broker may not have caught up (a restart): nothing decided, try again",
+					topic, k.partition, k.offset, gone[k])
+			}
 		}
 		for _, idx := range parts {
 			for _, i := range idx {
 				o := srcOf[i].offset
 				if src, ok := found[shareKey{srcOf[i].partition, o}]; ok {
+					if len(recs[i].Key) == 0 && len(recs[i].Value) == 0 {
+						t.noteHeld(src)
+					}
 					recs[i] = rebuilt(recs[i], src)
 				} else if why := gone[shareKey{srcOf[i].partition, o}]; why != "" {
 					recs[i] = withHeader(recs[i], SourceGoneHeader, why)
@@ -111,10 +130,12 @@ type shareKey struct {
 
 // readSources reads the source records that parts (indexes into the
 // records srcOf describes) need from topic, one range per partition, and
-// says why each one it could not read is gone. A read the broker refuses
-// for permission is a reason, not an error: the entries say so.
-func (t *Topic) readSources(ctx context.Context, topic string, parts map[int32][]int, srcOf map[int]shareSource) (map[shareKey]*kgo.Record, map[shareKey]string, error) {
-	found, gone := map[shareKey]*kgo.Record{}, map[shareKey]string{}
+// says why each one it could not read is gone; unsure are those whose
+// reason a broker that has not caught up would give as well (past the
+// end, not found). A read the broker refuses for permission is a reason,
+// not an error: the entries say so.
+func (t *Topic) readSources(ctx context.Context, topic string, parts map[int32][]int, srcOf map[int]shareSource) (found map[shareKey]*kgo.Record, gone map[shareKey]string, unsure map[shareKey]bool, err error) {
+	found, gone, unsure = map[shareKey]*kgo.Record{}, map[shareKey]string{}, map[shareKey]bool{}
 	goneAll := func(why string) {
 		for p, idx := range parts {
 			for _, i := range idx {
@@ -126,12 +147,12 @@ func (t *Topic) readSources(ctx context.Context, topic string, parts map[int32][
 	switch {
 	case refused(err):
 		goneAll(fmt.Sprintf("no permission to read topic %s", topic))
-		return found, gone, nil
+		return found, gone, unsure, nil
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, nil, err
 	case !ok:
 		goneAll(fmt.Sprintf("topic %s no longer exists", topic))
-		return found, gone, nil
+		return found, gone, unsure, nil
 	}
 	byPart := map[int32]span{}
 	for _, s := range spans {
@@ -149,6 +170,7 @@ func (t *Topic) readSources(ctx context.Context, topic string, parts map[int32][
 				gone[k] = fmt.Sprintf("offset %d is below log start %d of %s/%d", o, s.start, topic, p)
 			case o >= s.end:
 				gone[k] = fmt.Sprintf("offset %d is past the end (%d) of %s/%d", o, s.end, topic, p)
+				unsure[k] = true
 			default:
 				wanted[k] = true
 				r, seen := ranges[p]
@@ -170,16 +192,17 @@ func (t *Topic) readSources(ctx context.Context, topic string, parts map[int32][
 		for k := range wanted {
 			gone[k] = fmt.Sprintf("no permission to read topic %s", topic)
 		}
-		return found, gone, nil
+		return found, gone, unsure, nil
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for k := range wanted {
 		if found[k] == nil {
 			gone[k] = fmt.Sprintf("offset %d of %s/%d is no longer in the log (compacted away)", k.offset, topic, k.partition)
+			unsure[k] = true
 		}
 	}
-	return found, gone, nil
+	return found, gone, unsure, nil
 }
 
 // refused says whether err is the broker refusing a read for permission.

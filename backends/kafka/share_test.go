@@ -2,8 +2,10 @@ package kafkadlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/backends/kafka/kafkatest"
+	"github.com/dlqctl/dlqctl/conformance"
 	"github.com/dlqctl/dlqctl/envelope"
 )
 
@@ -102,13 +105,29 @@ func makeShareDeadLetters(ctx context.Context, t *testing.T, bootstrap string, c
 // made once (two share consumers at a time) for every test that reads them.
 var shareOnce struct {
 	sync.Mutex
-	off, on *shareFixture
+	off, on, twice *shareFixture
 }
 
 // shareFixtures returns the dead letters a real share consumer left with
 // copy off and with copy on: in each, "poison-2" was rejected (delivery
 // count 1) and "flaky-3" released until the limit of 2.
 func shareFixtures(t *testing.T) (off, on shareFixture) {
+	t.Helper()
+	makeShareFixtures(t)
+	return *shareOnce.off, *shareOnce.on
+}
+
+// shareTwiceFixture returns a third group's dead letters, copy off: its
+// consumer rejected "poison-0", the only record of its source.
+func shareTwiceFixture(t *testing.T) shareFixture {
+	t.Helper()
+	makeShareFixtures(t)
+	return *shareOnce.twice
+}
+
+// makeShareFixtures makes the package's share-group dead letters, three
+// share consumers at a time, once.
+func makeShareFixtures(t *testing.T) {
 	t.Helper()
 	shareOnce.Lock()
 	defer shareOnce.Unlock()
@@ -117,13 +136,17 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var wg sync.WaitGroup
-		var fs [2]shareFixture
-		var errs [2]error
-		for i, cp := range []bool{false, true} {
+		var fs [3]shareFixture
+		var errs [3]error
+		for i, cp := range []bool{false, true, false} {
+			values := []string{"ok-1", "poison-2", "flaky-3", "ok-4"}
+			if i == 2 {
+				values = []string{"poison-0"}
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fs[i], errs[i] = makeShareDeadLetters(ctx, t, bootstrap, cp, "ok-1", "poison-2", "flaky-3", "ok-4")
+				fs[i], errs[i] = makeShareDeadLetters(ctx, t, bootstrap, cp, values...)
 			}()
 		}
 		wg.Wait()
@@ -132,9 +155,8 @@ func shareFixtures(t *testing.T) (off, on shareFixture) {
 				t.Fatal(err)
 			}
 		}
-		shareOnce.off, shareOnce.on = &fs[0], &fs[1]
+		shareOnce.off, shareOnce.on, shareOnce.twice = &fs[0], &fs[1], &fs[2]
 	}
-	return *shareOnce.off, *shareOnce.on
 }
 
 // TestShareGroupDeadLetters runs on dead letters that the 4.4 broker wrote
@@ -197,15 +219,7 @@ func TestShareGroupDeadLetters(t *testing.T) {
 		if err != nil || len(res) != 1 || res[0].Err != nil || !res[0].Removed {
 			t.Fatalf("publish: %+v %v", res, err)
 		}
-		w, err := shareWorker()
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks, err := w.Consume(ctx, kafkatest.ShareRun{Bootstrap: kafkaServer(t).Bootstrap(), Group: off.group, Topic: off.src,
-			Idle: 3 * time.Second, Max: 40 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		acks := shareAccept(t, ctx, off)
 		if len(acks) != 1 || acks[0].Action != "ACCEPT" || acks[0].EventID != es[1].EventID || acks[0].Value != "flaky-3" ||
 			acks[0].Partition != 0 || acks[0].Offset != 4 || acks[0].DeliveryCount != 1 {
 			t.Fatalf("the share group took %+v, want %s once, at offset 4", acks, es[1].EventID)
@@ -269,6 +283,25 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			t.Fatalf("copy on: %+v", checks)
 		}
 	})
+	t.Run("check retention", func(t *testing.T) {
+		// The doctor case gave the source topic retention.ms of 1h: the
+		// copy-off DLQ's oldest header-only entry (poison-2, offset 1) is
+		// redrivable for less than an hour more.
+		code, doc, out := shareCheck(t, off.dlq, "--max-source-gone", "0", "--min-source-retention", "2h")
+		if code != 4 || len(doc.Violations) != 1 || doc.Violations[0].Rule != "min-source-retention" || doc.Violations[0].Limit != 7200 ||
+			doc.Violations[0].Actual > 3600 || doc.Violations[0].Actual < 3000 || doc.SourceGone != 0 {
+			t.Fatalf("check: exit %d, want 4 with min-source-retention under 1h\n%s", code, out)
+		}
+		r := doc.SourceRetention
+		if len(r) != 1 || r[0].Source != off.src+"/0" || r[0].Oldest != off.src+"/0:1" || r[0].LeftSeconds == nil ||
+			!strings.Contains(r[0].Basis, "retention.ms 1h0m0s from the record's timestamp") {
+			t.Fatalf("source_retention: %+v", r)
+		}
+		code, _, out = shareCheck(t, off.dlq, "--min-source-retention", "30m", "-o", "table")
+		if code != 0 || !strings.Contains(out, off.src+"/0") || !strings.Contains(out, "left at the soonest (oldest record "+off.src+"/0:1; retention.ms 1h0m0s") {
+			t.Fatalf("check within the retention: exit %d, want 0 with a line on the source's retention\n%s", code, out)
+		}
+	})
 	t.Run("source gone", func(t *testing.T) {
 		adm := kadm.NewClient(rawClient(t))
 		for _, f := range fixtures {
@@ -294,6 +327,14 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			return nil
 		}); err != nil || len(lean) != 1 || !strings.Contains(lean[0].Malformed, want) {
 			t.Fatalf("lean scan: %+v %v", lean, err)
+		}
+		code, doc, out := shareCheck(t, off.dlq, "--max-source-gone", "0")
+		if code != 4 || len(doc.Violations) != 1 || doc.Violations[0].Rule != "max-source-gone" || doc.Violations[0].Actual != 1 || doc.SourceGone != 1 {
+			t.Fatalf("check --max-source-gone 0: exit %d, want 4 with one entry gone\n%s", code, out)
+		}
+		code, _, out = shareCheck(t, off.dlq, "--max-source-gone", "0", "-o", "openmetrics")
+		if code != 4 || !strings.Contains(out, `dlqctl_check_violation{rule="max-source-gone",`) || !strings.Contains(out, "dlqctl_dlq_source_gone{") {
+			t.Fatalf("check -o openmetrics: exit %d\n%s", code, out)
 		}
 		// Copied: the key and value stay, the headers (and the event ID) do not.
 		es = scanAll(t, ctx, openTopic(t, ctx, on.dlq, kafkadlq.Options{}), "")
@@ -326,4 +367,52 @@ func kafkaRecordOf(r *kgo.Record) kafkadlq.KafkaRecord {
 		out.Headers = append(out.Headers, kafkadlq.KafkaHeader{Key: h.Key, Value: h.Value})
 	}
 	return out
+}
+
+// shareCheckDoc is what the share tests read of dlqctl.check/v1.
+type shareCheckDoc struct {
+	Violations []struct {
+		Rule          string
+		Limit, Actual int64
+	}
+	SourceGone      int `json:"source_gone"`
+	SourceRetention []struct {
+		Source, Oldest, Basis string
+		LeftSeconds           *int64 `json:"left_seconds"`
+	} `json:"source_retention"`
+}
+
+// shareCheck runs dlqctl check on the DLQ dlq with args (-o json unless
+// args say otherwise) and returns its exit code, its document when JSON,
+// and its output.
+func shareCheck(t *testing.T, dlq string, args ...string) (int, shareCheckDoc, string) {
+	t.Helper()
+	if !slices.Contains(args, "-o") {
+		args = append(args, "-o", "json")
+	}
+	code, out := conformance.RunCommand(t, t.TempDir(), nil, nil,
+		append([]string{"--source", "kafka://" + kafkaServer(t).Bootstrap() + "?topic=" + dlq, "check"}, args...)...)
+	var doc shareCheckDoc
+	if i := strings.Index(out, "{"); i >= 0 && slices.Contains(args, "json") {
+		if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&doc); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	return code, doc, out
+}
+
+// shareAccept runs f's share group again, its consumer fixed (it accepts
+// everything), until it is idle, and returns what it took.
+func shareAccept(t *testing.T, ctx context.Context, f shareFixture) []kafkatest.ShareAck {
+	t.Helper()
+	w, err := shareWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks, err := w.Consume(ctx, kafkatest.ShareRun{Bootstrap: kafkaServer(t).Bootstrap(), Group: f.group, Topic: f.src,
+		Idle: 3 * time.Second, Max: 40 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acks
 }

@@ -48,6 +48,10 @@ type stateRecord struct {
 	// (identity.go). Absent in records from before they were written.
 	TopicID  string `json:"topic_id,omitempty"`
 	RecordTS int64  `json:"record_ts,omitempty"`
+	// Source is the share-group source record a redrive put back
+	// (shareMoveKey), so that another run resolves the record's other
+	// dead letters instead of putting it back again (share_move.go).
+	Source string `json:"source,omitempty"`
 }
 
 // state is what the state topic holds: the entries taken out of the DLQ

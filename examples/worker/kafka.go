@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dlqctl/dlqctl/backend"
 	kafkadlq "github.com/dlqctl/dlqctl/backends/kafka"
 	"github.com/dlqctl/dlqctl/envelope"
 )
@@ -27,7 +29,12 @@ import (
 // transaction commits, and an aborted one never), and dead-letters as
 // Spring Kafka's DeadLetterPublishingRecoverer does:
 //
-//	--source kafka://HOST:PORT[,HOST:PORT…]?topic=ORIGIN&group=G
+//	--source kafka://HOST:PORT[,HOST:PORT…]?topic=ORIGIN&group=G[&redriven=1]
+//
+// With redriven=1 it takes only the records dlqctl put back (they carry
+// dlqctl_run_id) and passes over the others: a share group's source topic
+// holds the records its dead letters stand for, which the share group
+// consumed already.
 //
 // A failed delivery (--fail, or a record without an event ID) is produced
 // to --dlq (default ORIGIN.DLT, Spring's naming), on the partition of the
@@ -66,16 +73,19 @@ type kafkaSource struct {
 	dlq   string
 	names envelope.FieldNames
 	buf   []*kgo.Record
+	// redrivenOnly passes over records dlqctl did not put back.
+	redrivenOnly bool
 }
 
 func openKafkaSource(ctx context.Context, raw, dlq string) (*kafkaSource, error) {
 	rest := strings.TrimPrefix(raw, "kafka://")
 	hosts, query, _ := strings.Cut(rest, "?")
-	q, err := sourceQuery(raw, query, false, "topic", "group")
+	q, err := sourceQuery(raw, query, false, "topic", "group", "redriven")
 	if err != nil {
 		return nil, err
 	}
-	s := &kafkaSource{topic: q.Get("topic"), group: q.Get("group"), dlq: dlq, names: envelope.DefaultFieldNames()}
+	s := &kafkaSource{topic: q.Get("topic"), group: q.Get("group"), dlq: dlq, names: envelope.DefaultFieldNames(),
+		redrivenOnly: q.Get("redriven") == "1"}
 	if hosts == "" || s.topic == "" || s.group == "" {
 		return nil, usagef("--source: kafka needs kafka://HOST:PORT?topic=ORIGIN&group=G")
 	}
@@ -144,7 +154,11 @@ func (s *kafkaSource) Next(ctx context.Context) (Message, Receipt, error) {
 		if ferr != nil {
 			return Message{}, nil, ferr
 		}
-		s.buf = append(s.buf, fs.Records()...)
+		for _, r := range fs.Records() {
+			if !s.redrivenOnly || slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == backend.MarkerRunID }) {
+				s.buf = append(s.buf, r)
+			}
+		}
 		if len(s.buf) == 0 {
 			return Message{}, nil, errIdle
 		}
