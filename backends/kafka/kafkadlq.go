@@ -119,10 +119,6 @@ type Topic struct {
 	state     *stateCache       // the state topic as last read (loadState, under stateMu)
 	windows   map[int32]*window // per DLQ partition, the records last fetched (readahead.go)
 	destParts map[string]int    // partitions of each redrive destination (destPartitions)
-	// shareMoved is the share-group source records the state topic says
-	// were put back, as last indexed (share_move.go).
-	shareMoved shareIndex
-	shareMu    sync.Mutex // guards shareMoved: one read of the state topic at a time
 	// shareHeld is, per source partition, the oldest record a header-only
 	// share-group dead letter was rebuilt from (share_retention.go).
 	shareHeld map[sourcePartition]heldRecord

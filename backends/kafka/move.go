@@ -170,8 +170,6 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 		return nil, nil, nil, err
 	}
 	counts := map[string]int{}
-	var moves map[string]shareMove // share-group moves in the state topic, read once (share_move.go)
-	movesRead := false
 	for i, it := range items {
 		r := found[it.ID]
 		if err := t.goneErr(st, it.ID, r); err != nil {
@@ -197,11 +195,7 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 			TopicID: t.topicID, RecordTS: r.Timestamp.UnixMilli(),
 		}, key: it.ID}
 		if ps.share = shareMoveKey(r); ps.share != "" {
-			dup, by, err := t.shareDuplicate(ctx, ps.share, it, states, &moves, &movesRead)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			if by != "" {
+			if dup, by := shareDuplicate(ps.share, it, states, st); by != "" {
 				// One source record, dead-lettered twice: the entry is
 				// resolved with the move of the other, nothing is sent.
 				ps.record, ps.rec.DestID = dup.record, dup.rec.DestID

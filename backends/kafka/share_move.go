@@ -1,9 +1,9 @@
 package kafkadlq
 
 import (
-	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,92 +33,65 @@ type shareMove struct {
 	by, destID, eventID, fingerprint string
 }
 
-// shareIndex is the share-group source records the state topic says were
-// put back, by shareMoveKey, as read up to offset upTo of its partition 0
-// (prov judged those records). The done set keeps no source (nor event ID)
-// of a state record, so the index reads the state topic itself, only what
-// was written since it last did.
-type shareIndex struct {
-	upTo int64
-	prov provenance
-	by   map[string]shareMove
-	at   map[string]time.Time
+// shareMoves is the share-group source records the state topic says were
+// put back, by shareMoveKey: loadState notes them as it reads the state
+// records (a redrive's, written by dlqctl in its transaction), so that a
+// move finds them without a read of its own. The done set keeps no source
+// (nor event ID) of a state record; these are few, one per share-group
+// move.
+type shareMoves struct {
+	mu sync.RWMutex
+	by map[string]shareMove
+	at map[string]time.Time
+}
+
+func newShareMoves() *shareMoves {
+	return &shareMoves{by: map[string]shareMove{}, at: map[string]time.Time{}}
+}
+
+// note records r, the state record key wrote, when it put back a
+// share-group source record; the first of them by time names the move.
+func (s *shareMoves) note(key string, r stateRecord) {
+	if r.Status != StatusRedriven || r.Source == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if first, seen := s.at[r.Source]; seen && !r.At.Before(first) {
+		return
+	}
+	s.at[r.Source] = r.At
+	s.by[r.Source] = shareMove{by: key, destID: r.DestID, eventID: r.EventID, fingerprint: r.Fingerprint}
+}
+
+// get is the recorded move of the share-group source record source.
+func (s *shareMoves) get(source string) (shareMove, bool) {
+	if s == nil {
+		return shareMove{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.by[source]
+	return m, ok
 }
 
 // shareDuplicate finds the move of the share-group source record key that
 // entry it would make again: earlier in the chunk (pending, whose state it
 // then shares: the same origin record), or recorded in the state topic by
-// any run of any process (then it has no record of its own, record -1,
-// and the destination that move wrote). by is the entry that moved it, ""
-// when none did.
-// moves and read carry the state topic's moves through the chunk.
-func (t *Topic) shareDuplicate(ctx context.Context, key string, it backend.MoveItem, pending []pendingState, moves *map[string]shareMove, read *bool) (dup pendingState, by string, err error) {
+// any run of any process (st, as the move just read it; then it has no
+// record of its own, record -1, and the destination that move wrote). by
+// is the entry that moved it, "" when none did.
+func shareDuplicate(key string, it backend.MoveItem, pending []pendingState, st state) (dup pendingState, by string) {
 	for _, s := range pending {
 		if s.share == key {
-			return s, s.key, nil
+			return s, s.key
 		}
 	}
-	if !*read {
-		// Once per chunk: a read of the state topic is a few round trips.
-		if *moves, err = t.shareMoves(ctx); err != nil {
-			return pendingState{}, "", err
-		}
-		*read = true
-	}
-	m, ok := (*moves)[key]
+	m, ok := st.shares.get(key)
 	if ok && m.eventID == it.EventID && m.fingerprint == it.Fingerprint {
-		return pendingState{record: -1, rec: stateRecord{DestID: m.destID}}, m.by, nil
+		return pendingState{record: -1, rec: stateRecord{DestID: m.destID}}, m.by
 	}
-	return pendingState{}, "", nil
-}
-
-// shareMoves indexes the share-group source records that the state topic's
-// redrives put back, reading what was written since the last call (a move
-// has just waited for the topic to be stable); the first of them by time
-// names the move. Records count as loadState counts them: written by
-// dlqctl, a redrive's in its transaction.
-func (t *Topic) shareMoves(ctx context.Context) (map[string]shareMove, error) {
-	spans, ok, err := t.spans(ctx, t.src.stateTopic)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var start, end int64 = 0, -1
-	for _, s := range spans {
-		if s.partition == 0 {
-			start, end = s.start, s.end
-		}
-	}
-	t.shareMu.Lock()
-	defer t.shareMu.Unlock()
-	idx := &t.shareMoved
-	if idx.by == nil || idx.upTo > end || idx.upTo < start {
-		// First read, or the state topic was made again.
-		*idx = shareIndex{upTo: start, prov: newProvenance(), by: map[string]shareMove{}, at: map[string]time.Time{}}
-	}
-	if idx.upTo >= end {
-		return idx.by, nil
-	}
-	err = t.readRange(ctx, t.src.stateTopic, map[int32][2]int64{0: {idx.upTo, end}}, func(r *kgo.Record) error {
-		idx.upTo = max(idx.upTo, r.Offset+1)
-		if !idx.prov.written(r) || isMetaKey(string(r.Key)) {
-			return nil
-		}
-		sr, ok := parseStateRecord(r)
-		if !ok || sr.Status != StatusRedriven || sr.Source == "" || !r.Attrs.IsTransactional() {
-			return nil
-		}
-		if first, seen := idx.at[sr.Source]; seen && !sr.At.Before(first) {
-			return nil
-		}
-		idx.at[sr.Source] = sr.At
-		idx.by[sr.Source] = shareMove{by: string(r.Key), destID: sr.DestID, eventID: sr.EventID, fingerprint: sr.Fingerprint}
-		return nil
-	})
-	if err != nil {
-		*idx = shareIndex{}
-		return nil, err
-	}
-	return idx.by, nil
+	return pendingState{}, ""
 }
 
 // sameSourceError is the result of an entry whose share-group source

@@ -58,6 +58,9 @@ type stateRecord struct {
 // by locator.
 type state struct {
 	done *doneSet
+	// shares is the share-group source records redrives put back
+	// (share_move.go); nil when the state topic was not read.
+	shares *shareMoves
 }
 
 // stateCache is the state topic as a Topic last read it: up to which
@@ -120,7 +123,7 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 	// twice.)
 	var changes []stateChange
 	prov := newProvenance()
-	st := state{done: newDoneSet(t.topicID)}
+	st := state{done: newDoneSet(t.topicID), shares: newShareMoves()}
 	if !fresh {
 		prov, st = cached.prov, cached.st
 	}
@@ -149,6 +152,7 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		}
 		if fresh {
 			st.done.set(string(r.Key), sr) // no one else sees it yet
+			st.shares.note(string(r.Key), sr)
 		} else {
 			changes = append(changes, stateChange{key: string(r.Key), rec: sr})
 		}
@@ -162,6 +166,9 @@ func (t *Topic) loadState(ctx context.Context, stable bool) (state, error) {
 		st.done.set(c.key, c.rec)
 	}
 	st.done.mu.Unlock()
+	for _, c := range changes {
+		st.shares.note(c.key, c.rec)
+	}
 	upTo := make(map[int32]int64, len(spans))
 	for _, s := range spans {
 		upTo[s.partition] = s.end
