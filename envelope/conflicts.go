@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"cmp"
 	"runtime"
 	"slices"
 	"strings"
@@ -95,13 +96,13 @@ func (t *ConflictTracker) Add(e Envelope) {
 }
 
 func lessPair(a, b eventPair) int {
-	if c := cmpUint32(a.eventHi, b.eventHi); c != 0 {
+	if c := cmp.Compare(a.eventHi, b.eventHi); c != 0 {
 		return c
 	}
-	if c := cmpUint32(a.eventLo, b.eventLo); c != 0 {
+	if c := cmp.Compare(a.eventLo, b.eventLo); c != 0 {
 		return c
 	}
-	return cmpUint32(a.fp, b.fp)
+	return cmp.Compare(a.fp, b.fp)
 }
 
 // compact sorts c and drops repeated pairs.
@@ -210,14 +211,4 @@ func (t *ConflictTracker) ConflictCount() int {
 func (t *ConflictTracker) Unique() int {
 	t.finish()
 	return t.unique
-}
-
-func cmpUint32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

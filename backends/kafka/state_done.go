@@ -1,6 +1,7 @@
 package kafkadlq
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 	"sync"
@@ -75,7 +76,7 @@ func (d *doneSet) set(id string, r stateRecord) {
 	// State records come mostly in offset order: usually an append.
 	i := len(l.entries)
 	if i > 0 && l.entries[i-1].offset >= o {
-		i, _ = slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmpInt64(e.offset, o) })
+		i, _ = slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmp.Compare(e.offset, o) })
 	}
 	if i < len(l.entries) && l.entries[i].offset == o {
 		l.entries[i].detail = at // the old record's bytes stay, unused
@@ -91,23 +92,13 @@ func (d *doneSet) set(id string, r stateRecord) {
 	}
 }
 
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // find is the entry at offset o of partition p (under mu).
 func (d *doneSet) find(p int32, o int64) (doneEntry, bool) {
 	l := d.parts[p]
 	if l == nil {
 		return doneEntry{}, false
 	}
-	i, ok := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmpInt64(e.offset, o) })
+	i, ok := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmp.Compare(e.offset, o) })
 	if !ok {
 		return doneEntry{}, false
 	}
@@ -127,7 +118,7 @@ func (d *doneSet) countIn(p int32, from, to int64) int64 {
 		return 0
 	}
 	at := func(o int64) int {
-		i, _ := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmpInt64(e.offset, o) })
+		i, _ := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmp.Compare(e.offset, o) })
 		return i
 	}
 	i, _ := slices.BinarySearch(l.others, from)
@@ -149,7 +140,7 @@ func (d *doneSet) firstRemaining(p int32, from, to int64) int64 {
 	l := d.parts[p]
 	o := from
 	if l != nil {
-		i, _ := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmpInt64(e.offset, o) })
+		i, _ := slices.BinarySearchFunc(l.entries, o, func(e doneEntry, o int64) int { return cmp.Compare(e.offset, o) })
 		for ; i < len(l.entries) && l.entries[i].offset == o && o < to; i++ {
 			if _, other := slices.BinarySearch(l.others, o); other {
 				break
@@ -170,13 +161,19 @@ func (d *doneSet) getAt(p int32, o int64) (stateRecord, bool) {
 	if d == nil {
 		return stateRecord{}, false
 	}
+	return d.lookup(p, o, false)
+}
+
+// lookup is the state record at partition:offset, with its fingerprint
+// when full is set.
+func (d *doneSet) lookup(p int32, o int64, full bool) (stateRecord, bool) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	e, ok := d.find(p, o)
 	if !ok {
 		return stateRecord{}, false
 	}
-	return d.decodeDone(e.detail, false), true
+	return d.decodeDone(e.detail, full), true
 }
 
 // get is the state record of id, all of it but the event ID.
@@ -188,13 +185,7 @@ func (d *doneSet) get(id string) (stateRecord, bool) {
 	if !ok {
 		return stateRecord{}, false
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	e, ok := d.find(p, o)
-	if !ok {
-		return stateRecord{}, false
-	}
-	return d.decodeDone(e.detail, true), true
+	return d.lookup(p, o, true)
 }
 
 // ids lists the locators taken out of the DLQ.
