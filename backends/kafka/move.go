@@ -169,6 +169,9 @@ func (t *Topic) prepare(ctx context.Context, items []backend.MoveItem, m backend
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := t.recheckMissing(ctx, st, items, found); err != nil {
+		return nil, nil, nil, err
+	}
 	counts := map[string]int{}
 	for i, it := range items {
 		r := found[it.ID]
@@ -506,6 +509,9 @@ func (t *Topic) Remove(ctx context.Context, items []backend.MoveItem) ([]backend
 	}
 	found, err := t.fetchMany(ctx, want)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.recheckMissing(ctx, st, items, found); err != nil {
 		return nil, err
 	}
 	results := make([]backend.MoveResult, len(items))

@@ -415,3 +415,26 @@ func TestGoneNamesTheRun(t *testing.T) {
 		t.Fatalf("CheckPublished for another run = %v %v", got, err)
 	}
 }
+
+// TestMoveLooksAgainAtAMissingRecord: a read that went idle while the
+// broker restarted leaves a window that claims offsets it never read. A
+// move served from it found no record and skipped the entry as gone, so a
+// run completed with the entry still in the DLQ; it must look again and
+// move it.
+func TestMoveLooksAgainAtAMissingRecord(t *testing.T) {
+	ctx := ctxFor(t)
+	origin, _, src, entries := seedRedrive(t, ctx)
+	src.EmptyWindow(0, 0, 10)
+	res, err := src.Publish(ctx, itemsOf(entries, origin), backend.Markers{RunID: "run-missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || !r.Removed {
+			t.Errorf("entry %s: %+v: skipped as gone though the DLQ holds it", entries[i].ID, r)
+		}
+	}
+	if out := readCommitted(t, ctx, origin); len(out) != len(entries) {
+		t.Errorf("origin holds %d records, want %d", len(out), len(entries))
+	}
+}
