@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -172,7 +173,20 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 	}
 	doc.Violations = append(doc.Violations, sourceViolations(opts.maxSourceGone, minRetention, doc)...)
 	doc.OK = len(doc.Violations) == 0
-	ro, w := opts.Report, opts.IO.Out
+	if err := writeCheck(opts.IO.Out, opts.Report, s, sum, doc); err != nil {
+		return err
+	}
+	if !doc.OK {
+		return withCode(ExitCheck, fmt.Errorf("check failed: %s breached", plural(len(doc.Violations), "threshold")))
+	}
+	return nil
+}
+
+// writeCheck writes check's verdict doc in the report's format: the gauges,
+// the document, or a line (ok) or a table of what was breached, with the
+// source retention after it.
+func writeCheck(w io.Writer, ro report.Options, s *session, sum inspect.Summary, doc CheckDoc) error {
+	var err error
 	switch ro.Format {
 	case report.FormatOpenMetrics:
 		stats := statsDoc(s.src, sum, s.walker.Now)
@@ -194,13 +208,7 @@ func runCheck(ctx context.Context, opts *checkOptions) error {
 			err = writeSourceRetention(w, doc.SourceRetention, ro)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	if !doc.OK {
-		return withCode(ExitCheck, fmt.Errorf("check failed: %s breached", plural(len(doc.Violations), "threshold")))
-	}
-	return nil
+	return err
 }
 
 // notSeenNote says how many entries the scan could not see, if any.
