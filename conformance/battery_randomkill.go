@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -118,15 +119,26 @@ func killSeed(t *testing.T) uint64 {
 // than once only where the journal records a resend of unknown outcome.
 func checkNothingLostOrTwice(t *testing.T, fx Fixture, fps map[string]string, entries []planEntry, dir string) {
 	t.Helper()
+	steps := journalSteps(t, filepath.Join(dir, "p.journal"))
 	if s := stats(t, fx); s.Total != 0 {
-		t.Errorf("stats counts %d entries after the completed run, want 0", s.Total)
+		t.Errorf("stats counts %d entries after the completed run, want 0; the journal's steps of each entry:\n%s", s.Total, stepsOf(entries, steps))
 	}
-	ambiguous := eventsWith(entries, journalSteps(t, filepath.Join(dir, "p.journal")), "ambiguous")
+	ambiguous := eventsWith(entries, steps, "ambiguous")
 	if len(ambiguous) > 0 {
 		t.Logf("resends of unknown outcome: %s", strings.Join(sortedKeys(ambiguous), " "))
 	}
 	rows := consumeAllOf(t, []Fixture{fx}, []string{filepath.Join(dir, "inbox.db")})
 	checkOnceOutsideAmbiguous(t, fx, fps, rows[0], ambiguous)
+}
+
+// stepsOf lists, one line per plan entry, the journal's steps of it: what
+// a failure needs to say which step left an entry behind.
+func stepsOf(entries []planEntry, steps map[int][]string) string {
+	var b strings.Builder
+	for i, e := range entries {
+		fmt.Fprintf(&b, "  %d %s %s: %s\n", i+1, e.ID, e.EventID, strings.Join(steps[i+1], " "))
+	}
+	return b.String()
 }
 
 // journalGrows waits, up to bound, until the journal at path is longer

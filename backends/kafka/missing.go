@@ -9,8 +9,8 @@ import (
 	"github.com/dlqctl/dlqctl/backend"
 )
 
-// recheckMissing looks again, before a move decides anything, at each
-// item the read found no record for and the state does not record as
+// recheckMissing looks again, before a move or a Get decides anything, at
+// each item the read found no record for and the state does not record as
 // taken out. The first read may have been served from a window read
 // while the broker was restarting (an idle read, taken for records
 // removed) or cut at an end the broker had not caught up to. Looked at

@@ -418,12 +418,20 @@ func TestGoneNamesTheRun(t *testing.T) {
 
 // TestMoveLooksAgainAtAMissingRecord: a read that went idle while the
 // broker restarted leaves a window that claims offsets it never read. A
-// move served from it found no record and skipped the entry as gone, so a
-// run completed with the entry still in the DLQ; it must look again and
-// move it.
+// move (or a resume's Get) served from it found no record and took the
+// entry for gone, so a run completed with the entry still in the DLQ; they
+// must look again.
 func TestMoveLooksAgainAtAMissingRecord(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, _, src, entries := seedRedrive(t, ctx)
+	// A resume asks Get whether an entry whose move it journaled is
+	// still in the DLQ: not found reads as "the atomic move completed".
+	for _, e := range entries {
+		src.EmptyWindow(0, 0, 10)
+		if _, err := src.Get(ctx, e.ID); err != nil {
+			t.Errorf("Get %s: %v, though the DLQ holds it", e.ID, err)
+		}
+	}
 	src.EmptyWindow(0, 0, 10)
 	res, err := src.Publish(ctx, itemsOf(entries, origin), backend.Markers{RunID: "run-missing"})
 	if err != nil {
