@@ -101,15 +101,9 @@ func (t *Topic) recordsFrom(ctx context.Context, from, upTo map[int32]int64) (ma
 	out := map[int32][]*kgo.Record{}
 	reached := map[int32]bool{}
 	for len(reached) < len(from) {
-		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
-		fs := cl.PollFetches(pctx)
-		idle := pctx.Err() != nil && fs.NumRecords() == 0
-		cancel()
-		if err := ctx.Err(); err != nil {
+		fs, idle, err := t.pollDLQ(ctx, cl)
+		if err != nil {
 			return nil, err
-		}
-		if err := fetchErr(fs); err != nil {
-			return nil, t.connErr(ctx, "read "+t.src.topic, err)
 		}
 		if idle {
 			break

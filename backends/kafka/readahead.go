@@ -68,15 +68,9 @@ func (t *Topic) readWindows(ctx context.Context, ranges map[int32][3]int64) (map
 	// rest of that poll's records are kept, later polls' are not.
 	done := map[int32]int{}
 	for poll := 1; len(done) < len(ranges); poll++ {
-		pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
-		fs := cl.PollFetches(pctx)
-		idle := pctx.Err() != nil && fs.NumRecords() == 0
-		cancel()
-		if err := ctx.Err(); err != nil {
+		fs, idle, err := t.pollDLQ(ctx, cl)
+		if err != nil {
 			return nil, err
-		}
-		if err := fetchErr(fs); err != nil {
-			return nil, t.connErr(ctx, "read "+t.src.topic, err)
 		}
 		if idle {
 			// Nothing came although the range said there was more: what
@@ -119,4 +113,20 @@ func (t *Topic) readWindows(ctx context.Context, ranges map[int32][3]int64) (map
 	}
 	t.mu.Unlock()
 	return windows, nil
+}
+
+// pollDLQ is one poll of a reader of the DLQ topic; idle is a poll that
+// gave nothing within the idle timeout.
+func (t *Topic) pollDLQ(ctx context.Context, cl *kgo.Client) (fs kgo.Fetches, idle bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, stateIdleTimeout+t.timeout)
+	defer cancel()
+	fs = cl.PollFetches(pctx)
+	idle = pctx.Err() != nil && fs.NumRecords() == 0
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if err := fetchErr(fs); err != nil {
+		return nil, false, t.connErr(ctx, "read "+t.src.topic, err)
+	}
+	return fs, idle, nil
 }
