@@ -421,6 +421,23 @@ func TestGoneNamesTheRun(t *testing.T) {
 // move (or a resume's Get) served from it found no record and took the
 // entry for gone, so a run completed with the entry still in the DLQ; they
 // must look again.
+// TestIdleReadKeepsOnlyWhatCame: a point read that goes idle before the
+// end of its range takes the rest for removed, but leaves in the cache
+// only the offsets its fetches covered, so that a later read of the rest
+// asks the broker again. (Partition 0 of the seeded DLT holds offsets 0
+// and 1; the read asks up to 5.)
+func TestIdleReadKeepsOnlyWhatCame(t *testing.T) {
+	ctx := ctxFor(t)
+	_, _, src, _ := seedRedrive(t, ctx)
+	from, to, err := src.ReadWindow(ctx, 0, 0, 5, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != 0 || to != 2 {
+		t.Errorf("cached window [%d, %d), want [0, 2): what an idle read did not see is not known", from, to)
+	}
+}
+
 func TestMoveLooksAgainAtAMissingRecord(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, _, src, entries := seedRedrive(t, ctx)

@@ -51,7 +51,8 @@ func (t *Topic) cachedWindow(p int32, lo, hi int64) *window {
 
 // readWindows reads, for each partition p, from r[0] until it has seen
 // offset r[1]-1, keeping every record the fetches returned before r[2]
-// (the last stable offset), and stores the windows read.
+// (the last stable offset), and stores the windows read (of a read that
+// went idle, only the offsets its fetches covered).
 func (t *Topic) readWindows(ctx context.Context, ranges map[int32][3]int64) (map[int32]*window, error) {
 	from := make(map[int32]int64, len(ranges))
 	windows := make(map[int32]*window, len(ranges))
@@ -67,17 +68,25 @@ func (t *Topic) readWindows(ctx context.Context, ranges map[int32][3]int64) (map
 	// done: the poll after which a partition had what was asked for; the
 	// rest of that poll's records are kept, later polls' are not.
 	done := map[int32]int{}
+	// seen: for a partition that an idle poll ended, what came before it.
+	seen := map[int32]*window{}
 	for poll := 1; len(done) < len(ranges); poll++ {
 		fs, idle, err := t.pollDLQ(ctx, cl)
 		if err != nil {
 			return nil, err
 		}
 		if idle {
-			// Nothing came although the range said there was more: what
-			// is left of it was removed (compaction, retention).
+			// Nothing came although the range said there was more: for
+			// this read, what is left of it was removed (compaction,
+			// retention). Only what the fetches returned is kept for later
+			// reads: an idle read may be a broker that was restarting, and
+			// a window it extended would serve "removed" to every read
+			// after it (recheckMissing looks again for this one).
 			for p, r := range ranges {
 				if _, ok := done[p]; !ok {
-					windows[p].to = max(windows[p].to, r[1])
+					w := windows[p]
+					seen[p] = &window{from: w.from, to: w.to, recs: w.recs}
+					w.to = max(w.to, r[1])
 					done[p] = poll
 				}
 			}
@@ -109,6 +118,9 @@ func (t *Topic) readWindows(ctx context.Context, ranges map[int32][3]int64) (map
 		t.windows = map[int32]*window{}
 	}
 	for p, w := range windows {
+		if s, ok := seen[p]; ok {
+			w = s
+		}
 		t.windows[p] = w
 	}
 	t.mu.Unlock()
