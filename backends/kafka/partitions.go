@@ -145,10 +145,11 @@ func (t *Topic) readerIso(topic string, from map[int32]int64, iso kgo.IsolationL
 
 // What one fetch of a reader may return, compressed. franz-go's defaults
 // (50 MiB a fetch, 1 MiB a partition) let a fetch grow with the number of
-// partitions, and a scan holds the fetch it decodes and the one franz-go
-// reads ahead, decompressed and as records: on a wide DLT that alone
-// would pass the memory a scan is bounded to (register.go), and with a
-// large state topic held beside it the collector would run without pause.
+// partitions a reader has, and each reader holds the fetch being decoded
+// and the one franz-go reads ahead, decompressed and as records: on a wide
+// DLT that alone would pass the memory a scan is bounded to (register.go),
+// and with a large state topic held beside it the collector would run
+// without pause.
 // At 2 MiB a fetch, a million-record `stats` with as many state records
 // peaked at 117–119 MiB instead of 119–130 MiB and took a quarter less
 // CPU (docs/performance.md). The cost is more round trips on a distant
