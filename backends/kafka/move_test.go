@@ -416,11 +416,6 @@ func TestGoneNamesTheRun(t *testing.T) {
 	}
 }
 
-// TestMoveLooksAgainAtAMissingRecord: a read that went idle while the
-// broker restarted leaves a window that claims offsets it never read. A
-// move (or a resume's Get) served from it found no record and took the
-// entry for gone, so a run completed with the entry still in the DLQ; they
-// must look again.
 // TestIdleReadKeepsOnlyWhatCame: a point read that goes idle before the
 // end of its range takes the rest for removed, but leaves in the cache
 // only the offsets its fetches covered, so that a later read of the rest
@@ -438,6 +433,11 @@ func TestIdleReadKeepsOnlyWhatCame(t *testing.T) {
 	}
 }
 
+// TestMoveLooksAgainAtAMissingRecord: a read that went idle while the
+// broker restarted leaves a window that claims offsets it never read. A
+// move (or a resume's Get) served from it found no record and took the
+// entry for gone, so a run completed with the entry still in the DLQ; they
+// must look again.
 func TestMoveLooksAgainAtAMissingRecord(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, _, src, entries := seedRedrive(t, ctx)

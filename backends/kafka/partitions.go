@@ -150,6 +150,7 @@ func (t *Topic) readerIso(topic string, from map[int32]int64, iso kgo.IsolationL
 // DLT that alone would pass the memory a scan is bounded to (register.go),
 // and with a large state topic held beside it the collector would run
 // without pause.
+//
 // At 2 MiB a fetch, a million-record `stats` with as many state records
 // peaked at 117–119 MiB instead of 119–130 MiB and took a quarter less
 // CPU (docs/performance.md). The cost is more round trips on a distant
