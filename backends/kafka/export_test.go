@@ -4,7 +4,8 @@ import "context"
 
 // EmptyWindow plants in t's read-ahead cache a window over offsets
 // [from, to) of partition p that holds no record: what a read that went
-// idle while the broker restarted leaves behind.
+// idle while the broker restarted hands its own caller (and once left in
+// the cache for later reads too).
 func (t *Topic) EmptyWindow(p int32, from, to int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

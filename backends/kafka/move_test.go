@@ -434,10 +434,11 @@ func TestIdleReadKeepsOnlyWhatCame(t *testing.T) {
 }
 
 // TestMoveLooksAgainAtAMissingRecord: a read that went idle while the
-// broker restarted leaves a window that claims offsets it never read. A
+// broker restarted gives a window that claims offsets it never read. A
 // move (or a resume's Get) served from it found no record and took the
 // entry for gone, so a run completed with the entry still in the DLQ; they
-// must look again.
+// must look again. (Such a window is no longer cached for later reads,
+// TestIdleReadKeepsOnlyWhatCame, but the read's own caller still gets it.)
 func TestMoveLooksAgainAtAMissingRecord(t *testing.T) {
 	ctx := ctxFor(t)
 	origin, _, src, entries := seedRedrive(t, ctx)
