@@ -3,7 +3,9 @@ package kafkadlq_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +181,53 @@ func TestScanOrderGetLen(t *testing.T) {
 	for _, g := range groups.Groups() {
 		if strings.Contains(g, "dlqctl") {
 			t.Fatalf("a read created consumer group %s", g)
+		}
+	}
+}
+
+// TestScanReadsBatchesLargerThanAFetch: a reader fetches at most 512 KiB
+// a partition, and Kafka returns a larger batch only as the first of a
+// fetch; a record batch of 800,000 incompressible bytes in two of eight
+// partitions (so that each reader has partitions beside them) is still
+// read whole by a scan, a lean scan and Get, and nothing after it is
+// skipped.
+func TestScanReadsBatchesLargerThanAFetch(t *testing.T) {
+	ctx := ctxFor(t)
+	dlt := freshTopic(t, ".DLT")
+	createTopic(t, ctx, dlt, 8, nil)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	big := make([]byte, 800_000)
+	rand.NewChaCha8([32]byte{5, 6}).Read(big)
+	var recs []*kgo.Record
+	for i := range 24 {
+		p := int32(i % 8)
+		value := `{"n":` + strconv.Itoa(i) + `}`
+		if i == 10 || i == 15 { // partitions 2 and 7, each in the middle of its three
+			value = string(big)
+		}
+		recs = append(recs, springDeadLetter(dlt, p, base.Add(time.Duration(i)*time.Second), "orders", p, int64(i), "k", "E"+strconv.Itoa(i), value, "timeout"))
+	}
+	for _, r := range recs {
+		produceManual(t, ctx, r) // one batch each
+	}
+	src := openTopic(t, ctx, dlt, kafkadlq.Options{})
+	got := scanAll(t, ctx, src, "")
+	var lean int
+	if err := src.ScanLean(ctx, "", func(envelope.Envelope) error { lean++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(recs) || lean != len(recs) {
+		t.Fatalf("scan %d entries, lean scan %d, want %d: %s", len(got), lean, len(recs), ids(got))
+	}
+	for _, e := range got {
+		if e.EventID == "E10" || e.EventID == "E15" {
+			if len(e.Payload) != len(big) {
+				t.Errorf("%s: payload of %d bytes, want %d", e.ID, len(e.Payload), len(big))
+			}
+			one, err := src.Get(ctx, e.ID)
+			if err != nil || len(one.Payload) != len(big) {
+				t.Errorf("Get %s: %d bytes, %v", e.ID, len(one.Payload), err)
+			}
 		}
 	}
 }
