@@ -139,14 +139,36 @@ func discoverGroups(out []byte, n int) (int, error) {
 	return len(doc.Groups), nil
 }
 
+// discoverRSSTarget is the most discover's peak RSS may reach over n
+// entries: the process and the miner (64 MiB) and 320 bytes an entry for
+// the id that each group's list keeps. An id that kept its entry's whole
+// text alive took 1.7 GB at 1,000,000 entries.
+func discoverRSSTarget(n int) float64 { return 64 + float64(n)*320/(1<<20) }
+
+// discoverRSSVerdict says whether every run's discover stayed under
+// discoverRSSTarget(n).
+func discoverRSSVerdict(runs []DiscoverRun, n int) string {
+	var peak float64
+	for _, x := range runs {
+		peak = max(peak, mib(x.Discover.MaxRSS))
+	}
+	verdict := "met"
+	if peak > discoverRSSTarget(n) {
+		verdict = "**not met**"
+	}
+	return fmt.Sprintf("Peak RSS of discover, the largest of the runs: %.1f MiB (target ≤ %.0f MiB: 64 MiB and 320 bytes an entry): %s.", peak, discoverRSSTarget(n), verdict)
+}
+
 func (r *DiscoverResult) write(w io.Writer) {
 	fmt.Fprintf(w, "\n### redis-discover — N = %s entries (seeded in %s), %d templates\n\n", group(float64(r.N)), r.Seed.Round(100*time.Millisecond), r.Groups)
 	fmt.Fprintf(w, "`%s` against `%s`, subprocesses, alternately; ratio = discover ÷ stats (target ≤ 1.5×).\n\n", r.Discover, r.Stats)
 	writeDiscoverRuns(w, r.Runs)
+	fmt.Fprintf(w, "\n%s\n", discoverRSSVerdict(r.Runs, r.N))
 	if len(r.Varied) > 0 {
 		fmt.Fprintf(w, "\nThe same stream seeded again (in %s) with errors that carry their entry's order, attempt and worker, so that each is masked and mined: %d templates.\n\n",
 			r.VariedSeed.Round(100*time.Millisecond), r.VariedGroups)
 		writeDiscoverRuns(w, r.Varied)
+		fmt.Fprintf(w, "\n%s\n", discoverRSSVerdict(r.Varied, r.N))
 	}
 }
 

@@ -164,14 +164,17 @@ func (p *rawPage) lookup(i int, name string) ([]byte, bool) {
 	return nil, false
 }
 
-// entry copies the i-th entry's text into one string; its id, names and
+// entry copies the i-th entry's text into one string; its names and
 // values are slices of it, so that what a reader keeps of an entry keeps
-// that entry alive, not the page.
+// that entry alive, not the page. The id is a string of its own: it is
+// what readers keep of every entry (discover's groups keep the id of each
+// entry they count), and as a slice of the text it kept every entry's
+// payload alive too: 1.7 GB at 1,000,000 entries instead of 245 MiB.
 func (p *rawPage) entry(i int) streamEntry {
 	e := p.entries[i]
 	text := string(p.b[e.from:e.to])
 	at := func(k int) string { return text[p.spans[2*k]-e.from : p.spans[2*k+1]-e.from] }
-	out := streamEntry{ID: at(e.first)}
+	out := streamEntry{ID: string(p.id(i))}
 	if n := e.last - e.first - 1; n > 0 {
 		out.Fields = make([]string, n)
 		for k := range n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,6 +151,41 @@ func TestXRangeFastEqualsPlain(t *testing.T) {
 
 // TestXRangeParsesRepeatedNamesInOrder: the fast form keeps every field
 // as the server sent it, and the last value of a name is the one read.
+// TestKeptIDsLeaveEntriesGo keeps the id of every entry of a page, as
+// discover's groups do, and checks that the entries' text goes: an id that
+// was a slice of its entry's text kept each payload alive.
+func TestKeptIDsLeaveEntriesGo(t *testing.T) {
+	const entries, payload = 200, 64 << 10
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	keep := func() []string {
+		in := make([]streamEntry, entries)
+		for i := range in {
+			in[i] = streamEntry{ID: fmt.Sprintf("1700000000000-%d", i), Fields: []string{"payload", strings.Repeat("x", payload)}}
+		}
+		var p rawPage
+		if err := p.parse(appendXRange(nil, in)); err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, p.len())
+		for i := range ids {
+			ids[i] = p.entry(i).ID
+		}
+		return ids
+	}
+	before := heap()
+	ids := keep()
+	after := heap()
+	if grew := int64(after) - int64(before); grew > 1<<20 {
+		t.Errorf("keeping %d ids kept %d bytes on the heap; the entries' %d-byte payloads stayed with them", len(ids), grew, payload)
+	}
+	runtime.KeepAlive(ids)
+}
+
 func TestXRangeParsesRepeatedNamesInOrder(t *testing.T) {
 	in := []streamEntry{{ID: "1-0", Fields: []string{"a", "1", "b", "2", "a", "3"}}}
 	got, err := parseXRange(appendXRange(nil, in))
