@@ -18,6 +18,11 @@ type Source interface {
 	// starting after the locator `after` ("" starts at the beginning). It
 	// reads in pages and never holds the whole DLQ. fn may return ErrStop to
 	// end the scan early without an error.
+	//
+	// An envelope's ID is a string of its own, since callers keep the ID
+	// of every entry (a plan, discover's groups). Its other strings may be
+	// slices of the whole entry's text, payload included: a caller that
+	// keeps one of them for many entries keeps a copy (strings.Clone).
 	Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error
 	// Get returns the entry whose locator is id, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, id string) (envelope.Envelope, error)

@@ -126,7 +126,12 @@ func (w Walker) summarize(ctx context.Context, tracker *envelope.ConflictTracker
 			selected.Add(e)
 		}
 		if conflict {
-			conflictIDs[e.EventID] = struct{}{}
+			if _, seen := conflictIDs[e.EventID]; !seen {
+				// A copy: the event ID may be a slice of the entry's
+				// whole text, which a key kept for the whole scan would
+				// keep too.
+				conflictIDs[strings.Clone(e.EventID)] = struct{}{}
+			}
 		}
 		age := Age(e, w.Now)
 		s.count(&e, c, age, IsOverdue(e, w.Now), &ages)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqctl/dlqctl/backend"
 	"github.com/dlqctl/dlqctl/envelope"
+	"github.com/dlqctl/dlqctl/envelope/envelopetest"
 	"github.com/dlqctl/dlqctl/inspect"
 )
 
@@ -124,5 +125,50 @@ func TestPlanRefusesAnEventIDWithAControlCharacter(t *testing.T) {
 		if !strings.Contains(x.Why, "control character") {
 			t.Errorf("%q left out because %q, want it to name the control character", x.EventID, x.Why)
 		}
+	}
+}
+
+// textQueue is the fake DLQ whose scan makes each entry afresh, its id,
+// event ID and key slices of one large text, as a backend's decoder gives
+// them (a Redis entry's fields are slices of the entry's text).
+type textQueue struct {
+	*fakeQueue
+	n, size int
+}
+
+func (q textQueue) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
+	for i := range q.n {
+		text := fmt.Sprintf("%06d E%06d k%06d ", i, i, i) + strings.Repeat("x", q.size)
+		e := envelope.Envelope{ID: text[:6], EventID: text[7:14], Key: text[15:22], Malformed: "no payload",
+			Origin: envelope.Origin{Topic: "orders"}}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestPlanKeepsCopiesOfWhatItLeavesOut builds a plan that leaves every
+// entry out (malformed, so quarantined), each holding its key back, and
+// checks that the entries' text goes once the plan is made: what it keeps
+// of each entry is its id and event ID.
+func TestPlanKeepsCopiesOfWhatItLeavesOut(t *testing.T) {
+	const entries, size = 200, 64 << 10
+	q := textQueue{newFakeQueue(0, true), entries, size}
+	w := inspect.Walker{Source: q, Classifier: envelope.NewClassifier(envelope.DefaultRules()), Now: time.Now()}
+	var err error
+	p, grew := envelopetest.Retained(func() *Plan {
+		p, e := BuildPlan(context.Background(), w, q, PlanRequest{Kind: KindRedrive, Reason: "t"}, time.Now())
+		err = e
+		return p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Excluded) != entries || p.Excluded[0].EventID != "E000000" {
+		t.Fatalf("%d left out (first %+v), want all %d", len(p.Excluded), p.Excluded[0], entries)
+	}
+	if grew > 1<<20 {
+		t.Errorf("the plan of %d left-out entries keeps %d bytes on the heap; their %d-byte texts stayed with it", entries, grew, size)
 	}
 }

@@ -212,7 +212,7 @@ const smallHeaders = 16
 // otherwise. It never fails: what does not decode makes the envelope
 // malformed, with the reason.
 //
-// It runs once per record of every scan, so it allocates little: the id
+// It runs once per record of every scan, so it allocates little: the key
 // and the header values are substrings of one string, the numbers shown as
 // properties of another, the headers are looked up in slices on the stack,
 // and the properties map is sized once.
@@ -260,8 +260,12 @@ func (d *KafkaDecoder) decode(r KafkaRecord, lean bool) envelope.Envelope {
 	return e
 }
 
-// recordText is a record's locator, key and header values as substrings
-// of one string: one allocation for all of them.
+// recordText is a record's key and header values as substrings of one
+// string, one allocation for all of them, and its locator. The locator is
+// a string of its own: it is what readers keep of every record
+// (discover's groups keep the id of each entry they count), and as a
+// slice of the text it would keep every record's headers alive, a stack
+// trace included.
 type recordText struct {
 	all, id, key string
 	values       int // where the header values start in all
@@ -272,19 +276,18 @@ func newRecordText(r KafkaRecord) recordText {
 	id := strconv.AppendInt(idBuf[:0], int64(r.Partition), 10)
 	id = append(id, ':')
 	id = strconv.AppendInt(id, r.Offset, 10)
-	n := len(id) + len(r.Key)
+	n := len(r.Key)
 	for _, h := range r.Headers {
 		n += len(h.Value)
 	}
 	var arena strings.Builder
 	arena.Grow(n)
-	arena.Write(id)
 	arena.Write(r.Key)
 	for _, h := range r.Headers {
 		arena.Write(h.Value)
 	}
 	all := arena.String()
-	return recordText{all: all, id: all[:len(id)], key: all[len(id) : len(id)+len(r.Key)], values: len(id) + len(r.Key)}
+	return recordText{all: all, id: string(id), key: all[:len(r.Key)], values: len(r.Key)}
 }
 
 // getScratch is a decodeScratch from the pool; putScratch gives it back

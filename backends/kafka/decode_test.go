@@ -557,3 +557,29 @@ func mustTime(t *testing.T, s string) time.Time {
 	}
 	return tm.UTC()
 }
+
+// TestKeptIDsLeaveRecordsGo keeps the id of every decoded record, as
+// discover's groups do, and checks that the records' header text goes: an
+// id that was a slice of that text kept each record's headers alive (a
+// stack trace header is often tens of kilobytes).
+func TestKeptIDsLeaveRecordsGo(t *testing.T) {
+	const records, trace = 200, 64 << 10
+	d := NewKafkaDecoder(envelope.EventIDSource{Kind: "property"}, envelope.DefaultFieldNames())
+	keep := func() []string {
+		ids := make([]string, records)
+		for i := range ids {
+			r := springRecord()
+			r.Offset = int64(i)
+			r.Headers = append(r.Headers, KafkaHeader{Key: "kafka_dlt-exception-stacktrace", Value: []byte(strings.Repeat("at x.y(Z.java:1)\n", trace/17))})
+			ids[i] = d.Lean(r).ID
+		}
+		return ids
+	}
+	ids, grew := envelopetest.Retained(keep)
+	if ids[7] != "2:7" {
+		t.Fatalf("id %q, want 2:7", ids[7])
+	}
+	if grew > 1<<20 {
+		t.Errorf("keeping %d ids kept %d bytes on the heap; the records' %d-byte headers stayed with them", len(ids), grew, trace)
+	}
+}

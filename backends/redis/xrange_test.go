@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dlqctl/dlqctl/envelope/envelopetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -156,12 +156,6 @@ func TestXRangeFastEqualsPlain(t *testing.T) {
 // was a slice of its entry's text kept each payload alive.
 func TestKeptIDsLeaveEntriesGo(t *testing.T) {
 	const entries, payload = 200, 64 << 10
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	keep := func() []string {
 		in := make([]streamEntry, entries)
 		for i := range in {
@@ -177,13 +171,10 @@ func TestKeptIDsLeaveEntriesGo(t *testing.T) {
 		}
 		return ids
 	}
-	before := heap()
-	ids := keep()
-	after := heap()
-	if grew := int64(after) - int64(before); grew > 1<<20 {
+	ids, grew := envelopetest.Retained(keep)
+	if grew > 1<<20 {
 		t.Errorf("keeping %d ids kept %d bytes on the heap; the entries' %d-byte payloads stayed with them", len(ids), grew, payload)
 	}
-	runtime.KeepAlive(ids)
 }
 
 func TestXRangeParsesRepeatedNamesInOrder(t *testing.T) {
