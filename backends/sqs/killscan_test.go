@@ -1,6 +1,7 @@
 package sqsdlq_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -43,26 +44,11 @@ func fillDLQ(t *testing.T, p pair, n int) {
 	}
 }
 
-// TestKilledScan: a scan killed with -9 while it holds the whole DLQ
-// invisible: check counts the messages it cannot see (and fails
-// --max-total 0), stats reports them as not seen, and they are visible
-// again within the scan's short visibility timeout, not one sized for the
-// whole DLQ.
-func TestKilledScan(t *testing.T) {
-	ctx := testCtx(t)
-	p := newPair(t, ctx, false, 2)
-	const n = 1500
-	fillDLQ(t, p, n)
-	dir := t.TempDir()
-	if code, out := dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "plan", "--reason", "killed scan", "--allow-disposition", "investigate",
-		"--rate", "100000", "--settle", "0s", "--unverified-ok", "--out", "p.json"); code != 0 {
-		t.Fatalf("plan: %d %s", code, out)
-	}
-	if code, out := dlqctlRun(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
-		t.Fatalf("approve: %d %s", code, out)
-	}
-	// list writes more than a pipe holds; nobody reads it, so it blocks
-	// holding every message.
+// killScanHoldingDLQ starts a scan of p's DLQ of n messages that holds
+// every message (list writes more than a pipe holds and nobody reads it),
+// waits until all n are in flight, kills it with -9 and returns when.
+func killScanHoldingDLQ(t *testing.T, ctx context.Context, p pair, n int) time.Time {
+	t.Helper()
 	c := exec.Command("dlqctl", "--source", p.sourceURL(), "list", "-o", "ndjson")
 	c.Env = append(os.Environ(), sqstest.Env()...)
 	out, err := c.StdoutPipe()
@@ -88,8 +74,29 @@ func TestKilledScan(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	c.Process.Kill()
 	c.Wait()
-	killed := time.Now()
+	return time.Now()
+}
 
+// TestKilledScan: a scan killed with -9 while it holds the whole DLQ
+// invisible: check counts the messages it cannot see (and fails
+// --max-total 0), stats reports them as not seen, a plan says it cannot
+// hold them, an apply of an earlier plan names them, and they are visible
+// again within the scan's short visibility timeout, not one sized for the
+// whole DLQ.
+//
+// Each command runs on a DLQ of its own, right after its own killed scan:
+// the messages are hidden for 30 s after the kill, and the four commands
+// in a row took longer than that on a loaded machine.
+func TestKilledScan(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 1500
+	held := func() (pair, string, time.Time) {
+		p := newPair(t, ctx, false, 2)
+		fillDLQ(t, p, n)
+		return p, t.TempDir(), killScanHoldingDLQ(t, ctx, p, n)
+	}
+
+	p, dir, killed := held()
 	code, got := dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "check", "--max-total", "0", "-o", "json")
 	if code != 4 {
 		t.Fatalf("check --max-total 0 after a killed scan: exit %d, want 4 (the in-flight messages are in the DLQ)\n%s", code, got)
@@ -101,19 +108,35 @@ func TestKilledScan(t *testing.T) {
 	if err := json.NewDecoder(strings.NewReader(got)).Decode(&doc); err != nil || doc.NotSeen == 0 || doc.Total+doc.NotSeen != n {
 		t.Fatalf("check: total %d + not_seen %d (%v), want %d in all\n%s", doc.Total, doc.NotSeen, err, n, got)
 	}
-	t.Logf("check: total %d, not seen %d", doc.Total, doc.NotSeen)
+	t.Logf("check: total %d, not seen %d, %s after the kill", doc.Total, doc.NotSeen, time.Since(killed).Round(100*time.Millisecond))
+
+	p, dir, _ = held()
 	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "stats", "-o", "json")
 	if code != 0 || !strings.Contains(got, "in flight and not seen") {
 		t.Fatalf("stats after a killed scan: exit %d\n%s", code, got)
 	}
+
 	// A plan made now cannot hold the messages it could not see: it says so.
+	p, dir, _ = held()
 	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "plan", "--reason", "after a killed scan", "--allow-disposition", "investigate",
 		"--rate", "100000", "--settle", "0s", "--unverified-ok", "--out", "p2.json")
 	if code != 0 || !strings.Contains(got, "not seen by the scan, so this plan cannot hold them") {
 		t.Fatalf("plan after a killed scan: exit %d, want a warning about the messages it did not see\n%s", code, got)
 	}
-	// An apply now finds planned messages missing: it says they may be
-	// among the messages in flight.
+
+	// An apply of a plan made before the kill finds planned messages
+	// missing: it says they may be among the messages in flight.
+	p = newPair(t, ctx, false, 2)
+	fillDLQ(t, p, n)
+	dir = t.TempDir()
+	if code, out := dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "plan", "--reason", "killed scan", "--allow-disposition", "investigate",
+		"--rate", "100000", "--settle", "0s", "--unverified-ok", "--out", "p.json"); code != 0 {
+		t.Fatalf("plan: %d %s", code, out)
+	}
+	if code, out := dlqctlRun(t, dir, nil, "redrive", "approve", "p.json", "--by", "oncall"); code != 0 {
+		t.Fatalf("approve: %d %s", code, out)
+	}
+	killed = killScanHoldingDLQ(t, ctx, p, n)
 	code, got = dlqctlRun(t, dir, nil, "--source", p.sourceURL(), "redrive", "apply", "p.json")
 	if code != 5 || !strings.Contains(got, "in flight and not seen") {
 		t.Fatalf("apply after a killed scan: exit %d, want 5 naming the in-flight messages\n%s", code, got)
