@@ -37,15 +37,15 @@ func TestDiscoverHarnessSmall(t *testing.T) {
 // TestDiscoverRSSVerdict: the memory target scales with the entries and
 // names a run over it.
 func TestDiscoverRSSVerdict(t *testing.T) {
-	run := func(mib int64) DiscoverRun { return DiscoverRun{Discover: memSampleCPU{MaxRSS: mib << 10}} }
+	run := func(mib int64) memSampleCPU { return memSampleCPU{MaxRSS: mib << 10} }
 	for _, c := range []struct {
-		runs []DiscoverRun
+		runs []memSampleCPU
 		n    int
 		want string
 	}{
-		{[]DiscoverRun{run(245), run(275)}, 1_000_000, "275.0 MiB (target ≤ 369 MiB: 64 MiB and 320 bytes an entry): met."},
-		{[]DiscoverRun{run(245), run(1713)}, 1_000_000, "1713.0 MiB (target ≤ 369 MiB: 64 MiB and 320 bytes an entry): **not met**."},
-		{[]DiscoverRun{run(70)}, 2000, "70.0 MiB (target ≤ 65 MiB: 64 MiB and 320 bytes an entry): **not met**."},
+		{[]memSampleCPU{run(245), run(275)}, 1_000_000, "275.0 MiB (target ≤ 369 MiB: 64 MiB and 320 bytes an entry): met."},
+		{[]memSampleCPU{run(245), run(1713)}, 1_000_000, "1713.0 MiB (target ≤ 369 MiB: 64 MiB and 320 bytes an entry): **not met**."},
+		{[]memSampleCPU{run(70)}, 2000, "70.0 MiB (target ≤ 65 MiB: 64 MiB and 320 bytes an entry): **not met**."},
 	} {
 		if got := discoverRSSVerdict(c.runs, c.n); !strings.HasSuffix(got, c.want) {
 			t.Errorf("discoverRSSVerdict(%d entries) = %q, want it to end %q", c.n, got, c.want)

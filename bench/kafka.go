@@ -27,7 +27,11 @@ type KafkaStats struct {
 	BrokerRaw    []time.Duration
 	BrokerDlqctl []time.Duration
 	Command      string
-	StateRSS     *KafkaStateRSS
+	// Discover is `categorize --discover --all -o json` on the same DLT,
+	// once a run: it keeps every record's id, so it shows what a scan's
+	// ids keep of their records.
+	Discover []memSampleCPU
+	StateRSS *KafkaStateRSS
 }
 
 const kafkaBenchPartitions = 4
@@ -170,6 +174,10 @@ func (c Config) runKafka(ctx context.Context, d *dlqctl, now time.Time, res *Res
 	if err := c.profile(ctx, d, source, "kafka", res); err != nil {
 		return err
 	}
+	c.logf("kafka-stats: categorize --discover")
+	if ks.Discover, err = c.discoverRuns(ctx, d, source, n); err != nil {
+		return err
+	}
 	// Last: it changes the topic.
 	ks.StateRSS, err = c.kafkaStateRSS(ctx, d, b.Bootstrap(), topic, n, now)
 	return err
@@ -190,6 +198,14 @@ func (ks *KafkaStats) write(w io.Writer) {
 	}
 	peak := slicesMax(ks.T.col(func(r Run) float64 { return mib(r.ProcMem.MaxRSS) }))
 	fmt.Fprintf(w, "Peak RSS of `dlqctl stats` (ru_maxrss, via bench/launcher): %.1f MiB at most over the runs.\n", peak)
+	if len(ks.Discover) > 0 {
+		var each []string
+		for _, x := range ks.Discover {
+			each = append(each, fmt.Sprintf("%.2f s, %.1f MiB", x.Wall.Seconds(), mib(x.MaxRSS)))
+		}
+		fmt.Fprintf(w, "\n`dlqctl categorize --discover --all -o json` on the same DLT, per run: %s. ", strings.Join(each, "; "))
+		fmt.Fprintln(w, discoverRSSVerdict(ks.Discover, ks.T.N))
+	}
 	if ks.StateRSS != nil {
 		ks.StateRSS.write(w)
 	}
