@@ -11,17 +11,18 @@ import (
 	"github.com/dlqctl/dlqctl/envelope/envelopetest"
 )
 
-// textSource makes each entry afresh on every scan, its id and event ID
-// slices of one large text, as a backend's decoder gives them (a Redis
-// entry's fields are slices of the entry's text). Entries 2i and 2i+1
+// textSource makes each entry afresh on every scan, its event ID a slice
+// of one large text, as a backend's decoder gives it (a Redis entry's
+// fields are slices of the entry's text); its id is a string of its own,
+// as backend.Source promises. Entries 2i and 2i+1
 // share an event ID with different fingerprints: every event is in
 // conflict.
 type textSource struct{ n, size int }
 
 func (s textSource) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	for i := range s.n {
-		text := fmt.Sprintf("%06d E%06d ", i, i/2) + strings.Repeat("x", s.size)
-		e := envelope.Envelope{ID: text[:6], EventID: text[7:14], Fingerprint: fmt.Sprintf("sha256:%064x", i),
+		text := fmt.Sprintf("E%06d ", i/2) + strings.Repeat("x", s.size)
+		e := envelope.Envelope{ID: fmt.Sprintf("%06d", i), EventID: text[:7], Fingerprint: fmt.Sprintf("sha256:%064x", i),
 			LastError: "timeout", Origin: envelope.Origin{Topic: "orders"}, DeadLetteredAt: now}
 		if err := fn(e); err != nil {
 			return err

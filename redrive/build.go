@@ -183,13 +183,13 @@ func (b *planning) destination(ctx context.Context, e *envelope.Envelope) (dest,
 }
 
 // exclude leaves it out of the plan for why, and holds its key's later
-// entries back. The plan keeps copies of the entry's strings: a backend's
-// strings may be slices of the whole entry's text (a Redis entry's fields,
-// a Kafka record's headers), and a plan that leaves a million entries out
-// would keep every one of them whole.
+// entries back. The plan keeps a copy of the event ID: it may be a slice
+// of the whole entry's text (a Redis entry's fields, a Kafka record's
+// headers; backend.Source), and a plan that leaves a million entries out
+// would keep every one of them whole. The id is a string of its own.
 func (b *planning) exclude(it *inspect.Item, why, heldBy string) {
 	e := &it.Envelope
-	b.p.Excluded = append(b.p.Excluded, Excluded{ID: strings.Clone(e.ID), EventID: strings.Clone(e.EventID), Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
+	b.p.Excluded = append(b.p.Excluded, Excluded{ID: e.ID, EventID: strings.Clone(e.EventID), Why: why, Disposition: it.Class.Disposition, HeldBy: heldBy})
 	short, _, _ := strings.Cut(why, ":")
 	b.hold(e.Origin.Topic, e.Key, e.ID, "left out of the plan: "+short)
 }
@@ -202,8 +202,7 @@ func (b *planning) hold(origin, key, id, why string) {
 	}
 	h := hashKey(origin, key)
 	if _, ok := b.held[h]; !ok {
-		// A copy, as in exclude: one id is kept for every held key.
-		b.held[h] = heldBack{id: strings.Clone(id), why: why}
+		b.held[h] = heldBack{id: id, why: why}
 	}
 }
 

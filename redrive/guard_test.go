@@ -128,9 +128,10 @@ func TestPlanRefusesAnEventIDWithAControlCharacter(t *testing.T) {
 	}
 }
 
-// textQueue is the fake DLQ whose scan makes each entry afresh, its id,
-// event ID and key slices of one large text, as a backend's decoder gives
-// them (a Redis entry's fields are slices of the entry's text).
+// textQueue is the fake DLQ whose scan makes each entry afresh, its event
+// ID and key slices of one large text, as a backend's decoder gives them
+// (a Redis entry's fields are slices of the entry's text); its id is a
+// string of its own, as backend.Source promises.
 type textQueue struct {
 	*fakeQueue
 	n, size int
@@ -138,8 +139,8 @@ type textQueue struct {
 
 func (q textQueue) Scan(ctx context.Context, after string, fn func(envelope.Envelope) error) error {
 	for i := range q.n {
-		text := fmt.Sprintf("%06d E%06d k%06d ", i, i, i) + strings.Repeat("x", q.size)
-		e := envelope.Envelope{ID: text[:6], EventID: text[7:14], Key: text[15:22], Malformed: "no payload",
+		text := fmt.Sprintf("E%06d k%06d ", i, i) + strings.Repeat("x", q.size)
+		e := envelope.Envelope{ID: fmt.Sprintf("%06d", i), EventID: text[:7], Key: text[8:15], Malformed: "no payload",
 			Origin: envelope.Origin{Topic: "orders"}}
 		if err := fn(e); err != nil {
 			return err
@@ -151,7 +152,7 @@ func (q textQueue) Scan(ctx context.Context, after string, fn func(envelope.Enve
 // TestPlanKeepsCopiesOfWhatItLeavesOut builds a plan that leaves every
 // entry out (malformed, so quarantined), each holding its key back, and
 // checks that the entries' text goes once the plan is made: what it keeps
-// of each entry is its id and event ID.
+// of each entry is its id and a copy of its event ID.
 func TestPlanKeepsCopiesOfWhatItLeavesOut(t *testing.T) {
 	const entries, size = 200, 64 << 10
 	q := textQueue{newFakeQueue(0, true), entries, size}
