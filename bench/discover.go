@@ -69,13 +69,6 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 	discArgs := []string{"--config", d.config, "--source", source, "categorize", "--discover", "--all", "-o", "json"}
 	r.Stats = "dlqctl " + strings.Join(statsArgs[2:], " ")
 	r.Discover = "dlqctl " + strings.Join(discArgs[2:], " ")
-	run := func(args []string, check func([]byte) error) (memSampleCPU, error) {
-		l, err := launch(ctx, d.launcher, d.env, append([]string{d.bin}, args...)...)
-		if err != nil {
-			return memSampleCPU{}, fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, l.Stderr)
-		}
-		return memSampleCPU{Wall: l.Wall, CPU: l.User + l.Sys, MaxRSS: l.MaxRSS}, check(l.Stdout)
-	}
 	checkStats := func(out []byte) error {
 		_, total, err := parseStats(out)
 		if err == nil && total != c.N {
@@ -91,10 +84,10 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 	alternate := func(what string, runs *[]DiscoverRun) error {
 		for i := range c.Runs {
 			var dr DiscoverRun
-			if dr.Stats, err = run(statsArgs, checkStats); err != nil {
+			if dr.Stats, err = d.sample(ctx, statsArgs, checkStats); err != nil {
 				return err
 			}
-			if dr.Discover, err = run(discArgs, checkDiscover); err != nil {
+			if dr.Discover, err = d.sample(ctx, discArgs, checkDiscover); err != nil {
 				return err
 			}
 			*runs = append(*runs, dr)
@@ -116,20 +109,28 @@ func (c Config) runDiscover(ctx context.Context, d *dlqctl, now time.Time, res *
 	return alternate(" (errors with IDs)", &r.Varied)
 }
 
+// sample runs dlqctl with args through the launcher and checks its
+// output: its wall time, CPU and peak RSS.
+func (d *dlqctl) sample(ctx context.Context, args []string, check func([]byte) error) (memSampleCPU, error) {
+	l, err := launch(ctx, d.launcher, d.env, append([]string{d.bin}, args...)...)
+	if err != nil {
+		return memSampleCPU{}, fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, l.Stderr)
+	}
+	return memSampleCPU{Wall: l.Wall, CPU: l.User + l.Sys, MaxRSS: l.MaxRSS}, check(l.Stdout)
+}
+
 // discoverRuns runs `categorize --discover --all -o json` on source, of n
 // entries, c.Runs times, each checked to list every id.
 func (c Config) discoverRuns(ctx context.Context, d *dlqctl, source string, n int) ([]memSampleCPU, error) {
-	args := []string{d.bin, "--config", d.config, "--source", source, "categorize", "--discover", "--all", "-o", "json"}
+	args := []string{"--config", d.config, "--source", source, "categorize", "--discover", "--all", "-o", "json"}
+	check := func(out []byte) error { _, err := discoverGroups(out, n); return err }
 	var runs []memSampleCPU
 	for range c.Runs {
-		l, err := launch(ctx, d.launcher, d.env, args...)
+		s, err := d.sample(ctx, args, check)
 		if err != nil {
-			return nil, fmt.Errorf("categorize --discover: %v\n%s", err, l.Stderr)
-		}
-		if _, err := discoverGroups(l.Stdout, n); err != nil {
 			return nil, err
 		}
-		runs = append(runs, memSampleCPU{Wall: l.Wall, CPU: l.User + l.Sys, MaxRSS: l.MaxRSS})
+		runs = append(runs, s)
 	}
 	return runs, nil
 }
